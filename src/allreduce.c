@@ -1,0 +1,407 @@
+/*
+ * allreduce.c - the request engine: drives the ring schedule (schedule.c) over
+ * the transport, one request at a time in start order. Per channel, frame q
+ * may be sent once frame q - nchunks has been received and reduced (the same
+ * chunk one step earlier), and may be received into the user's buffer in
+ * allgather once the send that read that region has left. Up to RING_WINDOW
+ * frames are in flight each way, so receiving chunk k+1, reducing chunk k
+ * and sending chunk k-1 overlap. Nothing here allocates or blocks except
+ * ring_comm_wait_until, which sleeps in the transport's wait with a deadline.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "clock.h"
+#include "comm_int.h"
+#include "log.h"
+#include "reduce.h"
+
+static size_t dtype_size(ring_dtype_t dtype)
+{
+    return dtype == RING_FLOAT32 ? 4 : 2;
+}
+
+static ring_request_t *active_request(ring_comm_t *comm)
+{
+    return comm->req_count > 0 ? &comm->reqs[comm->req_head] : NULL;
+}
+
+static const char *const op_names[] = {"sum", "avg"};
+static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};
+
+/* Receiving the back channel: ABORT or CLOSE from the right neighbour. */
+void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch)
+{
+    ring_slot_t *slot = &ch->back;
+
+    slot->req.iov[0].iov_base = slot->hdr;
+    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    slot->req.iovcnt = 1;
+    slot->posted = comm->tp_ops->post_recv(ch->right[0], &slot->req) == RING_OK;
+}
+
+static void channel_begin(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req)
+{
+    ch->part = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
+    ring_sched_init(&ch->sched, comm->rank, comm->size, ch->part.len, dtype_size(req->dtype),
+                    comm->cfg.chunk_bytes);
+    ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
+}
+
+static void request_begin(ring_comm_t *comm, ring_request_t *req)
+{
+    req->started = 1;
+    if (comm->size == 1) {
+        /* a ring of one: the sum is the input, and so is the average */
+        if (req->recvbuf != req->sendbuf)
+            memcpy(req->recvbuf, req->sendbuf, req->count * dtype_size(req->dtype));
+        req->done = 1;
+        return;
+    }
+    for (int c = 0; c < comm->nchannels; c++)
+        channel_begin(comm, &comm->channels[c], req);
+}
+
+static float *elem_ptr(const void *base, const ring_channel_t *ch, const ring_range_t *r)
+{
+    return (float *)base + ch->part.off + r->off;
+}
+
+static void frame_fill(const ring_comm_t *comm, const ring_channel_t *ch,
+                       const ring_request_t *req, const ring_sched_frame_t *sf, ring_frame_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->type = RING_FRAME_DATA;
+    f->dtype = (uint8_t)req->dtype;
+    f->op = (uint8_t)req->op;
+    f->channel = (uint8_t)ch->index;
+    f->round = req->round;
+    f->count = req->count;
+    f->tensor_id = req->tensor_id;
+    f->chunk = (uint32_t)sf->chunk;
+    f->step = (uint16_t)sf->step;
+    f->payload_bytes = (uint32_t)(sf->range.len * dtype_size(req->dtype));
+    f->origin_rank = (uint32_t)comm->rank;
+}
+
+static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
+                                       ring_request_t *req, uint32_t q)
+{
+    ring_slot_t *slot = &ch->send[q % RING_WINDOW];
+    ring_sched_frame_t sf;
+    ring_frame_t f;
+    const void *src;
+    ring_status_t status;
+
+    ring_sched_send_frame(&ch->sched, q, &sf);
+    frame_fill(comm, ch, req, &sf, &f);
+    ring_frame_encode(&f, slot->hdr);
+    /* step 0 sends this peer's own data; later steps forward what it reduced or received */
+    src = sf.step == 0 ? req->sendbuf : req->recvbuf;
+    slot->req.iov[0].iov_base = slot->hdr;
+    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    slot->req.iov[1].iov_base = elem_ptr(src, ch, &sf.range);
+    slot->req.iov[1].iov_len = f.payload_bytes;
+    slot->req.iovcnt = 2;
+    slot->posted = 1;
+    status = comm->tp_ops->post_send(ch->right[q % (uint32_t)comm->nstreams], &slot->req);
+    return status == RING_OK || slot->req.done ? RING_OK : status; /* failure shows on retire */
+}
+
+static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
+                                       ring_request_t *req, uint32_t q)
+{
+    ring_slot_t *slot = &ch->recv[q % RING_WINDOW];
+    ring_sched_frame_t sf;
+    size_t bytes;
+    ring_status_t status;
+
+    ring_sched_recv_frame(&ch->sched, q, &sf);
+    bytes = sf.range.len * dtype_size(req->dtype);
+    slot->req.iov[0].iov_base = slot->hdr;
+    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    /* reduce-scatter lands in a staging chunk; allgather straight in the result */
+    slot->req.iov[1].iov_base = sf.reduce ? ch->stage + (q % RING_WINDOW) * comm->cfg.chunk_bytes
+                                          : (void *)elem_ptr(req->recvbuf, ch, &sf.range);
+    slot->req.iov[1].iov_len = bytes;
+    slot->req.iovcnt = 2;
+    slot->posted = 1;
+    status = comm->tp_ops->post_recv(ch->left[q % (uint32_t)comm->nstreams], &slot->req);
+    return status == RING_OK || slot->req.done ? RING_OK : status;
+}
+
+/* A transport-level failure on a connection to rank `peer`. */
+static ring_status_t fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,
+                               const ring_tp_req_t *treq)
+{
+    char phase[96], addr[300];
+
+    ring_phase_format(comm, req, step, phase, sizeof(phase));
+    ring_rank_addr(comm, peer, addr, sizeof(addr));
+    return ring_comm_fail(comm, RING_ERR_REMOTE, peer, treq->sys_errno, 0, "%s: %s by rank %d (%s)",
+                          phase, ring_tp_cause(treq->status, treq->sys_errno), peer, addr);
+}
+
+static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                                 const ring_sched_frame_t *sf, ring_slot_t *slot)
+{
+    char phase[96], addr[300];
+    ring_frame_t f;
+    size_t expect = sf->range.len * dtype_size(req->dtype);
+    int left = comm->left_rank;
+
+    ring_phase_format(comm, req, sf->step, phase, sizeof(phase));
+    ring_rank_addr(comm, left, addr, sizeof(addr));
+    if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)
+        return ring_comm_fail(comm, RING_ERR_PROTOCOL, left, 0, 0,
+                              "%s: rank %d (%s) sent something that is not a ringd frame "
+                              "(%zu bytes, bad magic)", phase, left, addr, slot->req.bytes);
+    if (f.type == RING_FRAME_ABORT)
+        return ring_comm_fail_from_frame(comm, &f, left);
+    if (f.type == RING_FRAME_CLOSE)
+        return ring_comm_fail(comm, RING_ERR_REMOTE, left, 0, 0,
+                              "%s: rank %d (%s) closed its communicator instead of joining this "
+                              "allreduce", phase, left, addr);
+    if (f.round != req->round || f.count != req->count || f.dtype != req->dtype ||
+        f.op != req->op || f.tensor_id != req->tensor_id)
+        return ring_comm_fail(comm, RING_ERR_MISMATCH, left, 0, f.count,
+                              "%s: allreduce arguments differ between rank %d and rank %d (%s): "
+                              "rank %d called allreduce #%llu with count %zu, %s, %s, tensor id "
+                              "%u; rank %d called #%llu with count %llu, %s, %s, tensor id %u",
+                              phase, comm->rank, left, addr, comm->rank,
+                              (unsigned long long)req->round, req->count,
+                              dtype_names[req->dtype], op_names[req->op], req->tensor_id, left,
+                              (unsigned long long)f.round, (unsigned long long)f.count,
+                              f.dtype < RING_DTYPE_COUNT ? dtype_names[f.dtype] : "?",
+                              f.op < RING_OP_COUNT ? op_names[f.op] : "?", f.tensor_id);
+    if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||
+        f.chunk != (uint32_t)sf->chunk || f.payload_bytes != expect ||
+        slot->req.status != RING_OK || slot->req.bytes != RING_FRAME_BYTES + expect)
+        return ring_comm_fail(comm, RING_ERR_PROTOCOL, left, 0, 0,
+                              "%s: rank %d (%s) sent frame type %u channel %u step %u chunk %u "
+                              "of %u bytes; expected channel %d step %d chunk %d of %zu bytes",
+                              phase, left, addr, f.type, f.channel, f.step, f.chunk,
+                              f.payload_bytes, ch->index, sf->step, sf->chunk, expect);
+    return RING_OK;
+}
+
+static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
+                                         ring_request_t *req, uint32_t q)
+{
+    ring_slot_t *slot = &ch->recv[q % RING_WINDOW];
+    ring_sched_frame_t sf;
+
+    ring_sched_recv_frame(&ch->sched, q, &sf);
+    slot->posted = 0;
+    /* a message larger than expected still delivers its header: read it first */
+    if (slot->req.status != RING_OK && slot->req.status != RING_ERR_MISMATCH)
+        return fail_link(comm, req, sf.step, comm->left_rank, &slot->req);
+    RING_CHECK(check_frame(comm, ch, req, &sf, slot));
+    if (sf.reduce) {
+        float *dst = elem_ptr(req->recvbuf, ch, &sf.range);
+        const float *mine = elem_ptr(req->sendbuf, ch, &sf.range);
+        const float *in = (const float *)slot->req.iov[1].iov_base;
+
+        if (sf.last_reduce && req->op == RING_AVG)
+            ring_reduce_sum_scale_f32(dst, mine, in, 1.0f / (float)comm->size, sf.range.len);
+        else
+            ring_reduce_sum_f32(dst, mine, in, sf.range.len);
+    }
+    return RING_OK;
+}
+
+static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                                      int *moved)
+{
+    const ring_sched_t *s = &ch->sched;
+    uint32_t nchunks = (uint32_t)s->nchunks;
+    uint32_t ag_lag = (uint32_t)(comm->size - 1) * nchunks;
+
+    while (ch->sends_done < ch->next_send && ch->send[ch->sends_done % RING_WINDOW].req.done) {
+        ring_slot_t *slot = &ch->send[ch->sends_done % RING_WINDOW];
+        if (slot->req.status != RING_OK)
+            return fail_link(comm, req, (int)(ch->sends_done / nchunks), comm->right_rank,
+                             &slot->req);
+        slot->posted = 0;
+        ch->sends_done++;
+        (*moved)++;
+    }
+    while (ch->recvs_done < ch->next_recv && ch->recv[ch->recvs_done % RING_WINDOW].req.done) {
+        RING_CHECK(channel_retire_recv(comm, ch, req, ch->recvs_done));
+        ch->recvs_done++;
+        (*moved)++;
+    }
+    while (ch->next_send < s->nframes && ch->next_send - ch->sends_done < RING_WINDOW &&
+           (ch->next_send < nchunks || ch->next_send - nchunks < ch->recvs_done)) {
+        RING_CHECK(channel_post_send(comm, ch, req, ch->next_send));
+        ch->next_send++;
+        (*moved)++;
+    }
+    while (ch->next_recv < s->nframes && ch->next_recv - ch->recvs_done < RING_WINDOW &&
+           (ch->next_recv < ag_lag || ch->next_recv - ag_lag < ch->sends_done)) {
+        RING_CHECK(channel_post_recv(comm, ch, req, ch->next_recv));
+        ch->next_recv++;
+        (*moved)++;
+    }
+    return RING_OK;
+}
+
+/* The right neighbour's back channel: ABORT fails us; CLOSE is fine once it has all our data. */
+static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
+{
+    ring_channel_t *ch = &comm->channels[0];
+    ring_frame_t f;
+    char phase[96], addr[300];
+    int pending = 0;
+
+    if (!ch->back.posted || !ch->back.req.done)
+        return RING_OK;
+    ch->back.posted = 0;
+    for (int c = 0; req != NULL && c < comm->nchannels; c++)
+        pending |= comm->channels[c].sends_done < comm->channels[c].sched.nframes;
+    ring_phase_format(comm, req, -1, phase, sizeof(phase));
+    ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
+    if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
+        comm->right_closed = 1;
+        if (!pending)
+            return RING_OK; /* reported when an allreduce needs that connection */
+        return fail_link(comm, req, -1, comm->right_rank, &ch->back.req);
+    }
+    if (ring_frame_decode(ch->back.hdr, &f) != 0)
+        return ring_comm_fail(comm, RING_ERR_PROTOCOL, comm->right_rank, 0, 0,
+                              "%s: rank %d (%s) sent garbage on its back channel", phase,
+                              comm->right_rank, addr);
+    if (f.type == RING_FRAME_ABORT)
+        return ring_comm_fail_from_frame(comm, &f, comm->right_rank);
+    comm->right_closed = 1;
+    if (pending)
+        return ring_comm_fail(comm, RING_ERR_REMOTE, comm->right_rank, 0, 0,
+                              "%s: rank %d (%s) closed its communicator during this allreduce",
+                              phase, comm->right_rank, addr);
+    return RING_OK;
+}
+
+static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status)
+{
+    req->done = 1;
+    req->status = status;
+}
+
+/* One pass over everything; returns how much moved, or -1 once the comm has failed. */
+int ring_comm_progress(ring_comm_t *comm)
+{
+    ring_request_t *req = active_request(comm);
+    int moved;
+
+    if (comm->error != RING_OK)
+        return -1;
+    moved = comm->size > 1 ? comm->tp_ops->progress(comm->tp) : 0;
+    if (check_back_channel(comm, req) != RING_OK)
+        goto failed;
+    /* the head request runs; finished ones stay until waited for */
+    while (req != NULL) {
+        int finished = 1;
+
+        if (req->done) {
+            /* look past finished requests for the next one to run */
+            unsigned idx = (unsigned)(req - comm->reqs);
+            unsigned pos = (idx + RING_MAX_REQUESTS - comm->req_head) % RING_MAX_REQUESTS;
+            if (pos + 1 >= comm->req_count)
+                break;
+            req = &comm->reqs[(idx + 1) % RING_MAX_REQUESTS];
+            continue;
+        }
+        if (!req->started) {
+            request_begin(comm, req);
+            moved++;
+            if (req->done)
+                continue;
+        }
+        for (int c = 0; c < comm->nchannels; c++) {
+            ring_channel_t *ch = &comm->channels[c];
+            if (channel_progress(comm, ch, req, &moved) != RING_OK)
+                goto failed;
+            finished &= ch->sends_done == ch->sched.nframes && ch->recvs_done == ch->sched.nframes;
+        }
+        if (!finished)
+            break;
+        request_finish(comm, req, RING_OK);
+        moved++;
+    }
+    return moved;
+failed:
+    for (unsigned i = 0; i < comm->req_count; i++) {
+        ring_request_t *r = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+        if (!r->done)
+            request_finish(comm, r, comm->error);
+    }
+    return -1;
+}
+
+/* The oldest thing we are waiting for, as a timeout message. */
+static ring_status_t fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
+{
+    char phase[96], addr[300];
+
+    for (int c = 0; c < comm->nchannels; c++) {
+        ring_channel_t *ch = &comm->channels[c];
+        uint32_t nchunks = (uint32_t)ch->sched.nchunks;
+
+        if (ch->recvs_done < ch->sched.nframes &&
+            (ch->recvs_done < ch->next_recv || ch->sends_done == ch->next_send)) {
+            ring_phase_format(comm, req, (int)(ch->recvs_done / nchunks), phase, sizeof(phase));
+            ring_rank_addr(comm, comm->left_rank, addr, sizeof(addr));
+            return ring_comm_fail(comm, RING_ERR_TIMED_OUT, comm->left_rank, ETIMEDOUT, 0,
+                                  "%s: timed out after %.0f s waiting for data from rank %d (%s) "
+                                  "(stopped, overloaded or unreachable?)", phase, waited,
+                                  comm->left_rank, addr);
+        }
+        if (ch->sends_done < ch->sched.nframes) {
+            ring_phase_format(comm, req, (int)(ch->sends_done / nchunks), phase, sizeof(phase));
+            ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
+            return ring_comm_fail(comm, RING_ERR_TIMED_OUT, comm->right_rank, ETIMEDOUT, 0,
+                                  "%s: timed out after %.0f s sending to rank %d (%s), which is "
+                                  "not reading (stopped or overloaded?)", phase, waited,
+                                  comm->right_rank, addr);
+        }
+    }
+    ring_phase_format(comm, req, -1, phase, sizeof(phase));
+    return ring_comm_fail(comm, RING_ERR_TIMED_OUT, -1, ETIMEDOUT, 0,
+                          "%s: timed out after %.0f s without progress", phase, waited);
+}
+
+ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
+{
+    double now = ring_now();
+    double last_progress = now, spin_until = now + comm->cfg.spin_us * 1e-6;
+
+    while (!req->done) {
+        int moved = ring_comm_progress(comm);
+
+        if (moved < 0)
+            break;
+        now = ring_now();
+        if (moved > 0) {
+            last_progress = now;
+            spin_until = now + comm->cfg.spin_us * 1e-6;
+            continue;
+        }
+        if (now < spin_until)
+            continue;
+        if (now - last_progress > comm->cfg.timeout_s) {
+            fail_timeout(comm, active_request(comm), now - last_progress);
+            ring_comm_progress(comm); /* fails the requests with the sticky error */
+            break;
+        }
+        {
+            double left = comm->cfg.timeout_s - (now - last_progress);
+            int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+            comm->tp_ops->wait(comm->tp, ms);
+        }
+    }
+    if (!req->done)
+        req->done = 1, req->status = comm->error;
+    return req->status;
+}

@@ -1,0 +1,200 @@
+/*
+ * comm.c - the public communicator API: open (validate the config, parse
+ * the peers, connect the ring), close (tell the neighbours, free), and the
+ * allreduce entry points that queue requests for the engine (allreduce.c).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_int.h"
+#include "log.h"
+
+static void comm_free(ring_comm_t *comm)
+{
+    for (int c = 0; c < RING_MAX_CHANNELS; c++) {
+        ring_channel_t *ch = &comm->channels[c];
+        for (int s = 0; s < RING_MAX_STREAMS; s++) {
+            if (ch->right[s] != NULL)
+                comm->tp_ops->ep_close(ch->right[s]);
+            if (ch->left[s] != NULL)
+                comm->tp_ops->ep_close(ch->left[s]);
+        }
+        free(ch->stage);
+    }
+    if (comm->listener != NULL)
+        comm->tp_ops->listener_close(comm->listener);
+    if (comm->tp != NULL)
+        comm->tp_ops->fini(comm->tp);
+    free(comm->peers);
+    ring_config_free(&comm->cfg);
+    free(comm);
+}
+
+static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
+{
+    ring_tp_params_t params = {.sockbuf = cfg->tcp_sockbuf};
+    int level = ring_log_level_parse(cfg->log_level);
+    const char *tp_name = strcmp(cfg->transport, "auto") == 0 ? "tcp" : cfg->transport;
+
+    RING_CHECK(ring_config_validate(cfg));
+    RING_CHECK(ring_config_copy(&comm->cfg, cfg));
+    if (level > 0)
+        ring_log_set_level((ring_log_level_t)level);
+    ring_log_set_rank(cfg->rank);
+    comm->rank = cfg->rank;
+    comm->size = cfg->world_size;
+    comm->left_rank = (cfg->rank + cfg->world_size - 1) % cfg->world_size;
+    comm->right_rank = (cfg->rank + 1) % cfg->world_size;
+    comm->nchannels = cfg->channels;
+    comm->nstreams = cfg->tcp_streams;
+    comm->tp_ops = ring_tp_find(tp_name);
+    if (comm->tp_ops == NULL)
+        return ring_error_set(RING_ERR_UNSUPPORTED, "transport '%s' is not in this build (it has: %s)",
+                              tp_name, ring_tp_names());
+    if (comm->size == 1)
+        return RING_OK; /* a ring of one needs no peers and no sockets */
+    RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
+                                &comm->peers));
+    ring_peer_format(&comm->peers[comm->left_rank], comm->left_addr, sizeof(comm->left_addr));
+    ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr, sizeof(comm->right_addr));
+    for (int c = 0; c < comm->nchannels; c++) {
+        comm->channels[c].index = c;
+        comm->channels[c].stage = malloc(RING_WINDOW * cfg->chunk_bytes);
+        if (comm->channels[c].stage == NULL)
+            return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d staging chunks of %zu "
+                                  "bytes", RING_WINDOW, cfg->chunk_bytes);
+    }
+    RING_CHECK(comm->tp_ops->init(&params, &comm->tp));
+    RING_CHECK(ring_connect_ring(comm));
+    ring_channel_post_back(comm, &comm->channels[0]);
+    return RING_OK;
+}
+
+ring_status_t ring_comm_open(const ring_config_t *cfg, ring_comm_t **comm_p)
+{
+    ring_comm_t *comm;
+    ring_status_t status;
+
+    if (cfg == NULL || comm_p == NULL)
+        return ring_error_set(RING_ERR_INVALID, "ring_comm_open: cfg and comm_p must not be NULL");
+    comm = calloc(1, sizeof(*comm));
+    if (comm == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a communicator");
+    status = comm_setup(comm, cfg);
+    if (status != RING_OK) {
+        comm_free(comm);
+        return status;
+    }
+    *comm_p = comm;
+    return RING_OK;
+}
+
+void ring_comm_close(ring_comm_t *comm)
+{
+    if (comm == NULL)
+        return;
+    if (comm->size > 1 && comm->tp != NULL && comm->error == RING_OK)
+        ring_comm_send_notice(comm, RING_FRAME_CLOSE, RING_OK, comm->rank, 0, 0, -1);
+    comm_free(comm);
+}
+
+int ring_comm_rank(const ring_comm_t *comm)
+{
+    return comm->rank;
+}
+
+int ring_comm_size(const ring_comm_t *comm)
+{
+    return comm->size;
+}
+
+ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, ring_dtype_t dtype, ring_op_t op,
+                                   uint32_t tensor_id, ring_request_t **req_p)
+{
+    ring_request_t *req;
+
+    if (comm == NULL || req_p == NULL)
+        return ring_error_set(RING_ERR_INVALID, "ring_allreduce_start: comm and req_p must not "
+                              "be NULL");
+    if (comm->error != RING_OK)
+        return ring_error_copy(comm->error, comm->error_msg);
+    if (count > 0 && (sendbuf == NULL || recvbuf == NULL))
+        return ring_error_set(RING_ERR_INVALID, "allreduce of %zu elements with a NULL buffer",
+                              count);
+    if ((unsigned)op >= RING_OP_COUNT)
+        return ring_error_set(RING_ERR_INVALID, "allreduce: unknown op %d", (int)op);
+    if ((unsigned)dtype >= RING_DTYPE_COUNT)
+        return ring_error_set(RING_ERR_INVALID, "allreduce: unknown dtype %d", (int)dtype);
+    if (dtype != RING_FLOAT32)
+        return ring_error_set(RING_ERR_UNSUPPORTED, "allreduce: only float32 buffers so far");
+    if (count > ((size_t)1 << 40))
+        return ring_error_set(RING_ERR_INVALID, "allreduce of %zu elements is too large", count);
+    if (comm->req_count == RING_MAX_REQUESTS)
+        return ring_error_set(RING_ERR_NO_RESOURCE, "%d allreduces already started and not "
+                              "waited for", RING_MAX_REQUESTS);
+    req = &comm->reqs[(comm->req_head + comm->req_count) % RING_MAX_REQUESTS];
+    memset(req, 0, sizeof(*req));
+    req->comm = comm;
+    req->sendbuf = sendbuf;
+    req->recvbuf = recvbuf;
+    req->count = count;
+    req->dtype = dtype;
+    req->op = op;
+    req->tensor_id = tensor_id;
+    req->round = comm->next_round++;
+    req->in_use = 1;
+    comm->req_count++;
+    (void)ring_comm_progress(comm);
+    *req_p = req;
+    return RING_OK;
+}
+
+ring_status_t ring_request_test(ring_request_t *req, int *done_p)
+{
+    if (req == NULL || done_p == NULL || !req->in_use)
+        return ring_error_set(RING_ERR_INVALID, "ring_request_test: not a live request");
+    if (!req->done)
+        (void)ring_comm_progress(req->comm);
+    *done_p = req->done;
+    if (req->done && req->status != RING_OK)
+        return ring_error_copy(req->status, req->comm->error_msg);
+    return RING_OK;
+}
+
+ring_status_t ring_request_wait(ring_request_t *req)
+{
+    ring_comm_t *comm;
+    ring_status_t status;
+
+    if (req == NULL || !req->in_use)
+        return ring_error_set(RING_ERR_INVALID, "ring_request_wait: not a live request");
+    comm = req->comm;
+    /* earlier requests run first; waiting on this one drives them too */
+    status = ring_comm_wait_until(comm, req);
+    req->in_use = 0;
+    /* release finished requests from the head, in order */
+    while (comm->req_count > 0 && !comm->reqs[comm->req_head].in_use) {
+        comm->req_head = (comm->req_head + 1) % RING_MAX_REQUESTS;
+        comm->req_count--;
+    }
+    if (status != RING_OK)
+        return ring_error_copy(status, comm->error_msg);
+    return RING_OK;
+}
+
+ring_status_t ring_allreduce(ring_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             ring_dtype_t dtype, ring_op_t op)
+{
+    ring_request_t *req;
+
+    RING_CHECK(ring_allreduce_start(comm, sendbuf, recvbuf, count, dtype, op, 0, &req));
+    return ring_request_wait(req);
+}
+
+const char *ring_version(void)
+{
+    return PACKAGE_VERSION;
+}

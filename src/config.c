@@ -1,0 +1,357 @@
+/*
+ * config.c - the one table of communicator settings: name, environment
+ * variable, default, unit, doc and parser. Flags, RING_* variables, --help
+ * and --print-config all read it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <ringd/config.h>
+
+#include "errors.h"
+#include "log.h"
+#include "parse.h"
+
+typedef enum config_type {
+    CONFIG_INT,
+    CONFIG_SIZE,
+    CONFIG_DURATION,
+    CONFIG_STRING,    /* fixed char array inside ring_config_t */
+    CONFIG_PEERS,     /* heap string */
+    CONFIG_PORTS,     /* "P" or "LO-HI" */
+    CONFIG_TRANSPORT, /* auto|tcp */
+    CONFIG_LOGLEVEL
+} config_type_t;
+
+typedef struct config_entry {
+    const char *name;   /* flag without "--"; env is RING_ + upper-case name with '_' */
+    const char *env;
+    config_type_t type;
+    const char *defval; /* as text, parsed by the same parser as user input */
+    const char *unit;   /* shown in --help */
+    size_t offset;
+    size_t size;        /* for CONFIG_STRING */
+    long min, max;      /* for CONFIG_INT */
+    const char *doc;
+} config_entry_t;
+
+#define FIELD(_f) offsetof(ring_config_t, _f), sizeof(((ring_config_t *)0)->_f)
+
+static const config_entry_t config_table[] = {
+    {"rank", "RING_RANK", CONFIG_INT, "-1", "", FIELD(rank), -1, INT_MAX,
+     "this peer's rank in 0..world-size-1 (required)"},
+    {"world-size", "RING_WORLD_SIZE", CONFIG_INT, "0", "", FIELD(world_size), 0, 65536,
+     "number of peers in the ring (required)"},
+    {"peers", "RING_PEERS", CONFIG_PEERS, "", "host[:port],...", FIELD(peers), 0, 0,
+     "address of every peer, in rank order; IPv6 as [addr]:port; a missing port is taken "
+     "from --port"},
+    {"transport", "RING_TRANSPORT", CONFIG_TRANSPORT, "auto", "auto|tcp", FIELD(transport), 0, 0,
+     "how peers exchange data; auto picks the best one available"},
+    {"chunk-size", "RING_CHUNK_SIZE", CONFIG_SIZE, "1M", "bytes", FIELD(chunk_bytes), 0, 0,
+     "bytes per chunk on the wire; chunks of a segment are pipelined"},
+    {"channels", "RING_CHANNELS", CONFIG_INT, "1", "", FIELD(channels), 1, 16,
+     "independent rings over disjoint parts of each buffer, each with its own connections"},
+    {"tcp-streams", "RING_TCP_STREAMS", CONFIG_INT, "1", "", FIELD(tcp_streams), 1, 16,
+     "TCP connections per neighbour and channel; chunks are spread over them"},
+    {"tcp-sockbuf", "RING_TCP_SOCKBUF", CONFIG_SIZE, "4M", "bytes", FIELD(tcp_sockbuf), 0, 0,
+     "socket send/receive buffer size; 0 leaves it to the kernel's autotuning"},
+    {"timeout", "RING_TIMEOUT", CONFIG_DURATION, "30s", "seconds", FIELD(timeout_s), 0, 0,
+     "longest wait without progress during an allreduce before failing"},
+    {"connect-timeout", "RING_CONNECT_TIMEOUT", CONFIG_DURATION, "120s", "seconds",
+     FIELD(connect_timeout_s), 0, 0, "longest wait for the neighbours at start-up"},
+    {"spin", "RING_SPIN_US", CONFIG_INT, "50", "microseconds", FIELD(spin_us), 0, 1000000,
+     "busy-poll this long before sleeping in poll(); 0 never spins"},
+    {"port", "RING_PORT", CONFIG_PORTS, "29500", "PORT|LO-HI", FIELD(port_lo), 0, 0,
+     "port for peers entries without one: the k-th peer on a host gets LO+k, within LO-HI"},
+    {"bind", "RING_BIND", CONFIG_STRING, "", "ADDR|IFACE", FIELD(bind), 0, 0,
+     "listen on this address or interface; default: the host of this rank's peers entry"},
+    {"job-id", "RING_JOB_ID", CONFIG_STRING, "0", "text", FIELD(job_id), 0, 0,
+     "peers of one job must agree on it; a stranger with another id is refused"},
+    {"log-level", "RING_LOG_LEVEL", CONFIG_LOGLEVEL, "none", "none|error|warn|info|debug|trace",
+     FIELD(log_level), 0, 0, "library logging to stderr (RING_DEBUG=1 means debug)"},
+};
+
+#define CONFIG_COUNT (sizeof(config_table) / sizeof(config_table[0]))
+
+_Static_assert(CONFIG_COUNT <= sizeof(((ring_config_t *)0)->source), "source[] too small");
+
+static const char *const source_names[] = {"default", "environment", "flag", "api"};
+
+static const config_entry_t *config_find(const char *name)
+{
+    while (name[0] == '-')
+        name++;
+    for (size_t i = 0; i < CONFIG_COUNT; i++)
+        if (strcmp(config_table[i].name, name) == 0)
+            return &config_table[i];
+    return NULL;
+}
+
+static ring_status_t config_bad(const config_entry_t *e, const char *value, const char *why)
+{
+    return ring_error_set(RING_ERR_INVALID, "invalid value '%s' for --%s (%s): %s; expected %s",
+                          value, e->name, e->env, why, e->unit[0] ? e->unit : "a number");
+}
+
+static ring_status_t config_apply(ring_config_t *cfg, const config_entry_t *e, const char *value)
+{
+    char *field = (char *)cfg + e->offset;
+    long l;
+    size_t sz;
+    double d;
+
+    switch (e->type) {
+    case CONFIG_INT:
+        if (ring_parse_long(value, &l) != 0)
+            return config_bad(e, value, "not an integer");
+        if (l < e->min || l > e->max) {
+            char why[64];
+            snprintf(why, sizeof(why), "out of range %ld..%ld", e->min, e->max);
+            return config_bad(e, value, why);
+        }
+        *(int *)field = (int)l;
+        return RING_OK;
+    case CONFIG_SIZE:
+        if (ring_parse_size(value, &sz) != 0)
+            return config_bad(e, value, "not a size (e.g. 4096, 64K, 1M, 2G)");
+        *(size_t *)field = sz;
+        return RING_OK;
+    case CONFIG_DURATION:
+        if (ring_parse_duration(value, &d) != 0)
+            return config_bad(e, value, "not a duration (e.g. 30, 30s, 500ms, 2m)");
+        *(double *)field = d;
+        return RING_OK;
+    case CONFIG_STRING:
+        if (strlen(value) >= e->size)
+            return config_bad(e, value, "too long");
+        memcpy(field, value, strlen(value) + 1);
+        return RING_OK;
+    case CONFIG_PEERS: {
+        char *copy = strdup(value);
+        if (copy == NULL)
+            return ring_error_set(RING_ERR_NO_MEMORY, "out of memory copying --%s", e->name);
+        free(cfg->peers);
+        cfg->peers = copy;
+        return RING_OK;
+    }
+    case CONFIG_PORTS: {
+        int lo, hi;
+        if (ring_parse_port_range(value, &lo, &hi) != 0)
+            return config_bad(e, value, "not a port 1..65535 or a range LO-HI");
+        cfg->port_lo = lo;
+        cfg->port_hi = hi;
+        return RING_OK;
+    }
+    case CONFIG_TRANSPORT:
+        if (strcmp(value, "auto") != 0 && strcmp(value, "tcp") != 0)
+            return config_bad(e, value, "unknown transport (this build has: tcp)");
+        snprintf(field, e->size, "%s", value);
+        return RING_OK;
+    case CONFIG_LOGLEVEL:
+        if (ring_log_level_parse(value) < 0)
+            return config_bad(e, value, "unknown log level");
+        snprintf(field, e->size, "%s", value);
+        return RING_OK;
+    }
+    return ring_error_set(RING_ERR_INTERNAL, "config entry %s has no parser", e->name);
+}
+
+void ring_config_init(ring_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < CONFIG_COUNT; i++) {
+        /* defaults are parsed like user input; a failure here is a bug in the table */
+        (void)config_apply(cfg, &config_table[i], config_table[i].defval);
+        cfg->source[i] = RING_SRC_DEFAULT;
+    }
+}
+
+void ring_config_free(ring_config_t *cfg)
+{
+    if (cfg == NULL)
+        return;
+    free(cfg->peers);
+    cfg->peers = NULL;
+}
+
+ring_status_t ring_config_copy(ring_config_t *dst, const ring_config_t *src)
+{
+    *dst = *src;
+    dst->peers = strdup(src->peers != NULL ? src->peers : "");
+    if (dst->peers == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory copying the configuration");
+    return RING_OK;
+}
+
+ring_status_t ring_config_set(ring_config_t *cfg, const char *name, const char *value,
+                              ring_config_source_t source)
+{
+    const config_entry_t *e = config_find(name);
+
+    if (e == NULL)
+        return ring_error_set(RING_ERR_UNSUPPORTED, "unknown setting '%s'", name);
+    RING_CHECK(config_apply(cfg, e, value));
+    cfg->source[e - config_table] = (unsigned char)source;
+    return RING_OK;
+}
+
+extern char **environ;
+
+ring_status_t ring_config_load_env(ring_config_t *cfg)
+{
+    for (size_t i = 0; i < CONFIG_COUNT; i++) {
+        const char *value = getenv(config_table[i].env);
+        if (value != NULL) {
+            RING_CHECK(config_apply(cfg, &config_table[i], value));
+            cfg->source[i] = RING_SRC_ENV;
+        }
+    }
+    if (cfg->source[config_find("log-level") - config_table] == RING_SRC_DEFAULT) {
+        const char *debug = getenv("RING_DEBUG");
+        if (debug != NULL && *debug != '\0' && strcmp(debug, "0") != 0) {
+            snprintf(cfg->log_level, sizeof(cfg->log_level), "debug");
+            cfg->source[config_find("log-level") - config_table] = RING_SRC_ENV;
+        }
+    }
+    return RING_OK;
+}
+
+/* Variables other parts of ringd read; not in this table, but not typos either. */
+static const char *const known_other_env[] = {"RING_DEBUG", "RING_LOCAL_RANK", "RING_KERNEL",
+                                              NULL};
+
+int ring_config_check_env(FILE *out)
+{
+    int unknown = 0;
+
+    for (char **env = environ; env != NULL && *env != NULL; env++) {
+        const char *var = *env;
+        size_t len = strcspn(var, "=");
+        int known = 0;
+
+        if (strncmp(var, "RING_", 5) != 0)
+            continue;
+        for (size_t i = 0; i < CONFIG_COUNT && !known; i++)
+            known = strlen(config_table[i].env) == len && strncmp(config_table[i].env, var, len) == 0;
+        for (size_t i = 0; known_other_env[i] != NULL && !known; i++)
+            known = strlen(known_other_env[i]) == len && strncmp(known_other_env[i], var, len) == 0;
+        if (!known) {
+            unknown++;
+            if (out != NULL)
+                fprintf(out, "warning: unknown environment variable %.*s ignored "
+                             "(see --help for the RING_* variables)\n", (int)len, var);
+        }
+    }
+    return unknown;
+}
+
+ring_status_t ring_config_parse_arg(ring_config_t *cfg, int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i];
+    char name[64];
+    const char *eq, *value;
+    const config_entry_t *e;
+
+    if (strncmp(arg, "--", 2) != 0)
+        return RING_ERR_UNSUPPORTED;
+    eq = strchr(arg, '=');
+    snprintf(name, sizeof(name), "%.*s", (int)(eq != NULL ? (size_t)(eq - arg - 2) : strlen(arg + 2)),
+             arg + 2);
+    e = config_find(name);
+    if (e == NULL)
+        return RING_ERR_UNSUPPORTED;
+    if (eq != NULL) {
+        value = eq + 1;
+        *i += 1;
+    } else {
+        if (*i + 1 >= argc)
+            return ring_error_set(RING_ERR_INVALID, "option --%s needs a value (%s)", e->name,
+                                  e->unit[0] ? e->unit : "a number");
+        value = argv[*i + 1];
+        *i += 2;
+    }
+    RING_CHECK(config_apply(cfg, e, value));
+    cfg->source[e - config_table] = RING_SRC_FLAG;
+    return RING_OK;
+}
+
+ring_status_t ring_config_validate(const ring_config_t *cfg)
+{
+    if (cfg->world_size < 1)
+        return ring_error_set(RING_ERR_INVALID,
+                              "world size not set: use --world-size N or RING_WORLD_SIZE "
+                              "(or start under ring-launch)");
+    if (cfg->rank < 0)
+        return ring_error_set(RING_ERR_INVALID,
+                              "rank not set: use --rank R or RING_RANK (or start under ring-launch)");
+    if (cfg->rank >= cfg->world_size)
+        return ring_error_set(RING_ERR_INVALID, "rank %d is out of range for world size %d "
+                              "(ranks are 0..%d)", cfg->rank, cfg->world_size, cfg->world_size - 1);
+    if (cfg->chunk_bytes < 64 || cfg->chunk_bytes > (1u << 30))
+        return ring_error_set(RING_ERR_INVALID, "chunk size %zu is out of range 64..1G bytes "
+                              "(--chunk-size, RING_CHUNK_SIZE)", cfg->chunk_bytes);
+    if (cfg->timeout_s <= 0 || cfg->connect_timeout_s <= 0)
+        return ring_error_set(RING_ERR_INVALID, "timeouts must be positive "
+                              "(--timeout %g, --connect-timeout %g)", cfg->timeout_s,
+                              cfg->connect_timeout_s);
+    return RING_OK;
+}
+
+static void config_format(const ring_config_t *cfg, const config_entry_t *e, char *buf,
+                          size_t len)
+{
+    const char *field = (const char *)cfg + e->offset;
+
+    switch (e->type) {
+    case CONFIG_INT:
+        snprintf(buf, len, "%d", *(const int *)field);
+        break;
+    case CONFIG_SIZE:
+        ring_format_size(*(const size_t *)field, buf, len);
+        break;
+    case CONFIG_DURATION:
+        snprintf(buf, len, "%gs", *(const double *)field);
+        break;
+    case CONFIG_PEERS:
+        snprintf(buf, len, "%s", cfg->peers != NULL ? cfg->peers : "");
+        break;
+    case CONFIG_PORTS:
+        if (cfg->port_lo == cfg->port_hi)
+            snprintf(buf, len, "%d", cfg->port_lo);
+        else
+            snprintf(buf, len, "%d-%d", cfg->port_lo, cfg->port_hi);
+        break;
+    default:
+        snprintf(buf, len, "%s", field);
+        break;
+    }
+}
+
+void ring_config_print_help(FILE *out)
+{
+    for (size_t i = 0; i < CONFIG_COUNT; i++) {
+        const config_entry_t *e = &config_table[i];
+        char flag[64];
+
+        snprintf(flag, sizeof(flag), "--%s %s", e->name, e->unit[0] ? e->unit : "N");
+        fprintf(out, "  %s\n      %s\n      env %s, default %s\n", flag, e->doc, e->env,
+                e->defval[0] ? e->defval : "(none)");
+    }
+}
+
+void ring_config_print(const ring_config_t *cfg, FILE *out)
+{
+    for (size_t i = 0; i < CONFIG_COUNT; i++) {
+        char value[512];
+        config_format(cfg, &config_table[i], value, sizeof(value));
+        fprintf(out, "%-16s %-24s (%s, %s)\n", config_table[i].name, value[0] ? value : "\"\"",
+                source_names[cfg->source[i] < 4 ? cfg->source[i] : 0], config_table[i].env);
+    }
+}

@@ -1,0 +1,313 @@
+/*
+ * connect.c - bringing the ring up: listen on this peer's one port, connect
+ * to the right neighbour (channels x streams connections) and accept the
+ * left neighbour's, each starting with a hello both ways. Connection
+ * refused is retried with backoff until the start-up deadline (the
+ * neighbour may not be listening yet); a stranger on the port is ignored
+ * with a warning; a settings mismatch fails naming the field.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "comm_int.h"
+#include "log.h"
+
+#define CONNECT_MAX (RING_MAX_CHANNELS * RING_MAX_STREAMS)
+#define PENDING_MAX (CONNECT_MAX + 16)
+#define STRANGER_TIMEOUT_S 10.0
+
+typedef struct hello_conn {
+    ring_tp_ep_t *ep;
+    ring_tp_req_t sreq, rreq;
+    unsigned char out[RING_HELLO_BYTES], in[RING_HELLO_BYTES];
+    double started, retry_at;
+    int state; /* 0 idle (retry pending), 1 in flight, 2 established */
+} hello_conn_t;
+
+typedef struct connect_state {
+    ring_comm_t *comm;
+    hello_conn_t out[CONNECT_MAX];   /* to the right, index channel * streams + stream */
+    hello_conn_t in[PENDING_MAX];    /* accepted, hello not seen yet */
+    int nout, accepted;
+    ring_status_t last_refusal;
+    int last_errno;
+} connect_state_t;
+
+static void hello_post(connect_state_t *cs, hello_conn_t *hc, int channel, int stream,
+                       int send_first)
+{
+    ring_hello_t h;
+
+    ring_hello_fill(cs->comm, channel, stream, &h);
+    ring_hello_encode(&h, hc->out);
+    hc->sreq.iov[0].iov_base = hc->out;
+    hc->sreq.iov[0].iov_len = RING_HELLO_BYTES;
+    hc->sreq.iovcnt = 1;
+    hc->rreq.iov[0].iov_base = hc->in;
+    hc->rreq.iov[0].iov_len = RING_HELLO_BYTES;
+    hc->rreq.iovcnt = 1;
+    if (send_first)
+        (void)cs->comm->tp_ops->post_send(hc->ep, &hc->sreq);
+    (void)cs->comm->tp_ops->post_recv(hc->ep, &hc->rreq);
+}
+
+static ring_status_t connect_start(connect_state_t *cs, int i)
+{
+    ring_comm_t *comm = cs->comm;
+    hello_conn_t *hc = &cs->out[i];
+    const ring_peer_addr_t *right = &comm->peers[comm->right_rank];
+
+    RING_CHECK(comm->tp_ops->connect(comm->tp, right->host, right->port, &hc->ep));
+    hc->state = 1;
+    hc->started = ring_now();
+    hello_post(cs, hc, i / comm->nstreams, i % comm->nstreams, 1);
+    return RING_OK;
+}
+
+/* A hello reply came back (or the attempt failed) on an outgoing connection. */
+static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now)
+{
+    ring_comm_t *comm = cs->comm;
+    hello_conn_t *hc = &cs->out[i];
+    ring_hello_t mine, theirs;
+
+    if (hc->state == 0) {
+        if (now >= hc->retry_at)
+            RING_CHECK(connect_start(cs, i));
+        return RING_OK;
+    }
+    if (hc->state != 1 || !hc->rreq.done)
+        return RING_OK;
+    if (hc->rreq.status != RING_OK || hc->rreq.bytes != RING_HELLO_BYTES) {
+        /* not listening yet, or it went away during the hello: try again */
+        cs->last_refusal = hc->rreq.status;
+        cs->last_errno = hc->rreq.sys_errno;
+        comm->tp_ops->ep_close(hc->ep);
+        hc->ep = NULL;
+        hc->state = 0;
+        hc->retry_at = now + 0.05 + 0.002 * (double)(rand() % 50);
+        return RING_OK;
+    }
+    if (ring_hello_decode(hc->in, &theirs) != 0)
+        return ring_error_set(RING_ERR_PROTOCOL,
+                              "rank %d (%s) answered with something that is not a ringd hello: "
+                              "is another program listening on that port?",
+                              comm->right_rank, comm->right_addr);
+    ring_hello_fill(comm, i / comm->nstreams, i % comm->nstreams, &mine);
+    RING_CHECK(ring_hello_check(comm, &mine, &theirs, comm->right_addr));
+    if ((int)theirs.rank != comm->right_rank)
+        return ring_error_set(RING_ERR_MISMATCH,
+                              "%s answered as rank %u, but rank %d's right neighbour is rank %d: "
+                              "the peers disagree on RING_PEERS", comm->right_addr, theirs.rank,
+                              comm->rank, comm->right_rank);
+    comm->channels[i / comm->nstreams].right[i % comm->nstreams] = hc->ep;
+    hc->state = 2;
+    cs->nout++;
+    return RING_OK;
+}
+
+/* Flush our hello to a peer whose settings differ, so it can say why too. */
+static void connect_flush_reply(ring_comm_t *comm, hello_conn_t *hc)
+{
+    double until = ring_now() + 0.5;
+
+    while (!hc->sreq.done && ring_now() < until) {
+        comm->tp_ops->progress(comm->tp);
+        comm->tp_ops->wait(comm->tp, 10);
+    }
+}
+
+static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
+{
+    ring_comm_t *comm = cs->comm;
+    hello_conn_t *hc = &cs->in[i];
+    ring_hello_t mine, theirs;
+    ring_status_t status;
+    ring_channel_t *ch;
+
+    if (hc->ep == NULL || hc->state == 2)
+        return RING_OK;
+    if (!hc->rreq.done) {
+        if (now - hc->started > STRANGER_TIMEOUT_S) {
+            ring_log(RING_LOG_WARN, "connection from %s sent no hello in %.0f s; closed it",
+                     comm->tp_ops->ep_peer(hc->ep), STRANGER_TIMEOUT_S);
+            comm->tp_ops->ep_close(hc->ep);
+            hc->ep = NULL;
+        }
+        return RING_OK;
+    }
+    if (hc->rreq.status != RING_OK || hc->rreq.bytes != RING_HELLO_BYTES ||
+        ring_hello_decode(hc->in, &theirs) != 0) {
+        /* a port scanner, a health check or garbage: not fatal, just not ours */
+        ring_log(RING_LOG_WARN,
+                 "connection from %s did not start with a ringd hello (%s); ignored it",
+                 comm->tp_ops->ep_peer(hc->ep),
+                 hc->rreq.status == RING_OK ? "wrong magic or size"
+                                            : ring_tp_cause(hc->rreq.status, hc->rreq.sys_errno));
+        comm->tp_ops->ep_close(hc->ep);
+        hc->ep = NULL;
+        return RING_OK;
+    }
+    /* answer with our hello whatever we think of theirs */
+    ring_hello_fill(comm, (int)theirs.channel, (int)theirs.stream, &mine);
+    ring_hello_encode(&mine, hc->out);
+    hc->sreq.iov[0].iov_base = hc->out;
+    hc->sreq.iov[0].iov_len = RING_HELLO_BYTES;
+    hc->sreq.iovcnt = 1;
+    (void)comm->tp_ops->post_send(hc->ep, &hc->sreq);
+    status = ring_hello_check(comm, &mine, &theirs, comm->tp_ops->ep_peer(hc->ep));
+    if (status == RING_OK && (int)theirs.rank != comm->left_rank)
+        status = ring_error_set(RING_ERR_MISMATCH,
+                                "rank %u (%s) connected as the left neighbour of rank %d, whose "
+                                "left neighbour is rank %d: the peers disagree on RING_PEERS",
+                                theirs.rank, comm->tp_ops->ep_peer(hc->ep), comm->rank,
+                                comm->left_rank);
+    if (status == RING_OK &&
+        (theirs.channel >= (uint32_t)comm->nchannels || theirs.stream >= (uint32_t)comm->nstreams ||
+         comm->channels[theirs.channel].left[theirs.stream] != NULL))
+        status = ring_error_set(RING_ERR_PROTOCOL,
+                                "rank %u (%s) opened channel %u stream %u twice or out of range",
+                                theirs.rank, comm->tp_ops->ep_peer(hc->ep), theirs.channel,
+                                theirs.stream);
+    if (status != RING_OK) {
+        connect_flush_reply(comm, hc);
+        return status;
+    }
+    ch = &comm->channels[theirs.channel];
+    ch->left[theirs.stream] = hc->ep;
+    hc->state = 2; /* kept until our reply is flushed: sreq lives here */
+    cs->accepted++;
+    return RING_OK;
+}
+
+static ring_status_t connect_accept_new(connect_state_t *cs, double now)
+{
+    ring_comm_t *comm = cs->comm;
+
+    for (;;) {
+        ring_tp_ep_t *ep;
+        int slot = -1;
+
+        RING_CHECK(comm->tp_ops->accept(comm->listener, &ep));
+        if (ep == NULL)
+            return RING_OK;
+        for (int i = 0; i < PENDING_MAX && slot < 0; i++)
+            if (cs->in[i].ep == NULL)
+                slot = i;
+        if (slot < 0) {
+            ring_log(RING_LOG_WARN, "too many connections without a hello; closed %s",
+                     comm->tp_ops->ep_peer(ep));
+            comm->tp_ops->ep_close(ep);
+            continue;
+        }
+        memset(&cs->in[slot], 0, sizeof(cs->in[slot]));
+        cs->in[slot].ep = ep;
+        cs->in[slot].state = 1;
+        cs->in[slot].started = now;
+        hello_post(cs, &cs->in[slot], 0, 0, 0);
+    }
+}
+
+/* The hello requests live in cs: every one must be finished before cs is freed. */
+static void connect_cleanup(connect_state_t *cs, double deadline)
+{
+    ring_comm_t *comm = cs->comm;
+    int pending = 1;
+
+    while (pending && ring_now() < deadline) {
+        pending = 0;
+        for (int i = 0; i < PENDING_MAX; i++)
+            pending |= cs->in[i].state == 2 && cs->in[i].sreq.iovcnt > 0 && !cs->in[i].sreq.done;
+        if (pending) {
+            comm->tp_ops->progress(comm->tp);
+            comm->tp_ops->wait(comm->tp, 10);
+        }
+    }
+    for (int i = 0; i < PENDING_MAX; i++)
+        if (cs->in[i].ep != NULL && (cs->in[i].state != 2 || !cs->in[i].sreq.done)) {
+            /* closing fails its requests; if it was ours, the ring cannot use it */
+            if (cs->in[i].state == 2)
+                for (int c = 0; c < comm->nchannels; c++)
+                    for (int s = 0; s < comm->nstreams; s++)
+                        if (comm->channels[c].left[s] == cs->in[i].ep)
+                            comm->channels[c].left[s] = NULL;
+            comm->tp_ops->ep_close(cs->in[i].ep);
+        }
+    for (int i = 0; i < comm->nchannels * comm->nstreams; i++)
+        if (cs->out[i].state == 1)
+            comm->tp_ops->ep_close(cs->out[i].ep);
+}
+
+static ring_status_t connect_timeout_error(connect_state_t *cs)
+{
+    ring_comm_t *comm = cs->comm;
+    int total = comm->nchannels * comm->nstreams;
+
+    if (cs->nout < total)
+        return ring_error_set(RING_ERR_TIMED_OUT,
+                              "start-up: timed out after %g s connecting to rank %d (%s): %s; is "
+                              "rank %d running, and is that its address in RING_PEERS?",
+                              comm->cfg.connect_timeout_s, comm->right_rank, comm->right_addr,
+                              cs->last_refusal == RING_OK
+                                  ? "no answer"
+                                  : ring_tp_cause(cs->last_refusal, cs->last_errno),
+                              comm->right_rank);
+    return ring_error_set(RING_ERR_TIMED_OUT,
+                          "start-up: timed out after %g s waiting for rank %d (%s) to connect "
+                          "(%d of %d connections arrived); is rank %d running with the same "
+                          "RING_PEERS?", comm->cfg.connect_timeout_s, comm->left_rank,
+                          comm->left_addr, cs->accepted, total, comm->left_rank);
+}
+
+ring_status_t ring_connect_ring(ring_comm_t *comm)
+{
+    connect_state_t *cs = calloc(1, sizeof(*cs));
+    const ring_peer_addr_t *me = &comm->peers[comm->rank];
+    const char *bind = comm->cfg.bind[0] != '\0' ? comm->cfg.bind : me->host;
+    int total = comm->nchannels * comm->nstreams;
+    double deadline = ring_now() + comm->cfg.connect_timeout_s;
+    ring_status_t status = RING_OK;
+
+    if (cs == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory connecting the ring");
+    cs->comm = comm;
+    if (strcmp(bind, "*") == 0)
+        bind = "";
+    RING_CHECK_GOTO(comm->tp_ops->listen(comm->tp, bind, me->port, &comm->listener), status, out);
+    for (int i = 0; i < total; i++)
+        RING_CHECK_GOTO(connect_start(cs, i), status, out);
+    while (cs->nout < total || cs->accepted < total) {
+        double now = ring_now();
+
+        if (now > deadline) {
+            status = connect_timeout_error(cs);
+            goto out;
+        }
+        comm->tp_ops->progress(comm->tp);
+        RING_CHECK_GOTO(connect_accept_new(cs, now), status, out);
+        for (int i = 0; i < total; i++)
+            RING_CHECK_GOTO(connect_out_progress(cs, i, now), status, out);
+        for (int i = 0; i < PENDING_MAX; i++)
+            RING_CHECK_GOTO(connect_in_progress(cs, i, now), status, out);
+        if (cs->nout < total || cs->accepted < total)
+            comm->tp_ops->wait(comm->tp, 10);
+    }
+    ring_log(RING_LOG_INFO, "ring connected: left rank %d (%s), right rank %d (%s), %d channel(s) "
+             "x %d stream(s)", comm->left_rank, comm->left_addr, comm->right_rank,
+             comm->right_addr, comm->nchannels, comm->nstreams);
+out:
+    connect_cleanup(cs, deadline);
+    if (status == RING_OK)
+        for (int c = 0; c < comm->nchannels; c++)
+            for (int s = 0; s < comm->nstreams; s++)
+                if (comm->channels[c].left[s] == NULL)
+                    status = ring_error_set(RING_ERR_TIMED_OUT,
+                                            "start-up: could not finish the hello with rank %d (%s)",
+                                            comm->left_rank, comm->left_addr);
+    free(cs);
+    return status;
+}

@@ -1,0 +1,79 @@
+/*
+ * wire.h - what travels between peers, in explicit widths and byte order
+ * (little-endian), encoded and decoded field by field, never by memcpy of
+ * a struct.
+ *
+ * hello (128 bytes): the first message on every connection, both ways.
+ * frame header (64 bytes): in front of every chunk, and alone for ABORT
+ * (a peer saw a failure and tells its neighbours) and CLOSE (a peer left).
+ */
+#ifndef RING_WIRE_H
+#define RING_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RING_WIRE_VERSION 1
+#define RING_HELLO_MAGIC 0x48474e52u /* "RNGH" */
+#define RING_FRAME_MAGIC 0x46474e52u /* "RNGF" */
+#define RING_HELLO_BYTES 128
+#define RING_FRAME_BYTES 64
+#define RING_HELLO_JOB_TEXT 40
+
+typedef struct ring_hello {
+    uint32_t magic;
+    uint16_t version;
+    uint64_t job_hash;
+    uint32_t rank;
+    uint32_t world_size;
+    uint32_t channel;        /* which channel and stream this connection serves */
+    uint32_t stream;
+    uint32_t channels;
+    uint32_t streams;
+    uint64_t chunk_bytes;
+    uint32_t transport;      /* 1 = tcp */
+    uint64_t peers_hash;
+    uint64_t settings_hash;  /* all of the above that must agree, hashed */
+    char job_text[RING_HELLO_JOB_TEXT + 1]; /* start of the job id, for messages */
+} ring_hello_t;
+
+typedef enum ring_frame_type {
+    RING_FRAME_DATA = 1,
+    RING_FRAME_ABORT = 2,
+    RING_FRAME_CLOSE = 3
+} ring_frame_type_t;
+
+typedef struct ring_frame {
+    uint32_t magic;
+    uint8_t type;
+    uint8_t dtype;
+    uint8_t op;
+    uint8_t channel;
+    uint64_t round;
+    uint64_t count;          /* elements of the whole allreduce */
+    uint32_t tensor_id;
+    uint32_t chunk;
+    uint16_t step;
+    uint16_t flags;
+    uint32_t payload_bytes;
+    /* ABORT only: who saw what */
+    uint32_t origin_rank;    /* the peer that detected the failure */
+    uint32_t culprit_rank;   /* the peer it blames */
+    uint32_t status;         /* ring_status_t */
+    int32_t sys_errno;
+    uint64_t detail;         /* e.g. the culprit's count in a size mismatch */
+} ring_frame_t;
+
+void ring_hello_encode(const ring_hello_t *h, unsigned char out[RING_HELLO_BYTES]);
+/* Returns 0, or -1 when the bytes do not start with the hello magic. */
+int ring_hello_decode(const unsigned char in[RING_HELLO_BYTES], ring_hello_t *h);
+
+void ring_frame_encode(const ring_frame_t *f, unsigned char out[RING_FRAME_BYTES]);
+/* Returns 0, or -1 when the bytes do not start with the frame magic. */
+int ring_frame_decode(const unsigned char in[RING_FRAME_BYTES], ring_frame_t *f);
+
+/* FNV-1a, for hashing settings and peer lists into the hello. */
+uint64_t ring_hash_bytes(uint64_t h, const void *data, size_t len);
+#define RING_HASH_INIT 0xcbf29ce484222325ull
+
+#endif /* RING_WIRE_H */

@@ -1,0 +1,336 @@
+/*
+ * ring-bench - allreduce bandwidth and latency, nccl-tests style.
+ *
+ * Runs as one peer: start N of them with ring-launch (or any launcher that
+ * sets RING_RANK, RING_WORLD_SIZE and RING_PEERS). For each size it prints,
+ * on rank 0: bytes, count, dtype, time per call in microseconds (the
+ * slowest rank's mean), algbw = bytes / time and busbw = algbw * 2(N-1)/N
+ * in GB/s (1e9 bytes/s), and #wrong from the correctness check (-c).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ringd/ringd.h>
+
+#include "parse.h"
+
+typedef struct bench_opts {
+    size_t min_bytes, max_bytes;
+    double factor;
+    int iters;          /* 0: as many as fit in target_s */
+    int warmup;
+    double target_s;
+    int check;
+    int csv;
+    int inplace;
+    ring_op_t op;
+} bench_opts_t;
+
+static double bench_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void bench_usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: ring-launch -n N -- ring-bench [options]\n"
+            "       ring-bench [options]   (under any launcher that sets RING_RANK,\n"
+            "                              RING_WORLD_SIZE and RING_PEERS)\n"
+            "\n"
+            "Measures ring allreduce of float32 buffers, size by size, and prints a\n"
+            "table on rank 0: bytes, count, dtype, time (us, slowest rank's mean per\n"
+            "call), algbw = bytes/time and busbw = algbw*2(N-1)/N (GB/s = 1e9 B/s),\n"
+            "and #wrong from the correctness check.\n"
+            "\n"
+            "Benchmark options:\n"
+            "  -b, --minbytes SIZE   smallest buffer (default 4K; K/M/G suffixes)\n"
+            "  -e, --maxbytes SIZE   largest buffer (default 256M)\n"
+            "  -f, --stepfactor F    multiply the size by F each step (default 4)\n"
+            "  -n, --iters N         timed calls per size (default: enough for -t)\n"
+            "  -w, --warmup N        untimed calls per size first (default 3)\n"
+            "  -t, --target SECS     time to spend per size when -n is not given (default 0.3)\n"
+            "  -c, --check           verify one result per size against the exact sum\n"
+            "  -o, --op sum|avg      reduction (default sum)\n"
+            "      --inplace         sendbuf == recvbuf\n"
+            "      --csv             print CSV: bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong\n"
+            "  -h, --help            this text\n"
+            "      --version         print the version\n"
+            "\n"
+            "Ring options (flag, environment variable, default):\n");
+    ring_config_print_help(out);
+    fprintf(out,
+            "\n"
+            "Exit status: 0 on success; 1 when an allreduce failed or a check found\n"
+            "wrong values (the message names the peer and phase); 2 on bad usage.\n"
+            "\n"
+            "Example:\n"
+            "  ring-launch -n 4 -- ring-bench -b 1M -e 256M -f 4 -c\n");
+}
+
+static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cfg)
+{
+    static const struct option longopts[] = {
+        {"minbytes", required_argument, NULL, 'b'}, {"maxbytes", required_argument, NULL, 'e'},
+        {"stepfactor", required_argument, NULL, 'f'}, {"iters", required_argument, NULL, 'n'},
+        {"warmup", required_argument, NULL, 'w'}, {"target", required_argument, NULL, 't'},
+        {"check", no_argument, NULL, 'c'}, {"op", required_argument, NULL, 'o'},
+        {"csv", no_argument, NULL, 'C'}, {"inplace", no_argument, NULL, 'I'},
+        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0}};
+    char **rest = calloc((size_t)argc + 1, sizeof(char *));
+    int nrest = 0, opt;
+    long l;
+
+    if (rest == NULL)
+        return 1;
+    /* ring settings first: they are the config table's flags */
+    rest[nrest++] = argv[0];
+    for (int i = 1; i < argc;) {
+        ring_status_t st = ring_config_parse_arg(cfg, argc, argv, &i);
+        if (st == RING_ERR_UNSUPPORTED) {
+            rest[nrest++] = argv[i++];
+        } else if (st != RING_OK) {
+            fprintf(stderr, "ring-bench: %s\n", ring_last_error());
+            free(rest);
+            return 2;
+        }
+    }
+    optind = 1;
+    while ((opt = getopt_long(nrest, rest, "b:e:f:n:w:t:co:h", longopts, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (opt) {
+        case 'b': if (ring_parse_size(optarg, &o->min_bytes) != 0) bad = "-b"; break;
+        case 'e': if (ring_parse_size(optarg, &o->max_bytes) != 0) bad = "-e"; break;
+        case 'f':
+            o->factor = strtod(optarg, NULL);
+            if (!(o->factor > 1.0)) bad = "-f";
+            break;
+        case 'n':
+            if (ring_parse_long(optarg, &l) != 0 || l < 1 || l > 100000000) bad = "-n";
+            else o->iters = (int)l;
+            break;
+        case 'w':
+            if (ring_parse_long(optarg, &l) != 0 || l < 0 || l > 1000000) bad = "-w";
+            else o->warmup = (int)l;
+            break;
+        case 't': if (ring_parse_duration(optarg, &o->target_s) != 0) bad = "-t"; break;
+        case 'c': o->check = 1; break;
+        case 'o':
+            if (strcmp(optarg, "sum") == 0) o->op = RING_SUM;
+            else if (strcmp(optarg, "avg") == 0) o->op = RING_AVG;
+            else bad = "--op";
+            break;
+        case 'C': o->csv = 1; break;
+        case 'I': o->inplace = 1; break;
+        case 'h': bench_usage(stdout); free(rest); exit(0);
+        case 'V': printf("ring-bench (ringd) %s\n", ring_version()); free(rest); exit(0);
+        default:
+            fprintf(stderr, "ring-bench: unknown option; see ring-bench --help\n");
+            free(rest);
+            return 2;
+        }
+        if (bad != NULL) {
+            fprintf(stderr, "ring-bench: invalid value '%s' for %s; see ring-bench --help\n",
+                    optarg, bad);
+            free(rest);
+            return 2;
+        }
+    }
+    if (optind < nrest) {
+        fprintf(stderr, "ring-bench: unexpected argument '%s'; see ring-bench --help\n",
+                rest[optind]);
+        free(rest);
+        return 2;
+    }
+    free(rest);
+    if (o->min_bytes > o->max_bytes) {
+        fprintf(stderr, "ring-bench: -b %zu is larger than -e %zu\n", o->min_bytes, o->max_bytes);
+        return 2;
+    }
+    return 0;
+}
+
+/* The same value on every rank: the maximum over ranks of v (each rank owns one slot). */
+static ring_status_t bench_max(ring_comm_t *comm, float *slots, double v, double *max_p)
+{
+    int n = ring_comm_size(comm);
+
+    memset(slots, 0, (size_t)n * sizeof(float));
+    slots[ring_comm_rank(comm)] = (float)v;
+    if (ring_allreduce(comm, slots, slots, (size_t)n, RING_FLOAT32, RING_SUM) != RING_OK)
+        return RING_ERR_REMOTE;
+    *max_p = 0;
+    for (int i = 0; i < n; i++)
+        if (slots[i] > *max_p)
+            *max_p = slots[i];
+    return RING_OK;
+}
+
+static void bench_fill(float *buf, size_t count, int rank)
+{
+    /* integer-valued: every partial sum is exact in fp32 */
+    for (size_t i = 0; i < count; i++)
+        buf[i] = (float)((rank + 1) * (int)((i % 13) + 1));
+}
+
+static size_t bench_verify(const float *buf, size_t count, int n, ring_op_t op)
+{
+    size_t wrong = 0;
+    double ranks_sum = (double)n * (n + 1) / 2.0;
+
+    for (size_t i = 0; i < count; i++) {
+        double want = ranks_sum * (double)((i % 13) + 1);
+        if (op == RING_AVG)
+            want /= n;
+        if (fabs((double)buf[i] - want) > 1e-5 * want)
+            wrong++;
+    }
+    return wrong;
+}
+
+static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t bytes, float *sbuf,
+                      float *rbuf, float *slots)
+{
+    size_t count = bytes / sizeof(float);
+    float *dst = o->inplace ? sbuf : rbuf;
+    int n = ring_comm_size(comm), rank = ring_comm_rank(comm);
+    double t0, per_call, iters_d, worst;
+    int iters;
+    size_t wrong = 0;
+    double wrong_all = 0;
+
+    for (int i = 0; i < o->warmup; i++)
+        if (ring_allreduce(comm, sbuf, dst, count, RING_FLOAT32, o->op) != RING_OK)
+            return -1;
+    iters = o->iters;
+    if (iters == 0) {
+        /* estimate from one timed call; all ranks must agree on the count */
+        t0 = bench_now();
+        if (ring_allreduce(comm, sbuf, dst, count, RING_FLOAT32, o->op) != RING_OK)
+            return -1;
+        per_call = bench_now() - t0;
+        if (bench_max(comm, slots, per_call, &worst) != RING_OK)
+            return -1;
+        iters_d = o->target_s / (worst > 1e-7 ? worst : 1e-7);
+        iters = iters_d < 3 ? 3 : iters_d > 100000 ? 100000 : (int)iters_d;
+    }
+    t0 = bench_now();
+    for (int i = 0; i < iters; i++)
+        if (ring_allreduce(comm, sbuf, dst, count, RING_FLOAT32, o->op) != RING_OK)
+            return -1;
+    per_call = (bench_now() - t0) / iters;
+    if (bench_max(comm, slots, per_call, &worst) != RING_OK)
+        return -1;
+    if (o->check) {
+        bench_fill(sbuf, count, rank);
+        if (ring_allreduce(comm, sbuf, dst, count, RING_FLOAT32, o->op) != RING_OK)
+            return -1;
+        wrong = bench_verify(dst, count, n, o->op);
+        memset(slots, 0, (size_t)n * sizeof(float));
+        slots[rank] = (float)wrong;
+        if (ring_allreduce(comm, slots, slots, (size_t)n, RING_FLOAT32, RING_SUM) != RING_OK)
+            return -1;
+        for (int i = 0; i < n; i++)
+            wrong_all += slots[i];
+    }
+    if (rank == 0) {
+        double algbw = worst > 0 ? (double)bytes / worst / 1e9 : 0;
+        double busbw = n > 1 ? algbw * 2.0 * (n - 1) / n : algbw;
+        if (o->csv)
+            printf("%zu,%zu,float32,%.2f,%.4f,%.4f,%.0f\n", bytes, count, worst * 1e6, algbw,
+                   busbw, wrong_all);
+        else
+            printf("%12zu %12zu %8s %12.1f %10.3f %10.3f %8.0f\n", bytes, count, "float32",
+                   worst * 1e6, algbw, busbw, wrong_all);
+        fflush(stdout);
+    }
+    return wrong_all > 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t o = {.min_bytes = 4096, .max_bytes = 256u << 20, .factor = 4, .warmup = 3,
+                      .target_s = 0.3, .op = RING_SUM};
+    ring_config_t cfg;
+    ring_comm_t *comm = NULL;
+    float *sbuf = NULL, *rbuf = NULL, *slots = NULL;
+    int rc, failed = 0;
+
+    ring_config_init(&cfg);
+    if (ring_config_load_env(&cfg) != RING_OK) {
+        fprintf(stderr, "ring-bench: %s\n", ring_last_error());
+        return 2;
+    }
+    ring_config_check_env(stderr);
+    rc = bench_parse(argc, argv, &o, &cfg);
+    if (rc != 0) {
+        ring_config_free(&cfg);
+        return rc;
+    }
+    if (ring_config_validate(&cfg) != RING_OK) {
+        fprintf(stderr, "ring-bench: %s\n", ring_last_error());
+        ring_config_free(&cfg);
+        return 2;
+    }
+    if (posix_memalign((void **)&sbuf, 4096, o.max_bytes + 64) != 0 ||
+        posix_memalign((void **)&rbuf, 4096, o.max_bytes + 64) != 0 ||
+        (slots = calloc((size_t)cfg.world_size, sizeof(float))) == NULL) {
+        fprintf(stderr, "ring-bench: rank %d: out of memory for two %zu-byte buffers\n", cfg.rank,
+                o.max_bytes);
+        return 1;
+    }
+    memset(sbuf, 0, o.max_bytes);
+    memset(rbuf, 0, o.max_bytes);
+    bench_fill(sbuf, o.max_bytes / sizeof(float), cfg.rank);
+    if (ring_comm_open(&cfg, &comm) != RING_OK) {
+        fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, ring_last_error());
+        rc = 1;
+        goto out;
+    }
+    if (cfg.rank == 0) {
+        if (o.csv) {
+            printf("bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong\n");
+        } else {
+            printf("# ring-bench (ringd %s): %d peers, transport %s, chunk %zu, channels %d, "
+                   "streams %d, op %s, %s\n", ring_version(), cfg.world_size, "tcp",
+                   cfg.chunk_bytes, cfg.channels, cfg.tcp_streams,
+                   o.op == RING_SUM ? "sum" : "avg", o.inplace ? "in place" : "out of place");
+            printf("# %10s %12s %8s %12s %10s %10s %8s\n", "bytes", "count", "dtype", "time(us)",
+                   "algbw", "busbw", "#wrong");
+        }
+        fflush(stdout);
+    }
+    for (double b = (double)o.min_bytes; b <= (double)o.max_bytes; b *= o.factor) {
+        size_t bytes = ((size_t)b / sizeof(float)) * sizeof(float);
+        int r = bench_size(comm, &o, bytes, sbuf, rbuf, slots);
+        if (r < 0) {
+            fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, ring_last_error());
+            rc = 1;
+            goto out;
+        }
+        failed |= r;
+        if (o.check)
+            bench_fill(sbuf, o.max_bytes / sizeof(float), cfg.rank);
+    }
+    rc = failed ? 1 : 0;
+    if (failed && cfg.rank == 0)
+        fprintf(stderr, "ring-bench: the correctness check found wrong values\n");
+out:
+    ring_comm_close(comm);
+    free(sbuf);
+    free(rbuf);
+    free(slots);
+    ring_config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,695 @@
+/* ring-launch: start N local ranks of a ringd program, like a tiny mpirun.
+ *
+ * The launcher picks N TCP ports, starts each rank in its own process group
+ * with RING_* variables describing the ring, relays the ranks' output with a
+ * "[rank] " prefix and tears the whole job down as soon as one rank fails,
+ * so a broken ring never leaves peers blocked forever on a dead neighbour. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef PACKAGE_VERSION
+#define LAUNCH_VERSION PACKAGE_VERSION  /* follow configure.ac when built */
+#else
+#define LAUNCH_VERSION "0.1.0"
+#endif
+#define LAUNCH_MAX_RANKS 1024
+#define LAUNCH_LINE_MAX 8192      /* longer lines are split, never lost */
+#define LAUNCH_POLL_MS 250        /* upper bound on any single wait */
+#define LAUNCH_DRAIN_MS 2000      /* grandchildren may hold pipes open */
+#define LAUNCH_KILL_WAIT_MS 5000  /* after SIGKILL, give up eventually */
+
+struct launch_opts {
+    long n, base_port;            /* base_port 0 = probe free ports */
+    double grace, timeout;        /* seconds; timeout 0 = none */
+    const char *host;
+    int prefix;
+    char **argv;                  /* PROGRAM and its arguments */
+};
+
+struct launch_stream {
+    int fd, out_fd;               /* pipe read end (-1 once closed); 1 or 2 */
+    size_t len;                   /* bytes of an unfinished line in buf */
+    char *buf;
+};
+
+struct launch_child {
+    pid_t pid;
+    int running;
+    struct launch_stream io[2];
+};
+
+struct launch_state {
+    struct launch_opts opt;
+    struct launch_child *kids;
+    long running, first_rank, others_stopped;  /* first_rank -1: none */
+    int first_status, timed_out, got_signal, killed, abandoned, spawn_failed;
+    long long timeout_at, stop_at, kill_at, drain_until;
+};
+
+static int launch_sigpipe[2] = { -1, -1 };
+static sigset_t launch_sigset;    /* the signals we catch */
+static char launch_out[LAUNCH_LINE_MAX + 32];
+
+static const char launch_usage_text[] =
+    "usage: ring-launch -n N [--host ADDR] [--base-port P] [--grace SECS]\n"
+    "                   [--timeout SECS] [--no-prefix] -- PROGRAM [ARGS...]\n"
+    "       ring-launch --help | --version\n";
+
+static const char launch_help_text[] =
+    "\nStart N copies of PROGRAM on this host as the ranks of one ring.\n"
+    "\nOPTIONS\n"
+    "  -n N            number of ranks, 1..1024 (required)\n"
+    "  --host ADDR     numeric IPv4 or IPv6 address the ranks listen on;\n"
+    "                  free ports are probed on it (default 127.0.0.1)\n"
+    "  --base-port P   use ports P..P+N-1 instead of probing free ones\n"
+    "                  (default: probe)\n"
+    "  --grace SECS    after SIGTERM, wait SECS before SIGKILL (default 5)\n"
+    "  --timeout SECS  kill the whole job after SECS; 0 = never (default 0)\n"
+    "  --no-prefix     relay output without the \"[RANK] \" line prefix\n"
+    "  -h, --help      show this help and exit\n"
+    "  --version       show the version and exit\n"
+    "  Value options also accept --opt=VALUE; SECS may be fractional.\n"
+    "\nENVIRONMENT SET FOR EACH RANK\n"
+    "  RING_RANK        rank of this process, 0..N-1\n"
+    "  RING_WORLD_SIZE  N\n"
+    "  RING_LOCAL_RANK  same as RING_RANK (all ranks are local)\n"
+    "  RING_PEERS       comma-separated HOST:PORT of every rank in rank\n"
+    "                   order, e.g. 127.0.0.1:4000,127.0.0.1:4001;\n"
+    "                   IPv6 hosts are bracketed: [::1]:4000\n"
+    "\nBEHAVIOUR\n"
+    "  Each rank runs in its own process group with stdin from /dev/null.\n"
+    "  Its stdout and stderr are relayed line by line to the launcher's\n"
+    "  stdout and stderr, prefixed \"[RANK] \". When a rank exits non-zero\n"
+    "  or is killed, the others get SIGTERM, then SIGKILL after the grace\n"
+    "  period. SIGINT and SIGTERM sent to the launcher are forwarded to\n"
+    "  every rank, and the launcher exits once all ranks are gone.\n"
+    "\nEXIT STATUS\n"
+    "  0        every rank exited 0\n"
+    "  N        the first rank that failed exited with status N, or was\n"
+    "           killed by signal SIG (N = 128+SIG); a rank that cannot\n"
+    "           execute PROGRAM exits 127\n"
+    "  1        the launcher itself failed (ports, pipes, fork)\n"
+    "  2        bad usage\n"
+    "  124      --timeout expired\n"
+    "  128+SIG  the launcher got signal SIG and no rank failed\n"
+    "\nEXAMPLES\n"
+    "  ring-launch -n 4 -- ./ringd-bench --size 1M\n"
+    "  ring-launch -n 2 --host ::1 --timeout 60 -- ./ring-test\n"
+    "  ring-launch -n 3 --base-port 9000 -- sh -c 'echo $RING_PEERS'\n";
+
+static long long launch_clock_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
+        perror("ring-launch: clock_gettime");
+        exit(1);
+    }
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void launch_usage_die(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("ring-launch: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%sTry 'ring-launch --help' for more.\n",
+            launch_usage_text);
+    exit(2);
+}
+
+static double launch_num_parse(const char *s, const char *name, double lo,
+                               double hi, int integral)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = integral ? (double)strtol(s, &end, 10) : strtod(s, &end);
+    /* v != v rejects the NaN that strtod accepts */
+    if (*s == '\0' || *end != '\0' || errno != 0 || v != v || v < lo || v > hi)
+        launch_usage_die("invalid value '%s' for %s (expected %s %g..%g)", s,
+                         name, integral ? "an integer" : "a number", lo, hi);
+    return v;
+}
+
+/* Returns the value if argv[*i] is NAME VALUE, --NAME=VALUE or -nVALUE. */
+static const char *launch_opt_take(int argc, char **argv, int *i,
+                                    const char *name)
+{
+    const char *a = argv[*i];
+    size_t len = strlen(name);
+    if (strcmp(a, name) == 0) {
+        if (*i + 1 >= argc)
+            launch_usage_die("option '%s' needs a value", name);
+        return argv[++*i];
+    }
+    if (strncmp(a, name, len) != 0)
+        return NULL;
+    if (name[1] == '-')
+        return a[len] == '=' ? a + len + 1 : NULL;
+    return a + len;
+}
+
+static void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
+{
+    const char *v;
+    int i;
+    *o = (struct launch_opts){ .host = "127.0.0.1", .grace = 5, .prefix = 1 };
+    for (i = 1; i < argc && !o->argv; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            o->argv = argv + i + 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            printf("%s%s", launch_usage_text, launch_help_text);
+            exit(0);
+        } else if (strcmp(a, "--version") == 0) {
+            printf("ring-launch (ringd) %s\n", LAUNCH_VERSION);
+            exit(0);
+        } else if (strcmp(a, "--no-prefix") == 0) {
+            o->prefix = 0;
+        } else if ((v = launch_opt_take(argc, argv, &i, "-n"))) {
+            o->n = (long)launch_num_parse(v, "-n", 1, LAUNCH_MAX_RANKS, 1);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--host"))) {
+            o->host = v;
+        } else if ((v = launch_opt_take(argc, argv, &i, "--base-port"))) {
+            o->base_port = (long)launch_num_parse(v, "--base-port", 1,
+                                                  65535, 1);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--grace"))) {
+            o->grace = launch_num_parse(v, "--grace", 0, 86400, 0);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--timeout"))) {
+            o->timeout = launch_num_parse(v, "--timeout", 0, 31536000, 0);
+        } else {
+            launch_usage_die(a[0] == '-' ? "unknown option '%s'"
+                             : "missing '--' before PROGRAM '%s'", a);
+        }
+    }
+    if (o->n == 0)
+        launch_usage_die("missing required option -n N");
+    if (!o->argv || !o->argv[0])
+        launch_usage_die(o->argv ? "missing PROGRAM after '--'"
+                         : "missing '--' followed by PROGRAM");
+    if (o->base_port && o->base_port + o->n - 1 > 65535)
+        launch_usage_die("--base-port %ld + %ld ranks exceeds port 65535",
+                         o->base_port, o->n);
+}
+
+/* Parses the host once so the probe sockets and RING_PEERS agree on it. */
+static socklen_t launch_host_parse(const char *host,
+                                   struct sockaddr_storage *ss)
+{
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    memset(ss, 0, sizeof(*ss));
+    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        return sizeof(*s4);
+    }
+    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        return sizeof(*s6);
+    }
+    launch_usage_die("invalid --host '%s' (need a numeric IPv4 or IPv6 "
+                     "address)", host);
+    return 0;
+}
+
+/* Binds port 0 and returns the socket (or -1); *port is the kernel's pick. */
+static int launch_port_bind(const struct sockaddr_storage *ss, socklen_t sl,
+                            int *port)
+{
+    struct sockaddr_storage got;
+    socklen_t gl = sizeof(got);
+    int fd = socket(ss->ss_family, SOCK_STREAM, 0);
+    if (fd >= 0 && (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
+                    bind(fd, (const struct sockaddr *)ss, sl) != 0 ||
+                    getsockname(fd, (struct sockaddr *)&got, &gl) != 0)) {
+        int saved = errno;
+        if (close(fd) != 0)
+            perror("ring-launch: close");
+        errno = saved;
+        return -1;
+    }
+    *port = ntohs(got.ss_family == AF_INET6
+                  ? ((struct sockaddr_in6 *)&got)->sin6_port
+                  : ((struct sockaddr_in *)&got)->sin_port);
+    return fd;
+}
+
+/* Every probe socket stays bound until all N are chosen, so the kernel
+ * cannot hand out the same port twice; the caller closes them later. */
+static int *launch_ports_probe(const struct launch_opts *o, int *ports)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = launch_host_parse(o->host, &ss);
+    int *fds = calloc((size_t)o->n, sizeof(*fds));
+    long i;
+    for (i = 0; fds && i < o->n; i++) {
+        fds[i] = -1;
+        ports[i] = (int)(o->base_port + i);
+        if (!o->base_port &&
+            (fds[i] = launch_port_bind(&ss, sl, &ports[i])) < 0) {
+            fprintf(stderr, "ring-launch: cannot bind a TCP port on %s: %s\n",
+                    o->host, strerror(errno));
+            exit(1);
+        }
+    }
+    return fds;
+}
+
+static char *launch_peers_build(const struct launch_opts *o, const int *ports)
+{
+    int v6 = strchr(o->host, ':') != NULL;
+    size_t cap = (size_t)o->n * (strlen(o->host) + 10) + 1, off = 0;
+    char *s = malloc(cap);
+    long i;
+    for (i = 0; s && i < o->n; i++)
+        off += (size_t)snprintf(s + off, cap - off, "%s%s%s%s:%d",
+                                i ? "," : "", v6 ? "[" : "", o->host,
+                                v6 ? "]" : "", ports[i]);
+    return s;
+}
+
+/* Runs in the forked child and never returns. Errors go out through
+ * write/_exit because the stdio buffers are copies of the launcher's. */
+static void launch_child_exec(const struct launch_opts *o, long rank,
+                              const char *peers, int out_fd, int err_fd)
+{
+    char num[32], wsize[32], msg[512];
+    sigset_t none;
+    int devnull, ok, len;
+    /* Signals arrive blocked; unblock only once the inherited handlers are
+     * gone, since they would write into the launcher's signal pipe. */
+    ok = signal(SIGINT, SIG_DFL) != SIG_ERR &&
+         signal(SIGTERM, SIG_DFL) != SIG_ERR &&
+         signal(SIGCHLD, SIG_DFL) != SIG_ERR &&
+         signal(SIGPIPE, SIG_DFL) != SIG_ERR && sigemptyset(&none) == 0 &&
+         sigprocmask(SIG_SETMASK, &none, NULL) == 0 && setpgid(0, 0) == 0;
+    devnull = open("/dev/null", O_RDONLY);
+    ok = ok && devnull >= 0 && dup2(devnull, 0) == 0 &&
+         dup2(out_fd, 1) == 1 && dup2(err_fd, 2) == 2;
+    snprintf(num, sizeof(num), "%ld", rank);
+    snprintf(wsize, sizeof(wsize), "%ld", o->n);
+    ok = ok && setenv("RING_RANK", num, 1) == 0 &&
+         setenv("RING_LOCAL_RANK", num, 1) == 0 &&
+         setenv("RING_WORLD_SIZE", wsize, 1) == 0 &&
+         setenv("RING_PEERS", peers, 1) == 0;
+    if (ok)
+        execvp(o->argv[0], o->argv);
+    len = snprintf(msg, sizeof(msg), "ring-launch: cannot run '%s': %s\n",
+                   o->argv[0], strerror(errno));
+    ssize_t r = write(2, msg, len > 0 ? (size_t)len : 0);
+    (void)r;    /* nowhere left to report a failed write */
+    _exit(127);
+}
+
+static int launch_fd_prepare(int fd, int nonblock)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)
+        return -1;
+    return nonblock ? fcntl(fd, F_SETFL, fl | O_NONBLOCK) : 0;
+}
+
+static int launch_child_spawn(struct launch_state *st, long rank,
+                              const char *peers)
+{
+    struct launch_child *c = &st->kids[rank];
+    sigset_t old;
+    int p[2][2], k;
+    for (k = 0; k < 2; k++) {
+        if (pipe(p[k]) != 0 || launch_fd_prepare(p[k][0], 1) != 0 ||
+            launch_fd_prepare(p[k][1], 0) != 0)
+            return -1;
+        c->io[k] = (struct launch_stream){ .fd = p[k][0], .out_fd = k + 1,
+                                           .buf = malloc(LAUNCH_LINE_MAX) };
+        if (!c->io[k].buf)
+            return -1;
+    }
+    if (sigprocmask(SIG_BLOCK, &launch_sigset, &old) != 0)
+        return -1;
+    c->pid = fork();
+    if (c->pid == 0)
+        launch_child_exec(&st->opt, rank, peers, p[0][1], p[1][1]);
+    if (sigprocmask(SIG_SETMASK, &old, NULL) != 0 || c->pid < 0)
+        return -1;
+    /* Set the group here too, as we may signal it before the child runs.
+     * EACCES means the child already exec'd, after its own setpgid. */
+    if (setpgid(c->pid, c->pid) != 0 && errno != EACCES && errno != ESRCH)
+        perror("ring-launch: setpgid");
+    c->running = 1;
+    st->running++;
+    return close(p[0][1]) == 0 && close(p[1][1]) == 0 ? 0 : -1;
+}
+
+static void launch_signal_note(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t r = write(launch_sigpipe[1], &b, 1);
+    (void)r;    /* a full pipe already guarantees a wakeup */
+    errno = saved;
+}
+
+/* Self-pipe: handlers only write the signal number; the loop does the work. */
+static int launch_signals_install(void)
+{
+    const int sigs[] = { SIGINT, SIGTERM, SIGCHLD };
+    struct sigaction sa = { .sa_handler = launch_signal_note,
+                            .sa_flags = SA_RESTART };
+    size_t i;
+    if (pipe(launch_sigpipe) != 0 || launch_fd_prepare(launch_sigpipe[0], 1) ||
+        launch_fd_prepare(launch_sigpipe[1], 1) ||
+        sigemptyset(&sa.sa_mask) != 0 || sigemptyset(&launch_sigset) != 0)
+        return -1;
+    for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0 ||
+            sigaddset(&launch_sigset, sigs[i]) != 0)
+            return -1;
+    /* A closed launcher stdout must not kill us before ranks are reaped. */
+    return signal(SIGPIPE, SIG_IGN) == SIG_ERR ? -1 : 0;
+}
+
+static void launch_output_write(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t r = write(fd, p, len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN) {
+            struct pollfd pf = { .fd = fd, .events = POLLOUT };
+            if (poll(&pf, 1, LAUNCH_POLL_MS) >= 0)
+                continue;
+        }
+        if (r <= 0)
+            return;     /* output is gone; keep draining the ranks anyway */
+        p += r;
+        len -= (size_t)r;
+    }
+}
+
+/* One write per line keeps lines of different ranks from interleaving. */
+static void launch_line_emit(const struct launch_state *st, int out_fd,
+                             long rank, const char *p, size_t len, int add_nl)
+{
+    size_t off = 0;
+    if (st->opt.prefix)
+        off = (size_t)snprintf(launch_out, 32, "[%ld] ", rank);
+    memcpy(launch_out + off, p, len);
+    off += len;
+    if (add_nl && st->opt.prefix)
+        launch_out[off++] = '\n';
+    launch_output_write(out_fd, launch_out, off);
+}
+
+static void launch_stream_close(const struct launch_state *st,
+                                struct launch_stream *s, long rank)
+{
+    if (s->len > 0)
+        launch_line_emit(st, s->out_fd, rank, s->buf, s->len, 1);
+    s->len = 0;
+    if (close(s->fd) != 0)
+        perror("ring-launch: close");
+    s->fd = -1;
+}
+
+static void launch_stream_read(const struct launch_state *st,
+                               struct launch_stream *s, long rank)
+{
+    ssize_t r = read(s->fd, s->buf + s->len, LAUNCH_LINE_MAX - s->len);
+    char *nl, *p = s->buf;
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (r <= 0) {
+        launch_stream_close(st, s, rank);
+        return;
+    }
+    s->len += (size_t)r;
+    while ((nl = memchr(p, '\n', s->len - (size_t)(p - s->buf)))) {
+        launch_line_emit(st, s->out_fd, rank, p, (size_t)(nl - p) + 1, 0);
+        p = nl + 1;
+    }
+    s->len -= (size_t)(p - s->buf);
+    memmove(s->buf, p, s->len);
+    if (s->len == LAUNCH_LINE_MAX) {
+        launch_line_emit(st, s->out_fd, rank, s->buf, s->len, 1);
+        s->len = 0;
+    }
+}
+
+/* Counts the pipes still open; with CLOSE_THEM, flushes and closes them. */
+static long launch_streams_sweep(struct launch_state *st, int close_them)
+{
+    long i, open_fds = 0;
+    int k;
+    for (i = 0; i < st->opt.n; i++)
+        for (k = 0; k < 2; k++)
+            if (st->kids[i].io[k].fd >= 0) {
+                open_fds++;
+                if (close_them)
+                    launch_stream_close(st, &st->kids[i].io[k], i);
+            }
+    return open_fds;
+}
+
+/* Signals each live rank's process group so helpers it forked die too. */
+static void launch_stop_begin(struct launch_state *st, int sig)
+{
+    long i;
+    for (i = 0; i < st->opt.n; i++)
+        if (st->kids[i].running && kill(-st->kids[i].pid, sig) != 0 &&
+            errno != ESRCH)
+            perror("ring-launch: kill");
+    if (!st->stop_at)
+        st->stop_at = launch_clock_now() + (long long)(st->opt.grace * 1000);
+}
+
+static void launch_child_record(struct launch_state *st, long rank, int status)
+{
+    st->kids[rank].running = 0;
+    st->running--;
+    if (st->first_rank >= 0 || (WIFEXITED(status) && !WEXITSTATUS(status)))
+        return;
+    st->first_rank = rank;
+    st->first_status = status;
+    st->others_stopped = st->running;
+    if (st->running > 0 && !st->timed_out)
+        launch_stop_begin(st, SIGTERM);
+}
+
+static void launch_children_reap(struct launch_state *st)
+{
+    int status;
+    long i;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) != 0) {
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid < 0)
+            return;     /* ECHILD: nothing left to reap */
+        for (i = 0; i < st->opt.n; i++)
+            if (st->kids[i].pid == pid && st->kids[i].running)
+                launch_child_record(st, i, status);
+    }
+}
+
+static void launch_signals_handle(struct launch_state *st)
+{
+    unsigned char b;
+    while (read(launch_sigpipe[0], &b, 1) == 1) {
+        if (b != SIGINT && b != SIGTERM)
+            continue;   /* SIGCHLD only needs to wake poll */
+        if (!st->got_signal)
+            fprintf(stderr, "ring-launch: caught signal %d (%s); forwarding "
+                    "to %ld ranks\n", b, strsignal(b), st->running);
+        st->got_signal = b;
+        launch_stop_begin(st, b);
+    }
+}
+
+/* Fires whichever deadlines have passed; returns ms until the next one. */
+static int launch_deadlines_check(struct launch_state *st, long long now)
+{
+    long long next = now + LAUNCH_POLL_MS;
+    if (st->timeout_at && !st->stop_at && st->running > 0) {
+        if (now >= st->timeout_at) {
+            fprintf(stderr, "ring-launch: timed out after %g s; killing all "
+                    "%ld ranks\n", st->opt.timeout, st->opt.n);
+            st->timed_out = 1;
+            launch_stop_begin(st, SIGTERM);
+        }
+        next = st->timeout_at < next ? st->timeout_at : next;
+    }
+    if (st->stop_at && !st->killed && st->running > 0) {
+        if (now >= st->stop_at) {
+            launch_stop_begin(st, SIGKILL);
+            st->killed = 1;
+            st->kill_at = now + LAUNCH_KILL_WAIT_MS;
+        }
+        next = st->stop_at < next ? st->stop_at : next;
+    }
+    if (st->killed && st->running > 0 && now >= st->kill_at) {
+        fprintf(stderr, "ring-launch: %ld ranks survived SIGKILL; giving up\n",
+                st->running);
+        st->abandoned = 1;
+    }
+    if (st->running == 0 && !st->drain_until)
+        st->drain_until = now + LAUNCH_DRAIN_MS;
+    return (int)(next > now ? next - now : 0);
+}
+
+static int launch_job_run(struct launch_state *st)
+{
+    long n = st->opt.n, i;
+    struct pollfd *pfd = calloc((size_t)(2 * n + 1), sizeof(*pfd));
+    int k;
+    if (!pfd) {
+        launch_stop_begin(st, SIGKILL);   /* cannot supervise them */
+        return -1;
+    }
+    while (st->running > 0 || launch_streams_sweep(st, 0) > 0) {
+        long long now = launch_clock_now();
+        int wait_ms = launch_deadlines_check(st, now);
+        if (st->abandoned || (st->drain_until && now >= st->drain_until))
+            break;
+        pfd[0] = (struct pollfd){ .fd = launch_sigpipe[0], .events = POLLIN };
+        /* Closed streams keep their slot with fd -1, which poll ignores. */
+        for (i = 0; i < 2 * n; i++)
+            pfd[i + 1] = (struct pollfd){ .fd = st->kids[i / 2].io[i % 2].fd,
+                                          .events = POLLIN };
+        if (poll(pfd, (nfds_t)(2 * n + 1), wait_ms) < 0 && errno != EINTR) {
+            perror("ring-launch: poll");
+            launch_stop_begin(st, SIGKILL);   /* cannot supervise them */
+            st->abandoned = 1;
+            break;
+        }
+        launch_signals_handle(st);
+        for (i = 0; i < n; i++)
+            for (k = 0; k < 2; k++)
+                if (pfd[1 + 2 * i + k].fd >= 0 && pfd[1 + 2 * i + k].revents)
+                    launch_stream_read(st, &st->kids[i].io[k], i);
+        launch_children_reap(st);
+    }
+    launch_streams_sweep(st, 1);
+    free(pfd);
+    return 0;
+}
+
+static int launch_result_report(const struct launch_state *st)
+{
+    int status = st->first_status;
+    long r = st->first_rank;
+    if (st->spawn_failed || st->timed_out)
+        return st->spawn_failed ? 1 : 124;
+    if (r < 0)
+        return st->got_signal ? 128 + st->got_signal : st->abandoned;
+    fprintf(stderr, "ring-launch: rank %ld (pid %ld) ", r,
+            (long)st->kids[r].pid);
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "was killed by signal %d (%s)", WTERMSIG(status),
+                strsignal(WTERMSIG(status)));
+    else
+        fprintf(stderr, "exited with status %d", WEXITSTATUS(status));
+    if (st->others_stopped > 0)
+        fprintf(stderr, " first; stopped the other %ld rank%s",
+                st->others_stopped, st->others_stopped == 1 ? "" : "s");
+    fputc('\n', stderr);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+/* Probing holds a socket per rank and each rank needs two pipes, so the
+ * usual soft limit of 1024 descriptors is too small for large N. Also
+ * keeps fds 0-2 occupied: a pipe end landing there would make the child's
+ * dup2 a no-op that leaves FD_CLOEXEC set. */
+static void launch_fds_prepare(long n)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)(3 * n + 32);
+    int fd;
+    while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
+        continue;
+    if (fd > 2 && close(fd) != 0)
+        perror("ring-launch: close");
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+        return;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        fprintf(stderr, "ring-launch: %ld ranks need %lu open files but the "
+                "limit is %lu\n", n, (unsigned long)need,
+                (unsigned long)rl.rlim_max);
+        exit(1);
+    }
+    rl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        perror("ring-launch: setrlimit");
+        exit(1);
+    }
+}
+
+static void launch_ranks_start(struct launch_state *st, int *probe_fds,
+                               const char *peers)
+{
+    long i;
+    for (i = 0; i < st->opt.n; i++) {
+        st->kids[i].io[0].fd = st->kids[i].io[1].fd = -1;
+        if (probe_fds[i] >= 0 && close(probe_fds[i]) != 0)
+            perror("ring-launch: close");
+    }
+    for (i = 0; i < st->opt.n; i++) {
+        if (launch_child_spawn(st, i, peers) != 0) {
+            fprintf(stderr, "ring-launch: cannot start rank %ld: %s\n", i,
+                    strerror(errno));
+            st->spawn_failed = 1;
+            launch_stop_begin(st, SIGTERM);
+            return;
+        }
+    }
+    if (st->opt.timeout > 0)
+        st->timeout_at = launch_clock_now() +
+                         (long long)(st->opt.timeout * 1000);
+}
+
+int main(int argc, char **argv)
+{
+    struct launch_state st = { .first_rank = -1 };
+    char *peers = NULL;
+    int *ports, *probe_fds = NULL;
+    launch_opts_parse(argc, argv, &st.opt);
+    launch_fds_prepare(st.opt.n);
+    ports = calloc((size_t)st.opt.n, sizeof(*ports));
+    st.kids = calloc((size_t)st.opt.n, sizeof(*st.kids));
+    if (ports && st.kids && (probe_fds = launch_ports_probe(&st.opt, ports)))
+        peers = launch_peers_build(&st.opt, ports);
+    if (!peers) {
+        fputs("ring-launch: out of memory\n", stderr);
+        return 1;
+    }
+    if (launch_signals_install() != 0) {
+        perror("ring-launch: cannot set up signal handling");
+        return 1;
+    }
+    launch_ranks_start(&st, probe_fds, peers);
+    if (launch_job_run(&st) != 0) {
+        fputs("ring-launch: out of memory\n", stderr);
+        return 1;
+    }
+    return launch_result_report(&st);
+}

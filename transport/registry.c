@@ -1,0 +1,152 @@
+/*
+ * registry.c - the transports compiled into this build, with every missing
+ * operation filled by a default that returns RING_ERR_UNSUPPORTED, so the
+ * engine never tests for NULL. The only place (besides kernel dispatch)
+ * where a RING_HAVE_* macro appears.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "transport.h"
+#include "tcp.h"
+
+static ring_status_t default_init(const ring_tp_params_t *params, ring_tp_t **tp_p)
+{
+    return RING_ERR_UNSUPPORTED;
+}
+
+static void default_fini(ring_tp_t *tp)
+{
+}
+
+static ring_status_t default_listen(ring_tp_t *tp, const char *host, int port,
+                                    ring_tp_listener_t **l_p)
+{
+    return RING_ERR_UNSUPPORTED;
+}
+
+static ring_status_t default_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
+{
+    return RING_ERR_UNSUPPORTED;
+}
+
+static void default_listener_close(ring_tp_listener_t *l)
+{
+}
+
+static ring_status_t default_connect(ring_tp_t *tp, const char *host, int port,
+                                     ring_tp_ep_t **ep_p)
+{
+    return RING_ERR_UNSUPPORTED;
+}
+
+static ring_status_t default_post(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    return RING_ERR_UNSUPPORTED;
+}
+
+static int default_progress(ring_tp_t *tp)
+{
+    return 0;
+}
+
+static void default_wait(ring_tp_t *tp, int timeout_ms)
+{
+}
+
+static const char *default_ep_peer(const ring_tp_ep_t *ep)
+{
+    return "?";
+}
+
+static void default_ep_close(ring_tp_ep_t *ep)
+{
+}
+
+static const ring_tp_ops_t tp_defaults = {
+    .size = sizeof(ring_tp_ops_t),
+    .name = "none",
+    .init = default_init,
+    .fini = default_fini,
+    .listen = default_listen,
+    .accept = default_accept,
+    .listener_close = default_listener_close,
+    .connect = default_connect,
+    .post_send = default_post,
+    .post_recv = default_post,
+    .progress = default_progress,
+    .wait = default_wait,
+    .ep_peer = default_ep_peer,
+    .ep_close = default_ep_close,
+};
+
+static const ring_tp_ops_t *const tp_builtin[] = {
+    &ring_tcp_ops,
+#if RING_HAVE_VERBS
+    /* the verbs transport joins here (issue: RDMA verbs transport) */
+#endif
+    NULL,
+};
+
+static ring_tp_ops_t tp_filled[sizeof(tp_builtin) / sizeof(tp_builtin[0])];
+static pthread_once_t tp_filled_once = PTHREAD_ONCE_INIT;
+
+#define TP_FILL(_dst, _src, _op) ((_dst)->_op = (_src)->_op != NULL ? (_src)->_op : tp_defaults._op)
+
+static void tp_fill_defaults(void)
+{
+    for (size_t i = 0; tp_builtin[i] != NULL; i++) {
+        const ring_tp_ops_t *src = tp_builtin[i];
+        ring_tp_ops_t *dst = &tp_filled[i];
+
+        dst->size = sizeof(*dst);
+        dst->name = src->name;
+        TP_FILL(dst, src, init);
+        TP_FILL(dst, src, fini);
+        TP_FILL(dst, src, listen);
+        TP_FILL(dst, src, accept);
+        TP_FILL(dst, src, listener_close);
+        TP_FILL(dst, src, connect);
+        TP_FILL(dst, src, post_send);
+        TP_FILL(dst, src, post_recv);
+        TP_FILL(dst, src, progress);
+        TP_FILL(dst, src, wait);
+        TP_FILL(dst, src, ep_peer);
+        TP_FILL(dst, src, ep_close);
+    }
+}
+
+const ring_tp_ops_t *ring_tp_find(const char *name)
+{
+    pthread_once(&tp_filled_once, tp_fill_defaults);
+    for (size_t i = 0; tp_builtin[i] != NULL; i++)
+        if (strcmp(tp_filled[i].name, name) == 0)
+            return &tp_filled[i];
+    return NULL;
+}
+
+const char *ring_tp_names(void)
+{
+    return RING_HAVE_VERBS ? "tcp (verbs: not yet)" : "tcp";
+}
+
+const char *ring_tp_cause(ring_status_t status, int sys_errno)
+{
+    if (status == RING_ERR_CANCELED)
+        return "canceled";
+    if (status == RING_ERR_MISMATCH)
+        return "message larger than expected";
+    switch (sys_errno) {
+    case 0: return "connection closed";
+    case ECONNRESET: return "connection reset";
+    case ECONNREFUSED: return "connection refused";
+    case EPIPE: return "connection broken";
+    case ETIMEDOUT: return "connection timed out";
+    case EHOSTUNREACH: return "host unreachable";
+    case ENETUNREACH: return "network unreachable";
+    default: return strerror(sys_errno);
+    }
+}

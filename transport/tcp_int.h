@@ -1,0 +1,66 @@
+/*
+ * tcp_int.h - the TCP transport's private state, shared by its files:
+ * tcp.c (set-up, tear-down, waiting), tcp_io.c (moving bytes) and
+ * tcp_addr.c (names, addresses, socket options).
+ */
+#ifndef RING_TCP_INT_H
+#define RING_TCP_INT_H
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "transport.h"
+
+#define TCP_MAX_EPS 256
+#define TCP_RX_STAGE 16384   /* greedy read size for headers and small messages */
+#define TCP_TX_IOV 64        /* messages are coalesced into one sendmsg up to this */
+
+typedef enum tcp_ep_state {
+    TCP_EP_CONNECTING,
+    TCP_EP_OPEN,
+    TCP_EP_FAILED
+} tcp_ep_state_t;
+
+typedef struct tcp_tp {
+    ring_tp_params_t params;
+    struct ring_tp_ep *eps[TCP_MAX_EPS];
+    int neps;
+    struct ring_tp_listener *listeners[4];
+    int nlisteners;
+} tcp_tp_t;
+
+struct ring_tp_listener {
+    tcp_tp_t *tp;
+    int fd;
+};
+
+struct ring_tp_ep {
+    tcp_tp_t *tp;
+    int fd;
+    tcp_ep_state_t state;
+    ring_status_t error;     /* sticky first error */
+    int error_errno;
+    char peer[80];           /* "host:port" */
+    ring_tp_req_t *sq_head, *sq_tail;
+    ring_tp_req_t *rq_head, *rq_tail;
+    /* receive side: current message and the staging buffer */
+    size_t rx_msg_len;       /* payload length of the message in progress */
+    int rx_have_len;
+    unsigned char rx_len_buf[4];
+    int rx_len_got;
+    unsigned char *rx_stage;
+    size_t rx_stage_off, rx_stage_len;
+};
+
+/* tcp_addr.c */
+int tcp_resolve(const char *host, int port, int passive, struct sockaddr_storage *ss,
+                socklen_t *sslen, char *err, size_t errlen);
+void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+void tcp_set_options(int fd, size_t sockbuf);
+
+/* tcp_io.c */
+int tcp_ep_progress_tx(ring_tp_ep_t *ep);
+int tcp_ep_progress_rx(ring_tp_ep_t *ep);
+void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno);
+
+#endif /* RING_TCP_INT_H */

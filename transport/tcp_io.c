@@ -1,0 +1,295 @@
+/*
+ * tcp_io.c - moving bytes: length-prefixed messages over a non-blocking
+ * socket. Sends coalesce queued messages into one sendmsg; receives read
+ * small pieces greedily into a staging buffer and large payloads directly
+ * into the caller's buffer. Nothing here allocates.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "tcp_int.h"
+
+static size_t req_capacity(const ring_tp_req_t *req)
+{
+    size_t total = 0;
+
+    for (int i = 0; i < req->iovcnt; i++)
+        total += req->iov[i].iov_len;
+    return total;
+}
+
+static void req_complete(ring_tp_req_t *req, ring_status_t status, int sys_errno)
+{
+    req->status = status;
+    req->sys_errno = sys_errno;
+    req->next = NULL;
+    req->done = 1;
+}
+
+static void queue_fail(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t status,
+                       int sys_errno)
+{
+    while (*head != NULL) {
+        ring_tp_req_t *req = *head;
+        *head = req->next;
+        req_complete(req, status, sys_errno);
+    }
+    *tail = NULL;
+}
+
+void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno)
+{
+    if (ep->state != TCP_EP_FAILED) {
+        ep->state = TCP_EP_FAILED;
+        ep->error = status;
+        ep->error_errno = sys_errno;
+    }
+    queue_fail(&ep->sq_head, &ep->sq_tail, ep->error, ep->error_errno);
+    queue_fail(&ep->rq_head, &ep->rq_tail, ep->error, ep->error_errno);
+}
+
+static void io_fail_errno(ring_tp_ep_t *ep, int err)
+{
+    tcp_ep_fail(ep, err == ENOMEM || err == ENOBUFS ? RING_ERR_IO : RING_ERR_REMOTE, err);
+}
+
+/* Gather the unsent part of the queue, prefix then iovs of each message. */
+static int tx_gather(ring_tp_ep_t *ep, struct iovec *iov)
+{
+    int n = 0;
+
+    for (ring_tp_req_t *req = ep->sq_head; req != NULL && n < TCP_TX_IOV - RING_TP_IOV_MAX - 1;
+         req = req->next) {
+        size_t skip = req->offset;
+
+        if (skip < sizeof(req->prefix)) {
+            iov[n].iov_base = req->prefix + skip;
+            iov[n].iov_len = sizeof(req->prefix) - skip;
+            n++;
+            skip = 0;
+        } else {
+            skip -= sizeof(req->prefix);
+        }
+        for (int i = 0; i < req->iovcnt; i++) {
+            if (skip >= req->iov[i].iov_len) {
+                skip -= req->iov[i].iov_len;
+                continue;
+            }
+            iov[n].iov_base = (char *)req->iov[i].iov_base + skip;
+            iov[n].iov_len = req->iov[i].iov_len - skip;
+            skip = 0;
+            n++;
+        }
+    }
+    return n;
+}
+
+int tcp_ep_progress_tx(ring_tp_ep_t *ep)
+{
+    struct iovec iov[TCP_TX_IOV];
+    struct msghdr msg;
+    int completed = 0;
+
+    while (ep->state == TCP_EP_OPEN && ep->sq_head != NULL) {
+        ssize_t sent;
+        size_t left;
+
+        memset(&msg, 0, sizeof(msg));
+        msg.msg_iov = iov;
+        msg.msg_iovlen = (size_t)tx_gather(ep, iov);
+        /* MSG_NOSIGNAL: a dead peer is an error status, never a SIGPIPE */
+        sent = sendmsg(ep->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                io_fail_errno(ep, errno);
+            break;
+        }
+        completed |= sent > 0;
+        left = (size_t)sent;
+        while (left > 0 && ep->sq_head != NULL) {
+            ring_tp_req_t *req = ep->sq_head;
+            size_t total = sizeof(req->prefix) + req_capacity(req);
+            size_t take = total - req->offset < left ? total - req->offset : left;
+
+            req->offset += take;
+            left -= take;
+            if (req->offset == total) {
+                ep->sq_head = req->next;
+                if (ep->sq_head == NULL)
+                    ep->sq_tail = NULL;
+                req->bytes = total - sizeof(req->prefix);
+                req_complete(req, RING_OK, 0);
+                completed++;
+            }
+        }
+    }
+    return completed;
+}
+
+/* Copy up to len bytes into the request's iovs starting at its offset. */
+static void rx_copy_in(ring_tp_req_t *req, const unsigned char *src, size_t len)
+{
+    size_t skip = req->offset;
+
+    for (int i = 0; i < req->iovcnt && len > 0; i++) {
+        size_t n;
+
+        if (skip >= req->iov[i].iov_len) {
+            skip -= req->iov[i].iov_len;
+            continue;
+        }
+        n = req->iov[i].iov_len - skip;
+        if (n > len)
+            n = len;
+        memcpy((char *)req->iov[i].iov_base + skip, src, n);
+        src += n;
+        len -= n;
+        req->offset += n;
+        skip = 0;
+    }
+}
+
+/* Read exactly want bytes' worth (or less) straight into the request's iovs. */
+static ssize_t rx_read_direct(ring_tp_ep_t *ep, ring_tp_req_t *req, size_t want)
+{
+    struct iovec iov[RING_TP_IOV_MAX];
+    size_t skip = req->offset;
+    int n = 0;
+    ssize_t got;
+
+    for (int i = 0; i < req->iovcnt && want > 0; i++) {
+        if (skip >= req->iov[i].iov_len) {
+            skip -= req->iov[i].iov_len;
+            continue;
+        }
+        iov[n].iov_base = (char *)req->iov[i].iov_base + skip;
+        iov[n].iov_len = req->iov[i].iov_len - skip;
+        if (iov[n].iov_len > want)
+            iov[n].iov_len = want;
+        want -= iov[n].iov_len;
+        skip = 0;
+        n++;
+    }
+    do
+        got = readv(ep->fd, iov, n);
+    while (got < 0 && errno == EINTR);
+    if (got > 0)
+        req->offset += (size_t)got;
+    return got;
+}
+
+/* Refill the staging buffer; returns bytes read, 0 on would-block, -1 when the ep failed. */
+static ssize_t rx_fill_stage(ring_tp_ep_t *ep)
+{
+    ssize_t got;
+
+    ep->rx_stage_off = 0;
+    ep->rx_stage_len = 0;
+    do
+        got = read(ep->fd, ep->rx_stage, TCP_RX_STAGE);
+    while (got < 0 && errno == EINTR);
+    if (got == 0) {
+        tcp_ep_fail(ep, RING_ERR_REMOTE, 0);
+        return -1;
+    }
+    if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        io_fail_errno(ep, errno);
+        return -1;
+    }
+    ep->rx_stage_len = (size_t)got;
+    return got;
+}
+
+static void rx_finish(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    size_t capacity = req_capacity(req);
+
+    ep->rq_head = req->next;
+    if (ep->rq_head == NULL)
+        ep->rq_tail = NULL;
+    ep->rx_have_len = 0;
+    ep->rx_len_got = 0;
+    req->bytes = ep->rx_msg_len;
+    if (ep->rx_msg_len > capacity) {
+        /* the stream is now out of step with what the caller expects */
+        req_complete(req, RING_ERR_MISMATCH, 0);
+        tcp_ep_fail(ep, RING_ERR_MISMATCH, 0);
+        return;
+    }
+    req_complete(req, RING_OK, 0);
+}
+
+int tcp_ep_progress_rx(ring_tp_ep_t *ep)
+{
+    int progressed = 0;
+
+    while (ep->state == TCP_EP_OPEN && ep->rq_head != NULL) {
+        ring_tp_req_t *req = ep->rq_head;
+        size_t avail = ep->rx_stage_len - ep->rx_stage_off;
+
+        if (!ep->rx_have_len) {
+            if (avail == 0) {
+                ssize_t got = rx_fill_stage(ep);
+                if (got <= 0)
+                    break;
+                progressed = 1;
+                continue;
+            }
+            while (ep->rx_len_got < 4 && ep->rx_stage_off < ep->rx_stage_len)
+                ep->rx_len_buf[ep->rx_len_got++] = ep->rx_stage[ep->rx_stage_off++];
+            if (ep->rx_len_got < 4)
+                continue;
+            ep->rx_msg_len = (size_t)ep->rx_len_buf[0] | (size_t)ep->rx_len_buf[1] << 8 |
+                             (size_t)ep->rx_len_buf[2] << 16 | (size_t)ep->rx_len_buf[3] << 24;
+            ep->rx_have_len = 1;
+            req->offset = 0;
+            req->bytes = 0;
+            continue;
+        }
+        {
+            size_t capacity = req_capacity(req);
+            size_t want = ep->rx_msg_len < capacity ? ep->rx_msg_len : capacity;
+            size_t left = want - req->offset;
+
+            if (left > 0 && avail > 0) {
+                size_t n = avail < left ? avail : left;
+                rx_copy_in(req, ep->rx_stage + ep->rx_stage_off, n);
+                ep->rx_stage_off += n;
+                progressed = 1;
+                continue;
+            }
+            if (left > 0 && left >= TCP_RX_STAGE) {
+                ssize_t got = rx_read_direct(ep, req, left);
+                if (got == 0) {
+                    tcp_ep_fail(ep, RING_ERR_REMOTE, 0);
+                    break;
+                }
+                if (got < 0) {
+                    if (errno != EAGAIN && errno != EWOULDBLOCK)
+                        io_fail_errno(ep, errno);
+                    break;
+                }
+                progressed = 1;
+                continue;
+            }
+            if (left > 0) {
+                if (rx_fill_stage(ep) <= 0)
+                    break;
+                progressed = 1;
+                continue;
+            }
+            rx_finish(ep, req);
+            progressed++;
+        }
+    }
+    return progressed;
+}

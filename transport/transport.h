@@ -1,0 +1,96 @@
+/*
+ * transport.h - the interface every transport (tcp, later verbs and shm)
+ * implements, as a table of function pointers.
+ *
+ * Contract:
+ * - Endpoints carry messages: a message posted with post_send arrives whole,
+ *   in order, at the peer's recv posted on the matching endpoint. A message
+ *   larger than the receive's capacity fails that receive with
+ *   RING_ERR_MISMATCH (req->bytes says how large it was) after filling the
+ *   capacity, and fails the endpoint; a smaller one completes with
+ *   req->bytes < capacity. The engine's frame header tells the rest.
+ * - Nothing blocks except wait(). connect() returns an endpoint at once; its
+ *   connection completes during progress(), and sends posted meanwhile go
+ *   out when it does.
+ * - The data path never allocates: requests belong to the caller and stay
+ *   untouched (and their buffers too) until req->done is set.
+ * - The first error on an endpoint is sticky: it completes every pending
+ *   request of the endpoint with the same status and errno, and later posts
+ *   fail at once. sys_errno 0 with RING_ERR_REMOTE means an orderly close.
+ * - Transports know nothing about rings, segments or ranks.
+ */
+#ifndef RING_TRANSPORT_H
+#define RING_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <ringd/status.h>
+
+#define RING_TP_IOV_MAX 4
+
+typedef struct ring_tp ring_tp_t;
+typedef struct ring_tp_ep ring_tp_ep_t;
+typedef struct ring_tp_listener ring_tp_listener_t;
+
+/* A send or receive; owned by the caller. */
+typedef struct ring_tp_req {
+    /* filled by the caller before posting */
+    struct iovec iov[RING_TP_IOV_MAX];
+    int iovcnt;
+    /* set by the transport */
+    int done;               /* 1 once finished, successfully or not */
+    ring_status_t status;   /* RING_OK or why it failed */
+    int sys_errno;          /* errno behind a failure (0: orderly close by the peer) */
+    size_t bytes;           /* receive: size of the message that arrived */
+    /* private to the transport */
+    struct ring_tp_req *next;
+    size_t offset;
+    unsigned char prefix[4];
+} ring_tp_req_t;
+
+typedef struct ring_tp_params {
+    size_t sockbuf;         /* SO_SNDBUF/SO_RCVBUF, 0 = kernel default */
+} ring_tp_params_t;
+
+typedef struct ring_tp_ops {
+    size_t size;            /* sizeof(ring_tp_ops_t), lets the table grow */
+    const char *name;
+
+    ring_status_t (*init)(const ring_tp_params_t *params, ring_tp_t **tp_p);
+    void (*fini)(ring_tp_t *tp);
+
+    /* Listen on host (an address or interface name; "" = every address) and port. */
+    ring_status_t (*listen)(ring_tp_t *tp, const char *host, int port, ring_tp_listener_t **l_p);
+    /* RING_OK with *ep_p == NULL means nothing is waiting: call again later. */
+    ring_status_t (*accept)(ring_tp_listener_t *l, ring_tp_ep_t **ep_p);
+    void (*listener_close)(ring_tp_listener_t *l);
+
+    /* Start connecting; the endpoint is usable at once (see the contract). */
+    ring_status_t (*connect)(ring_tp_t *tp, const char *host, int port, ring_tp_ep_t **ep_p);
+
+    /* RING_ERR_* when the endpoint has failed (the request is then not queued). */
+    ring_status_t (*post_send)(ring_tp_ep_t *ep, ring_tp_req_t *req);
+    ring_status_t (*post_recv)(ring_tp_ep_t *ep, ring_tp_req_t *req);
+
+    /* Move bytes on every endpoint without blocking; returns how many
+     * requests completed plus 1 if any bytes moved (0 = nothing happened). */
+    int (*progress)(ring_tp_t *tp);
+    /* Sleep until an endpoint or listener may progress, at most timeout_ms. */
+    void (*wait)(ring_tp_t *tp, int timeout_ms);
+
+    /* Peer's address as "host:port" (for messages). */
+    const char *(*ep_peer)(const ring_tp_ep_t *ep);
+    /* Fails pending requests with RING_ERR_CANCELED and frees the endpoint. */
+    void (*ep_close)(ring_tp_ep_t *ep);
+} ring_tp_ops_t;
+
+/* Transports compiled into this build, NULL-terminated; defaults filled in. */
+const ring_tp_ops_t *ring_tp_find(const char *name);
+const char *ring_tp_names(void);
+
+/* Human text for a failed request: "connection reset", "connection closed"... */
+const char *ring_tp_cause(ring_status_t status, int sys_errno);
+
+#endif /* RING_TRANSPORT_H */
