@@ -66,7 +66,7 @@ static const config_entry_t config_table[] = {
      "longest wait without progress during an allreduce before failing"},
     {"connect-timeout", "RING_CONNECT_TIMEOUT", CONFIG_DURATION, "120s", "seconds",
      FIELD(connect_timeout_s), 0, 0, "longest wait for the neighbours at start-up"},
-    {"spin", "RING_SPIN_US", CONFIG_INT, "50", "microseconds", FIELD(spin_us), 0, 1000000,
+    {"spin-us", "RING_SPIN_US", CONFIG_INT, "50", "microseconds", FIELD(spin_us), 0, 1000000,
      "busy-poll this long before sleeping in poll(); 0 never spins"},
     {"port", "RING_PORT", CONFIG_PORTS, "29500", "PORT|LO-HI", FIELD(port_lo), 0, 0,
      "port for peers entries without one: the k-th peer on a host gets LO+k, within LO-HI"},

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# quickstart.sh - the README's two commands, for a fresh Debian 12 machine as root.
+#
+#   tools/quickstart.sh run    install what is missing, build, run the main job
+#   tools/quickstart.sh test   install what is missing, build, run the whole test suite:
+#                              gcc -Werror build + make check, the same suite under
+#                              AddressSanitizer + UBSan, a clang -Werror build, and
+#                              make distcheck with CUDA and verbs off
+#
+# Environment: JOBS (make -j, default: number of cores), BUILD_ROOT (default:
+# ./_build), SKIP_APT=1 (do not call apt-get), SKIP_ASAN=1, SKIP_CLANG=1,
+# SKIP_DISTCHECK=1 (parts of `test` to leave out when iterating locally).
+# Ends with one line: "N passed, N failed, N skipped" (TAP results of every suite run).
+set -euo pipefail
+
+mode=${1:-}
+case "$mode" in
+run | test) ;;
+*)
+    echo "usage: $0 run|test   (see the header of this script)" >&2
+    exit 2
+    ;;
+esac
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=${JOBS:-$(nproc)}
+build_root=${BUILD_ROOT:-$top/_build}
+
+# Debian 12 packages: the toolchain and the libraries ringd uses.
+packages=(build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev
+    libibverbs-dev clang iproute2)
+
+install_missing() {
+    [ -n "${SKIP_APT:-}" ] && return 0
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q 'install ok installed' ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "== installing: ${missing[*]}"
+    if [ "$(id -u)" != 0 ]; then
+        echo "quickstart: need root to apt-get install ${missing[*]} (or install them and set SKIP_APT=1)" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+}
+
+# configure_build DIR [configure args...]: a fresh out-of-tree build in DIR
+configure_build() {
+    local dir=$1
+    shift
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    (cd "$dir" && "$top/configure" "$@" > configure.out 2>&1) || {
+        cat "$dir/configure.out" >&2
+        echo "quickstart: configure failed in $dir" >&2
+        return 1
+    }
+    tail -n 14 "$dir/configure.out"
+    make -C "$dir" -j"$jobs" > "$dir/make.out" 2>&1 || {
+        tail -n 60 "$dir/make.out" >&2
+        echo "quickstart: build failed in $dir" >&2
+        return 1
+    }
+}
+
+passed=0 failed=0 skipped=0
+# run_suite NAME DIR [make args...]: make check, then add its TAP totals
+run_suite() {
+    local name=$1 dir=$2 rc=0
+    shift 2
+    echo "== $name: make check"
+    make -C "$dir" -j"$jobs" check "$@" > "$dir/check.out" 2>&1 || rc=$?
+    grep -E '^(PASS|FAIL|XFAIL|XPASS|SKIP|ERROR): ' "$dir/check.out" | grep -vE '^PASS: ' || true
+    local log=$dir/test-suite.log
+    if [ -f "$log" ]; then
+        local p f s x e
+        p=$(awk '/^# PASS:/ {print $3}' "$log")
+        f=$(awk '/^# FAIL:/ {print $3}' "$log")
+        s=$(awk '/^# SKIP:/ {print $3}' "$log")
+        x=$(awk '/^# XPASS:/ {print $3}' "$log")
+        e=$(awk '/^# ERROR:/ {print $3}' "$log")
+        echo "   $name: ${p:-0} passed, $((${f:-0} + ${x:-0} + ${e:-0})) failed, ${s:-0} skipped"
+        passed=$((passed + ${p:-0}))
+        failed=$((failed + ${f:-0} + ${x:-0} + ${e:-0}))
+        skipped=$((skipped + ${s:-0}))
+    fi
+    if [ "$rc" != 0 ]; then
+        [ -f "$log" ] && grep -E -A15 '^(FAIL|ERROR)' "$log" | head -n 120
+        [ -f "$log" ] || tail -n 40 "$dir/check.out"
+        failed=$((failed + 1))
+        echo "   $name: make check failed (exit $rc)"
+    fi
+}
+
+install_missing
+echo "== bootstrap"
+./autogen.sh > /dev/null 2>&1 || ./autogen.sh
+
+if [ "$mode" = run ]; then
+    configure_build "$build_root/release"
+    b=$build_root/release
+    echo "== main job: 4-peer loopback allreduce benchmark (ring-launch -n 4 -- ring-bench)"
+    "$b/ring-launch" -n 4 --timeout 600 -- "$b/ring-bench" -b 1M -e 64M -f 4 -c
+    exit $?
+fi
+
+status=0
+configure_build "$build_root/gcc" --enable-werror || status=1
+[ $status = 0 ] && run_suite "gcc -Werror" "$build_root/gcc"
+
+if [ -z "${SKIP_ASAN:-}" ]; then
+    if configure_build "$build_root/asan" --enable-sanitizers --enable-werror; then
+        # sanitizer runs are slower: no spinning, and leak checks on exit
+        run_suite "ASan+UBSan" "$build_root/asan" \
+            TESTS_ENVIRONMENT="ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+    else
+        failed=$((failed + 1))
+    fi
+fi
+
+if [ -z "${SKIP_CLANG:-}" ]; then
+    echo "== clang -Werror build"
+    configure_build "$build_root/clang" CC=clang --enable-werror || failed=$((failed + 1))
+fi
+
+if [ -z "${SKIP_DISTCHECK:-}" ]; then
+    echo "== make distcheck (CUDA and verbs off)"
+    d=$build_root/dist
+    configure_build "$d" || failed=$((failed + 1))
+    if make -C "$d" -j"$jobs" distcheck > "$d/distcheck.out" 2>&1; then
+        grep -E 'archives ready|\.tar\.gz' "$d/distcheck.out" | head -n 3
+    else
+        tail -n 60 "$d/distcheck.out"
+        echo "   make distcheck failed"
+        failed=$((failed + 1))
+    fi
+fi
+
+[ $status = 0 ] || failed=$((failed + 1))
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
