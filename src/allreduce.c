@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 #include "clock.h"
@@ -388,8 +389,12 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
             spin_until = now + comm->cfg.spin_us * 1e-6;
             continue;
         }
-        if (now < spin_until)
+        if (now < spin_until) {
+            /* spinning keeps latency low; yielding lets another peer on an
+             * oversubscribed host run the step we are waiting for */
+            sched_yield();
             continue;
+        }
         if (now - last_progress > comm->cfg.timeout_s) {
             fail_timeout(comm, active_request(comm), now - last_progress);
             ring_comm_progress(comm); /* fails the requests with the sticky error */
