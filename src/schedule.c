@@ -34,7 +34,8 @@ void ring_sched_init(ring_sched_t *s, int rank, int nranks, size_t count, size_t
 {
     /* the largest segment decides how many chunks every segment has */
     size_t seg_max = ring_sched_split(count, nranks, 0, RING_SCHED_ALIGN).len;
-    size_t chunk_elems = chunk_bytes / elem_size;
+    /* whole blocks per chunk, so no chunk exceeds chunk_bytes (the staging slot size) */
+    size_t chunk_elems = chunk_bytes / elem_size / RING_SCHED_ALIGN * RING_SCHED_ALIGN;
     size_t nchunks;
 
     if (chunk_elems < RING_SCHED_ALIGN)
