@@ -18,6 +18,7 @@
 #include "errors.h"
 #include "log.h"
 #include "parse.h"
+#include "peers.h"
 
 typedef enum config_type {
     CONFIG_INT,
@@ -297,6 +298,12 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
     if (cfg->chunk_bytes < 64 || cfg->chunk_bytes > (1u << 30))
         return ring_error_set(RING_ERR_INVALID, "chunk size %zu is out of range 64..1G bytes "
                               "(--chunk-size, RING_CHUNK_SIZE)", cfg->chunk_bytes);
+    if (cfg->world_size > 1) {
+        ring_peer_addr_t *addrs;
+        RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
+                                    &addrs));
+        free(addrs);
+    }
     if (cfg->timeout_s <= 0 || cfg->connect_timeout_s <= 0)
         return ring_error_set(RING_ERR_INVALID, "timeouts must be positive "
                               "(--timeout %g, --connect-timeout %g)", cfg->timeout_s,

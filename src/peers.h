@@ -13,8 +13,8 @@ typedef struct ring_peer_addr {
 
 /*
  * Parse list into world_size entries (*addrs_p, to free). An entry without a
- * port gets port_lo + k for the k-th such entry on the same host, which must
- * stay within port_hi. Errors name the entry and what is wrong with it.
+ * port gets port_lo + k, where k counts the entries before it on the same
+ * host (with or without a port); it must stay within port_hi. Errors name the entry and what is wrong with it.
  */
 ring_status_t ring_peers_parse(const char *list, int world_size, int port_lo, int port_hi,
                                ring_peer_addr_t **addrs_p);

@@ -12,11 +12,13 @@ static int mod(int a, int n)
 
 ring_range_t ring_sched_split(size_t count, int parts, int part, size_t align)
 {
+    /* Whole blocks, the extra ones to the last parts: the last part also holds
+     * the short tail block, so lengths differ by at most one block. */
     size_t blocks = (count + align - 1) / align;
     size_t base = blocks / (size_t)parts, extra = blocks % (size_t)parts;
-    size_t p = (size_t)part;
-    size_t first = p * base + (p < extra ? p : extra);
-    size_t nblocks = base + (p < extra ? 1 : 0);
+    size_t p = (size_t)part, plain = (size_t)parts - extra;
+    size_t first = p * base + (p > plain ? p - plain : 0);
+    size_t nblocks = base + (p >= plain ? 1 : 0);
     ring_range_t r;
 
     r.off = first * align;
@@ -33,11 +35,14 @@ void ring_sched_init(ring_sched_t *s, int rank, int nranks, size_t count, size_t
                      size_t chunk_bytes)
 {
     /* the largest segment decides how many chunks every segment has */
-    size_t seg_max = ring_sched_split(count, nranks, 0, RING_SCHED_ALIGN).len;
+    size_t blocks = (count + RING_SCHED_ALIGN - 1) / RING_SCHED_ALIGN;
+    size_t seg_max = (blocks + (size_t)nranks - 1) / (size_t)nranks * RING_SCHED_ALIGN;
     /* whole blocks per chunk, so no chunk exceeds chunk_bytes (the staging slot size) */
     size_t chunk_elems = chunk_bytes / elem_size / RING_SCHED_ALIGN * RING_SCHED_ALIGN;
     size_t nchunks;
 
+    if (seg_max > count)
+        seg_max = count;
     if (chunk_elems < RING_SCHED_ALIGN)
         chunk_elems = RING_SCHED_ALIGN;
     nchunks = (seg_max + chunk_elems - 1) / chunk_elems;

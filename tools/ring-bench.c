@@ -112,10 +112,12 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         switch (opt) {
         case 'b': if (ring_parse_size(optarg, &o->min_bytes) != 0) bad = "-b"; break;
         case 'e': if (ring_parse_size(optarg, &o->max_bytes) != 0) bad = "-e"; break;
-        case 'f':
-            o->factor = strtod(optarg, NULL);
-            if (!(o->factor > 1.0)) bad = "-f";
+        case 'f': {
+            char *end;
+            o->factor = strtod(optarg, &end);
+            if (*end != '\0' || !(o->factor > 1.0) || o->factor > 1e6) bad = "-f";
             break;
+        }
         case 'n':
             if (ring_parse_long(optarg, &l) != 0 || l < 1 || l > 100000000) bad = "-n";
             else o->iters = (int)l;
@@ -267,6 +269,17 @@ int main(int argc, char **argv)
     float *sbuf = NULL, *rbuf = NULL, *slots = NULL;
     int rc, failed = 0;
 
+    /* help and version must work whatever the environment holds */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            bench_usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("ring-bench (ringd) %s\n", ring_version());
+            return 0;
+        }
+    }
     ring_config_init(&cfg);
     if (ring_config_load_env(&cfg) != RING_OK) {
         fprintf(stderr, "ring-bench: %s\n", ring_last_error());

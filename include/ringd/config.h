@@ -1,0 +1,105 @@
+/*
+ * ringd/config.h - the communicator's settings and the one table behind them.
+ *
+ * Every setting has a name ("chunk-size"), a command-line flag
+ * (--chunk-size), an environment variable (RING_CHUNK_SIZE), a default, a
+ * unit and a one-line doc, all kept in one table inside libringd, so
+ * parsers, --help and --print-config cannot drift apart.
+ *
+ * Precedence: defaults < environment < flags (ring_config_set calls made
+ * after ring_config_load_env win).
+ */
+#ifndef RINGD_CONFIG_H
+#define RINGD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <ringd/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RING_CONFIG_STR_MAX 256
+
+/* Where a setting's value came from (for --print-config). */
+typedef enum ring_config_source {
+    RING_SRC_DEFAULT = 0,
+    RING_SRC_ENV,
+    RING_SRC_FLAG,
+    RING_SRC_API
+} ring_config_source_t;
+
+typedef struct ring_config {
+    int rank;                 /* this peer's rank, 0..world_size-1 */
+    int world_size;           /* number of peers in the ring */
+    char *peers;              /* "host:port,host:port,..." one entry per rank (owned) */
+    char transport[16];       /* "auto" or "tcp" */
+    size_t chunk_bytes;       /* bytes per ring chunk on the wire */
+    int channels;             /* independent rings over disjoint parts of a buffer */
+    int tcp_streams;          /* TCP connections per neighbour and channel */
+    size_t tcp_sockbuf;       /* SO_SNDBUF/SO_RCVBUF bytes, 0 = kernel autotuning */
+    double timeout_s;         /* longest wait without progress on data */
+    double connect_timeout_s; /* longest wait for peers at start-up */
+    int spin_us;              /* busy-poll this long before sleeping in poll() */
+    int port_lo, port_hi;     /* port (range) for entries of peers without a port */
+    char bind[RING_CONFIG_STR_MAX];   /* listen address or interface name; "" = own peers entry */
+    char job_id[RING_CONFIG_STR_MAX]; /* peers of one job must agree on it */
+    char log_level[16];       /* error|warn|info|debug|trace */
+    /* Where each table entry's value came from, indexed like the table. */
+    unsigned char source[32];
+} ring_config_t;
+
+/* Fill cfg with the defaults. Never fails; cfg must be released with ring_config_free. */
+void ring_config_init(ring_config_t *cfg);
+
+/* Release what the config owns (the peers string). cfg may be reused after ring_config_init. */
+void ring_config_free(ring_config_t *cfg);
+
+/* Copy src into dst (dst must be uninitialised or freed). */
+ring_status_t ring_config_copy(ring_config_t *dst, const ring_config_t *src);
+
+/*
+ * Set one setting by its name (e.g. "chunk-size", with or without leading
+ * "--") from text, as the user typed it ("4M", "30s", "2"). Returns
+ * RING_ERR_INVALID with a message naming the setting and the expected form,
+ * or RING_ERR_UNSUPPORTED when the name is not a setting of this table.
+ */
+ring_status_t ring_config_set(ring_config_t *cfg, const char *name, const char *value,
+                              ring_config_source_t source);
+
+/*
+ * Read every RING_* variable of the table from the environment (programs
+ * call ring_config_check_env to warn about unknown ones).
+ * RING_DEBUG=1 is a shorthand for RING_LOG_LEVEL=debug.
+ */
+ring_status_t ring_config_load_env(ring_config_t *cfg);
+
+/*
+ * Count the RING_* variables in the environment that no part of ringd reads
+ * (typos, usually) and, when out is not NULL, print a warning for each.
+ */
+int ring_config_check_env(FILE *out);
+
+/*
+ * Consume argv[*i] (and its value, "--name VALUE" or "--name=VALUE") when it
+ * is a flag of the table, advancing *i past what was used. Returns
+ * RING_ERR_UNSUPPORTED without touching *i when argv[*i] is not one of ours.
+ */
+ring_status_t ring_config_parse_arg(ring_config_t *cfg, int argc, char **argv, int *i);
+
+/* Check that the settings make sense together: rank < world size, a peer list
+ * that parses with one entry per rank, sane chunk size and timeouts. */
+ring_status_t ring_config_validate(const ring_config_t *cfg);
+
+/* Print every setting as "  --flag VALUE  (RING_ENV, default D) doc" lines for --help. */
+void ring_config_print_help(FILE *out);
+
+/* Print the effective value of every setting and where it came from. */
+void ring_config_print(const ring_config_t *cfg, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RINGD_CONFIG_H */
