@@ -24,11 +24,6 @@ static size_t dtype_size(ring_dtype_t dtype)
     return dtype == RING_FLOAT32 ? 4 : 2;
 }
 
-static ring_request_t *active_request(ring_comm_t *comm)
-{
-    return comm->req_count > 0 ? &comm->reqs[comm->req_head] : NULL;
-}
-
 static const char *const op_names[] = {"sum", "avg"};
 static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};
 
@@ -137,12 +132,27 @@ static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
 static ring_status_t fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,
                                const ring_tp_req_t *treq)
 {
+    ring_fault_t fault = {.status = RING_ERR_REMOTE, .culprit = peer,
+                          .sys_errno = treq->sys_errno, .step = step};
     char phase[96], addr[300];
 
     ring_phase_format(comm, req, step, phase, sizeof(phase));
     ring_rank_addr(comm, peer, addr, sizeof(addr));
-    return ring_comm_fail(comm, RING_ERR_REMOTE, peer, treq->sys_errno, 0, "%s: %s by rank %d (%s)",
-                          phase, ring_tp_cause(treq->status, treq->sys_errno), peer, addr);
+    return ring_comm_fail(comm, &fault, "%s: %s by rank %d (%s)", phase,
+                          ring_tp_cause(treq->status, treq->sys_errno), peer, addr);
+}
+
+/* A neighbour left the ring (CLOSE) while this allreduce still needed it. */
+static ring_status_t fail_closed(ring_comm_t *comm, ring_request_t *req, int step, int peer)
+{
+    ring_fault_t fault = {.status = RING_ERR_REMOTE, .culprit = peer,
+                          .sys_errno = RING_CAUSE_CLOSED, .step = step};
+    char phase[96], addr[300];
+
+    ring_phase_format(comm, req, step, phase, sizeof(phase));
+    ring_rank_addr(comm, peer, addr, sizeof(addr));
+    return ring_comm_fail(comm, &fault, "%s: rank %d (%s) closed its communicator during this "
+                          "allreduce", phase, peer, addr);
 }
 
 static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
@@ -155,19 +165,21 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
 
     ring_phase_format(comm, req, sf->step, phase, sizeof(phase));
     ring_rank_addr(comm, left, addr, sizeof(addr));
+    ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = left, .step = sf->step};
+
     if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)
-        return ring_comm_fail(comm, RING_ERR_PROTOCOL, left, 0, 0,
+        return ring_comm_fail(comm, &fault,
                               "%s: rank %d (%s) sent something that is not a ringd frame "
                               "(%zu bytes, bad magic)", phase, left, addr, slot->req.bytes);
     if (f.type == RING_FRAME_ABORT)
         return ring_comm_fail_from_frame(comm, &f, left);
     if (f.type == RING_FRAME_CLOSE)
-        return ring_comm_fail(comm, RING_ERR_REMOTE, left, 0, 0,
-                              "%s: rank %d (%s) closed its communicator instead of joining this "
-                              "allreduce", phase, left, addr);
+        return fail_closed(comm, req, sf->step, left);
     if (f.round != req->round || f.count != req->count || f.dtype != req->dtype ||
-        f.op != req->op || f.tensor_id != req->tensor_id)
-        return ring_comm_fail(comm, RING_ERR_MISMATCH, left, 0, f.count,
+        f.op != req->op || f.tensor_id != req->tensor_id) {
+        fault.status = RING_ERR_MISMATCH;
+        fault.theirs = &f;
+        return ring_comm_fail(comm, &fault,
                               "%s: allreduce arguments differ between rank %d and rank %d (%s): "
                               "rank %d called allreduce #%llu with count %zu, %s, %s, tensor id "
                               "%u; rank %d called #%llu with count %llu, %s, %s, tensor id %u",
@@ -177,10 +189,11 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
                               (unsigned long long)f.round, (unsigned long long)f.count,
                               f.dtype < RING_DTYPE_COUNT ? dtype_names[f.dtype] : "?",
                               f.op < RING_OP_COUNT ? op_names[f.op] : "?", f.tensor_id);
+    }
     if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||
         f.chunk != (uint32_t)sf->chunk || f.payload_bytes != expect ||
         slot->req.status != RING_OK || slot->req.bytes != RING_FRAME_BYTES + expect)
-        return ring_comm_fail(comm, RING_ERR_PROTOCOL, left, 0, 0,
+        return ring_comm_fail(comm, &fault,
                               "%s: rank %d (%s) sent frame type %u channel %u step %u chunk %u "
                               "of %u bytes; expected channel %d step %d chunk %d of %zu bytes",
                               phase, left, addr, f.type, f.channel, f.step, f.chunk,
@@ -262,25 +275,26 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     ch->back.posted = 0;
     for (int c = 0; req != NULL && c < comm->nchannels; c++)
         pending |= comm->channels[c].sends_done < comm->channels[c].sched.nframes;
-    ring_phase_format(comm, req, -1, phase, sizeof(phase));
+    ring_phase_format(comm, req, ring_comm_current_step(comm), phase, sizeof(phase));
     ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
         comm->right_closed = 1;
         if (!pending)
             return RING_OK; /* reported when an allreduce needs that connection */
-        return fail_link(comm, req, -1, comm->right_rank, &ch->back.req);
+        return fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
+                         &ch->back.req);
     }
-    if (ring_frame_decode(ch->back.hdr, &f) != 0)
-        return ring_comm_fail(comm, RING_ERR_PROTOCOL, comm->right_rank, 0, 0,
-                              "%s: rank %d (%s) sent garbage on its back channel", phase,
-                              comm->right_rank, addr);
+    if (ring_frame_decode(ch->back.hdr, &f) != 0) {
+        ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->right_rank,
+                              .step = ring_comm_current_step(comm)};
+        return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent garbage on its back channel",
+                              phase, comm->right_rank, addr);
+    }
     if (f.type == RING_FRAME_ABORT)
         return ring_comm_fail_from_frame(comm, &f, comm->right_rank);
     comm->right_closed = 1;
     if (pending)
-        return ring_comm_fail(comm, RING_ERR_REMOTE, comm->right_rank, 0, 0,
-                              "%s: rank %d (%s) closed its communicator during this allreduce",
-                              phase, comm->right_rank, addr);
+        return fail_closed(comm, req, ring_comm_current_step(comm), comm->right_rank);
     return RING_OK;
 }
 
@@ -293,13 +307,24 @@ static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t
 /* One pass over everything; returns how much moved, or -1 once the comm has failed. */
 int ring_comm_progress(ring_comm_t *comm)
 {
-    ring_request_t *req = active_request(comm);
+    ring_request_t *req = comm->req_count > 0 ? &comm->reqs[comm->req_head] : NULL;
     int moved;
 
     if (comm->error != RING_OK)
         return -1;
     moved = comm->size > 1 ? comm->tp_ops->progress(comm->tp) : 0;
-    if (check_back_channel(comm, req) != RING_OK)
+    /* start the next request first, so a notice already waiting is blamed on it */
+    for (unsigned i = 0; i < comm->req_count; i++) {
+        ring_request_t *r = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+        if (!r->done) {
+            if (!r->started) {
+                request_begin(comm, r);
+                moved++;
+            }
+            break;
+        }
+    }
+    if (check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
         goto failed;
     /* the head request runs; finished ones stay until waited for */
     while (req != NULL) {
@@ -354,22 +379,27 @@ static ring_status_t fail_timeout(ring_comm_t *comm, ring_request_t *req, double
             (ch->recvs_done < ch->next_recv || ch->sends_done == ch->next_send)) {
             ring_phase_format(comm, req, (int)(ch->recvs_done / nchunks), phase, sizeof(phase));
             ring_rank_addr(comm, comm->left_rank, addr, sizeof(addr));
-            return ring_comm_fail(comm, RING_ERR_TIMED_OUT, comm->left_rank, ETIMEDOUT, 0,
-                                  "%s: timed out after %.0f s waiting for data from rank %d (%s) "
+            ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->left_rank,
+                                  .sys_errno = ETIMEDOUT,
+                                  .step = (int)(ch->recvs_done / nchunks)};
+            return ring_comm_fail(comm, &fault, "%s: timed out after %.0f s waiting for data from rank %d (%s) "
                                   "(stopped, overloaded or unreachable?)", phase, waited,
                                   comm->left_rank, addr);
         }
         if (ch->sends_done < ch->sched.nframes) {
             ring_phase_format(comm, req, (int)(ch->sends_done / nchunks), phase, sizeof(phase));
             ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
-            return ring_comm_fail(comm, RING_ERR_TIMED_OUT, comm->right_rank, ETIMEDOUT, 0,
-                                  "%s: timed out after %.0f s sending to rank %d (%s), which is "
+            ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->right_rank,
+                                  .sys_errno = ETIMEDOUT,
+                                  .step = (int)(ch->sends_done / nchunks)};
+            return ring_comm_fail(comm, &fault, "%s: timed out after %.0f s sending to rank %d (%s), which is "
                                   "not reading (stopped or overloaded?)", phase, waited,
                                   comm->right_rank, addr);
         }
     }
     ring_phase_format(comm, req, -1, phase, sizeof(phase));
-    return ring_comm_fail(comm, RING_ERR_TIMED_OUT, -1, ETIMEDOUT, 0,
+    return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = -1,
+                                                .sys_errno = ETIMEDOUT, .step = -1},
                           "%s: timed out after %.0f s without progress", phase, waited);
 }
 
@@ -396,7 +426,7 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
             continue;
         }
         if (now - last_progress > comm->cfg.timeout_s) {
-            fail_timeout(comm, active_request(comm), now - last_progress);
+            fail_timeout(comm, ring_comm_active_request(comm), now - last_progress);
             ring_comm_progress(comm); /* fails the requests with the sticky error */
             break;
         }

@@ -96,7 +96,7 @@ void ring_comm_close(ring_comm_t *comm)
     if (comm == NULL)
         return;
     if (comm->size > 1 && comm->tp != NULL && comm->error == RING_OK)
-        ring_comm_send_notice(comm, RING_FRAME_CLOSE, RING_OK, comm->rank, 0, 0, -1);
+        ring_comm_send_close(comm);
     comm_free(comm);
 }
 

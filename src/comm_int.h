@@ -86,14 +86,25 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
 ring_status_t ring_connect_ring(ring_comm_t *comm);
 
 /* fail.c */
+
+/* What went wrong, as the peers are told in an ABORT frame. */
+typedef struct ring_fault {
+    ring_status_t status;
+    int culprit;             /* the rank blamed, -1 when none */
+    int sys_errno;           /* errno behind it; RING_CAUSE_CLOSED for a peer that left */
+    int step;                /* ring step, -1 when not in one */
+    const ring_frame_t *theirs; /* MISMATCH: the culprit's frame header */
+} ring_fault_t;
+
 void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int step, char *buf,
                        size_t len);
-ring_status_t ring_comm_fail(ring_comm_t *comm, ring_status_t status, int culprit, int sys_errno,
-                             uint64_t detail, const char *fmt, ...) RING_PRINTF(6, 7);
+ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const char *fmt, ...)
+    RING_PRINTF(3, 4);
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank);
-void ring_comm_send_notice(ring_comm_t *comm, ring_frame_type_t type, ring_status_t status,
-                           int culprit, int sys_errno, uint64_t detail, int skip_rank);
+void ring_comm_send_close(ring_comm_t *comm);
 const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t len);
+ring_request_t *ring_comm_active_request(ring_comm_t *comm);
+int ring_comm_current_step(const ring_comm_t *comm);
 
 /* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);

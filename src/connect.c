@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,7 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
     ring_hello_t mine, theirs;
     ring_status_t status;
     ring_channel_t *ch;
+    char claimed[300];
 
     if (hc->ep == NULL || hc->state == 2)
         return RING_OK;
@@ -159,7 +161,12 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
     hc->sreq.iov[0].iov_len = RING_HELLO_BYTES;
     hc->sreq.iovcnt = 1;
     (void)comm->tp_ops->post_send(hc->ep, &hc->sreq);
-    status = ring_hello_check(comm, &mine, &theirs, comm->tp_ops->ep_peer(hc->ep));
+    /* name the peer by its RING_PEERS address, not its ephemeral source port */
+    if (theirs.rank < (uint32_t)comm->size && comm->peers != NULL)
+        ring_peer_format(&comm->peers[theirs.rank], claimed, sizeof(claimed));
+    else
+        snprintf(claimed, sizeof(claimed), "%s", comm->tp_ops->ep_peer(hc->ep));
+    status = ring_hello_check(comm, &mine, &theirs, claimed);
     if (status == RING_OK && (int)theirs.rank != comm->left_rank)
         status = ring_error_set(RING_ERR_MISMATCH,
                                 "rank %u (%s) connected as the left neighbour of rank %d, whose "
@@ -301,6 +308,10 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
              comm->right_addr, comm->nchannels, comm->nstreams);
 out:
     connect_cleanup(cs, deadline);
+    /* the ring is up (or failed): nobody else may join, and a stranger's
+     * pending connection must not keep waking the data path */
+    comm->tp_ops->listener_close(comm->listener);
+    comm->listener = NULL;
     if (status == RING_OK)
         for (int c = 0; c < comm->nchannels; c++)
             for (int s = 0; s < comm->nstreams; s++)

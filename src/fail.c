@@ -2,7 +2,9 @@
  * fail.c - the first error on a communicator: recorded once with its
  * phase, peer and cause, made sticky, and told to both neighbours in an
  * ABORT frame so that every peer fails promptly with the same diagnosis
- * instead of waiting for its own timeout.
+ * instead of waiting for its own timeout. A received ABORT is passed on
+ * unchanged, so the last peer to hear of it still names the origin, the
+ * culprit and what differed.
  */
 #include "config.h"
 
@@ -16,13 +18,46 @@
 
 #define NOTICE_LINGER_S 0.2
 
+static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};
+static const char *const op_names[] = {"sum", "avg"};
+
 const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t len)
 {
-    if (rank < 0 || rank >= comm->size)
+    if (rank < 0 || rank >= comm->size || comm->peers == NULL)
         snprintf(buf, len, "?");
     else
         ring_peer_format(&comm->peers[rank], buf, len);
     return buf;
+}
+
+ring_request_t *ring_comm_active_request(ring_comm_t *comm)
+{
+    /* the oldest request that started and has not finished */
+    for (unsigned i = 0; i < comm->req_count; i++) {
+        ring_request_t *req = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+        if (req->started && !req->done)
+            return req;
+    }
+    return NULL;
+}
+
+int ring_comm_current_step(const ring_comm_t *comm)
+{
+    int step = -1;
+
+    /* the earliest step any channel still has work in */
+    for (int c = 0; c < comm->nchannels; c++) {
+        const ring_channel_t *ch = &comm->channels[c];
+        uint32_t oldest = ch->recvs_done < ch->sends_done ? ch->recvs_done : ch->sends_done;
+        int s;
+
+        if (ch->sched.nchunks == 0 || oldest >= ch->sched.nframes)
+            continue;
+        s = (int)(oldest / (uint32_t)ch->sched.nchunks);
+        if (step < 0 || s < step)
+            step = s;
+    }
+    return step;
 }
 
 void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int step, char *buf,
@@ -40,17 +75,10 @@ void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int s
                  step - (comm->size - 1));
 }
 
-static ring_request_t *fail_active_request(ring_comm_t *comm)
-{
-    ring_request_t *req = &comm->reqs[comm->req_head];
-
-    return comm->req_count > 0 && req->started ? req : NULL;
-}
-
 static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
                         const ring_frame_t *f)
 {
-    if (ep == NULL)
+    if (ep == NULL || slot->posted)
         return;
     ring_frame_encode(f, slot->hdr);
     slot->req.iov[0].iov_base = slot->hdr;
@@ -59,32 +87,18 @@ static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
     slot->posted = comm->tp_ops->post_send(ep, &slot->req) == RING_OK;
 }
 
-void ring_comm_send_notice(ring_comm_t *comm, ring_frame_type_t type, ring_status_t status,
-                           int culprit, int sys_errno, uint64_t detail, int skip_rank)
+/* Send f to the right neighbour (it reads it in place of data) and to the
+ * left one (on its back channel); skip_rank already knows. */
+static void notice_send(ring_comm_t *comm, const ring_frame_t *f, int skip_rank)
 {
-    ring_request_t *req = fail_active_request(comm);
-    ring_frame_t f;
     double until = ring_now() + NOTICE_LINGER_S;
 
-    if (comm->size < 2 || comm->abort_right.posted || comm->abort_left.posted)
+    if (comm->size < 2 || comm->tp == NULL)
         return;
-    memset(&f, 0, sizeof(f));
-    f.type = (uint8_t)type;
-    f.round = req != NULL ? req->round : 0;
-    f.count = req != NULL ? req->count : 0;
-    f.tensor_id = req != NULL ? req->tensor_id : 0;
-    f.dtype = req != NULL ? (uint8_t)req->dtype : 0;
-    f.op = req != NULL ? (uint8_t)req->op : 0;
-    f.origin_rank = (uint32_t)comm->rank;
-    f.culprit_rank = (uint32_t)culprit;
-    f.status = (uint32_t)status;
-    f.sys_errno = sys_errno;
-    f.detail = detail;
-    /* the right neighbour reads it in place of data; the left one on its back channel */
     if (comm->right_rank != skip_rank || comm->size == 2)
-        notice_post(comm, &comm->abort_right, comm->channels[0].right[0], &f);
+        notice_post(comm, &comm->abort_right, comm->channels[0].right[0], f);
     if (comm->left_rank != skip_rank || comm->size == 2)
-        notice_post(comm, &comm->abort_left, comm->channels[0].left[0], &f);
+        notice_post(comm, &comm->abort_left, comm->channels[0].left[0], f);
     /* best effort: give the notices a moment to leave, never wait for a dead peer */
     while (ring_now() < until && ((comm->abort_right.posted && !comm->abort_right.req.done) ||
                                   (comm->abort_left.posted && !comm->abort_left.req.done))) {
@@ -93,9 +107,33 @@ void ring_comm_send_notice(ring_comm_t *comm, ring_frame_type_t type, ring_statu
     }
 }
 
-ring_status_t ring_comm_fail(ring_comm_t *comm, ring_status_t status, int culprit, int sys_errno,
-                             uint64_t detail, const char *fmt, ...)
+static void notice_fill(const ring_comm_t *comm, const ring_request_t *req, ring_frame_type_t type,
+                        ring_frame_t *f)
 {
+    memset(f, 0, sizeof(*f));
+    f->type = (uint8_t)type;
+    f->origin_rank = (uint32_t)comm->rank;
+    f->culprit_rank = UINT32_MAX;
+    if (req != NULL) {
+        f->round = req->round;
+        f->count = req->count;
+        f->tensor_id = req->tensor_id;
+        f->dtype = (uint8_t)req->dtype;
+        f->op = (uint8_t)req->op;
+    }
+}
+
+void ring_comm_send_close(ring_comm_t *comm)
+{
+    ring_frame_t f;
+
+    notice_fill(comm, NULL, RING_FRAME_CLOSE, &f);
+    notice_send(comm, &f, -1);
+}
+
+ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const char *fmt, ...)
+{
+    ring_frame_t f;
     va_list ap;
 
     if (comm->error != RING_OK)
@@ -103,52 +141,82 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, ring_status_t status, int culpri
     va_start(ap, fmt);
     vsnprintf(comm->error_msg, sizeof(comm->error_msg), fmt, ap);
     va_end(ap);
-    comm->error = status;
+    comm->error = fault->status;
     ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
-    ring_comm_send_notice(comm, RING_FRAME_ABORT, status, culprit, sys_errno, detail, -1);
-    return ring_error_copy(status, comm->error_msg);
+    notice_fill(comm, ring_comm_active_request(comm), RING_FRAME_ABORT, &f);
+    f.culprit_rank = fault->culprit >= 0 ? (uint32_t)fault->culprit : UINT32_MAX;
+    f.status = (uint32_t)fault->status;
+    f.sys_errno = fault->sys_errno;
+    f.step = (uint16_t)(fault->step >= 0 ? fault->step : UINT16_MAX);
+    if (fault->theirs != NULL) {
+        f.detail = fault->theirs->count;
+        f.chunk = fault->theirs->tensor_id;
+        f.flags = (uint16_t)(fault->theirs->dtype | fault->theirs->op << 8);
+    }
+    notice_send(comm, &f, -1);
+    return ring_error_copy(fault->status, comm->error_msg);
 }
 
-/* An ABORT from a neighbour: adopt its diagnosis, pass it on, fail. */
+static const char *name_of(const char *const *names, unsigned n, unsigned v)
+{
+    return v < n ? names[v] : "?";
+}
+
+/* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank)
 {
-    ring_request_t *req = fail_active_request(comm);
-    char phase[96], addr[300];
-    int culprit = (int)f->culprit_rank;
+    ring_request_t *req = ring_comm_active_request(comm);
+    char phase[96], addr[300], via[64] = "";
+    int culprit = f->culprit_rank == UINT32_MAX ? -1 : (int)f->culprit_rank;
+    int step = f->step == UINT16_MAX ? -1 : (int)f->step;
+    unsigned their_dtype = f->flags & 0xff, their_op = f->flags >> 8;
 
     if (comm->error != RING_OK)
         return ring_error_copy(comm->error, comm->error_msg);
-    ring_phase_format(comm, req, -1, phase, sizeof(phase));
+    /* the origin's round and step say where the ring broke */
+    if (req != NULL && req->round == f->round)
+        ring_phase_format(comm, req, step, phase, sizeof(phase));
+    else
+        snprintf(phase, sizeof(phase), "round %llu", (unsigned long long)f->round);
     ring_rank_addr(comm, culprit, addr, sizeof(addr));
+    if ((int)f->origin_rank != from_rank)
+        snprintf(via, sizeof(via), ", reported through rank %d", from_rank);
     switch ((ring_status_t)f->status) {
     case RING_ERR_REMOTE:
-        snprintf(comm->error_msg, sizeof(comm->error_msg),
-                 "%s: %s by rank %d (%s) (seen by rank %u, reported through rank %d)", phase,
-                 ring_tp_cause(RING_ERR_REMOTE, f->sys_errno), culprit, addr, f->origin_rank,
-                 from_rank);
+        if (f->sys_errno == RING_CAUSE_CLOSED)
+            snprintf(comm->error_msg, sizeof(comm->error_msg),
+                     "%s: rank %d (%s) closed its communicator during this allreduce (seen by "
+                     "rank %u%s)", phase, culprit, addr, f->origin_rank, via);
+        else
+            snprintf(comm->error_msg, sizeof(comm->error_msg),
+                     "%s: %s by rank %d (%s) (seen by rank %u%s)", phase,
+                     ring_tp_cause(RING_ERR_REMOTE, f->sys_errno), culprit, addr, f->origin_rank,
+                     via);
         break;
     case RING_ERR_TIMED_OUT:
         snprintf(comm->error_msg, sizeof(comm->error_msg),
-                 "%s: rank %u timed out waiting for rank %d (%s) (reported through rank %d)",
-                 phase, f->origin_rank, culprit, addr, from_rank);
+                 "%s: rank %u timed out waiting for rank %d (%s)%s", phase, f->origin_rank,
+                 culprit, addr, via);
         break;
     case RING_ERR_MISMATCH:
         snprintf(comm->error_msg, sizeof(comm->error_msg),
-                 "%s: allreduce arguments differ between ranks %u and %d: rank %u called round "
-                 "%llu with count %llu, dtype %u, op %u, tensor id %u (reported through rank %d)",
-                 phase, f->origin_rank, culprit, f->origin_rank, (unsigned long long)f->round,
-                 (unsigned long long)f->count, f->dtype, f->op, f->tensor_id, from_rank);
+                 "%s: allreduce arguments differ: rank %u called allreduce #%llu with count "
+                 "%llu, %s, %s, tensor id %u; rank %d (%s) called it with count %llu, %s, %s, "
+                 "tensor id %u%s", phase, f->origin_rank, (unsigned long long)f->round,
+                 (unsigned long long)f->count, name_of(dtype_names, 3, f->dtype),
+                 name_of(op_names, 2, f->op), f->tensor_id, culprit, addr,
+                 (unsigned long long)f->detail, name_of(dtype_names, 3, their_dtype),
+                 name_of(op_names, 2, their_op), f->chunk, via);
         break;
     default:
         snprintf(comm->error_msg, sizeof(comm->error_msg),
-                 "%s: rank %u failed (%s) and stopped the ring (reported through rank %d)", phase,
-                 f->origin_rank, ring_status_str((ring_status_t)f->status), from_rank);
+                 "%s: rank %u failed (%s) and stopped the ring%s", phase, f->origin_rank,
+                 ring_status_str((ring_status_t)f->status), via);
         break;
     }
     comm->error = (ring_status_t)f->status == RING_ERR_MISMATCH ? RING_ERR_MISMATCH
                                                                 : RING_ERR_REMOTE;
     ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
-    ring_comm_send_notice(comm, RING_FRAME_ABORT, (ring_status_t)f->status, culprit, f->sys_errno,
-                          f->detail, from_rank);
+    notice_send(comm, f, from_rank);
     return ring_error_copy(comm->error, comm->error_msg);
 }

@@ -43,6 +43,14 @@ typedef enum ring_frame_type {
     RING_FRAME_CLOSE = 3
 } ring_frame_type_t;
 
+/* sys_errno of an ABORT: the culprit closed its communicator (not a crash) */
+#define RING_CAUSE_CLOSED (-1)
+
+/*
+ * In an ABORT frame, round/count/dtype/op/tensor_id/step describe the
+ * origin's allreduce; for a mismatch, detail/chunk/flags carry the
+ * culprit's count, tensor id and dtype | op << 8.
+ */
 typedef struct ring_frame {
     uint32_t magic;
     uint8_t type;

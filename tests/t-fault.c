@@ -312,7 +312,7 @@ static void handshake_mismatch(const char *label, const h_setting_t *settings, c
         h_addr(run, other, addr, sizeof(addr));
         if (!like(run->r[r].msg, addr, "%s: rank %d's message names rank %d's address %s", label,
                   r, other, addr))
-            diag("BUG: a mismatch seen on an accepted connection names the peer's ephemeral "
+            diag("regression (fixed bug): a mismatch seen on an accepted connection names the peer's ephemeral "
                  "source port (ep_peer), not its RING_PEERS address (src/connect.c, "
                  "connect_in_progress -> ring_hello_check(..., ep_peer(hc->ep)))");
     }
@@ -323,7 +323,7 @@ static void mismatch_phase_and_ranks(const h_run_t *run, int r, const char *labe
 {
     if (!like_re(run->r[r].msg, ": round 0[,:]", "%s: rank %d's message names the phase, round 0",
                  label, r))
-        diag("BUG: an ABORT that is already waiting when ring_allreduce_start runs is read "
+        diag("regression (fixed bug): an ABORT that is already waiting when ring_allreduce_start runs is read "
              "before the request has started (ring_comm_progress: check_back_channel before "
              "request_begin), so fail.c's fail_active_request() gives NULL and the phase "
              "says 'between allreduces'");
@@ -334,7 +334,7 @@ static void mismatch_phase_and_ranks(const h_run_t *run, int r, const char *labe
 
         if (!ok(p == NULL || (two && a != b), "%s: rank %d's message blames two different "
                 "ranks", label, r))
-            diag("BUG: a relayed ABORT is re-sent by ring_comm_send_notice (src/fail.c) with "
+            diag("regression (fixed bug): a relayed ABORT is re-sent by ring_comm_send_notice (src/fail.c) with "
                  "origin_rank = the relaying rank and its own round/count, so the next rank "
                  "reads 'differ between ranks %u and %u' and the relayer's count", a, b);
     }
@@ -352,7 +352,7 @@ static void size_mismatch(int n, int odd_rank, double late)
     for (int r = 0; r < n; r++) {
         if (!rank_status_is(run, r, RING_ERR_MISMATCH, label) &&
             outcome(&run->r[r]) == RING_ERR_REMOTE)
-            diag("BUG: the odd rank got a frame larger than it expected; the TCP transport "
+            diag("regression (fixed bug): the odd rank got a frame larger than it expected; the TCP transport "
                  "fails the whole endpoint on that (transport/tcp_io.c rx_finish -> "
                  "tcp_ep_fail(RING_ERR_MISMATCH)), so ring_comm_send_notice cannot post the "
                  "ABORT to that neighbour (post_send on a failed endpoint) and the neighbour "
@@ -363,7 +363,7 @@ static void size_mismatch(int n, int odd_rank, double late)
         like(run->r[r].msg, "count", "%s: rank %d's message says the count differs", label, r);
         if (!(like(run->r[r].msg, "1000", "%s: rank %d's message names count 1000", label, r) &
               like(run->r[r].msg, "1024", "%s: rank %d's message names count 1024", label, r)))
-            diag("BUG: a size mismatch relayed in an ABORT frame names only the reporter's own "
+            diag("regression (fixed bug): a size mismatch relayed in an ABORT frame names only the reporter's own "
                  "count: the other count travels in frame.detail but src/fail.c "
                  "(ring_comm_fail_from_frame, RING_ERR_MISMATCH) never prints it");
         mismatch_phase_and_ranks(run, r, label);
@@ -382,7 +382,7 @@ static void args_mismatch(const char *label, ring_op_t odd_op, uint32_t odd_tens
         ok(run->r[r].t_end < 3.0, "%s: rank %d fails in %.2f s, no hang", label, r,
            run->r[r].t_end);
         if (!like(run->r[r].msg, word, "%s: rank %d's message mentions '%s'", label, r, word))
-            diag("BUG: a relayed ABORT carries the relaying rank's own arguments (src/fail.c "
+            diag("regression (fixed bug): a relayed ABORT carries the relaying rank's own arguments (src/fail.c "
                  "ring_comm_send_notice fills round, count, tensor id, op from its own request), "
                  "so the differing value never reaches ranks two hops away");
         mismatch_phase_and_ranks(run, r, label);
@@ -417,7 +417,7 @@ static void kill_mid_round(void)
              addr);
         if (!like_re(run->r[r].msg, "round [0-9]+, (reduce-scatter|allgather) step [0-9]+",
                      "%s: rank %d's message names the phase (round, step)", label, r))
-            diag("BUG: the phase loses its step when the failure is seen on the back channel "
+            diag("regression (fixed bug): the phase loses its step when the failure is seen on the back channel "
                  "(src/allreduce.c check_back_channel -> fail_link(..., -1, ...)) or relayed "
                  "in an ABORT frame (src/fail.c ring_comm_fail_from_frame formats step -1)");
     }
@@ -583,8 +583,10 @@ static void stranger_after_startup(int with_stranger)
     double cpu = h_val_double(&run->r[0], V_CPU, -1), wall = h_val_double(&run->r[0], V_WALL, -1);
 
     stranger_cleanup(&s);
+    /* the listener closes once the ring is up, so strangers may be refused outright */
     if (with_stranger)
-        is_int(s.nconnected, 3, "%s: the parent connected 3 strangers", label);
+        ok(s.nconnected <= 3, "%s: the parent tried 3 strangers (%d got in)", label,
+           s.nconnected);
     for (int r = 0; r < 2; r++) {
         char d[96];
 
@@ -596,9 +598,8 @@ static void stranger_after_startup(int with_stranger)
     if (!ok(wall > 1.0 && cpu >= 0 && cpu < 0.5 * wall,
             "%s: rank 0 sleeps while it waits, no busy loop (%.2f s CPU in %.2f s)", label, cpu,
             wall) && with_stranger)
-        diag("BUG: the listener stays in the poll set after start-up (transport/tcp.c tcp_wait "
-             "polls every listener for POLLIN) but nothing accepts any more, so one pending "
-             "connection makes every wait return at once");
+        diag("regression: a pending connection on the listener once made every wait return "
+             "at once (the listener stayed in the poll set after start-up)");
 }
 
 /* ---- a peer that leaves ----------------------------------------------- */
@@ -623,7 +624,7 @@ static void peer_closes(int n, int closer)
            r, after);
         if (!like(run->r[r].msg, "closed its communicator", "%s: rank %d's message says rank %d "
                   "closed its communicator", label, r, closer))
-            diag("BUG: the neighbour's ABORT (back channel) is handled before the CLOSE frame "
+            diag("regression (fixed bug): the neighbour's ABORT (back channel) is handled before the CLOSE frame "
                  "waiting on the data connection, and a relayed ABORT keeps only status and "
                  "errno (src/fail.c ring_comm_fail_from_frame), so 'closed its communicator' "
                  "becomes 'connection closed'");

@@ -240,6 +240,12 @@ static ring_status_t tcp_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
 
 static ring_status_t tcp_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
+    if (ep->rx_broken && ep->state != TCP_EP_FAILED) {
+        req->status = RING_ERR_MISMATCH;
+        req->sys_errno = 0;
+        req->done = 1;
+        return RING_ERR_MISMATCH;
+    }
     return tcp_post(ep, req, &ep->rq_head, &ep->rq_tail);
 }
 

@@ -40,6 +40,7 @@ struct ring_tp_ep {
     tcp_ep_state_t state;
     ring_status_t error;     /* sticky first error */
     int error_errno;
+    int rx_broken;           /* an oversized message: receives fail, sends still work */
     char peer[80];           /* "host:port" */
     ring_tp_req_t *sq_head, *sq_tail;
     ring_tp_req_t *rq_head, *rq_tail;

@@ -220,9 +220,12 @@ static void rx_finish(ring_tp_ep_t *ep, ring_tp_req_t *req)
     ep->rx_len_got = 0;
     req->bytes = ep->rx_msg_len;
     if (ep->rx_msg_len > capacity) {
-        /* the stream is now out of step with what the caller expects */
+        /* The byte stream is now out of step with what the caller expects:
+         * no more receives, but sends still work, so the caller can tell
+         * the peer why it stops. */
         req_complete(req, RING_ERR_MISMATCH, 0);
-        tcp_ep_fail(ep, RING_ERR_MISMATCH, 0);
+        ep->rx_broken = 1;
+        queue_fail(&ep->rq_head, &ep->rq_tail, RING_ERR_MISMATCH, 0);
         return;
     }
     req_complete(req, RING_OK, 0);

@@ -7,7 +7,8 @@
  *   in order, at the peer's recv posted on the matching endpoint. A message
  *   larger than the receive's capacity fails that receive with
  *   RING_ERR_MISMATCH (req->bytes says how large it was) after filling the
- *   capacity, and fails the endpoint; a smaller one completes with
+ *   capacity, and fails every later receive on the endpoint (sends still
+ *   work, so the caller can tell the peer why); a smaller one completes with
  *   req->bytes < capacity. The engine's frame header tells the rest.
  * - Nothing blocks except wait(). connect() returns an endpoint at once; its
  *   connection completes during progress(), and sends posted meanwhile go
