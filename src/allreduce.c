@@ -155,7 +155,8 @@ static ring_status_t fail_closed(ring_comm_t *comm, ring_request_t *req, int ste
                           "allreduce", phase, peer, addr);
 }
 
-static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+/* Why a received frame is not the one expected: the slow path, with a message. */
+static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                  const ring_sched_frame_t *sf, ring_slot_t *slot)
 {
     char phase[96], addr[300];
@@ -199,6 +200,22 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
                               phase, left, addr, f.type, f.channel, f.step, f.chunk,
                               f.payload_bytes, ch->index, sf->step, sf->chunk, expect);
     return RING_OK;
+}
+
+static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                                 const ring_sched_frame_t *sf, ring_slot_t *slot)
+{
+    size_t expect = sf->range.len * dtype_size(req->dtype);
+    ring_frame_t f;
+
+    /* the common case, checked without formatting anything */
+    if (slot->req.status == RING_OK && slot->req.bytes == RING_FRAME_BYTES + expect &&
+        ring_frame_decode(slot->hdr, &f) == 0 && f.type == RING_FRAME_DATA &&
+        f.round == req->round && f.count == req->count && f.dtype == req->dtype &&
+        f.op == req->op && f.tensor_id == req->tensor_id && f.channel == ch->index &&
+        f.step == sf->step && f.chunk == (uint32_t)sf->chunk && f.payload_bytes == expect)
+        return RING_OK;
+    return frame_error(comm, ch, req, sf, slot);
 }
 
 static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,

@@ -243,11 +243,11 @@ static void test_defaults(void)
     ring_config_init(&cfg);
     ok(cfg.rank == -1 && cfg.world_size == 0, "defaults: rank -1 and world size 0 (not set)");
     ok(cfg.peers != NULL && strcmp(cfg.peers, "") == 0, "defaults: empty peer list");
-    ok(strcmp(cfg.transport, "auto") == 0 && cfg.chunk_bytes == 1048576 && cfg.channels == 1 &&
+    ok(strcmp(cfg.transport, "auto") == 0 && cfg.chunk_bytes == 262144 && cfg.channels == 1 &&
            cfg.tcp_streams == 1 && cfg.tcp_sockbuf == 4194304,
-       "defaults: transport auto, chunk 1M, 1 channel, 1 stream, 4M socket buffers");
-    ok(cfg.timeout_s == 30 && cfg.connect_timeout_s == 120 && cfg.spin_us == 50,
-       "defaults: timeout 30 s, connect timeout 120 s, spin 50 us");
+       "defaults: transport auto, chunk 256K, 1 channel, 1 stream, 4M socket buffers");
+    ok(cfg.timeout_s == 30 && cfg.connect_timeout_s == 120 && cfg.spin_us == 1000,
+       "defaults: timeout 30 s, connect timeout 120 s, spin 1000 us");
     ok(cfg.port_lo == 29500 && cfg.port_hi == 29500 && strcmp(cfg.bind, "") == 0 &&
            strcmp(cfg.job_id, "0") == 0 && strcmp(cfg.log_level, "none") == 0,
        "defaults: port 29500, bind \"\", job id \"0\", log level none");
@@ -261,8 +261,8 @@ static void test_defaults(void)
         }
     }
     ok(all_default, "ring_config_print: every setting comes from its default after init");
-    like(line_of(text, "chunk-size", line, sizeof(line)), "1M", "ring_config_print shows "
-         "chunk-size 1M");
+    like(line_of(text, "chunk-size", line, sizeof(line)), "256K", "ring_config_print shows "
+         "chunk-size 256K");
     free(text);
     ring_config_free(&cfg);
     ok(cfg.peers == NULL, "ring_config_free releases the peer list");
@@ -587,7 +587,7 @@ static void test_help(void)
         }
     }
     ok(!failed, "ring_config_print_help lists all 15 flags and RING_* variables");
-    like(text, "env RING_CHUNK_SIZE, default 1M", "--help shows the chunk size default");
+    like(text, "env RING_CHUNK_SIZE, default 256K", "--help shows the chunk size default");
     like(text, "env RING_TIMEOUT, default 30s", "--help shows the timeout default");
     free(text);
 }
