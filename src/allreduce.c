@@ -321,57 +321,56 @@ static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t
     req->status = status;
 }
 
+/* The oldest request that has not finished, in start order. */
+static ring_request_t *next_unfinished(ring_comm_t *comm)
+{
+    for (unsigned i = 0; i < comm->req_count; i++) {
+        ring_request_t *req = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+        if (!req->done)
+            return req;
+    }
+    return NULL;
+}
+
 /* One pass over everything; returns how much moved, or -1 once the comm has failed. */
 int ring_comm_progress(ring_comm_t *comm)
 {
-    ring_request_t *req = comm->req_count > 0 ? &comm->reqs[comm->req_head] : NULL;
+    ring_request_t *req;
     int moved;
 
     if (comm->error != RING_OK)
         return -1;
     moved = comm->size > 1 ? comm->tp_ops->progress(comm->tp) : 0;
     /* start the next request first, so a notice already waiting is blamed on it */
-    for (unsigned i = 0; i < comm->req_count; i++) {
-        ring_request_t *r = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
-        if (!r->done) {
-            if (!r->started) {
-                request_begin(comm, r);
-                moved++;
-            }
-            break;
-        }
+    req = next_unfinished(comm);
+    if (req != NULL && !req->started) {
+        request_begin(comm, req);
+        moved++;
     }
     if (check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
         goto failed;
-    /* the head request runs; finished ones stay until waited for */
+    /* requests run one after the other; finished ones stay until waited for */
     while (req != NULL) {
         int finished = 1;
 
-        if (req->done) {
-            /* look past finished requests for the next one to run */
-            unsigned idx = (unsigned)(req - comm->reqs);
-            unsigned pos = (idx + RING_MAX_REQUESTS - comm->req_head) % RING_MAX_REQUESTS;
-            if (pos + 1 >= comm->req_count)
-                break;
-            req = &comm->reqs[(idx + 1) % RING_MAX_REQUESTS];
-            continue;
-        }
         if (!req->started) {
             request_begin(comm, req);
             moved++;
-            if (req->done)
-                continue;
         }
-        for (int c = 0; c < comm->nchannels; c++) {
-            ring_channel_t *ch = &comm->channels[c];
-            if (channel_progress(comm, ch, req, &moved) != RING_OK)
-                goto failed;
-            finished &= ch->sends_done == ch->sched.nframes && ch->recvs_done == ch->sched.nframes;
+        if (!req->done) {
+            for (int c = 0; c < comm->nchannels; c++) {
+                ring_channel_t *ch = &comm->channels[c];
+                if (channel_progress(comm, ch, req, &moved) != RING_OK)
+                    goto failed;
+                finished &= ch->sends_done == ch->sched.nframes &&
+                            ch->recvs_done == ch->sched.nframes;
+            }
+            if (!finished)
+                break;
+            request_finish(comm, req, RING_OK);
+            moved++;
         }
-        if (!finished)
-            break;
-        request_finish(comm, req, RING_OK);
-        moved++;
+        req = next_unfinished(comm);
     }
     return moved;
 failed:
@@ -399,8 +398,9 @@ static ring_status_t fail_timeout(ring_comm_t *comm, ring_request_t *req, double
             ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->left_rank,
                                   .sys_errno = ETIMEDOUT,
                                   .step = (int)(ch->recvs_done / nchunks)};
-            return ring_comm_fail(comm, &fault, "%s: timed out after %.0f s waiting for data from rank %d (%s) "
-                                  "(stopped, overloaded or unreachable?)", phase, waited,
+            return ring_comm_fail(comm, &fault,
+                                  "%s: timed out after %.0f s waiting for data from rank %d "
+                                  "(%s) (stopped, overloaded or unreachable?)", phase, waited,
                                   comm->left_rank, addr);
         }
         if (ch->sends_done < ch->sched.nframes) {
@@ -409,8 +409,9 @@ static ring_status_t fail_timeout(ring_comm_t *comm, ring_request_t *req, double
             ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->right_rank,
                                   .sys_errno = ETIMEDOUT,
                                   .step = (int)(ch->sends_done / nchunks)};
-            return ring_comm_fail(comm, &fault, "%s: timed out after %.0f s sending to rank %d (%s), which is "
-                                  "not reading (stopped or overloaded?)", phase, waited,
+            return ring_comm_fail(comm, &fault,
+                                  "%s: timed out after %.0f s sending to rank %d (%s), which "
+                                  "is not reading (stopped or overloaded?)", phase, waited,
                                   comm->right_rank, addr);
         }
     }
