@@ -133,7 +133,7 @@ if [ -z "${SKIP_DISTCHECK:-}" ]; then
     d=$build_root/dist
     configure_build "$d" || failed=$((failed + 1))
     if make -C "$d" -j"$jobs" distcheck > "$d/distcheck.out" 2>&1; then
-        grep -E 'archives ready|\.tar\.gz' "$d/distcheck.out" | head -n 3
+        grep -A2 'archives ready' "$d/distcheck.out"
     else
         tail -n 60 "$d/distcheck.out"
         echo "   make distcheck failed"

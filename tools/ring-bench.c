@@ -78,6 +78,7 @@ static void bench_usage(FILE *out)
             "  ring-launch -n 4 -- ring-bench -b 1M -e 256M -f 4 -c\n");
 }
 
+/* -h/--help and --version are handled in main, before the environment is read. */
 static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cfg)
 {
     static const struct option longopts[] = {
@@ -86,7 +87,6 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         {"warmup", required_argument, NULL, 'w'}, {"target", required_argument, NULL, 't'},
         {"check", no_argument, NULL, 'c'}, {"op", required_argument, NULL, 'o'},
         {"csv", no_argument, NULL, 'C'}, {"inplace", no_argument, NULL, 'I'},
-        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0, opt;
@@ -107,7 +107,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         }
     }
     optind = 1;
-    while ((opt = getopt_long(nrest, rest, "b:e:f:n:w:t:co:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(nrest, rest, "b:e:f:n:w:t:co:", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (opt) {
         case 'b': if (ring_parse_size(optarg, &o->min_bytes) != 0) bad = "-b"; break;
@@ -135,8 +135,6 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
             break;
         case 'C': o->csv = 1; break;
         case 'I': o->inplace = 1; break;
-        case 'h': bench_usage(stdout); free(rest); exit(0);
-        case 'V': printf("ring-bench (ringd) %s\n", ring_version()); free(rest); exit(0);
         default:
             fprintf(stderr, "ring-bench: unknown option; see ring-bench --help\n");
             free(rest);
@@ -283,25 +281,25 @@ int main(int argc, char **argv)
     ring_config_init(&cfg);
     if (ring_config_load_env(&cfg) != RING_OK) {
         fprintf(stderr, "ring-bench: %s\n", ring_last_error());
-        return 2;
+        rc = 2;
+        goto out;
     }
     ring_config_check_env(stderr);
     rc = bench_parse(argc, argv, &o, &cfg);
-    if (rc != 0) {
-        ring_config_free(&cfg);
-        return rc;
-    }
+    if (rc != 0)
+        goto out;
     if (ring_config_validate(&cfg) != RING_OK) {
         fprintf(stderr, "ring-bench: %s\n", ring_last_error());
-        ring_config_free(&cfg);
-        return 2;
+        rc = 2;
+        goto out;
     }
     if (posix_memalign((void **)&sbuf, 4096, o.max_bytes + 64) != 0 ||
         posix_memalign((void **)&rbuf, 4096, o.max_bytes + 64) != 0 ||
         (slots = calloc((size_t)cfg.world_size, sizeof(float))) == NULL) {
         fprintf(stderr, "ring-bench: rank %d: out of memory for two %zu-byte buffers\n", cfg.rank,
                 o.max_bytes);
-        return 1;
+        rc = 1;
+        goto out;
     }
     memset(sbuf, 0, o.max_bytes);
     memset(rbuf, 0, o.max_bytes);

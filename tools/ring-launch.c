@@ -667,29 +667,49 @@ static void launch_ranks_start(struct launch_state *st, int *probe_fds,
                          (long long)(st->opt.timeout * 1000);
 }
 
+static void launch_state_free(struct launch_state *st)
+{
+    for (long i = 0; st->kids != NULL && i < st->opt.n; i++) {
+        free(st->kids[i].io[0].buf);
+        free(st->kids[i].io[1].buf);
+    }
+    free(st->kids);
+}
+
 int main(int argc, char **argv)
 {
     struct launch_state st = { .first_rank = -1 };
     char *peers = NULL;
     int *ports, *probe_fds = NULL;
+    int rc;
+
     launch_opts_parse(argc, argv, &st.opt);
     launch_fds_prepare(st.opt.n);
     ports = calloc((size_t)st.opt.n, sizeof(*ports));
     st.kids = calloc((size_t)st.opt.n, sizeof(*st.kids));
     if (ports && st.kids && (probe_fds = launch_ports_probe(&st.opt, ports)))
         peers = launch_peers_build(&st.opt, ports);
-    if (!peers) {
-        fputs("ring-launch: out of memory\n", stderr);
-        return 1;
-    }
-    if (launch_signals_install() != 0) {
-        perror("ring-launch: cannot set up signal handling");
+    if (!peers || launch_signals_install() != 0) {
+        if (!peers)
+            fputs("ring-launch: out of memory\n", stderr);
+        else
+            perror("ring-launch: cannot set up signal handling");
+        free(probe_fds);
+        free(peers);
+        free(ports);
+        launch_state_free(&st);
         return 1;
     }
     launch_ranks_start(&st, probe_fds, peers);
     if (launch_job_run(&st) != 0) {
         fputs("ring-launch: out of memory\n", stderr);
-        return 1;
+        rc = 1;
+    } else {
+        rc = launch_result_report(&st);
     }
-    return launch_result_report(&st);
+    free(probe_fds);
+    free(peers);
+    free(ports);
+    launch_state_free(&st);
+    return rc;
 }
