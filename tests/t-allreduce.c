@@ -566,6 +566,18 @@ int main(void)
         }
     }
 
+    /* 8. the listen address given as an interface name, and as the wildcard */
+    {
+        static const h_setting_t bind_lo[] = {{-1, "bind", "lo"}, {0, NULL, NULL}};
+        static const h_setting_t bind_any[] = {{-1, "bind", "*"}, {0, NULL, NULL}};
+
+        memset(&c, 0, sizeof(c));
+        c.seed = 85;
+        add_op(&c, 1009, RING_SUM, 1, 0, 0);
+        run_case("N=2 --bind lo (interface name)", 2, &c, bind_lo, NULL, 20);
+        run_case("N=2 --bind * (every address)", 2, &c, bind_any, NULL, 20);
+    }
+
     diag("t-allreduce: %.1f s", h_now() - t_start);
     return done_testing();
 }
