@@ -41,8 +41,9 @@ void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch)
 static void channel_begin(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req)
 {
     ch->part = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
-    ring_sched_init(&ch->sched, comm->rank, comm->size, ch->part.len, dtype_size(req->dtype),
-                    comm->cfg.chunk_bytes);
+    /* chunks are sized by what travels: 2 bytes an element with a codec */
+    ring_sched_init(&ch->sched, comm->rank, comm->size, ch->part.len,
+                    ring_enc_elem_bytes(comm, req), comm->cfg.chunk_bytes);
     ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
 }
 
@@ -53,9 +54,16 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         /* a ring of one: the sum is the input, and so is the average */
         if (req->recvbuf != req->sendbuf)
             memcpy(req->recvbuf, req->sendbuf, req->count * dtype_size(req->dtype));
+        if (req->dtype == RING_FLOAT32 && req->count > 0) {
+            int nonfinite = 0;
+            (void)comm->kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
+            req->nonfinite = nonfinite;
+        }
         req->done = 1;
+        req->status = req->nonfinite ? RING_ERR_NONFINITE : RING_OK;
         return;
     }
+    ring_enc_request_begin(comm, req);
     for (int c = 0; c < comm->nchannels; c++)
         channel_begin(comm, &comm->channels[c], req);
 }
@@ -78,8 +86,10 @@ static void frame_fill(const ring_comm_t *comm, const ring_channel_t *ch,
     f->tensor_id = req->tensor_id;
     f->chunk = (uint32_t)sf->chunk;
     f->step = (uint16_t)sf->step;
-    f->payload_bytes = (uint32_t)(sf->range.len * dtype_size(req->dtype));
+    f->payload_bytes = (uint32_t)(sf->range.len * ring_enc_elem_bytes(comm, req));
     f->origin_rank = (uint32_t)comm->rank;
+    /* what this peer knows so far; by the end of allgather every peer knows it all */
+    f->flags = req->nonfinite ? RING_FRAME_NONFINITE : 0;
 }
 
 static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
@@ -92,13 +102,22 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
     ring_status_t status;
 
     ring_sched_send_frame(&ch->sched, q, &sf);
-    frame_fill(comm, ch, req, &sf, &f);
+    if (comm->codec != RING_CODEC_NONE) {
+        /* encoded: step 0 encodes now; later steps were encoded when their input arrived */
+        if (sf.step == 0)
+            ring_enc_first(comm, ch, req, &sf, q);
+        frame_fill(comm, ch, req, &sf, &f);
+        ring_enc_meta_put(&ch->tx_meta[q % RING_WINDOW], &f);
+        src = ring_enc_tx_payload(comm, ch, q);
+    } else {
+        /* step 0 sends this peer's own data; later steps forward what it reduced or received */
+        frame_fill(comm, ch, req, &sf, &f);
+        src = elem_ptr(sf.step == 0 ? req->sendbuf : req->recvbuf, ch, &sf.range);
+    }
     ring_frame_encode(&f, slot->hdr);
-    /* step 0 sends this peer's own data; later steps forward what it reduced or received */
-    src = sf.step == 0 ? req->sendbuf : req->recvbuf;
     slot->req.iov[0].iov_base = slot->hdr;
     slot->req.iov[0].iov_len = RING_FRAME_BYTES;
-    slot->req.iov[1].iov_base = elem_ptr(src, ch, &sf.range);
+    slot->req.iov[1].iov_base = (void *)src;
     slot->req.iov[1].iov_len = f.payload_bytes;
     slot->req.iovcnt = 2;
     slot->posted = 1;
@@ -115,12 +134,14 @@ static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
     ring_status_t status;
 
     ring_sched_recv_frame(&ch->sched, q, &sf);
-    bytes = sf.range.len * dtype_size(req->dtype);
+    bytes = sf.range.len * ring_enc_elem_bytes(comm, req);
     slot->req.iov[0].iov_base = slot->hdr;
     slot->req.iov[0].iov_len = RING_FRAME_BYTES;
-    /* reduce-scatter lands in a staging chunk; allgather straight in the result */
-    slot->req.iov[1].iov_base = sf.reduce ? ch->stage + (q % RING_WINDOW) * comm->cfg.chunk_bytes
-                                          : (void *)elem_ptr(req->recvbuf, ch, &sf.range);
+    /* reduce-scatter (and anything encoded) lands in a staging chunk; fp32
+     * allgather straight in the result */
+    slot->req.iov[1].iov_base = sf.reduce || comm->codec != RING_CODEC_NONE
+                                    ? ch->stage + (q % RING_WINDOW) * comm->cfg.chunk_bytes
+                                    : (void *)elem_ptr(req->recvbuf, ch, &sf.range);
     slot->req.iov[1].iov_len = bytes;
     slot->req.iovcnt = 2;
     slot->posted = 1;
@@ -161,7 +182,7 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
 {
     char phase[96], addr[300];
     ring_frame_t f;
-    size_t expect = sf->range.len * dtype_size(req->dtype);
+    size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
     int left = comm->left_rank;
 
     ring_phase_format(comm, req, sf->step, phase, sizeof(phase));
@@ -203,18 +224,25 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
 }
 
 static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
-                                 const ring_sched_frame_t *sf, ring_slot_t *slot)
+                                 const ring_sched_frame_t *sf, ring_slot_t *slot,
+                                 ring_frame_t *f_out)
 {
-    size_t expect = sf->range.len * dtype_size(req->dtype);
+    size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
     ring_frame_t f;
 
-    /* the common case, checked without formatting anything */
-    if (slot->req.status == RING_OK && slot->req.bytes == RING_FRAME_BYTES + expect &&
-        ring_frame_decode(slot->hdr, &f) == 0 && f.type == RING_FRAME_DATA &&
-        f.round == req->round && f.count == req->count && f.dtype == req->dtype &&
-        f.op == req->op && f.tensor_id == req->tensor_id && f.channel == ch->index &&
-        f.step == sf->step && f.chunk == (uint32_t)sf->chunk && f.payload_bytes == expect)
+    /* the common case, checked without formatting anything; an lz4 chunk is
+     * smaller than its raw size */
+    if (slot->req.status == RING_OK && ring_frame_decode(slot->hdr, &f) == 0 &&
+        f.type == RING_FRAME_DATA && f.round == req->round && f.count == req->count &&
+        f.dtype == req->dtype && f.op == req->op && f.tensor_id == req->tensor_id &&
+        f.channel == ch->index && f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
+        slot->req.bytes == RING_FRAME_BYTES + f.payload_bytes &&
+        (f.payload_bytes == expect ||
+         ((f.flags & RING_FRAME_LZ4) && comm->codec != RING_CODEC_NONE &&
+          f.payload_bytes > 0 && f.payload_bytes < expect))) {
+        *f_out = f;
         return RING_OK;
+    }
     return frame_error(comm, ch, req, sf, slot);
 }
 
@@ -223,14 +251,18 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
 {
     ring_slot_t *slot = &ch->recv[q % RING_WINDOW];
     ring_sched_frame_t sf;
+    ring_frame_t f;
 
     ring_sched_recv_frame(&ch->sched, q, &sf);
     slot->posted = 0;
     /* a message larger than expected still delivers its header: read it first */
     if (slot->req.status != RING_OK && slot->req.status != RING_ERR_MISMATCH)
         return fail_link(comm, req, sf.step, comm->left_rank, &slot->req);
-    RING_CHECK(check_frame(comm, ch, req, &sf, slot));
-    if (sf.reduce) {
+    RING_CHECK(check_frame(comm, ch, req, &sf, slot, &f));
+    req->nonfinite |= (f.flags & RING_FRAME_NONFINITE) != 0;
+    if (comm->codec != RING_CODEC_NONE) {
+        RING_CHECK(ring_enc_combine(comm, ch, req, &sf, q, &f));
+    } else if (sf.reduce) {
         float *dst = elem_ptr(req->recvbuf, ch, &sf.range);
         const float *mine = elem_ptr(req->sendbuf, ch, &sf.range);
         const float *in = (const float *)slot->req.iov[1].iov_base;
@@ -239,8 +271,24 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
             ring_reduce_sum_scale_f32(dst, mine, in, 1.0f / (float)comm->size, sf.range.len);
         else
             ring_reduce_sum_f32(dst, mine, in, sf.range.len);
+        /* an inf or NaN anywhere in the inputs (or an overflow) shows in the owner's sum */
+        if (sf.last_reduce) {
+            int nonfinite = 0;
+            (void)comm->kops->absmax_f32(dst, sf.range.len, &nonfinite);
+            req->nonfinite |= nonfinite;
+        }
     }
     return RING_OK;
+}
+
+/* Encoded: retiring frame q writes the tx slot of frame q + nchunks, which
+ * must have been sent. (fp32 needs no slot: it sends from the user's buffer.) */
+static int recv_output_free(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q)
+{
+    uint32_t next = q + (uint32_t)ch->sched.nchunks;
+
+    return comm->codec == RING_CODEC_NONE || next >= ch->sched.nframes ||
+           next < ch->sends_done + RING_WINDOW;
 }
 
 static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
@@ -259,7 +307,8 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
         ch->sends_done++;
         (*moved)++;
     }
-    while (ch->recvs_done < ch->next_recv && ch->recv[ch->recvs_done % RING_WINDOW].req.done) {
+    while (ch->recvs_done < ch->next_recv && ch->recv[ch->recvs_done % RING_WINDOW].req.done &&
+           recv_output_free(comm, ch, ch->recvs_done)) {
         RING_CHECK(channel_retire_recv(comm, ch, req, ch->recvs_done));
         ch->recvs_done++;
         (*moved)++;
@@ -367,7 +416,7 @@ int ring_comm_progress(ring_comm_t *comm)
             }
             if (!finished)
                 break;
-            request_finish(comm, req, RING_OK);
+            request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
             moved++;
         }
         req = next_unfinished(comm);

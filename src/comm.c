@@ -22,7 +22,9 @@ static void comm_free(ring_comm_t *comm)
                 comm->tp_ops->ep_close(ch->left[s]);
         }
         free(ch->stage);
+        ring_enc_channel_free(ch);
     }
+    ring_enc_comm_free(comm);
     if (comm->listener != NULL)
         comm->tp_ops->listener_close(comm->listener);
     if (comm->tp != NULL)
@@ -34,7 +36,7 @@ static void comm_free(ring_comm_t *comm)
 
 static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
 {
-    ring_tp_params_t params = {.sockbuf = cfg->tcp_sockbuf};
+    ring_tp_params_t params = {.sockbuf = cfg->tcp_sockbuf, .rate_limit_bps = cfg->rate_limit_bps};
     int level = ring_log_level_parse(cfg->log_level);
     const char *tp_name = strcmp(cfg->transport, "auto") == 0 ? "tcp" : cfg->transport;
 
@@ -49,6 +51,14 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     comm->right_rank = (cfg->rank + 1) % cfg->world_size;
     comm->nchannels = cfg->channels;
     comm->nstreams = cfg->tcp_streams;
+    comm->codec = strcmp(cfg->codec, "fp16") == 0   ? RING_CODEC_FP16
+                  : strcmp(cfg->codec, "bf16") == 0 ? RING_CODEC_BF16
+                                                    : RING_CODEC_NONE;
+    comm->fp16_scaling = strcmp(cfg->fp16_scaling, "off") != 0;
+    comm->lz4_mode = strcmp(cfg->lz4, "on") == 0 ? 1 : strcmp(cfg->lz4, "auto") == 0 ? 2 : 0;
+    comm->error_feedback = strcmp(cfg->error_feedback, "on") == 0;
+    comm->kops = ring_codec_ops();
+    ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
     comm->tp_ops = ring_tp_find(tp_name);
     if (comm->tp_ops == NULL)
         return ring_error_set(RING_ERR_UNSUPPORTED, "transport '%s' is not in this build (it has: %s)",
@@ -61,6 +71,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr, sizeof(comm->right_addr));
     for (int c = 0; c < comm->nchannels; c++) {
         comm->channels[c].index = c;
+        RING_CHECK(ring_enc_channel_alloc(comm, &comm->channels[c]));
         comm->channels[c].stage = malloc(RING_WINDOW * cfg->chunk_bytes);
         if (comm->channels[c].stage == NULL)
             return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d staging chunks of %zu "
@@ -152,6 +163,21 @@ ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void 
     return RING_OK;
 }
 
+/* The message for a finished request that failed. */
+static ring_status_t request_error(const ring_request_t *req)
+{
+    if (req->status == RING_ERR_NONFINITE)
+        return ring_error_set(RING_ERR_NONFINITE,
+                              "round %llu (tensor id %u): the inputs of at least one peer hold "
+                              "inf or NaN, or a sum overflowed%s; the result is not finite",
+                              (unsigned long long)req->round, req->tensor_id,
+                              req->comm->codec == RING_CODEC_FP16 && !req->comm->fp16_scaling
+                                  ? " (fp16 without scaling overflows above 65504: try "
+                                    "--fp16-scaling on)"
+                                  : "");
+    return ring_error_copy(req->status, req->comm->error_msg);
+}
+
 ring_status_t ring_request_test(ring_request_t *req, int *done_p)
 {
     if (req == NULL || done_p == NULL || !req->in_use)
@@ -160,7 +186,7 @@ ring_status_t ring_request_test(ring_request_t *req, int *done_p)
         (void)ring_comm_progress(req->comm);
     *done_p = req->done;
     if (req->done && req->status != RING_OK)
-        return ring_error_copy(req->status, req->comm->error_msg);
+        return request_error(req);
     return RING_OK;
 }
 
@@ -181,7 +207,7 @@ ring_status_t ring_request_wait(ring_request_t *req)
         comm->req_count--;
     }
     if (status != RING_OK)
-        return ring_error_copy(status, comm->error_msg);
+        return request_error(req);
     return RING_OK;
 }
 

@@ -13,6 +13,7 @@
 #include "schedule.h"
 #include "transport.h"
 #include "wire.h"
+#include "codec.h"
 
 #define RING_MAX_CHANNELS 16
 #define RING_MAX_STREAMS 16
@@ -25,6 +26,32 @@ typedef struct ring_slot {
     int posted;
 } ring_slot_t;
 
+/* What an encoded chunk waiting in a tx slot carries besides its bytes. */
+typedef struct ring_tx_meta {
+    int exp;                               /* value = wire * 2^exp */
+    float bound;                           /* upper bound of |value| over the chunk */
+    uint32_t bytes;                        /* payload bytes */
+    int lz4;                               /* the payload is lz4-compressed */
+    int in_zbuf;                           /* ... and lives in the channel's zbuf, not tx */
+} ring_tx_meta_t;
+
+/* lz4 auto: per tensor id, whether its chunks have been shrinking lately. */
+#define RING_LZ4_TRACKS 16
+typedef struct ring_lz4_track {
+    uint32_t tensor_id;
+    int used;
+    int misses;                            /* chunks in a row that did not shrink */
+    uint32_t skip;                         /* chunks left to send without trying */
+} ring_lz4_track_t;
+
+/* Error feedback: what this peer's encodings lost, per tensor id. */
+#define RING_EF_TENSORS 64
+typedef struct ring_residual {
+    uint32_t tensor_id;
+    size_t count;
+    float *r;                              /* count floats; NULL = slot free */
+} ring_residual_t;
+
 typedef struct ring_channel {
     int index;
     ring_tp_ep_t *right[RING_MAX_STREAMS]; /* data goes out on these (we connected) */
@@ -33,6 +60,12 @@ typedef struct ring_channel {
     ring_slot_t send[RING_WINDOW];
     ring_slot_t recv[RING_WINDOW];
     unsigned char *stage;                  /* RING_WINDOW chunks for reduce-scatter receives */
+    unsigned char *tx;                     /* codec: RING_WINDOW encoded chunks to send */
+    unsigned char *zbuf;                   /* lz4: RING_WINDOW compressed chunks to send */
+    size_t zcap;                           /* bytes of one zbuf slot */
+    unsigned char *unz;                    /* lz4: one decompressed chunk */
+    float *scratch;                        /* error feedback: one chunk of fp32 */
+    ring_tx_meta_t tx_meta[RING_WINDOW];
     /* the allreduce in flight */
     ring_range_t part;                     /* this channel's elements of the buffer */
     ring_sched_t sched;
@@ -50,6 +83,9 @@ struct ring_request {
     uint32_t tensor_id;
     uint64_t round;
     int in_use;
+    int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
+    float *residual;           /* error feedback for this tensor id, or NULL */
+    ring_lz4_track_t *lz4;     /* lz4 auto state for this tensor id, or NULL */
     int started;
     int done;
     ring_status_t status;
@@ -65,6 +101,13 @@ struct ring_comm {
     ring_tp_t *tp;
     ring_tp_listener_t *listener;
     int nchannels, nstreams;
+    ring_codec_t codec;
+    int fp16_scaling;
+    int lz4_mode;                          /* 0 off, 1 on, 2 auto */
+    int error_feedback;
+    const ring_codec_ops_t *kops;          /* conversion kernels for this CPU */
+    ring_lz4_track_t lz4_track[RING_LZ4_TRACKS];
+    ring_residual_t residuals[RING_EF_TENSORS];
     ring_channel_t channels[RING_MAX_CHANNELS];
     /* requests run first-in first-out from a fixed ring of slots */
     ring_request_t reqs[RING_MAX_REQUESTS];
@@ -98,6 +141,8 @@ typedef struct ring_fault {
 
 void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int step, char *buf,
                        size_t len);
+void ring_phase_format_round(const ring_comm_t *comm, uint64_t round, int step, char *buf,
+                             size_t len);
 ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const char *fmt, ...)
     RING_PRINTF(3, 4);
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank);
@@ -105,6 +150,19 @@ void ring_comm_send_close(ring_comm_t *comm);
 const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t len);
 ring_request_t *ring_comm_active_request(ring_comm_t *comm);
 int ring_comm_current_step(const ring_comm_t *comm);
+
+/* encoded.c: the fp16/bf16 data path */
+size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req);
+ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch);
+void ring_enc_channel_free(ring_channel_t *ch);
+void ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req);
+void ring_enc_comm_free(ring_comm_t *comm);
+void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                    const ring_sched_frame_t *sf, uint32_t q);
+ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                               const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f);
+void ring_enc_meta_put(const ring_tx_meta_t *meta, ring_frame_t *f);
+const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q);
 
 /* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);

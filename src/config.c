@@ -27,8 +27,9 @@ typedef enum config_type {
     CONFIG_STRING,    /* fixed char array inside ring_config_t */
     CONFIG_PEERS,     /* heap string */
     CONFIG_PORTS,     /* "P" or "LO-HI" */
-    CONFIG_TRANSPORT, /* auto|tcp */
-    CONFIG_LOGLEVEL
+    CONFIG_CHOICE,    /* one of the '|'-separated words of the unit string */
+    CONFIG_LOGLEVEL,
+    CONFIG_RATE       /* double, bytes/s, tc-style units; 0 = unlimited */
 } config_type_t;
 
 typedef struct config_entry {
@@ -53,8 +54,20 @@ static const config_entry_t config_table[] = {
     {"peers", "RING_PEERS", CONFIG_PEERS, "", "host[:port],...", FIELD(peers), 0, 0,
      "address of every peer, in rank order; IPv6 as [addr]:port; a missing port is taken "
      "from --port"},
-    {"transport", "RING_TRANSPORT", CONFIG_TRANSPORT, "auto", "auto|tcp", FIELD(transport), 0, 0,
+    {"transport", "RING_TRANSPORT", CONFIG_CHOICE, "auto", "auto|tcp", FIELD(transport), 0, 0,
      "how peers exchange data; auto picks the best one available"},
+    {"codec", "RING_CODEC", CONFIG_CHOICE, "none", "none|fp16|bf16", FIELD(codec), 0, 0,
+     "what a gradient travels as: fp32 (none), or fp16/bf16 with fp32 accumulation"},
+    {"lz4", "RING_LZ4", CONFIG_CHOICE, "off", "off|on|auto", FIELD(lz4), 0, 0,
+     "compress each encoded chunk with lz4 (sent raw when it does not shrink); auto stops "
+     "trying on a tensor whose chunks do not shrink and retries now and then"},
+    {"error-feedback", "RING_ERROR_FEEDBACK", CONFIG_CHOICE, "off", "off|on",
+     FIELD(error_feedback), 0, 0,
+     "keep what this peer's encoding lost and add it to its next contribution to the same "
+     "tensor id (fp16/bf16 only)"},
+    {"fp16-scaling", "RING_FP16_SCALING", CONFIG_CHOICE, "on", "on|off", FIELD(fp16_scaling), 0,
+     0, "scale every fp16 chunk by a power of two chosen from its largest value, so it neither "
+        "overflows nor flushes to zero"},
     {"chunk-size", "RING_CHUNK_SIZE", CONFIG_SIZE, "256K", "bytes", FIELD(chunk_bytes), 0, 0,
      "bytes per chunk on the wire; chunks of a segment are pipelined"},
     {"channels", "RING_CHANNELS", CONFIG_INT, "1", "", FIELD(channels), 1, 16,
@@ -77,6 +90,10 @@ static const config_entry_t config_table[] = {
      "peers of one job must agree on it; a stranger with another id is refused"},
     {"log-level", "RING_LOG_LEVEL", CONFIG_LOGLEVEL, "none", "none|error|warn|info|debug|trace",
      FIELD(log_level), 0, 0, "library logging to stderr (RING_DEBUG=1 means debug)"},
+    {"rate-limit", "RING_RATE_LIMIT", CONFIG_RATE, "0", "RATE (e.g. 1gbit, 125mbps)",
+     FIELD(rate_limit_bps), 0, 0,
+     "bandwidth cap per connection, sending side; tc-style units (kbit, mbit, gbit are "
+     "bits/s; kbps, mbps, gbps and a plain number are bytes/s); 0 = unlimited"},
 };
 
 #define CONFIG_COUNT (sizeof(config_table) / sizeof(config_table[0]))
@@ -150,15 +167,30 @@ static ring_status_t config_apply(ring_config_t *cfg, const config_entry_t *e, c
         cfg->port_hi = hi;
         return RING_OK;
     }
-    case CONFIG_TRANSPORT:
-        if (strcmp(value, "auto") != 0 && strcmp(value, "tcp") != 0)
-            return config_bad(e, value, "unknown transport (this build has: tcp)");
-        snprintf(field, e->size, "%s", value);
-        return RING_OK;
+    case CONFIG_CHOICE: {
+        size_t len = strlen(value);
+        const char *w = e->unit;
+
+        /* the unit string lists the accepted words: "none|fp16|bf16" */
+        while (*w != '\0') {
+            size_t wlen = strcspn(w, "|");
+            if (len > 0 && wlen == len && strncmp(w, value, len) == 0 && len < e->size) {
+                memcpy(field, value, len + 1);
+                return RING_OK;
+            }
+            w += wlen + (w[wlen] == '|');
+        }
+        return config_bad(e, value, "not one of the choices");
+    }
     case CONFIG_LOGLEVEL:
         if (ring_log_level_parse(value) < 0)
             return config_bad(e, value, "unknown log level");
         snprintf(field, e->size, "%s", value);
+        return RING_OK;
+    case CONFIG_RATE:
+        if (ring_parse_rate(value, &d) != 0)
+            return config_bad(e, value, "not a rate (e.g. 1gbit, 500mbit, 125mbps, 0)");
+        *(double *)field = d;
         return RING_OK;
     }
     return ring_error_set(RING_ERR_INTERNAL, "config entry %s has no parser", e->name);
@@ -328,6 +360,9 @@ static void config_format(const ring_config_t *cfg, const config_entry_t *e, cha
         break;
     case CONFIG_PEERS:
         snprintf(buf, len, "%s", cfg->peers != NULL ? cfg->peers : "");
+        break;
+    case CONFIG_RATE:
+        ring_format_rate(*(const double *)field, buf, len);
         break;
     case CONFIG_PORTS:
         if (cfg->port_lo == cfg->port_hi)

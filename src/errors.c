@@ -22,6 +22,7 @@ static const char *const status_names[RING_STATUS_COUNT] = {
     [RING_ERR_UNSUPPORTED] = "unsupported",
     [RING_ERR_CANCELED] = "canceled",
     [RING_ERR_INTERNAL] = "internal error",
+    [RING_ERR_NONFINITE] = "inputs not finite",
 };
 
 /* One message per thread: a failing call never clobbers another thread's message. */

@@ -60,19 +60,25 @@ int ring_comm_current_step(const ring_comm_t *comm)
     return step;
 }
 
+void ring_phase_format_round(const ring_comm_t *comm, uint64_t round, int step, char *buf,
+                             size_t len)
+{
+    if (step < 0)
+        snprintf(buf, len, "round %llu", (unsigned long long)round);
+    else if (step < comm->size - 1)
+        snprintf(buf, len, "round %llu, reduce-scatter step %d", (unsigned long long)round, step);
+    else
+        snprintf(buf, len, "round %llu, allgather step %d", (unsigned long long)round,
+                 step - (comm->size - 1));
+}
+
 void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int step, char *buf,
                        size_t len)
 {
     if (req == NULL)
         snprintf(buf, len, "between allreduces");
-    else if (step < 0)
-        snprintf(buf, len, "round %llu", (unsigned long long)req->round);
-    else if (step < comm->size - 1)
-        snprintf(buf, len, "round %llu, reduce-scatter step %d", (unsigned long long)req->round,
-                 step);
     else
-        snprintf(buf, len, "round %llu, allgather step %d", (unsigned long long)req->round,
-                 step - (comm->size - 1));
+        ring_phase_format_round(comm, req->round, step, buf, len);
 }
 
 static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
@@ -165,7 +171,6 @@ static const char *name_of(const char *const *names, unsigned n, unsigned v)
 /* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank)
 {
-    ring_request_t *req = ring_comm_active_request(comm);
     char phase[96], addr[300], via[64] = "";
     int culprit = f->culprit_rank == UINT32_MAX ? -1 : (int)f->culprit_rank;
     int step = f->step == UINT16_MAX ? -1 : (int)f->step;
@@ -173,11 +178,8 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
 
     if (comm->error != RING_OK)
         return ring_error_copy(comm->error, comm->error_msg);
-    /* the origin's round and step say where the ring broke */
-    if (req != NULL && req->round == f->round)
-        ring_phase_format(comm, req, step, phase, sizeof(phase));
-    else
-        snprintf(phase, sizeof(phase), "round %llu", (unsigned long long)f->round);
+    /* the origin's round and step say where the ring broke, whatever this peer is doing */
+    ring_phase_format_round(comm, f->round, step, phase, sizeof(phase));
     ring_rank_addr(comm, culprit, addr, sizeof(addr));
     if ((int)f->origin_rank != from_rank)
         snprintf(via, sizeof(via), ", reported through rank %d", from_rank);

@@ -15,7 +15,8 @@ static uint64_t handshake_settings_hash(const ring_hello_t *h)
 {
     uint64_t v = RING_HASH_INIT;
     uint64_t fields[] = {h->version, h->job_hash, h->world_size, h->channels,
-                         h->streams, h->chunk_bytes, h->transport, h->peers_hash};
+                         h->streams, h->chunk_bytes, h->transport, h->peers_hash,
+                         h->codec, h->fp16_scaling};
 
     return ring_hash_bytes(v, fields, sizeof(fields));
 }
@@ -36,6 +37,8 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->streams = (uint32_t)comm->nstreams;
     h->chunk_bytes = comm->cfg.chunk_bytes;
     h->transport = 1;
+    h->codec = (uint8_t)comm->codec;
+    h->fp16_scaling = (uint8_t)comm->fp16_scaling;
     h->peers_hash = ring_hash_bytes(RING_HASH_INIT, peers, strlen(peers));
     h->settings_hash = handshake_settings_hash(h);
     snprintf(h->job_text, sizeof(h->job_text), "%s", comm->cfg.job_id);
@@ -69,6 +72,8 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
     HELLO_DIFF(streams, "tcp streams (RING_TCP_STREAMS)", "%u");
     HELLO_DIFF(chunk_bytes, "chunk size (RING_CHUNK_SIZE)", "%" PRIu64);
     HELLO_DIFF(transport, "transport (RING_TRANSPORT)", "%u");
+    HELLO_DIFF(codec, "codec (RING_CODEC: 0 none, 1 fp16, 2 bf16)", "%u");
+    HELLO_DIFF(fp16_scaling, "fp16 scaling (RING_FP16_SCALING: 1 on, 0 off)", "%u");
     /* a field this version does not list but a future one hashes */
     HELLO_DIFF(settings_hash, "settings hash", "%016" PRIx64);
     return RING_OK;

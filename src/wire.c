@@ -52,6 +52,8 @@ void ring_hello_encode(const ring_hello_t *h, unsigned char out[RING_HELLO_BYTES
     put32(out + 36, h->streams);
     put64(out + 40, h->chunk_bytes);
     put32(out + 48, h->transport);
+    out[52] = h->codec;
+    out[53] = h->fp16_scaling;
     put64(out + 56, h->peers_hash);
     put64(out + 64, h->settings_hash);
     memcpy(out + 72, h->job_text, strnlen(h->job_text, RING_HELLO_JOB_TEXT));
@@ -73,6 +75,8 @@ int ring_hello_decode(const unsigned char in[RING_HELLO_BYTES], ring_hello_t *h)
     h->streams = get32(in + 36);
     h->chunk_bytes = get64(in + 40);
     h->transport = get32(in + 48);
+    h->codec = in[52];
+    h->fp16_scaling = in[53];
     h->peers_hash = get64(in + 56);
     h->settings_hash = get64(in + 64);
     memcpy(h->job_text, in + 72, RING_HELLO_JOB_TEXT);

@@ -32,10 +32,23 @@ typedef struct ring_hello {
     uint32_t streams;
     uint64_t chunk_bytes;
     uint32_t transport;      /* 1 = tcp */
+    uint8_t codec;           /* ring_codec_t: what travels on the wire */
+    uint8_t fp16_scaling;    /* 1 when fp16 chunks carry a power-of-two scale */
     uint64_t peers_hash;
     uint64_t settings_hash;  /* all of the above that must agree, hashed */
     char job_text[RING_HELLO_JOB_TEXT + 1]; /* start of the job id, for messages */
 } ring_hello_t;
+
+/* What a gradient travels as (hello field and engine setting). */
+typedef enum ring_codec {
+    RING_CODEC_NONE = 0, /* the user's dtype, unchanged */
+    RING_CODEC_FP16 = 1,
+    RING_CODEC_BF16 = 2
+} ring_codec_t;
+
+/* flags of a DATA frame */
+#define RING_FRAME_NONFINITE 0x1 /* some input the sender knows of was inf/NaN, or a sum overflowed */
+#define RING_FRAME_LZ4 0x2       /* the payload is lz4-compressed (raw size: elements x 2) */
 
 typedef enum ring_frame_type {
     RING_FRAME_DATA = 1,
@@ -47,6 +60,9 @@ typedef enum ring_frame_type {
 #define RING_CAUSE_CLOSED (-1)
 
 /*
+ * In a DATA frame with a codec, detail carries the chunk's scale and bound:
+ * bits 0-31 the fp32 bits of an upper bound of |value| over the chunk,
+ * bits 32-39 the exponent e (int8) such that value = wire * 2^e.
  * In an ABORT frame, round/count/dtype/op/tensor_id/step describe the
  * origin's allreduce; for a mismatch, detail/chunk/flags carry the
  * culprit's count, tensor id and dtype | op << 8.

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,7 @@ static ring_status_t tcp_ep_create(tcp_tp_t *tp, int fd, tcp_ep_state_t state,
     ep->tp = tp;
     ep->fd = fd;
     ep->state = state;
+    tcp_ep_rate_init(ep, tp->params.rate_limit_bps, tcp_now());
     snprintf(ep->peer, sizeof(ep->peer), "%s", peer);
     tp->eps[tp->neps++] = ep;
     *ep_p = ep;
@@ -235,7 +237,11 @@ static ring_status_t tcp_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
     req->prefix[1] = (unsigned char)(len >> 8);
     req->prefix[2] = (unsigned char)(len >> 16);
     req->prefix[3] = (unsigned char)(len >> 24);
-    return tcp_post(ep, req, &ep->sq_head, &ep->sq_tail);
+    RING_CHECK(tcp_post(ep, req, &ep->sq_head, &ep->sq_tail));
+    ep->tx_queued += sizeof(req->prefix) + len;
+    if (len <= TCP_CTRL_BYTES)
+        ep->tx_ctrl++;
+    return RING_OK;
 }
 
 static ring_status_t tcp_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
@@ -272,6 +278,7 @@ static void tcp_wait(ring_tp_t *tp_, int timeout_ms)
     tcp_tp_t *tp = (tcp_tp_t *)tp_;
     struct pollfd pfd[TCP_MAX_EPS + 4];
     int n = 0;
+    double now = tp->params.rate_limit_bps > 0 ? tcp_now() : 0;
 
     for (int i = 0; i < tp->nlisteners; i++)
         pfd[n++] = (struct pollfd){.fd = tp->listeners[i]->fd, .events = POLLIN};
@@ -287,8 +294,22 @@ static void tcp_wait(ring_tp_t *tp_, int timeout_ms)
                     timeout_ms = 0; /* staged bytes are waiting to be delivered */
                 events |= POLLIN;
             }
-            if (ep->sq_head != NULL)
-                events |= POLLOUT;
+            if (ep->sq_head != NULL) {
+                double delay;
+
+                if (tcp_ep_tx_allowance(ep, now, &delay) > 0) {
+                    events |= POLLOUT;
+                } else {
+                    /* short of tokens: no POLLOUT (it would be ready at once and
+                     * spin), but wake up when the bucket has refilled enough */
+                    double ms = ceil(delay * 1000.0);
+
+                    if (ms < 1)
+                        ms = 1;
+                    if (timeout_ms < 0 || ms < (double)timeout_ms)
+                        timeout_ms = (int)ms;
+                }
+            }
         }
         if (events != 0)
             pfd[n++] = (struct pollfd){.fd = ep->fd, .events = events};

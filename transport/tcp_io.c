@@ -2,12 +2,15 @@
  * tcp_io.c - moving bytes: length-prefixed messages over a non-blocking
  * socket. Sends coalesce queued messages into one sendmsg; receives read
  * small pieces greedily into a staging buffer and large payloads directly
- * into the caller's buffer. Nothing here allocates.
+ * into the caller's buffer. Sends may be held back by a token bucket
+ * (ring_tp_params_t.rate_limit_bps). Nothing here allocates.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -21,6 +24,13 @@ static size_t req_capacity(const ring_tp_req_t *req)
     for (int i = 0; i < req->iovcnt; i++)
         total += req->iov[i].iov_len;
     return total;
+}
+
+/* A send's payload size, as its length prefix says (the iovs are the caller's). */
+static size_t req_payload(const ring_tp_req_t *req)
+{
+    return (size_t)req->prefix[0] | (size_t)req->prefix[1] << 8 | (size_t)req->prefix[2] << 16 |
+           (size_t)req->prefix[3] << 24;
 }
 
 static void req_complete(ring_tp_req_t *req, ring_status_t status, int sys_errno)
@@ -51,6 +61,8 @@ void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno)
     }
     queue_fail(&ep->sq_head, &ep->sq_tail, ep->error, ep->error_errno);
     queue_fail(&ep->rq_head, &ep->rq_tail, ep->error, ep->error_errno);
+    ep->tx_queued = 0;
+    ep->tx_ctrl = 0;
 }
 
 static void io_fail_errno(ring_tp_ep_t *ep, int err)
@@ -58,30 +70,115 @@ static void io_fail_errno(ring_tp_ep_t *ep, int err)
     tcp_ep_fail(ep, err == ENOMEM || err == ENOBUFS ? RING_ERR_IO : RING_ERR_REMOTE, err);
 }
 
-/* Gather the unsent part of the queue, prefix then iovs of each message. */
-static int tx_gather(ring_tp_ep_t *ep, struct iovec *iov)
+/* ---- rate limit: a token bucket per endpoint, in bytes ---------------- */
+
+double tcp_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void tcp_ep_rate_init(ring_tp_ep_t *ep, double rate, double now)
+{
+    if (!(rate > 0))
+        return;
+    ep->tx_rate = rate;
+    ep->tx_burst = rate * TCP_BURST_S > TCP_BURST_MIN ? rate * TCP_BURST_S : TCP_BURST_MIN;
+    /* Waiting for a full bucket would lose the tokens that arrive while
+     * poll() oversleeps; half a bucket leaves 5 ms (at least) of slack while
+     * keeping writes, and wake-ups, few. On a slow link, a write at least
+     * every 100 ms instead, so the peer sees data trickle in (its timeout
+     * counts time without progress). */
+    ep->tx_quantum = ep->tx_burst / 2;
+    if (ep->tx_quantum > rate * TCP_QUANTUM_MAX_S)
+        ep->tx_quantum = rate * TCP_QUANTUM_MAX_S;
+    if (ep->tx_quantum < 1)
+        ep->tx_quantum = 1;
+    ep->tx_tokens = ep->tx_burst;
+    ep->tx_refilled = now;
+}
+
+/* Bytes from the head of the queue to the end of its last control message
+ * (0 when there is none): they go out without waiting for tokens. */
+static size_t tx_urgent_bytes(const ring_tp_ep_t *ep)
+{
+    size_t cum = 0, urgent = 0;
+    int seen = 0;
+
+    for (const ring_tp_req_t *req = ep->sq_head; req != NULL && seen < ep->tx_ctrl;
+         req = req->next) {
+        size_t payload = req_payload(req);
+
+        cum += sizeof(req->prefix) + payload - req->offset;
+        if (payload <= TCP_CTRL_BYTES) {
+            urgent = cum;
+            seen++;
+        }
+    }
+    return urgent;
+}
+
+size_t tcp_ep_tx_allowance(ring_tp_ep_t *ep, double now, double *delay_s)
+{
+    size_t urgent, need;
+
+    if (delay_s != NULL)
+        *delay_s = 0;
+    if (ep->tx_rate <= 0)
+        return SIZE_MAX;
+    if (now > ep->tx_refilled) {
+        ep->tx_tokens += (now - ep->tx_refilled) * ep->tx_rate;
+        if (ep->tx_tokens > ep->tx_burst)
+            ep->tx_tokens = ep->tx_burst;
+        ep->tx_refilled = now;
+    }
+    /* Write when the bucket holds the whole queue or a quantum of it: fewer,
+     * larger writes and wake-ups than a trickle of whatever just arrived. */
+    need = (double)ep->tx_queued < ep->tx_quantum ? ep->tx_queued : (size_t)ep->tx_quantum;
+    if (need == 0)
+        need = 1; /* never a zero delay: that would be a 1 ms poll loop */
+    if (ep->tx_tokens >= (double)need)
+        return ep->tx_tokens >= (double)(SIZE_MAX / 2) ? SIZE_MAX / 2 : (size_t)ep->tx_tokens;
+    urgent = ep->tx_ctrl > 0 ? tx_urgent_bytes(ep) : 0;
+    if (urgent == 0 && delay_s != NULL)
+        *delay_s = ((double)need - ep->tx_tokens) / ep->tx_rate;
+    return urgent;
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
+/* Gather the unsent part of the queue, prefix then iovs of each message, up to limit bytes. */
+static int tx_gather(ring_tp_ep_t *ep, struct iovec *iov, size_t limit)
 {
     int n = 0;
 
-    for (ring_tp_req_t *req = ep->sq_head; req != NULL && n < TCP_TX_IOV - RING_TP_IOV_MAX - 1;
-         req = req->next) {
+    for (ring_tp_req_t *req = ep->sq_head;
+         req != NULL && n < TCP_TX_IOV - RING_TP_IOV_MAX - 1 && limit > 0; req = req->next) {
         size_t skip = req->offset;
 
         if (skip < sizeof(req->prefix)) {
             iov[n].iov_base = req->prefix + skip;
             iov[n].iov_len = sizeof(req->prefix) - skip;
+            if (iov[n].iov_len > limit)
+                iov[n].iov_len = limit;
+            limit -= iov[n].iov_len;
             n++;
             skip = 0;
         } else {
             skip -= sizeof(req->prefix);
         }
-        for (int i = 0; i < req->iovcnt; i++) {
+        for (int i = 0; i < req->iovcnt && limit > 0; i++) {
             if (skip >= req->iov[i].iov_len) {
                 skip -= req->iov[i].iov_len;
                 continue;
             }
             iov[n].iov_base = (char *)req->iov[i].iov_base + skip;
             iov[n].iov_len = req->iov[i].iov_len - skip;
+            if (iov[n].iov_len > limit)
+                iov[n].iov_len = limit;
+            limit -= iov[n].iov_len;
             skip = 0;
             n++;
         }
@@ -94,14 +191,17 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
     struct iovec iov[TCP_TX_IOV];
     struct msghdr msg;
     int completed = 0;
+    double now = ep->tx_rate > 0 ? tcp_now() : 0;
 
     while (ep->state == TCP_EP_OPEN && ep->sq_head != NULL) {
         ssize_t sent;
-        size_t left;
+        size_t left, allowed = tcp_ep_tx_allowance(ep, now, NULL);
 
+        if (allowed == 0)
+            break; /* waiting for tokens: tcp_wait sleeps until they come */
         memset(&msg, 0, sizeof(msg));
         msg.msg_iov = iov;
-        msg.msg_iovlen = (size_t)tx_gather(ep, iov);
+        msg.msg_iovlen = (size_t)tx_gather(ep, iov, allowed);
         /* MSG_NOSIGNAL: a dead peer is an error status, never a SIGPIPE */
         sent = sendmsg(ep->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (sent < 0) {
@@ -113,6 +213,9 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
         }
         completed |= sent > 0;
         left = (size_t)sent;
+        ep->tx_queued -= left;
+        if (ep->tx_rate > 0)
+            ep->tx_tokens -= (double)left;
         while (left > 0 && ep->sq_head != NULL) {
             ring_tp_req_t *req = ep->sq_head;
             size_t total = sizeof(req->prefix) + req_capacity(req);
@@ -125,6 +228,8 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
                 if (ep->sq_head == NULL)
                     ep->sq_tail = NULL;
                 req->bytes = total - sizeof(req->prefix);
+                if (req->bytes <= TCP_CTRL_BYTES)
+                    ep->tx_ctrl--;
                 req_complete(req, RING_OK, 0);
                 completed++;
             }

@@ -53,6 +53,19 @@ typedef struct ring_tp_req {
 
 typedef struct ring_tp_params {
     size_t sockbuf;         /* SO_SNDBUF/SO_RCVBUF, 0 = kernel default */
+    /*
+     * Bandwidth cap in bytes/s, 0 = unlimited: a token bucket per endpoint
+     * (per connection, sending side; receives are never held back). An
+     * endpoint's sends (length prefixes included) average at most this
+     * rate, in bursts of at most max(64 KiB, rate * 10 ms) bytes; a message
+     * may leave in several writes. Messages of 256 bytes or less (hellos,
+     * ABORT and CLOSE notices) never wait for tokens, nor do the messages
+     * queued ahead of one, so notices are never delayed; their bytes still
+     * count (the bucket goes into debt, which later writes wait out). While its bucket is empty an endpoint does not write:
+     * progress() returns 0 for it, and wait() sleeps until it has tokens
+     * again instead of polling it for POLLOUT (no busy loop).
+     */
+    double rate_limit_bps;
 } ring_tp_params_t;
 
 typedef struct ring_tp_ops {

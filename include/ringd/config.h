@@ -36,6 +36,10 @@ typedef struct ring_config {
     int world_size;           /* number of peers in the ring */
     char *peers;              /* "host:port,host:port,..." one entry per rank (owned) */
     char transport[16];       /* "auto" or "tcp" */
+    char codec[8];            /* "none", "fp16" or "bf16": what travels on the wire */
+    char fp16_scaling[4];     /* "on" or "off": a power-of-two scale per fp16 chunk */
+    char lz4[8];              /* "off", "on" or "auto": lz4 on encoded chunks */
+    char error_feedback[4];   /* "off" or "on" */
     size_t chunk_bytes;       /* bytes per ring chunk on the wire */
     int channels;             /* independent rings over disjoint parts of a buffer */
     int tcp_streams;          /* TCP connections per neighbour and channel */
@@ -47,6 +51,7 @@ typedef struct ring_config {
     char bind[RING_CONFIG_STR_MAX];   /* listen address or interface name; "" = own peers entry */
     char job_id[RING_CONFIG_STR_MAX]; /* peers of one job must agree on it */
     char log_level[16];       /* error|warn|info|debug|trace */
+    double rate_limit_bps;    /* send cap per TCP connection, bytes/s; 0 = unlimited */
     /* Where each table entry's value came from, indexed like the table. */
     unsigned char source[32];
 } ring_config_t;

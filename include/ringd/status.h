@@ -27,6 +27,9 @@ typedef enum ring_status {
     RING_ERR_UNSUPPORTED,    /* the operation or feature is not available in this build */
     RING_ERR_CANCELED,       /* aborted by the caller or by shutdown */
     RING_ERR_INTERNAL,       /* a bug in libringd: please report it with the message */
+    RING_ERR_NONFINITE,      /* the allreduce finished, but some peer's input held inf or NaN
+                              * (or a sum overflowed): the result is not to be trusted. Every
+                              * peer gets it for the same call; the communicator stays usable. */
     RING_STATUS_COUNT
 } ring_status_t;
 

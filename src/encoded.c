@@ -1,0 +1,385 @@
+/*
+ * encoded.c - the fp16/bf16 data path. Chunks travel encoded and are
+ * accumulated in fp32:
+ *  - reduce-scatter step 0 encodes this peer's chunk (times 1/N for an
+ *    average, so the sum cannot overflow where the average would not);
+ *  - later reduce-scatter steps decode the received chunk, add this peer's
+ *    and encode the sum, in one fused pass;
+ *  - the last of them also writes the decoded wire value into the result,
+ *    so the owner of a segment ends with the same bits as everyone else;
+ *  - allgather steps decode into the result and forward the received bytes
+ *    unchanged.
+ * fp16 chunks carry a power-of-two exponent chosen from an upper bound of
+ * their largest value (the bound the sender had, plus this peer's largest
+ * value), so large gradients do not overflow and small ones do not flush to
+ * zero; decoding multiplies by a power of two, which is exact.
+ * Optional: lz4 on each encoded chunk (sent raw when it does not shrink),
+ * and error feedback (what this peer's encodings lost is added to its next
+ * contribution to the same tensor).
+ */
+#include "config.h"
+
+#include <lz4.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_int.h"
+#include "half.h"
+#include "log.h"
+
+#define ENC_HEADROOM_EXP 15 /* scaled fp16 values stay below 2^15 (fp16 max is 65504) */
+#define ENC_EXP_LIMIT 100   /* keeps 2^e and its products inside fp32's normal range */
+#define ENC_F16_INF 0x7c00u
+#define LZ4_AUTO_MISSES 4   /* auto: chunks in a row that did not shrink before pausing */
+#define LZ4_AUTO_PAUSE 64   /* auto: chunks sent raw before trying again */
+
+size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req)
+{
+    if (comm->codec != RING_CODEC_NONE)
+        return 2;
+    return req->dtype == RING_FLOAT32 ? 4 : 2;
+}
+
+/* ---- set-up -------------------------------------------------------------- */
+
+ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch)
+{
+    size_t chunk = comm->cfg.chunk_bytes;
+
+    if (comm->codec == RING_CODEC_NONE)
+        return RING_OK;
+    ch->tx = malloc(RING_WINDOW * chunk);
+    if (comm->lz4_mode != 0) {
+        ch->zcap = (size_t)LZ4_compressBound((int)chunk);
+        ch->zbuf = malloc(RING_WINDOW * ch->zcap);
+        ch->unz = malloc(chunk);
+    }
+    if (comm->error_feedback)
+        ch->scratch = malloc(chunk / 2 * sizeof(float));
+    if (ch->tx == NULL || (comm->lz4_mode != 0 && (ch->zbuf == NULL || ch->unz == NULL)) ||
+        (comm->error_feedback && ch->scratch == NULL))
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec's buffers (%d "
+                              "chunks of %zu bytes)", 3 * RING_WINDOW, chunk);
+    return RING_OK;
+}
+
+void ring_enc_channel_free(ring_channel_t *ch)
+{
+    free(ch->tx);
+    free(ch->zbuf);
+    free(ch->unz);
+    free(ch->scratch);
+}
+
+void ring_enc_comm_free(ring_comm_t *comm)
+{
+    for (int i = 0; i < RING_EF_TENSORS; i++)
+        free(comm->residuals[i].r);
+}
+
+/* The residual of a tensor id: found, or made (zeroed) on its first use. */
+static float *enc_residual(ring_comm_t *comm, const ring_request_t *req)
+{
+    ring_residual_t *slot = NULL;
+
+    for (int i = 0; i < RING_EF_TENSORS && slot == NULL; i++)
+        if (comm->residuals[i].r != NULL && comm->residuals[i].tensor_id == req->tensor_id)
+            slot = &comm->residuals[i];
+    if (slot != NULL && slot->count == req->count)
+        return slot->r;
+    if (slot == NULL)
+        for (int i = 0; i < RING_EF_TENSORS && slot == NULL; i++)
+            if (comm->residuals[i].r == NULL)
+                slot = &comm->residuals[i];
+    if (slot == NULL) {
+        ring_log(RING_LOG_WARN, "error feedback keeps %d tensors; tensor id %u goes without",
+                 RING_EF_TENSORS, req->tensor_id);
+        return NULL;
+    }
+    /* a new tensor, or one whose size changed: start from nothing lost */
+    free(slot->r);
+    slot->r = calloc(req->count > 0 ? req->count : 1, sizeof(float));
+    slot->tensor_id = req->tensor_id;
+    slot->count = req->count;
+    return slot->r;
+}
+
+static ring_lz4_track_t *enc_lz4_track(ring_comm_t *comm, uint32_t tensor_id)
+{
+    ring_lz4_track_t *t = &comm->lz4_track[tensor_id % RING_LZ4_TRACKS];
+
+    if (!t->used || t->tensor_id != tensor_id)
+        *t = (ring_lz4_track_t){.tensor_id = tensor_id, .used = 1};
+    return t;
+}
+
+void ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req)
+{
+    req->residual = NULL;
+    req->lz4 = NULL;
+    if (comm->codec == RING_CODEC_NONE)
+        return;
+    if (comm->error_feedback)
+        req->residual = enc_residual(comm, req);
+    if (comm->lz4_mode == 2)
+        req->lz4 = enc_lz4_track(comm, req->tensor_id);
+}
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static float enc_pow2(int e)
+{
+    return ldexpf(1.0f, e);
+}
+
+static int enc_choose_exp(const ring_comm_t *comm, float bound)
+{
+    int e;
+
+    if (comm->codec != RING_CODEC_FP16 || !comm->fp16_scaling || !(bound > 0) || isinf(bound))
+        return 0;
+    (void)frexpf(bound, &e); /* bound < 2^e */
+    e -= ENC_HEADROOM_EXP;
+    if (e > ENC_EXP_LIMIT)
+        e = ENC_EXP_LIMIT;
+    if (e < -ENC_EXP_LIMIT)
+        e = -ENC_EXP_LIMIT;
+    return e;
+}
+
+/* An unscaled fp16 chunk may have overflowed to inf: look, only when it could have. */
+static int enc_overflowed(const ring_comm_t *comm, const uint16_t *wire, float bound, int e,
+                          size_t n)
+{
+    if (comm->codec != RING_CODEC_FP16 || bound * enc_pow2(-e) < 65504.0f)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((wire[i] & 0x7fffu) >= ENC_F16_INF)
+            return 1;
+    return 0;
+}
+
+static float enc_decode1(const ring_comm_t *comm, uint16_t h)
+{
+    return comm->codec == RING_CODEC_FP16 ? ring_f16_to_f32(h) : ring_bf16_to_f32(h);
+}
+
+static uint16_t *enc_tx_slot(const ring_comm_t *comm, ring_channel_t *ch, uint32_t q)
+{
+    return (uint16_t *)(ch->tx + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes);
+}
+
+const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q)
+{
+    const ring_tx_meta_t *meta = &ch->tx_meta[q % RING_WINDOW];
+
+    if (meta->in_zbuf)
+        return ch->zbuf + (size_t)(q % RING_WINDOW) * ch->zcap;
+    return ch->tx + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes;
+}
+
+static const float *enc_local(const ring_channel_t *ch, const ring_request_t *req,
+                              const ring_sched_frame_t *sf)
+{
+    return (const float *)req->sendbuf + ch->part.off + sf->range.off;
+}
+
+static float enc_local_scale(const ring_comm_t *comm, const ring_request_t *req)
+{
+    return req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f;
+}
+
+void ring_enc_meta_put(const ring_tx_meta_t *meta, ring_frame_t *f)
+{
+    uint32_t bits;
+
+    memcpy(&bits, &meta->bound, sizeof(bits));
+    f->detail = (uint64_t)(uint8_t)(int8_t)meta->exp << 32 | bits;
+    f->payload_bytes = meta->bytes;
+    if (meta->lz4)
+        f->flags |= RING_FRAME_LZ4;
+}
+
+static void enc_meta_get(const ring_frame_t *f, ring_tx_meta_t *meta)
+{
+    uint32_t bits = (uint32_t)f->detail;
+
+    meta->exp = (int8_t)(uint8_t)(f->detail >> 32);
+    memcpy(&meta->bound, &bits, sizeof(bits));
+    meta->bytes = f->payload_bytes;
+    meta->lz4 = (f->flags & RING_FRAME_LZ4) != 0;
+    meta->in_zbuf = 0;
+}
+
+/* lz4 on a freshly encoded chunk: keep it only when it shrinks. */
+static void enc_compress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req, uint32_t q)
+{
+    ring_tx_meta_t *meta = &ch->tx_meta[q % RING_WINDOW];
+    ring_lz4_track_t *t = req->lz4;
+    int raw = (int)meta->bytes, packed;
+
+    meta->lz4 = meta->in_zbuf = 0;
+    if (comm->lz4_mode == 0 || raw == 0)
+        return;
+    if (t != NULL && t->skip > 0) {
+        t->skip--; /* auto: not shrinking lately; try again after a pause */
+        return;
+    }
+    packed = LZ4_compress_default((const char *)enc_tx_slot(comm, ch, q),
+                                  (char *)ch->zbuf + (size_t)(q % RING_WINDOW) * ch->zcap, raw,
+                                  (int)ch->zcap);
+    /* worth it only when it saves an eighth: lz4 gives dense fp16 back at ~0.996 */
+    if (packed > 0 && packed < raw - raw / 8) {
+        meta->lz4 = meta->in_zbuf = 1;
+        meta->bytes = (uint32_t)packed;
+        if (t != NULL)
+            t->misses = 0;
+    } else if (t != NULL && ++t->misses >= LZ4_AUTO_MISSES) {
+        t->misses = 0;
+        t->skip = LZ4_AUTO_PAUSE;
+    }
+}
+
+/* ---- the steps ------------------------------------------------------------- */
+
+/* Error feedback: local*scale + residual, into the channel's scratch. */
+static const float *enc_with_residual(ring_channel_t *ch, const ring_request_t *req,
+                                      const ring_sched_frame_t *sf, const float *local,
+                                      float local_scale)
+{
+    const float *r = req->residual + ch->part.off + sf->range.off;
+
+    for (size_t i = 0; i < sf->range.len; i++)
+        ch->scratch[i] = ring_fadd(ring_fmul(local[i], local_scale), r[i]);
+    return ch->scratch;
+}
+
+void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                    const ring_sched_frame_t *sf, uint32_t q)
+{
+    const ring_codec_ops_t *k = comm->kops;
+    const float *local = enc_local(ch, req, sf);
+    float local_scale = enc_local_scale(comm, req);
+    size_t n = sf->range.len;
+    int nonfinite = 0;
+    float bound;
+    int e;
+    uint16_t *out = enc_tx_slot(comm, ch, q);
+    ring_tx_meta_t *meta = &ch->tx_meta[q % RING_WINDOW];
+
+    if (req->residual != NULL) {
+        local = enc_with_residual(ch, req, sf, local, local_scale);
+        local_scale = 1.0f;
+    }
+    bound = k->absmax_f32(local, n, &nonfinite) * local_scale;
+    e = enc_choose_exp(comm, bound);
+    if (comm->codec == RING_CODEC_FP16)
+        k->encode_f16(out, local, local_scale * enc_pow2(-e), n);
+    else
+        k->encode_bf16(out, local, local_scale, n);
+    if (req->residual != NULL) {
+        /* what the wire could not carry goes into the next round */
+        float *r = req->residual + ch->part.off + sf->range.off;
+        for (size_t i = 0; i < n; i++)
+            r[i] = ring_fadd(local[i], -ring_fmul(enc_decode1(comm, out[i]), enc_pow2(e)));
+    }
+    req->nonfinite |= nonfinite || enc_overflowed(comm, out, bound, e, n);
+    meta->exp = e;
+    meta->bound = bound;
+    meta->bytes = (uint32_t)(n * 2);
+    enc_compress(comm, ch, req, q);
+}
+
+/* The received payload as encoded values: decompressed when it came as lz4. */
+static ring_status_t enc_payload(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req,
+                                 const ring_sched_frame_t *sf, uint32_t q,
+                                 const ring_tx_meta_t *in_meta, const uint16_t **in_p)
+{
+    const char *stage = (const char *)ch->stage + (size_t)(q % RING_WINDOW) *
+                                                      comm->cfg.chunk_bytes;
+    int want = (int)(sf->range.len * 2), got;
+
+    if (!in_meta->lz4) {
+        *in_p = (const uint16_t *)stage;
+        return RING_OK;
+    }
+    if (ch->unz == NULL)
+        ch->unz = malloc(comm->cfg.chunk_bytes); /* once: this peer has lz4 off, a peer has it on */
+    got = ch->unz == NULL ? -1
+                          : LZ4_decompress_safe(stage, (char *)ch->unz, (int)in_meta->bytes, want);
+    if (got != want) {
+        char phase[96], addr[300];
+        ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->left_rank,
+                              .step = sf->step};
+
+        ring_phase_format(comm, req, sf->step, phase, sizeof(phase));
+        ring_rank_addr(comm, comm->left_rank, addr, sizeof(addr));
+        return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent a corrupt lz4 chunk (chunk "
+                              "%d: %u bytes that decompress to %d, expected %d)", phase,
+                              comm->left_rank, addr, sf->chunk, in_meta->bytes, got, want);
+    }
+    *in_p = (const uint16_t *)ch->unz;
+    return RING_OK;
+}
+
+ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                               const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f)
+{
+    const ring_codec_ops_t *k = comm->kops;
+    float *result = (float *)req->recvbuf + ch->part.off + sf->range.off;
+    uint32_t next = q + (uint32_t)ch->sched.nchunks; /* the same chunk, one step later */
+    int last_step = 2 * (comm->size - 1) - 1;
+    size_t n = sf->range.len;
+    ring_tx_meta_t in_meta;
+    const uint16_t *in;
+
+    enc_meta_get(f, &in_meta);
+    RING_CHECK(enc_payload(comm, ch, req, sf, q, &in_meta, &in));
+    if (sf->reduce) {
+        const float *local = enc_local(ch, req, sf);
+        float local_scale = enc_local_scale(comm, req);
+        int nonfinite = 0;
+        float bound, in_scale = enc_pow2(in_meta.exp), out_scale;
+        int e;
+        uint16_t *out = enc_tx_slot(comm, ch, next);
+        float *final = sf->last_reduce ? result : NULL;
+        ring_tx_meta_t *meta = &ch->tx_meta[next % RING_WINDOW];
+
+        if (req->residual != NULL) {
+            local = enc_with_residual(ch, req, sf, local, local_scale);
+            local_scale = 1.0f;
+        }
+        bound = in_meta.bound + k->absmax_f32(local, n, &nonfinite) * local_scale;
+        e = enc_choose_exp(comm, bound);
+        out_scale = enc_pow2(-e);
+        if (comm->codec == RING_CODEC_FP16)
+            k->fused_f16(out, final, in, local, in_scale, local_scale, out_scale, n);
+        else
+            k->fused_bf16(out, final, in, local, 1.0f, local_scale, 1.0f, n);
+        if (req->residual != NULL) {
+            float *r = req->residual + ch->part.off + sf->range.off;
+            for (size_t i = 0; i < n; i++) {
+                float sum = ring_fused_sum(enc_decode1(comm, in[i]), local[i], in_scale, 1.0f);
+                r[i] = ring_fadd(sum, -ring_fmul(enc_decode1(comm, out[i]), enc_pow2(e)));
+            }
+        }
+        req->nonfinite |= nonfinite || enc_overflowed(comm, out, bound, e, n);
+        meta->exp = e;
+        meta->bound = bound;
+        meta->bytes = (uint32_t)(n * 2);
+        enc_compress(comm, ch, req, next);
+        return RING_OK;
+    }
+    if (comm->codec == RING_CODEC_FP16)
+        k->decode_f16(result, in, enc_pow2(in_meta.exp), n);
+    else
+        k->decode_bf16(result, in, 1.0f, n);
+    if (sf->step < last_step) {
+        /* forward what came, as it came (compressed or not) */
+        const void *stage = ch->stage + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes;
+        memcpy(enc_tx_slot(comm, ch, next), stage, in_meta.bytes);
+        ch->tx_meta[next % RING_WINDOW] = in_meta;
+    }
+    return RING_OK;
+}

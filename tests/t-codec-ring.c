@@ -1,0 +1,268 @@
+/*
+ * t-codec-ring.c - allreduce with fp16 and bf16 on the wire, across real
+ * processes on 127.0.0.1: results bitwise identical on every peer and
+ * within a derived error bound of a double-precision reference; scaling
+ * against overflow and underflow; inf/NaN reported on every peer.
+ *
+ * Error bound. A ring encodes the running partial sum of element i N times:
+ * once when its first peer sends it at reduce-scatter step 0, then once on
+ * every one of the N-1 reduce-scatter steps, when the receiver adds its own
+ * value and encodes the sum again; allgather forwards the encoded bits
+ * unchanged and decoding is exact.
+ * Each encode adds at most u * |partial sum| (u = 2^-11 for fp16, whose
+ * significand has 11 bits, 2^-8 for bf16), plus, for scaled fp16, half the
+ * smallest subnormal step 2^(e-25) with 2^e <= bound * 2^-14; the fp32
+ * additions add 2^-24 * |partial|. Every partial sum is at most
+ * S = sum over ranks of |x_r,i|, so
+ *     |err| <= N * (u + 2^-24) * S + N * 2^-39 * B
+ * where B is the chunk's bound (<= max over the chunk of S). Averages
+ * pre-scale by 1/N (exact for N a power of two, within 2^-24 otherwise):
+ * the same bound divided by N, plus 2^-24 * S / N.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "tap.h"
+
+#define V_STATUS 0     /* status of each allreduce: 10 + i */
+#define V_WRONG 40     /* elements outside the bound: 40 + i */
+#define V_HASH 80      /* result hash: 80 + i */
+#define V_RATIO 120    /* largest err / bound, as a double: 120 + i */
+#define MAX_OPS 24
+
+typedef enum gen_kind { GEN_UNIFORM, GEN_BIG, GEN_TINY, GEN_NAN_ON_RANK1 } gen_kind_t;
+
+typedef struct cop {
+    size_t count;
+    ring_op_t op;
+    gen_kind_t kind;
+    int expect_nonfinite;
+} cop_t;
+
+typedef struct ccase {
+    const char *codec;
+    uint64_t seed;
+    int nops;
+    cop_t ops[MAX_OPS];
+} ccase_t;
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static float gen(const ccase_t *c, int op, int rank, size_t i)
+{
+    uint64_t h = mix64(mix64(c->seed * 31 + (uint64_t)op * 1009 + (uint64_t)rank) ^ i);
+    double u = (double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0; /* [-1, 1) */
+
+    switch (c->ops[op].kind) {
+    case GEN_BIG:
+        return (float)(1e5 * (1.0 + 0.5 * u)); /* 5e4..1.5e5: fp16 overflows without scaling */
+    case GEN_TINY:
+        return (float)(1e-8 * (1.0 + 0.5 * u)); /* below fp16's smallest subnormal (6e-8) */
+    case GEN_NAN_ON_RANK1:
+        if (rank == 1 && i == c->ops[op].count / 2)
+            return NAN;
+        return (float)u;
+    default:
+        /* a few orders of magnitude, like gradients */
+        return (float)(u * ldexp(1.0, (int)(h & 7) - 4));
+    }
+}
+
+static uint64_t hash_floats(const float *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)p;
+
+    for (size_t i = 0; i < n * sizeof(float); i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    const ccase_t *c = arg;
+    double u = strcmp(c->codec, "bf16") == 0 ? ldexp(1, -8) : ldexp(1, -11);
+    ring_comm_t *comm;
+    ring_status_t st = ring_comm_open(cfg, &comm);
+
+    if (st != RING_OK)
+        return h_fail(st, "open");
+    for (int k = 0; k < c->nops; k++) {
+        const cop_t *o = &c->ops[k];
+        float *buf = malloc((o->count + 1) * sizeof(float));
+        size_t wrong = 0;
+        double worst = 0;
+
+        if (buf == NULL)
+            return h_fail(RING_ERR_NO_MEMORY, "malloc");
+        for (size_t i = 0; i < o->count; i++)
+            buf[i] = gen(c, k, rank, i);
+        st = ring_allreduce(comm, buf, buf, o->count, RING_FLOAT32, o->op);
+        h_put(V_STATUS + k, (uint64_t)st);
+        if (st != RING_OK && st != RING_ERR_NONFINITE) {
+            free(buf);
+            ring_comm_close(comm);
+            return h_fail(st, "allreduce");
+        }
+        if (st == RING_ERR_NONFINITE)
+            h_msg("%s", ring_last_error());
+        h_put(V_HASH + k, hash_floats(buf, o->count));
+        if (!o->expect_nonfinite) {
+            double bmax = 0;
+            for (size_t i = 0; i < o->count; i++) {
+                double s = 0, a = 0;
+                for (int r = 0; r < n; r++) {
+                    double x = gen(c, k, r, i);
+                    s += x;
+                    a += fabs(x);
+                }
+                if (a > bmax)
+                    bmax = a;
+            }
+            for (size_t i = 0; i < o->count; i++) {
+                double s = 0, a = 0, tol, err;
+                for (int r = 0; r < n; r++) {
+                    double x = gen(c, k, r, i);
+                    s += x;
+                    a += fabs(x);
+                }
+                tol = n * (u + ldexp(1, -24)) * a + n * ldexp(1, -39) * bmax;
+                if (o->op == RING_AVG) {
+                    s /= n;
+                    tol = tol / n + ldexp(1, -24) * a / n;
+                }
+                tol = tol * 1.0001 + 1e-38;
+                err = fabs((double)buf[i] - s);
+                if (!(err <= tol))
+                    wrong++;
+                if (err / tol > worst)
+                    worst = err / tol;
+            }
+        }
+        h_put(V_WRONG + k, wrong);
+        h_put_double(V_RATIO + k, worst);
+        free(buf);
+    }
+    ring_comm_close(comm);
+    return 0;
+}
+
+static h_run_t the_run;
+
+static void run_codec(const char *label, int n, ccase_t *c, const h_setting_t *extra)
+{
+    h_setting_t settings[8];
+    int ns = 0;
+    h_spec_t spec;
+    char d[96];
+
+    settings[ns++] = (h_setting_t){-1, "codec", c->codec};
+    for (int i = 0; extra != NULL && extra[i].name != NULL; i++)
+        settings[ns++] = extra[i];
+    settings[ns] = (h_setting_t){0, NULL, NULL};
+    memset(&spec, 0, sizeof(spec));
+    spec.n = n;
+    spec.settings = settings;
+    spec.fn = codec_child;
+    spec.arg = c;
+    spec.child_timeout = 60;
+    if (h_run(&spec, &the_run) != 0)
+        bail("%s: %s", label, the_run.error);
+    for (int r = 0; r < n; r++)
+        if (!ok(the_run.r[r].exited && the_run.r[r].code == 0, "%s: rank %d exits 0 (%s)", label,
+                r, h_describe(&the_run.r[r], d, sizeof(d))))
+            h_diag(&the_run);
+    for (int k = 0; k < c->nops; k++) {
+        const cop_t *o = &c->ops[k];
+        int same = 1, status_ok = 1, within = 1;
+        double worst = 0;
+        ring_status_t want = o->expect_nonfinite ? RING_ERR_NONFINITE : RING_OK;
+
+        for (int r = 0; r < n; r++) {
+            same &= h_val(&the_run.r[r], V_HASH + k, 1) == h_val(&the_run.r[0], V_HASH + k, 2);
+            status_ok &= h_val(&the_run.r[r], V_STATUS + k, 99) == (uint64_t)want;
+            within &= h_val(&the_run.r[r], V_WRONG + k, 1) == 0;
+            if (h_val_double(&the_run.r[r], V_RATIO + k, 0) > worst)
+                worst = h_val_double(&the_run.r[r], V_RATIO + k, 0);
+        }
+        ok(status_ok, "%s: #%d count %zu %s: every rank gets %s", label, k, o->count,
+           o->op == RING_AVG ? "avg" : "sum", ring_status_str(want));
+        if (!o->expect_nonfinite) {
+            ok(same, "%s: #%d: bitwise identical on all %d ranks", label, k, n);
+            ok(within, "%s: #%d: every element within the derived bound (worst err/bound %.3f)",
+               label, k, worst);
+        } else {
+            like(the_run.r[0].msg, "inf or NaN", "%s: #%d: the message says inf or NaN", label,
+                 k);
+        }
+    }
+}
+
+static void add(ccase_t *c, size_t count, ring_op_t op, gen_kind_t kind, int nonfinite)
+{
+    c->ops[c->nops++] = (cop_t){count, op, kind, nonfinite};
+}
+
+int main(void)
+{
+    static const char *const codecs[] = {"fp16", "bf16"};
+    static const h_setting_t small_chunks[] = {{-1, "chunk-size", "4K"}, {0, NULL, NULL}};
+    static const h_setting_t no_scaling[] = {{-1, "fp16-scaling", "off"}, {0, NULL, NULL}};
+    ccase_t c;
+    char label[96];
+    double t0 = h_now();
+
+    for (int ci = 0; ci < 2; ci++) {
+        for (int n = 2; n <= 4; n++) {
+            memset(&c, 0, sizeof(c));
+            c.codec = codecs[ci];
+            c.seed = 100 + (uint64_t)(ci * 10 + n);
+            add(&c, 1, RING_SUM, GEN_UNIFORM, 0);
+            add(&c, 1009, RING_AVG, GEN_UNIFORM, 0);
+            add(&c, 65537, RING_SUM, GEN_UNIFORM, 0);
+            add(&c, (1u << 20) + 5, RING_AVG, GEN_UNIFORM, 0);
+            add(&c, 4099, RING_SUM, GEN_BIG, 0);
+            add(&c, 4099, RING_SUM, GEN_NAN_ON_RANK1, 1);
+            add(&c, 777, RING_SUM, GEN_UNIFORM, 0); /* still usable after a non-finite round */
+            snprintf(label, sizeof(label), "%s N=%d", c.codec, n);
+            run_codec(label, n, &c, n == 3 ? small_chunks : NULL);
+        }
+    }
+
+    /* fp16 scaling: 1e5 overflows fp16 (max 65504) and 1e-8 flushes to zero without it */
+    memset(&c, 0, sizeof(c));
+    c.codec = "fp16";
+    c.seed = 7;
+    add(&c, 10007, RING_SUM, GEN_BIG, 0);
+    add(&c, 10007, RING_AVG, GEN_TINY, 0);
+    run_codec("fp16 scaled: 1e5 and 1e-8", 3, &c, NULL);
+
+    memset(&c, 0, sizeof(c));
+    c.codec = "fp16";
+    c.seed = 8;
+    add(&c, 10007, RING_SUM, GEN_BIG, 1);
+    run_codec("fp16 without scaling: 1e5 overflows", 3, &c, no_scaling);
+
+    /* fp32 on the wire reports inf/NaN too */
+    memset(&c, 0, sizeof(c));
+    c.codec = "none";
+    c.seed = 9;
+    add(&c, 4099, RING_SUM, GEN_NAN_ON_RANK1, 1);
+    add(&c, 4099, RING_AVG, GEN_UNIFORM, 0);
+    run_codec("fp32 with a NaN on rank 1", 3, &c, NULL);
+
+    diag("t-codec-ring: %.1f s", h_now() - t0);
+    return done_testing();
+}
