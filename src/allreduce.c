@@ -115,6 +115,10 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
         src = elem_ptr(sf.step == 0 ? req->sendbuf : req->recvbuf, ch, &sf.range);
     }
     ring_frame_encode(&f, slot->hdr);
+    comm->stats.frames_sent++;
+    comm->stats.payload_bytes += f.payload_bytes;
+    comm->stats.raw_bytes += sf.range.len * ring_enc_elem_bytes(comm, req);
+    comm->stats.frames_lz4 += (f.flags & RING_FRAME_LZ4) != 0;
     slot->req.iov[0].iov_base = slot->hdr;
     slot->req.iov[0].iov_len = RING_FRAME_BYTES;
     slot->req.iov[1].iov_base = (void *)src;
@@ -417,6 +421,7 @@ int ring_comm_progress(ring_comm_t *comm)
             if (!finished)
                 break;
             request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
+            comm->stats.allreduces++;
             moved++;
         }
         req = next_unfinished(comm);

@@ -57,6 +57,9 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     comm->fp16_scaling = strcmp(cfg->fp16_scaling, "off") != 0;
     comm->lz4_mode = strcmp(cfg->lz4, "on") == 0 ? 1 : strcmp(cfg->lz4, "auto") == 0 ? 2 : 0;
     comm->error_feedback = strcmp(cfg->error_feedback, "on") == 0;
+    /* fault injection for tests: this peer corrupts every lz4 chunk it sends */
+    comm->fault_lz4_corrupt = getenv("RING_FAULT") != NULL &&
+                              strcmp(getenv("RING_FAULT"), "lz4-corrupt") == 0;
     comm->kops = ring_codec_ops();
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
     comm->tp_ops = ring_tp_find(tp_name);
@@ -218,6 +221,14 @@ ring_status_t ring_allreduce(ring_comm_t *comm, const void *sendbuf, void *recvb
 
     RING_CHECK(ring_allreduce_start(comm, sendbuf, recvbuf, count, dtype, op, 0, &req));
     return ring_request_wait(req);
+}
+
+ring_status_t ring_comm_get_stats(const ring_comm_t *comm, ring_comm_stats_t *stats_p)
+{
+    if (comm == NULL || stats_p == NULL)
+        return ring_error_set(RING_ERR_INVALID, "ring_comm_get_stats: NULL argument");
+    *stats_p = comm->stats;
+    return RING_OK;
 }
 
 const char *ring_version(void)

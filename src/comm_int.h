@@ -107,6 +107,8 @@ struct ring_comm {
     int error_feedback;
     const ring_codec_ops_t *kops;          /* conversion kernels for this CPU */
     ring_lz4_track_t lz4_track[RING_LZ4_TRACKS];
+    ring_comm_stats_t stats;
+    int fault_lz4_corrupt;                 /* RING_FAULT=lz4-corrupt: a test's fault injection */
     ring_residual_t residuals[RING_EF_TENSORS];
     ring_channel_t channels[RING_MAX_CHANNELS];
     /* requests run first-in first-out from a fixed ring of slots */

@@ -258,7 +258,7 @@ ring_status_t ring_config_load_env(ring_config_t *cfg)
 
 /* Variables other parts of ringd read; not in this table, but not typos either. */
 static const char *const known_other_env[] = {"RING_DEBUG", "RING_LOCAL_RANK", "RING_KERNEL",
-                                              NULL};
+                                              "RING_FAULT", "RING_TEST_SLOW", NULL};
 
 int ring_config_check_env(FILE *out)
 {

@@ -34,9 +34,14 @@
 #define V_WRONG 40     /* elements outside the bound: 40 + i */
 #define V_HASH 80      /* result hash: 80 + i */
 #define V_RATIO 120    /* largest err / bound, as a double: 120 + i */
+#define V_FRAMES 160   /* ring_comm_stats after the last op */
+#define V_LZ4 161
+#define V_PAYLOAD 162
+#define V_RAW 163
+#define V_ACC_ERR 170  /* error feedback: largest accumulated error, as a double */
 #define MAX_OPS 24
 
-typedef enum gen_kind { GEN_UNIFORM, GEN_BIG, GEN_TINY, GEN_NAN_ON_RANK1 } gen_kind_t;
+typedef enum gen_kind { GEN_UNIFORM, GEN_BIG, GEN_TINY, GEN_NAN_ON_RANK1, GEN_SPARSE } gen_kind_t;
 
 typedef struct cop {
     size_t count;
@@ -48,6 +53,8 @@ typedef struct cop {
 typedef struct ccase {
     const char *codec;
     uint64_t seed;
+    int corrupt_rank;      /* this rank sends corrupt lz4 chunks (RING_FAULT), or -1 */
+    int rounds;            /* error feedback: rounds of the same allreduce */
     int nops;
     cop_t ops[MAX_OPS];
 } ccase_t;
@@ -70,6 +77,9 @@ static float gen(const ccase_t *c, int op, int rank, size_t i)
         return (float)(1e5 * (1.0 + 0.5 * u)); /* 5e4..1.5e5: fp16 overflows without scaling */
     case GEN_TINY:
         return (float)(1e-8 * (1.0 + 0.5 * u)); /* below fp16's smallest subnormal (6e-8) */
+    case GEN_SPARSE:
+        /* 90% exact zeros, like a sparse gradient */
+        return (h >> 56) % 10 < 9 ? 0.0f : (float)(u * 0.01);
     case GEN_NAN_ON_RANK1:
         if (rank == 1 && i == c->ops[op].count / 2)
             return NAN;
@@ -95,7 +105,12 @@ static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
     const ccase_t *c = arg;
     double u = strcmp(c->codec, "bf16") == 0 ? ldexp(1, -8) : ldexp(1, -11);
     ring_comm_t *comm;
-    ring_status_t st = ring_comm_open(cfg, &comm);
+    ring_comm_stats_t stats;
+    ring_status_t st;
+
+    if (rank == c->corrupt_rank)
+        setenv("RING_FAULT", "lz4-corrupt", 1);
+    st = ring_comm_open(cfg, &comm);
 
     if (st != RING_OK)
         return h_fail(st, "open");
@@ -113,8 +128,9 @@ static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
         h_put(V_STATUS + k, (uint64_t)st);
         if (st != RING_OK && st != RING_ERR_NONFINITE) {
             free(buf);
+            h_fail(st, "allreduce");
             ring_comm_close(comm);
-            return h_fail(st, "allreduce");
+            return 3;
         }
         if (st == RING_ERR_NONFINITE)
             h_msg("%s", ring_last_error());
@@ -155,18 +171,67 @@ static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
         h_put_double(V_RATIO + k, worst);
         free(buf);
     }
+    ring_comm_get_stats(comm, &stats);
+    h_put(V_FRAMES, stats.frames_sent);
+    h_put(V_LZ4, stats.frames_lz4);
+    h_put(V_PAYLOAD, stats.payload_bytes);
+    h_put(V_RAW, stats.raw_bytes);
+    ring_comm_close(comm);
+    return 0;
+}
+
+/*
+ * Error feedback: the same average, c->rounds times. Without it every round
+ * rounds the same way and the error of the running total grows with the
+ * rounds; with it what one round lost is sent in the next, so the total
+ * stays within about one round's error.
+ */
+static int ef_child(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    const ccase_t *c = arg;
+    size_t count = c->ops[0].count;
+    float *buf = malloc(count * sizeof(float));
+    double *acc = calloc(count, sizeof(double)), worst = 0;
+    ring_comm_t *comm;
+    ring_status_t st = ring_comm_open(cfg, &comm);
+
+    if (st != RING_OK || buf == NULL || acc == NULL)
+        return h_fail(st != RING_OK ? st : RING_ERR_NO_MEMORY, "open");
+    for (int t = 0; t < c->rounds; t++) {
+        for (size_t i = 0; i < count; i++)
+            buf[i] = gen(c, 0, rank, i);
+        st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_AVG);
+        if (st != RING_OK) {
+            h_fail(st, "allreduce");
+            ring_comm_close(comm);
+            return 3;
+        }
+        for (size_t i = 0; i < count; i++)
+            acc[i] += buf[i];
+    }
+    for (size_t i = 0; i < count; i++) {
+        double s = 0;
+        for (int r = 0; r < n; r++)
+            s += gen(c, 0, r, i);
+        s = s / n * c->rounds;
+        if (fabs(acc[i] - s) > worst)
+            worst = fabs(acc[i] - s);
+    }
+    h_put_double(V_ACC_ERR, worst);
+    free(buf);
+    free(acc);
     ring_comm_close(comm);
     return 0;
 }
 
 static h_run_t the_run;
 
-static void run_codec(const char *label, int n, ccase_t *c, const h_setting_t *extra)
+static void run_ring(const char *label, int n, ccase_t *c, const h_setting_t *extra,
+                     h_rank_fn fn)
 {
     h_setting_t settings[8];
     int ns = 0;
     h_spec_t spec;
-    char d[96];
 
     settings[ns++] = (h_setting_t){-1, "codec", c->codec};
     for (int i = 0; extra != NULL && extra[i].name != NULL; i++)
@@ -175,11 +240,18 @@ static void run_codec(const char *label, int n, ccase_t *c, const h_setting_t *e
     memset(&spec, 0, sizeof(spec));
     spec.n = n;
     spec.settings = settings;
-    spec.fn = codec_child;
+    spec.fn = fn;
     spec.arg = c;
     spec.child_timeout = 60;
     if (h_run(&spec, &the_run) != 0)
         bail("%s: %s", label, the_run.error);
+}
+
+static void run_codec(const char *label, int n, ccase_t *c, const h_setting_t *extra)
+{
+    char d[96];
+
+    run_ring(label, n, c, extra, codec_child);
     for (int r = 0; r < n; r++)
         if (!ok(the_run.r[r].exited && the_run.r[r].code == 0, "%s: rank %d exits 0 (%s)", label,
                 r, h_describe(&the_run.r[r], d, sizeof(d))))
@@ -220,6 +292,9 @@ int main(void)
     static const char *const codecs[] = {"fp16", "bf16"};
     static const h_setting_t small_chunks[] = {{-1, "chunk-size", "4K"}, {0, NULL, NULL}};
     static const h_setting_t no_scaling[] = {{-1, "fp16-scaling", "off"}, {0, NULL, NULL}};
+    static const h_setting_t lz4_on[] = {{-1, "lz4", "on"}, {0, NULL, NULL}};
+    static const h_setting_t lz4_auto[] = {{-1, "lz4", "auto"}, {0, NULL, NULL}};
+    static const h_setting_t ef_on[] = {{-1, "error-feedback", "on"}, {0, NULL, NULL}};
     ccase_t c;
     char label[96];
     double t0 = h_now();
@@ -227,6 +302,7 @@ int main(void)
     for (int ci = 0; ci < 2; ci++) {
         for (int n = 2; n <= 4; n++) {
             memset(&c, 0, sizeof(c));
+            c.corrupt_rank = -1;
             c.codec = codecs[ci];
             c.seed = 100 + (uint64_t)(ci * 10 + n);
             add(&c, 1, RING_SUM, GEN_UNIFORM, 0);
@@ -243,6 +319,7 @@ int main(void)
 
     /* fp16 scaling: 1e5 overflows fp16 (max 65504) and 1e-8 flushes to zero without it */
     memset(&c, 0, sizeof(c));
+    c.corrupt_rank = -1;
     c.codec = "fp16";
     c.seed = 7;
     add(&c, 10007, RING_SUM, GEN_BIG, 0);
@@ -250,6 +327,7 @@ int main(void)
     run_codec("fp16 scaled: 1e5 and 1e-8", 3, &c, NULL);
 
     memset(&c, 0, sizeof(c));
+    c.corrupt_rank = -1;
     c.codec = "fp16";
     c.seed = 8;
     add(&c, 10007, RING_SUM, GEN_BIG, 1);
@@ -257,11 +335,83 @@ int main(void)
 
     /* fp32 on the wire reports inf/NaN too */
     memset(&c, 0, sizeof(c));
+    c.corrupt_rank = -1;
     c.codec = "none";
     c.seed = 9;
     add(&c, 4099, RING_SUM, GEN_NAN_ON_RANK1, 1);
     add(&c, 4099, RING_AVG, GEN_UNIFORM, 0);
     run_codec("fp32 with a NaN on rank 1", 3, &c, NULL);
+
+    /* lz4 on a 90%-sparse gradient: it shrinks, and the result is still right */
+    memset(&c, 0, sizeof(c));
+    c.corrupt_rank = -1;
+    c.codec = "fp16";
+    c.seed = 10;
+    add(&c, (1u << 20) + 3, RING_AVG, GEN_SPARSE, 0);
+    run_codec("fp16 + lz4 on", 3, &c, lz4_on);
+    {
+        uint64_t lz4 = h_val(&the_run.r[0], V_LZ4, 0), payload = h_val(&the_run.r[0], V_PAYLOAD, 0);
+        uint64_t raw = h_val(&the_run.r[0], V_RAW, 1);
+        ok(lz4 > 0 && payload * 2 < raw,
+           "fp16 + lz4 on: rank 0 sent %llu of %llu frames compressed, %llu of %llu bytes",
+           (unsigned long long)lz4, (unsigned long long)h_val(&the_run.r[0], V_FRAMES, 0),
+           (unsigned long long)payload, (unsigned long long)raw);
+    }
+
+    /* lz4 auto on a dense gradient: gives up after a few chunks */
+    memset(&c, 0, sizeof(c));
+    c.corrupt_rank = -1;
+    c.codec = "fp16";
+    c.seed = 11;
+    add(&c, (1u << 20) + 3, RING_SUM, GEN_UNIFORM, 0);
+    add(&c, (1u << 20) + 3, RING_SUM, GEN_UNIFORM, 0);
+    run_codec("fp16 + lz4 auto, dense", 2, &c, lz4_auto);
+    {
+        uint64_t frames = h_val(&the_run.r[0], V_FRAMES, 0);
+        uint64_t lz4 = h_val(&the_run.r[0], V_LZ4, 99);
+        ok(lz4 == 0 && frames > 8, "fp16 + lz4 auto, dense: no frame compressed (%llu of %llu)",
+           (unsigned long long)lz4, (unsigned long long)frames);
+    }
+
+    /* a peer that sends corrupt lz4: its right neighbour says so, naming it; nobody hangs */
+    memset(&c, 0, sizeof(c));
+    c.corrupt_rank = 1;
+    c.codec = "fp16";
+    c.seed = 12;
+    add(&c, 65537, RING_SUM, GEN_SPARSE, 0);
+    run_ring("corrupt lz4 from rank 1", 3, &c, lz4_on, codec_child);
+    {
+        char addr[80];
+        int all_failed = 1;
+
+        h_addr(&the_run, 1, addr, sizeof(addr));
+        for (int r = 0; r < 3; r++)
+            all_failed &= the_run.r[r].exited && the_run.r[r].code != 0;
+        ok(all_failed, "corrupt lz4 from rank 1: every rank fails (no hang)");
+        is_int(the_run.r[2].status, RING_ERR_PROTOCOL,
+               "corrupt lz4 from rank 1: rank 2 gets RING_ERR_PROTOCOL");
+        like(the_run.r[2].msg, "corrupt lz4 chunk", "corrupt lz4: rank 2 says corrupt lz4 chunk");
+        like(the_run.r[2].msg, addr, "corrupt lz4: rank 2 names rank 1 (%s)", addr);
+    }
+
+    /* error feedback over 100 rounds of the same bf16 average */
+    {
+        double err_off, err_on;
+
+        memset(&c, 0, sizeof(c));
+        c.corrupt_rank = -1;
+        c.codec = "bf16";
+        c.seed = 13;
+        c.rounds = 100;
+        add(&c, 4099, RING_AVG, GEN_UNIFORM, 0);
+        run_ring("bf16, 100 rounds, no error feedback", 2, &c, NULL, ef_child);
+        err_off = h_val_double(&the_run.r[0], V_ACC_ERR, -1);
+        run_ring("bf16, 100 rounds, error feedback", 2, &c, ef_on, ef_child);
+        err_on = h_val_double(&the_run.r[0], V_ACC_ERR, -1);
+        ok(err_off > 0 && err_on >= 0 && err_on * 10 < err_off,
+           "error feedback: accumulated error over 100 rounds %.3g, without it %.3g (%.0fx less)",
+           err_on, err_off, err_on > 0 ? err_off / err_on : 0.0);
+    }
 
     diag("t-codec-ring: %.1f s", h_now() - t0);
     return done_testing();

@@ -95,6 +95,18 @@ ring_status_t ring_request_test(ring_request_t *req, int *done_p);
  * release it and return its status. */
 ring_status_t ring_request_wait(ring_request_t *req);
 
+/* What this peer has sent since the communicator opened (for benchmarks and tests). */
+typedef struct ring_comm_stats {
+    uint64_t allreduces;       /* finished */
+    uint64_t frames_sent;      /* data frames */
+    uint64_t payload_bytes;    /* bytes of data frame payloads, as sent (encoded, compressed) */
+    uint64_t raw_bytes;        /* the same payloads before lz4 */
+    uint64_t frames_lz4;       /* frames sent lz4-compressed */
+} ring_comm_stats_t;
+
+/* Copy the counters into *stats_p. Never fails for a valid comm. */
+ring_status_t ring_comm_get_stats(const ring_comm_t *comm, ring_comm_stats_t *stats_p);
+
 /* Version of the library, e.g. "0.1.0". */
 const char *ring_version(void);
 
