@@ -13,6 +13,15 @@
  * decode multiplies by `scale` after widening. The ring passes powers of
  * two, so scaling is exact (barring under/overflow of fp32 itself).
  * Buffers may have any alignment and any length, including 0.
+ *
+ * The element math is kernels/half.h, which the scalar oracle is built
+ * from. NaN results are quiet NaNs with the sign and top payload bits of
+ * their source, as x86 (F16C, SSE/AVX) produces them, so that variants agree
+ * bit for bit on NaNs too. A NaN scale gives NaN results whose payload is
+ * not specified. The kernels leave MXCSR alone: under FTZ/DAZ the fp32
+ * products flush fp32 subnormals, in every variant alike.
+ * Overlap: fused_* may run in place (out == in, final == local, element for
+ * element); no other overlap between arguments is allowed.
  */
 #ifndef RING_CODEC_H
 #define RING_CODEC_H
@@ -38,7 +47,8 @@ typedef struct ring_codec_ops {
      * peer becomes the owner), final[i] = fp32(out[i]) / out_scale: the
      * decoded wire value, so that every peer ends with the same bits.
      * The order of operations is exactly the above (two roundings of fp32
-     * products and one fp32 add per element), in every variant.
+     * products and one fp32 add per element), in every variant. When both
+     * products are NaN, sum is the first (the wire value's).
      */
     void (*fused_f16)(uint16_t *out, float *final, const uint16_t *in, const float *local,
                       float in_scale, float local_scale, float out_scale, size_t n);
@@ -48,16 +58,18 @@ typedef struct ring_codec_ops {
     /*
      * max over i of |src[i]| (0 for n == 0); sets *nonfinite_p to 1 when
      * some src[i] is inf or NaN (and leaves it alone otherwise). NaNs do not
-     * count towards the maximum.
+     * count towards the maximum; an inf does. nonfinite_p may be NULL.
      */
     float (*absmax_f32)(const float *src, size_t n, int *nonfinite_p);
 } ring_codec_ops_t;
 
 /*
- * The variant for this CPU: AVX-512 (with AVX512_BF16 used where present)
- * > F16C/AVX2 > scalar, unless RING_KERNEL names one (an unknown name or a
- * variant the CPU cannot run falls back to the best available, and
- * ring_codec_ops_choice() says why). Thread-safe; chosen once.
+ * The variant for this CPU: AVX-512 (F/BW/VL) > F16C/AVX2 > scalar, unless
+ * RING_KERNEL names one (an unknown name or a variant the CPU cannot run
+ * falls back to the best available, and ring_codec_ops_choice() says why).
+ * Thread-safe; chosen once.
+ * AVX512_BF16 is not used: vcvtneps2bf16 flushes fp32 denormals to zero,
+ * which round-to-nearest-even does not; bf16 is integer SIMD rounding.
  */
 const ring_codec_ops_t *ring_codec_ops(void);
 

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
@@ -38,13 +39,15 @@ void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch)
     slot->posted = comm->tp_ops->post_recv(ch->right[0], &slot->req) == RING_OK;
 }
 
-static void channel_begin(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req)
+static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
+                                   const ring_request_t *req)
 {
     ch->part = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
     /* chunks are sized by what travels: 2 bytes an element with a codec */
     ring_sched_init(&ch->sched, comm->rank, comm->size, ch->part.len,
                     ring_enc_elem_bytes(comm, req), comm->cfg.chunk_bytes);
     ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
+    return ring_enc_channel_reserve(comm, ch, ch->sched.nchunks);
 }
 
 static void request_begin(ring_comm_t *comm, ring_request_t *req)
@@ -65,7 +68,15 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
     }
     ring_enc_request_begin(comm, req);
     for (int c = 0; c < comm->nchannels; c++)
-        channel_begin(comm, &comm->channels[c], req);
+        if (channel_begin(comm, &comm->channels[c], req) != RING_OK) {
+            /* the peers must not wait for a peer that cannot take part */
+            char msg[512];
+            snprintf(msg, sizeof(msg), "%s", ring_last_error());
+            ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY, .culprit = comm->rank,
+                                                 .step = -1},
+                           "round %llu: %s", (unsigned long long)req->round, msg);
+            return;
+        }
 }
 
 static float *elem_ptr(const void *base, const ring_channel_t *ch, const ring_range_t *r)
@@ -107,7 +118,7 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
         if (sf.step == 0)
             ring_enc_first(comm, ch, req, &sf, q);
         frame_fill(comm, ch, req, &sf, &f);
-        ring_enc_meta_put(&ch->tx_meta[q % RING_WINDOW], &f);
+        ring_enc_meta_put(ring_enc_tx_meta(ch, q), &f);
         src = ring_enc_tx_payload(comm, ch, q);
     } else {
         /* step 0 sends this peer's own data; later steps forward what it reduced or received */
@@ -285,14 +296,14 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
     return RING_OK;
 }
 
-/* Encoded: retiring frame q writes the tx slot of frame q + nchunks, which
- * must have been sent. (fp32 needs no slot: it sends from the user's buffer.) */
+/* Encoded: retiring frame q writes the tx slot of its chunk for frame
+ * q + nchunks, so frame q itself must have left. (fp32 needs no slot: it
+ * sends from the user's buffer.) */
 static int recv_output_free(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q)
 {
     uint32_t next = q + (uint32_t)ch->sched.nchunks;
 
-    return comm->codec == RING_CODEC_NONE || next >= ch->sched.nframes ||
-           next < ch->sends_done + RING_WINDOW;
+    return comm->codec == RING_CODEC_NONE || next >= ch->sched.nframes || q < ch->sends_done;
 }
 
 static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
@@ -400,7 +411,7 @@ int ring_comm_progress(ring_comm_t *comm)
         request_begin(comm, req);
         moved++;
     }
-    if (check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
+    if (comm->error != RING_OK || check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
         goto failed;
     /* requests run one after the other; finished ones stay until waited for */
     while (req != NULL) {
@@ -409,6 +420,8 @@ int ring_comm_progress(ring_comm_t *comm)
         if (!req->started) {
             request_begin(comm, req);
             moved++;
+            if (comm->error != RING_OK)
+                goto failed;
         }
         if (!req->done) {
             for (int c = 0; c < comm->nchannels; c++) {

@@ -60,12 +60,13 @@ typedef struct ring_channel {
     ring_slot_t send[RING_WINDOW];
     ring_slot_t recv[RING_WINDOW];
     unsigned char *stage;                  /* RING_WINDOW chunks for reduce-scatter receives */
-    unsigned char *tx;                     /* codec: RING_WINDOW encoded chunks to send */
-    unsigned char *zbuf;                   /* lz4: RING_WINDOW compressed chunks to send */
+    unsigned char *tx;                     /* codec: one encoded chunk per chunk index */
+    size_t tx_slots;                       /* chunks tx (and zbuf, tx_meta) can hold */
+    unsigned char *zbuf;                   /* lz4: the same chunks, compressed */
     size_t zcap;                           /* bytes of one zbuf slot */
     unsigned char *unz;                    /* lz4: one decompressed chunk */
     float *scratch;                        /* error feedback: one chunk of fp32 */
-    ring_tx_meta_t tx_meta[RING_WINDOW];
+    ring_tx_meta_t *tx_meta;
     /* the allreduce in flight */
     ring_range_t part;                     /* this channel's elements of the buffer */
     ring_sched_t sched;
@@ -156,6 +157,8 @@ int ring_comm_current_step(const ring_comm_t *comm);
 /* encoded.c: the fp16/bf16 data path */
 size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req);
 ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch);
+ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch, int nchunks);
+ring_tx_meta_t *ring_enc_tx_meta(ring_channel_t *ch, uint32_t q);
 void ring_enc_channel_free(ring_channel_t *ch);
 void ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req);
 void ring_enc_comm_free(ring_comm_t *comm);

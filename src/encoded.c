@@ -33,6 +33,9 @@
 #define ENC_F16_INF 0x7c00u
 #define LZ4_AUTO_MISSES 4   /* auto: chunks in a row that did not shrink before pausing */
 #define LZ4_AUTO_PAUSE 64   /* auto: chunks sent raw before trying again */
+#ifndef LZ4_ACCELERATION
+#define LZ4_ACCELERATION 8  /* lz4 fast mode: zero runs still compress, at a fraction of the cost */
+#endif
 
 size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req)
 {
@@ -49,24 +52,54 @@ ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch)
 
     if (comm->codec == RING_CODEC_NONE)
         return RING_OK;
-    ch->tx = malloc(RING_WINDOW * chunk);
     if (comm->lz4_mode != 0) {
         ch->zcap = (size_t)LZ4_compressBound((int)chunk);
-        ch->zbuf = malloc(RING_WINDOW * ch->zcap);
         ch->unz = malloc(chunk);
     }
     if (comm->error_feedback)
         ch->scratch = malloc(chunk / 2 * sizeof(float));
-    if (ch->tx == NULL || (comm->lz4_mode != 0 && (ch->zbuf == NULL || ch->unz == NULL)) ||
-        (comm->error_feedback && ch->scratch == NULL))
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec's buffers (%d "
-                              "chunks of %zu bytes)", 3 * RING_WINDOW, chunk);
+    if ((comm->lz4_mode != 0 && ch->unz == NULL) || (comm->error_feedback && ch->scratch == NULL))
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec's buffers (2 "
+                              "chunks of %zu bytes)", chunk);
+    return RING_OK;
+}
+
+/*
+ * The encoded chunk a received frame produces is sent nchunks frames later
+ * (sends go step by step), so every chunk index of a segment has its own tx
+ * slot: frame q uses slot q mod nchunks. The slots grow with the largest
+ * allreduce seen, at its start, never per frame.
+ */
+ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch, int nchunks)
+{
+    size_t chunk = comm->cfg.chunk_bytes, want = (size_t)nchunks;
+    unsigned char *tx, *zbuf = ch->zbuf;
+    ring_tx_meta_t *meta;
+
+    if (comm->codec == RING_CODEC_NONE || want <= ch->tx_slots)
+        return RING_OK;
+    tx = realloc(ch->tx, want * chunk);
+    if (tx != NULL)
+        ch->tx = tx;
+    meta = realloc(ch->tx_meta, want * sizeof(*meta));
+    if (meta != NULL)
+        ch->tx_meta = meta;
+    if (comm->lz4_mode != 0) {
+        zbuf = realloc(ch->zbuf, want * ch->zcap);
+        if (zbuf != NULL)
+            ch->zbuf = zbuf;
+    }
+    if (tx == NULL || meta == NULL || (comm->lz4_mode != 0 && zbuf == NULL))
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %zu encoded chunks of %zu "
+                              "bytes", want, chunk);
+    ch->tx_slots = want;
     return RING_OK;
 }
 
 void ring_enc_channel_free(ring_channel_t *ch)
 {
     free(ch->tx);
+    free(ch->tx_meta);
     free(ch->zbuf);
     free(ch->unz);
     free(ch->scratch);
@@ -165,18 +198,28 @@ static float enc_decode1(const ring_comm_t *comm, uint16_t h)
     return comm->codec == RING_CODEC_FP16 ? ring_f16_to_f32(h) : ring_bf16_to_f32(h);
 }
 
+static uint32_t enc_slot(const ring_channel_t *ch, uint32_t q)
+{
+    return q % (uint32_t)ch->sched.nchunks;
+}
+
 static uint16_t *enc_tx_slot(const ring_comm_t *comm, ring_channel_t *ch, uint32_t q)
 {
-    return (uint16_t *)(ch->tx + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes);
+    return (uint16_t *)(ch->tx + (size_t)enc_slot(ch, q) * comm->cfg.chunk_bytes);
+}
+
+ring_tx_meta_t *ring_enc_tx_meta(ring_channel_t *ch, uint32_t q)
+{
+    return &ch->tx_meta[enc_slot(ch, q)];
 }
 
 const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q)
 {
-    const ring_tx_meta_t *meta = &ch->tx_meta[q % RING_WINDOW];
+    uint32_t slot = q % (uint32_t)ch->sched.nchunks;
 
-    if (meta->in_zbuf)
-        return ch->zbuf + (size_t)(q % RING_WINDOW) * ch->zcap;
-    return ch->tx + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes;
+    if (ch->tx_meta[slot].in_zbuf)
+        return ch->zbuf + (size_t)slot * ch->zcap;
+    return ch->tx + (size_t)slot * comm->cfg.chunk_bytes;
 }
 
 static const float *enc_local(const ring_channel_t *ch, const ring_request_t *req,
@@ -215,7 +258,7 @@ static void enc_meta_get(const ring_frame_t *f, ring_tx_meta_t *meta)
 /* lz4 on a freshly encoded chunk: keep it only when it shrinks. */
 static void enc_compress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req, uint32_t q)
 {
-    ring_tx_meta_t *meta = &ch->tx_meta[q % RING_WINDOW];
+    ring_tx_meta_t *meta = ring_enc_tx_meta(ch, q);
     ring_lz4_track_t *t = req->lz4;
     int raw = (int)meta->bytes, packed;
 
@@ -226,16 +269,16 @@ static void enc_compress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *
         t->skip--; /* auto: not shrinking lately; try again after a pause */
         return;
     }
-    packed = LZ4_compress_default((const char *)enc_tx_slot(comm, ch, q),
-                                  (char *)ch->zbuf + (size_t)(q % RING_WINDOW) * ch->zcap, raw,
-                                  (int)ch->zcap);
+    packed = LZ4_compress_fast((const char *)enc_tx_slot(comm, ch, q),
+                                  (char *)ch->zbuf + (size_t)enc_slot(ch, q) * ch->zcap, raw,
+                                  (int)ch->zcap, LZ4_ACCELERATION);
     /* worth it only when it saves an eighth: lz4 gives dense fp16 back at ~0.996 */
     if (packed > 0 && packed < raw - raw / 8) {
         meta->lz4 = meta->in_zbuf = 1;
         meta->bytes = (uint32_t)packed;
         if (comm->fault_lz4_corrupt) {
             /* a test wants a peer that sends garbage: scramble the compressed bytes */
-            unsigned char *z = ch->zbuf + (size_t)(q % RING_WINDOW) * ch->zcap;
+            unsigned char *z = ch->zbuf + (size_t)enc_slot(ch, q) * ch->zcap;
             for (int i = 0; i < packed; i++)
                 z[i] = (unsigned char)(z[i] ^ 0xa5);
         }
@@ -272,7 +315,7 @@ void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
     float bound;
     int e;
     uint16_t *out = enc_tx_slot(comm, ch, q);
-    ring_tx_meta_t *meta = &ch->tx_meta[q % RING_WINDOW];
+    ring_tx_meta_t *meta = ring_enc_tx_meta(ch, q);
 
     if (req->residual != NULL) {
         local = enc_with_residual(ch, req, sf, local, local_scale);
@@ -350,7 +393,7 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
         int e;
         uint16_t *out = enc_tx_slot(comm, ch, next);
         float *final = sf->last_reduce ? result : NULL;
-        ring_tx_meta_t *meta = &ch->tx_meta[next % RING_WINDOW];
+        ring_tx_meta_t *meta = ring_enc_tx_meta(ch, next);
 
         if (req->residual != NULL) {
             local = enc_with_residual(ch, req, sf, local, local_scale);
@@ -385,7 +428,7 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
         /* forward what came, as it came (compressed or not) */
         const void *stage = ch->stage + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes;
         memcpy(enc_tx_slot(comm, ch, next), stage, in_meta.bytes);
-        ch->tx_meta[next % RING_WINDOW] = in_meta;
+        *ring_enc_tx_meta(ch, next) = in_meta;
     }
     return RING_OK;
 }

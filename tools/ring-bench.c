@@ -378,6 +378,14 @@ int main(int argc, char **argv)
         if (o.check)
             bench_fill_timed(sbuf, o.max_bytes / sizeof(float), cfg.rank, o.sparsity);
     }
+    if (cfg.rank == 0 && !o.csv) {
+        ring_comm_stats_t st;
+        ring_comm_get_stats(comm, &st);
+        printf("# rank 0 sent %llu data frames, %llu of them lz4; payload %.1f MB on the wire "
+               "for %.1f MB encoded (%.2fx)\n", (unsigned long long)st.frames_sent,
+               (unsigned long long)st.frames_lz4, st.payload_bytes / 1e6, st.raw_bytes / 1e6,
+               st.payload_bytes > 0 ? (double)st.raw_bytes / (double)st.payload_bytes : 0.0);
+    }
     rc = failed ? 1 : 0;
     if (failed && cfg.rank == 0)
         fprintf(stderr, "ring-bench: the correctness check found wrong values\n");

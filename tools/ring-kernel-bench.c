@@ -13,7 +13,7 @@
  * over raw F16C, and fused_f16 over add.
  *
  * Run (from a build directory):
- *   ./ring-kernel-bench              # everything, 5 reps, about a minute
+ *   ./ring-kernel-bench              # everything, 5 reps, 15-20 s
  *   ./ring-kernel-bench -r 9 -k avx2 # one variant, more reps
  *   ./ring-kernel-bench -S           # 256 KiB only, a few seconds
  * Pin it (taskset -c 1) and keep the machine otherwise idle for stable
