@@ -450,7 +450,7 @@ failed:
 }
 
 /* The oldest thing we are waiting for, as a timeout message. */
-static ring_status_t fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
+ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
 {
     char phase[96], addr[300];
 
@@ -511,7 +511,7 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
             continue;
         }
         if (now - last_progress > comm->cfg.timeout_s) {
-            fail_timeout(comm, ring_comm_active_request(comm), now - last_progress);
+            ring_comm_fail_timeout(comm, ring_comm_active_request(comm), now - last_progress);
             ring_comm_progress(comm); /* fails the requests with the sticky error */
             break;
         }

@@ -170,6 +170,7 @@ void ring_enc_meta_put(const ring_tx_meta_t *meta, ring_frame_t *f);
 const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q);
 
 /* allreduce.c */
+ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited);
 int ring_comm_progress(ring_comm_t *comm);
 ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req);
 void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch);

@@ -178,6 +178,12 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
 
     if (comm->error != RING_OK)
         return ring_error_copy(comm->error, comm->error_msg);
+    /* A neighbour timed out waiting for this peer, which is alive: so this
+     * peer is waiting too, for someone further up the ring. Blame what it
+     * waits for instead, so the notice travels back to the peer that stopped. */
+    if ((ring_status_t)f->status == RING_ERR_TIMED_OUT && culprit == comm->rank &&
+        ring_comm_active_request(comm) != NULL)
+        return ring_comm_fail_timeout(comm, ring_comm_active_request(comm), comm->cfg.timeout_s);
     /* the origin's round and step say where the ring broke, whatever this peer is doing */
     ring_phase_format_round(comm, f->round, step, phase, sizeof(phase));
     ring_rank_addr(comm, culprit, addr, sizeof(addr));
