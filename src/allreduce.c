@@ -47,7 +47,7 @@ static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
     ring_sched_init(&ch->sched, comm->rank, comm->size, ch->part.len,
                     ring_enc_elem_bytes(comm, req), comm->cfg.chunk_bytes);
     ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
-    return ring_enc_channel_reserve(comm, ch, ch->sched.nchunks);
+    return ring_enc_channel_reserve(comm, ch, req);
 }
 
 static void request_begin(ring_comm_t *comm, ring_request_t *req)
@@ -66,6 +66,7 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         req->status = req->nonfinite ? RING_ERR_NONFINITE : RING_OK;
         return;
     }
+    req->wire = ring_enc_wire(comm, req->dtype);
     ring_enc_request_begin(comm, req);
     for (int c = 0; c < comm->nchannels; c++)
         if (channel_begin(comm, &comm->channels[c], req) != RING_OK) {
@@ -113,7 +114,7 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
     ring_status_t status;
 
     ring_sched_send_frame(&ch->sched, q, &sf);
-    if (comm->codec != RING_CODEC_NONE) {
+    if (req->wire != RING_CODEC_NONE) {
         /* encoded: step 0 encodes now; later steps were encoded when their input arrived */
         if (sf.step == 0)
             ring_enc_first(comm, ch, req, &sf, q);
@@ -154,7 +155,7 @@ static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
     slot->req.iov[0].iov_len = RING_FRAME_BYTES;
     /* reduce-scatter (and anything encoded) lands in a staging chunk; fp32
      * allgather straight in the result */
-    slot->req.iov[1].iov_base = sf.reduce || comm->codec != RING_CODEC_NONE
+    slot->req.iov[1].iov_base = sf.reduce || req->wire != RING_CODEC_NONE
                                     ? ch->stage + (q % RING_WINDOW) * comm->cfg.chunk_bytes
                                     : (void *)elem_ptr(req->recvbuf, ch, &sf.range);
     slot->req.iov[1].iov_len = bytes;
@@ -253,7 +254,7 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
         f.channel == ch->index && f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
         slot->req.bytes == RING_FRAME_BYTES + f.payload_bytes &&
         (f.payload_bytes == expect ||
-         ((f.flags & RING_FRAME_LZ4) && comm->codec != RING_CODEC_NONE &&
+         ((f.flags & RING_FRAME_LZ4) && req->wire != RING_CODEC_NONE &&
           f.payload_bytes > 0 && f.payload_bytes < expect))) {
         *f_out = f;
         return RING_OK;
@@ -275,7 +276,7 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
         return fail_link(comm, req, sf.step, comm->left_rank, &slot->req);
     RING_CHECK(check_frame(comm, ch, req, &sf, slot, &f));
     req->nonfinite |= (f.flags & RING_FRAME_NONFINITE) != 0;
-    if (comm->codec != RING_CODEC_NONE) {
+    if (req->wire != RING_CODEC_NONE) {
         RING_CHECK(ring_enc_combine(comm, ch, req, &sf, q, &f));
     } else if (sf.reduce) {
         float *dst = elem_ptr(req->recvbuf, ch, &sf.range);
@@ -299,11 +300,11 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
 /* Encoded: retiring frame q writes the tx slot of its chunk for frame
  * q + nchunks, so frame q itself must have left. (fp32 needs no slot: it
  * sends from the user's buffer.) */
-static int recv_output_free(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q)
+static int recv_output_free(const ring_request_t *req, const ring_channel_t *ch, uint32_t q)
 {
     uint32_t next = q + (uint32_t)ch->sched.nchunks;
 
-    return comm->codec == RING_CODEC_NONE || next >= ch->sched.nframes || q < ch->sends_done;
+    return req->wire == RING_CODEC_NONE || next >= ch->sched.nframes || q < ch->sends_done;
 }
 
 static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
@@ -323,7 +324,7 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
         (*moved)++;
     }
     while (ch->recvs_done < ch->next_recv && ch->recv[ch->recvs_done % RING_WINDOW].req.done &&
-           recv_output_free(comm, ch, ch->recvs_done)) {
+           recv_output_free(req, ch, ch->recvs_done)) {
         RING_CHECK(channel_retire_recv(comm, ch, req, ch->recvs_done));
         ch->recvs_done++;
         (*moved)++;

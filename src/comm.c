@@ -142,8 +142,6 @@ ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void 
         return ring_error_set(RING_ERR_INVALID, "allreduce: unknown op %d", (int)op);
     if ((unsigned)dtype >= RING_DTYPE_COUNT)
         return ring_error_set(RING_ERR_INVALID, "allreduce: unknown dtype %d", (int)dtype);
-    if (dtype != RING_FLOAT32)
-        return ring_error_set(RING_ERR_UNSUPPORTED, "allreduce: only float32 buffers so far");
     if (count > ((size_t)1 << 40))
         return ring_error_set(RING_ERR_INVALID, "allreduce of %zu elements is too large", count);
     if (comm->req_count == RING_MAX_REQUESTS)

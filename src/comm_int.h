@@ -66,6 +66,7 @@ typedef struct ring_channel {
     size_t zcap;                           /* bytes of one zbuf slot */
     unsigned char *unz;                    /* lz4: one decompressed chunk */
     float *scratch;                        /* error feedback: one chunk of fp32 */
+    float *local32, *result32;             /* half user buffers: one chunk as fp32 */
     ring_tx_meta_t *tx_meta;
     /* the allreduce in flight */
     ring_range_t part;                     /* this channel's elements of the buffer */
@@ -81,6 +82,7 @@ struct ring_request {
     size_t count;
     ring_dtype_t dtype;
     ring_op_t op;
+    ring_codec_t wire;         /* what its chunks travel as */
     uint32_t tensor_id;
     uint64_t round;
     int in_use;
@@ -157,7 +159,9 @@ int ring_comm_current_step(const ring_comm_t *comm);
 /* encoded.c: the fp16/bf16 data path */
 size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req);
 ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch);
-ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch, int nchunks);
+ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
+                                       const ring_request_t *req);
+ring_codec_t ring_enc_wire(const ring_comm_t *comm, ring_dtype_t dtype);
 ring_tx_meta_t *ring_enc_tx_meta(ring_channel_t *ch, uint32_t q);
 void ring_enc_channel_free(ring_channel_t *ch);
 void ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req);

@@ -39,9 +39,17 @@
 
 size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req)
 {
+    return req->wire != RING_CODEC_NONE ? 2 : 4;
+}
+
+/* What a request's chunks travel as: the codec, or else the user's dtype. */
+ring_codec_t ring_enc_wire(const ring_comm_t *comm, ring_dtype_t dtype)
+{
     if (comm->codec != RING_CODEC_NONE)
-        return 2;
-    return req->dtype == RING_FLOAT32 ? 4 : 2;
+        return comm->codec;
+    return dtype == RING_FLOAT16 ? RING_CODEC_FP16
+           : dtype == RING_BFLOAT16 ? RING_CODEC_BF16
+                                    : RING_CODEC_NONE;
 }
 
 /* ---- set-up -------------------------------------------------------------- */
@@ -50,17 +58,15 @@ ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch)
 {
     size_t chunk = comm->cfg.chunk_bytes;
 
-    if (comm->codec == RING_CODEC_NONE)
-        return RING_OK;
-    if (comm->lz4_mode != 0) {
-        ch->zcap = (size_t)LZ4_compressBound((int)chunk);
-        ch->unz = malloc(chunk);
-    }
-    if (comm->error_feedback)
-        ch->scratch = malloc(chunk / 2 * sizeof(float));
-    if ((comm->lz4_mode != 0 && ch->unz == NULL) || (comm->error_feedback && ch->scratch == NULL))
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec's buffers (2 "
-                              "chunks of %zu bytes)", chunk);
+    ch->zcap = (size_t)LZ4_compressBound((int)chunk);
+    /* fp32 scratch of one chunk's elements: error feedback, and half-precision
+     * user buffers (their chunk as fp32, in and out) */
+    ch->scratch = malloc(chunk / 2 * sizeof(float));
+    ch->local32 = malloc(chunk / 2 * sizeof(float));
+    ch->result32 = malloc(chunk / 2 * sizeof(float));
+    if (ch->scratch == NULL || ch->local32 == NULL || ch->result32 == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec's buffers (3 "
+                              "chunks of %zu bytes)", 2 * chunk);
     return RING_OK;
 }
 
@@ -70,13 +76,14 @@ ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch)
  * slot: frame q uses slot q mod nchunks. The slots grow with the largest
  * allreduce seen, at its start, never per frame.
  */
-ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch, int nchunks)
+ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
+                                       const ring_request_t *req)
 {
-    size_t chunk = comm->cfg.chunk_bytes, want = (size_t)nchunks;
+    size_t chunk = comm->cfg.chunk_bytes, want = (size_t)ch->sched.nchunks;
     unsigned char *tx, *zbuf = ch->zbuf;
     ring_tx_meta_t *meta;
 
-    if (comm->codec == RING_CODEC_NONE || want <= ch->tx_slots)
+    if (req->wire == RING_CODEC_NONE || want <= ch->tx_slots)
         return RING_OK;
     tx = realloc(ch->tx, want * chunk);
     if (tx != NULL)
@@ -103,6 +110,8 @@ void ring_enc_channel_free(ring_channel_t *ch)
     free(ch->zbuf);
     free(ch->unz);
     free(ch->scratch);
+    free(ch->local32);
+    free(ch->result32);
 }
 
 void ring_enc_comm_free(ring_comm_t *comm)
@@ -151,7 +160,7 @@ void ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req)
 {
     req->residual = NULL;
     req->lz4 = NULL;
-    if (comm->codec == RING_CODEC_NONE)
+    if (req->wire == RING_CODEC_NONE)
         return;
     if (comm->error_feedback)
         req->residual = enc_residual(comm, req);
@@ -166,11 +175,11 @@ static float enc_pow2(int e)
     return ldexpf(1.0f, e);
 }
 
-static int enc_choose_exp(const ring_comm_t *comm, float bound)
+static int enc_choose_exp(const ring_comm_t *comm, const ring_request_t *req, float bound)
 {
     int e;
 
-    if (comm->codec != RING_CODEC_FP16 || !comm->fp16_scaling || !(bound > 0) || isinf(bound))
+    if (req->wire != RING_CODEC_FP16 || !comm->fp16_scaling || !(bound > 0) || isinf(bound))
         return 0;
     (void)frexpf(bound, &e); /* bound < 2^e */
     e -= ENC_HEADROOM_EXP;
@@ -182,10 +191,10 @@ static int enc_choose_exp(const ring_comm_t *comm, float bound)
 }
 
 /* An unscaled fp16 chunk may have overflowed to inf: look, only when it could have. */
-static int enc_overflowed(const ring_comm_t *comm, const uint16_t *wire, float bound, int e,
+static int enc_overflowed(const ring_request_t *req, const uint16_t *wire, float bound, int e,
                           size_t n)
 {
-    if (comm->codec != RING_CODEC_FP16 || bound * enc_pow2(-e) < 65504.0f)
+    if (req->wire != RING_CODEC_FP16 || bound * enc_pow2(-e) < 65504.0f)
         return 0;
     for (size_t i = 0; i < n; i++)
         if ((wire[i] & 0x7fffu) >= ENC_F16_INF)
@@ -193,9 +202,9 @@ static int enc_overflowed(const ring_comm_t *comm, const uint16_t *wire, float b
     return 0;
 }
 
-static float enc_decode1(const ring_comm_t *comm, uint16_t h)
+static float enc_decode1(const ring_request_t *req, uint16_t h)
 {
-    return comm->codec == RING_CODEC_FP16 ? ring_f16_to_f32(h) : ring_bf16_to_f32(h);
+    return req->wire == RING_CODEC_FP16 ? ring_f16_to_f32(h) : ring_bf16_to_f32(h);
 }
 
 static uint32_t enc_slot(const ring_channel_t *ch, uint32_t q)
@@ -222,10 +231,49 @@ const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *c
     return ch->tx + (size_t)slot * comm->cfg.chunk_bytes;
 }
 
-static const float *enc_local(const ring_channel_t *ch, const ring_request_t *req,
-                              const ring_sched_frame_t *sf)
+/* This peer's chunk as fp32: in place for fp32 buffers, widened for half ones. */
+static const float *enc_local(const ring_comm_t *comm, ring_channel_t *ch,
+                              const ring_request_t *req, const ring_sched_frame_t *sf)
 {
-    return (const float *)req->sendbuf + ch->part.off + sf->range.off;
+    size_t at = ch->part.off + sf->range.off;
+    const uint16_t *half = (const uint16_t *)req->sendbuf + at;
+
+    if (req->dtype == RING_FLOAT32)
+        return (const float *)req->sendbuf + at;
+    if (req->dtype == RING_FLOAT16)
+        comm->kops->decode_f16(ch->local32, half, 1.0f, sf->range.len);
+    else
+        comm->kops->decode_bf16(ch->local32, half, 1.0f, sf->range.len);
+    return ch->local32;
+}
+
+/* Where the fp32 result of a chunk goes: the user's buffer, or scratch for half ones. */
+static float *enc_result(ring_channel_t *ch, const ring_request_t *req,
+                         const ring_sched_frame_t *sf)
+{
+    if (req->dtype == RING_FLOAT32)
+        return (float *)req->recvbuf + ch->part.off + sf->range.off;
+    return ch->result32;
+}
+
+/*
+ * A half-precision user buffer gets the fp32 result rounded to its dtype. A
+ * sum too large for fp16 becomes inf there: every peer rounds the same bits,
+ * so every peer sees it and reports it.
+ */
+static void enc_result_store(const ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                             const ring_sched_frame_t *sf)
+{
+    uint16_t *half = (uint16_t *)req->recvbuf + ch->part.off + sf->range.off;
+    size_t n = sf->range.len;
+
+    if (req->dtype == RING_FLOAT16) {
+        comm->kops->encode_f16(half, ch->result32, 1.0f, n);
+        for (size_t i = 0; i < n && !req->nonfinite; i++)
+            req->nonfinite = (half[i] & 0x7fffu) >= ENC_F16_INF;
+    } else if (req->dtype == RING_BFLOAT16) {
+        comm->kops->encode_bf16(half, ch->result32, 1.0f, n);
+    }
 }
 
 static float enc_local_scale(const ring_comm_t *comm, const ring_request_t *req)
@@ -308,7 +356,7 @@ void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                     const ring_sched_frame_t *sf, uint32_t q)
 {
     const ring_codec_ops_t *k = comm->kops;
-    const float *local = enc_local(ch, req, sf);
+    const float *local = enc_local(comm, ch, req, sf);
     float local_scale = enc_local_scale(comm, req);
     size_t n = sf->range.len;
     int nonfinite = 0;
@@ -322,8 +370,8 @@ void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
         local_scale = 1.0f;
     }
     bound = k->absmax_f32(local, n, &nonfinite) * local_scale;
-    e = enc_choose_exp(comm, bound);
-    if (comm->codec == RING_CODEC_FP16)
+    e = enc_choose_exp(comm, req, bound);
+    if (req->wire == RING_CODEC_FP16)
         k->encode_f16(out, local, local_scale * enc_pow2(-e), n);
     else
         k->encode_bf16(out, local, local_scale, n);
@@ -331,9 +379,9 @@ void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
         /* what the wire could not carry goes into the next round */
         float *r = req->residual + ch->part.off + sf->range.off;
         for (size_t i = 0; i < n; i++)
-            r[i] = ring_fadd(local[i], -ring_fmul(enc_decode1(comm, out[i]), enc_pow2(e)));
+            r[i] = ring_fadd(local[i], -ring_fmul(enc_decode1(req, out[i]), enc_pow2(e)));
     }
-    req->nonfinite |= nonfinite || enc_overflowed(comm, out, bound, e, n);
+    req->nonfinite |= nonfinite || enc_overflowed(req, out, bound, e, n);
     meta->exp = e;
     meta->bound = bound;
     meta->bytes = (uint32_t)(n * 2);
@@ -376,7 +424,7 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
                                const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f)
 {
     const ring_codec_ops_t *k = comm->kops;
-    float *result = (float *)req->recvbuf + ch->part.off + sf->range.off;
+    float *result = enc_result(ch, req, sf);
     uint32_t next = q + (uint32_t)ch->sched.nchunks; /* the same chunk, one step later */
     int last_step = 2 * (comm->size - 1) - 1;
     size_t n = sf->range.len;
@@ -386,7 +434,7 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
     enc_meta_get(f, &in_meta);
     RING_CHECK(enc_payload(comm, ch, req, sf, q, &in_meta, &in));
     if (sf->reduce) {
-        const float *local = enc_local(ch, req, sf);
+        const float *local = enc_local(comm, ch, req, sf);
         float local_scale = enc_local_scale(comm, req);
         int nonfinite = 0;
         float bound, in_scale = enc_pow2(in_meta.exp), out_scale;
@@ -400,30 +448,33 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
             local_scale = 1.0f;
         }
         bound = in_meta.bound + k->absmax_f32(local, n, &nonfinite) * local_scale;
-        e = enc_choose_exp(comm, bound);
+        e = enc_choose_exp(comm, req, bound);
         out_scale = enc_pow2(-e);
-        if (comm->codec == RING_CODEC_FP16)
+        if (req->wire == RING_CODEC_FP16)
             k->fused_f16(out, final, in, local, in_scale, local_scale, out_scale, n);
         else
             k->fused_bf16(out, final, in, local, 1.0f, local_scale, 1.0f, n);
         if (req->residual != NULL) {
             float *r = req->residual + ch->part.off + sf->range.off;
             for (size_t i = 0; i < n; i++) {
-                float sum = ring_fused_sum(enc_decode1(comm, in[i]), local[i], in_scale, 1.0f);
-                r[i] = ring_fadd(sum, -ring_fmul(enc_decode1(comm, out[i]), enc_pow2(e)));
+                float sum = ring_fused_sum(enc_decode1(req, in[i]), local[i], in_scale, 1.0f);
+                r[i] = ring_fadd(sum, -ring_fmul(enc_decode1(req, out[i]), enc_pow2(e)));
             }
         }
-        req->nonfinite |= nonfinite || enc_overflowed(comm, out, bound, e, n);
+        req->nonfinite |= nonfinite || enc_overflowed(req, out, bound, e, n);
         meta->exp = e;
         meta->bound = bound;
         meta->bytes = (uint32_t)(n * 2);
+        if (final != NULL)
+            enc_result_store(comm, ch, req, sf);
         enc_compress(comm, ch, req, next);
         return RING_OK;
     }
-    if (comm->codec == RING_CODEC_FP16)
+    if (req->wire == RING_CODEC_FP16)
         k->decode_f16(result, in, enc_pow2(in_meta.exp), n);
     else
         k->decode_bf16(result, in, 1.0f, n);
+    enc_result_store(comm, ch, req, sf);
     if (sf->step < last_step) {
         /* forward what came, as it came (compressed or not) */
         const void *stage = ch->stage + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes;

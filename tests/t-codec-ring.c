@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "harness.h"
 #include "tap.h"
 
@@ -41,11 +42,19 @@
 #define V_ACC_ERR 170  /* error feedback: largest accumulated error, as a double */
 #define MAX_OPS 24
 
-typedef enum gen_kind { GEN_UNIFORM, GEN_BIG, GEN_TINY, GEN_NAN_ON_RANK1, GEN_SPARSE } gen_kind_t;
+typedef enum gen_kind {
+    GEN_UNIFORM,
+    GEN_BIG,
+    GEN_TINY,
+    GEN_NAN_ON_RANK1,
+    GEN_SPARSE,
+    GEN_BIG_HALF /* 2.5e4..3.5e4: fits fp16, but three of them do not */
+} gen_kind_t;
 
 typedef struct cop {
     size_t count;
     ring_op_t op;
+    ring_dtype_t dtype;    /* the user's buffer: float32, or float16/bfloat16 */
     gen_kind_t kind;
     int expect_nonfinite;
 } cop_t;
@@ -77,6 +86,8 @@ static float gen(const ccase_t *c, int op, int rank, size_t i)
         return (float)(1e5 * (1.0 + 0.5 * u)); /* 5e4..1.5e5: fp16 overflows without scaling */
     case GEN_TINY:
         return (float)(1e-8 * (1.0 + 0.5 * u)); /* below fp16's smallest subnormal (6e-8) */
+    case GEN_BIG_HALF:
+        return (float)(3e4 * (1.0 + u / 6.0));
     case GEN_SPARSE:
         /* 90% exact zeros, like a sparse gradient */
         return (h >> 56) % 10 < 9 ? 0.0f : (float)(u * 0.01);
@@ -87,6 +98,33 @@ static float gen(const ccase_t *c, int op, int rank, size_t i)
     default:
         /* a few orders of magnitude, like gradients */
         return (float)(u * ldexp(1.0, (int)(h & 7) - 4));
+    }
+}
+
+/* Input element as the user's dtype holds it (half buffers round it first). */
+static double input(const ccase_t *c, int op, int rank, size_t i)
+{
+    float x = gen(c, op, rank, i);
+
+    switch (c->ops[op].dtype) {
+    case RING_FLOAT16:
+        return ring_f16_to_f32(ring_f32_to_f16(x));
+    case RING_BFLOAT16:
+        return ring_bf16_to_f32(ring_f32_to_bf16(x));
+    default:
+        return x;
+    }
+}
+
+static double result_at(const cop_t *o, const void *buf, size_t i)
+{
+    switch (o->dtype) {
+    case RING_FLOAT16:
+        return ring_f16_to_f32(((const uint16_t *)buf)[i]);
+    case RING_BFLOAT16:
+        return ring_bf16_to_f32(((const uint16_t *)buf)[i]);
+    default:
+        return ((const float *)buf)[i];
     }
 }
 
@@ -103,7 +141,6 @@ static uint64_t hash_floats(const float *p, size_t n)
 static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
 {
     const ccase_t *c = arg;
-    double u = strcmp(c->codec, "bf16") == 0 ? ldexp(1, -8) : ldexp(1, -11);
     ring_comm_t *comm;
     ring_comm_stats_t stats;
     ring_status_t st;
@@ -116,15 +153,31 @@ static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
         return h_fail(st, "open");
     for (int k = 0; k < c->nops; k++) {
         const cop_t *o = &c->ops[k];
+        size_t esize = o->dtype == RING_FLOAT32 ? 4 : 2;
         float *buf = malloc((o->count + 1) * sizeof(float));
+        uint16_t *half = (uint16_t *)buf;
+        /* a half-precision result is rounded once more, to the user's dtype */
+        double u_out = o->dtype == RING_FLOAT16    ? ldexp(1, -11)
+                       : o->dtype == RING_BFLOAT16 ? ldexp(1, -8)
+                                                   : 0;
+        /* what travels: the codec, or else the user's dtype */
+        int wire_bf16 = strcmp(c->codec, "bf16") == 0 ||
+                        (strcmp(c->codec, "none") == 0 && o->dtype == RING_BFLOAT16);
+        double u = wire_bf16 ? ldexp(1, -8) : ldexp(1, -11);
         size_t wrong = 0;
         double worst = 0;
 
         if (buf == NULL)
             return h_fail(RING_ERR_NO_MEMORY, "malloc");
-        for (size_t i = 0; i < o->count; i++)
-            buf[i] = gen(c, k, rank, i);
-        st = ring_allreduce(comm, buf, buf, o->count, RING_FLOAT32, o->op);
+        for (size_t i = 0; i < o->count; i++) {
+            if (o->dtype == RING_FLOAT16)
+                half[i] = ring_f32_to_f16(gen(c, k, rank, i));
+            else if (o->dtype == RING_BFLOAT16)
+                half[i] = ring_f32_to_bf16(gen(c, k, rank, i));
+            else
+                buf[i] = gen(c, k, rank, i);
+        }
+        st = ring_allreduce(comm, buf, buf, o->count, o->dtype, o->op);
         h_put(V_STATUS + k, (uint64_t)st);
         if (st != RING_OK && st != RING_ERR_NONFINITE) {
             free(buf);
@@ -134,13 +187,13 @@ static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
         }
         if (st == RING_ERR_NONFINITE)
             h_msg("%s", ring_last_error());
-        h_put(V_HASH + k, hash_floats(buf, o->count));
+        h_put(V_HASH + k, hash_floats(buf, o->count * esize / sizeof(float)));
         if (!o->expect_nonfinite) {
             double bmax = 0;
             for (size_t i = 0; i < o->count; i++) {
                 double s = 0, a = 0;
                 for (int r = 0; r < n; r++) {
-                    double x = gen(c, k, r, i);
+                    double x = input(c, k, r, i);
                     s += x;
                     a += fabs(x);
                 }
@@ -150,7 +203,7 @@ static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
             for (size_t i = 0; i < o->count; i++) {
                 double s = 0, a = 0, tol, err;
                 for (int r = 0; r < n; r++) {
-                    double x = gen(c, k, r, i);
+                    double x = input(c, k, r, i);
                     s += x;
                     a += fabs(x);
                 }
@@ -159,8 +212,9 @@ static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
                     s /= n;
                     tol = tol / n + ldexp(1, -24) * a / n;
                 }
+                tol += u_out * (fabs(s) + tol);
                 tol = tol * 1.0001 + 1e-38;
-                err = fabs((double)buf[i] - s);
+                err = fabs(result_at(o, buf, i) - s);
                 if (!(err <= tol))
                     wrong++;
                 if (err / tol > worst)
@@ -282,9 +336,15 @@ static void run_codec(const char *label, int n, ccase_t *c, const h_setting_t *e
     }
 }
 
+static void add_typed(ccase_t *c, size_t count, ring_op_t op, ring_dtype_t dtype, gen_kind_t kind,
+                      int nonfinite)
+{
+    c->ops[c->nops++] = (cop_t){count, op, dtype, kind, nonfinite};
+}
+
 static void add(ccase_t *c, size_t count, ring_op_t op, gen_kind_t kind, int nonfinite)
 {
-    c->ops[c->nops++] = (cop_t){count, op, kind, nonfinite};
+    add_typed(c, count, op, RING_FLOAT32, kind, nonfinite);
 }
 
 int main(void)
@@ -341,6 +401,26 @@ int main(void)
     add(&c, 4099, RING_SUM, GEN_NAN_ON_RANK1, 1);
     add(&c, 4099, RING_AVG, GEN_UNIFORM, 0);
     run_codec("fp32 with a NaN on rank 1", 3, &c, NULL);
+
+    /* half-precision user buffers: fp16 or bf16 in and out, fp32 sums inside */
+    {
+        static const char *const wires[] = {"none", "fp16"};
+        for (int wi = 0; wi < 2; wi++) {
+            memset(&c, 0, sizeof(c));
+            c.corrupt_rank = -1;
+            c.codec = wires[wi];
+            c.seed = 20 + (uint64_t)wi;
+            add_typed(&c, 1009, RING_SUM, RING_FLOAT16, GEN_UNIFORM, 0);
+            add_typed(&c, 65537, RING_AVG, RING_FLOAT16, GEN_UNIFORM, 0);
+            add_typed(&c, 1009, RING_SUM, RING_BFLOAT16, GEN_UNIFORM, 0);
+            add_typed(&c, 65537, RING_AVG, RING_BFLOAT16, GEN_UNIFORM, 0);
+            /* sums above 65504 do not fit the user's fp16 buffer: reported, not silent inf */
+            add_typed(&c, 4099, RING_SUM, RING_FLOAT16, GEN_BIG_HALF, 1);
+            add_typed(&c, 777, RING_SUM, RING_FLOAT16, GEN_UNIFORM, 0);
+            snprintf(label, sizeof(label), "half buffers, codec %s", c.codec);
+            run_codec(label, 3, &c, NULL);
+        }
+    }
 
     /* lz4 on a 90%-sparse gradient: it shrinks, and the result is still right */
     memset(&c, 0, sizeof(c));
