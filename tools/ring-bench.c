@@ -32,6 +32,7 @@ typedef struct bench_opts {
     int csv;
     int inplace;
     double sparsity;    /* fraction of zeros in the timed data */
+    int sparse_shared;  /* every peer has its zeros at the same places */
     double tolerance;   /* relative, for -c; set from the codec */
     ring_op_t op;
 } bench_opts_t;
@@ -68,6 +69,8 @@ static void bench_usage(FILE *out)
             "      --inplace         sendbuf == recvbuf\n"
             "      --sparsity F      fraction of zeros in the timed data (default 0: dense\n"
             "                        gradient-like values, which lz4 cannot shrink)\n"
+            "      --sparse-shared   zeros at the same places on every peer (default: each\n"
+            "                        peer's own, so the sums are denser than the inputs)\n"
             "      --csv             print CSV: bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong\n"
             "  -h, --help            this text\n"
             "      --version         print the version\n"
@@ -93,6 +96,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         {"check", no_argument, NULL, 'c'}, {"op", required_argument, NULL, 'o'},
         {"csv", no_argument, NULL, 'C'}, {"inplace", no_argument, NULL, 'I'},
         {"sparsity", required_argument, NULL, 'S'},
+        {"sparse-shared", no_argument, NULL, 'Z'},
         {NULL, 0, NULL, 0}};
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0, opt;
@@ -140,6 +144,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
             else bad = "--op";
             break;
         case 'C': o->csv = 1; break;
+        case 'Z': o->sparse_shared = 1; break;
         case 'S': {
             char *end;
             o->sparsity = strtod(optarg, &end);
@@ -191,19 +196,26 @@ static ring_status_t bench_max(ring_comm_t *comm, float *slots, double v, double
 
 /* Timed data: gradient-like values (about N(0, 0.01^2), no pattern lz4 could
  * exploit), with a fraction `sparsity` of exact zeros. */
-static void bench_fill_timed(float *buf, size_t count, int rank, double sparsity)
+static uint64_t bench_mix(uint64_t h)
+{
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+static void bench_fill_timed(float *buf, size_t count, int rank, double sparsity, int shared)
 {
     uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1);
     uint32_t zero_below = (uint32_t)(sparsity * 4294967295.0);
 
     for (size_t i = 0; i < count; i++) {
         uint64_t h;
+        uint32_t where;
         x += 0x9e3779b97f4a7c15ull;
-        h = x;
-        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-        h ^= h >> 31;
-        if ((uint32_t)h < zero_below && sparsity > 0) {
+        h = bench_mix(x);
+        /* the zero pattern: this peer's own, or the same on every peer */
+        where = shared ? (uint32_t)bench_mix(i * 0x9e3779b97f4a7c15ull + 1) : (uint32_t)h;
+        if (where < zero_below && sparsity > 0) {
             buf[i] = 0.0f;
         } else {
             /* sum of four uniforms: roughly normal */
@@ -341,7 +353,7 @@ int main(int argc, char **argv)
     }
     memset(sbuf, 0, o.max_bytes);
     memset(rbuf, 0, o.max_bytes);
-    bench_fill_timed(sbuf, o.max_bytes / sizeof(float), cfg.rank, o.sparsity);
+    bench_fill_timed(sbuf, o.max_bytes / sizeof(float), cfg.rank, o.sparsity, o.sparse_shared);
     /* -c: integer sums are exact in fp32; fp16 and bf16 round them after the average */
     o.tolerance = strcmp(cfg.codec, "fp16") == 0   ? 0.002 * cfg.world_size
                   : strcmp(cfg.codec, "bf16") == 0 ? 0.016 * cfg.world_size
@@ -356,10 +368,11 @@ int main(int argc, char **argv)
             printf("bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong\n");
         } else {
             printf("# ring-bench (ringd %s): %d peers, transport %s, chunk %zu, channels %d, "
-                   "streams %d, codec %s, lz4 %s, op %s, %s, sparsity %g\n", ring_version(),
+                   "streams %d, codec %s, lz4 %s, op %s, %s, sparsity %g%s\n", ring_version(),
                    cfg.world_size, "tcp", cfg.chunk_bytes, cfg.channels, cfg.tcp_streams,
                    cfg.codec, cfg.lz4, o.op == RING_SUM ? "sum" : "avg",
-                   o.inplace ? "in place" : "out of place", o.sparsity);
+                   o.inplace ? "in place" : "out of place", o.sparsity,
+                   o.sparse_shared ? " (shared)" : "");
             printf("# algbw and busbw count the user's float32 bytes, whatever the codec\n");
             printf("# %10s %12s %8s %12s %10s %10s %8s\n", "bytes", "count", "dtype", "time(us)",
                    "algbw", "busbw", "#wrong");
@@ -376,7 +389,7 @@ int main(int argc, char **argv)
         }
         failed |= r;
         if (o.check)
-            bench_fill_timed(sbuf, o.max_bytes / sizeof(float), cfg.rank, o.sparsity);
+            bench_fill_timed(sbuf, o.max_bytes / sizeof(float), cfg.rank, o.sparsity, o.sparse_shared);
     }
     if (cfg.rank == 0 && !o.csv) {
         ring_comm_stats_t st;
