@@ -53,6 +53,9 @@ static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
 static void request_begin(ring_comm_t *comm, ring_request_t *req)
 {
     req->started = 1;
+    /* hook: device.c stages CUDA device buffers through host memory (nothing for host ones) */
+    if (ring_dev_request_begin(comm, req) != RING_OK)
+        return;
     if (comm->size == 1) {
         /* a ring of one: the sum is the input, and so is the average */
         if (req->recvbuf != req->sendbuf)
@@ -63,7 +66,9 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
             req->nonfinite = nonfinite;
         }
         req->done = 1;
-        req->status = req->nonfinite ? RING_ERR_NONFINITE : RING_OK;
+        /* hook: device.c copies a staged result back to the device */
+        req->status = ring_dev_request_finish(comm, req,
+                                              req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
         return;
     }
     req->wire = ring_enc_wire(comm, req->dtype);
@@ -382,6 +387,8 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
 
 static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status)
 {
+    /* hook: device.c copies a staged result back to the device (a failed copy fails it) */
+    status = ring_dev_request_finish(comm, req, status);
     req->done = 1;
     req->status = status;
 }

@@ -25,6 +25,7 @@ static void comm_free(ring_comm_t *comm)
         ring_enc_channel_free(ch);
     }
     ring_enc_comm_free(comm);
+    ring_dev_comm_free(comm); /* hook: device.c's host staging */
     if (comm->listener != NULL)
         comm->tp_ops->listener_close(comm->listener);
     if (comm->tp != NULL)

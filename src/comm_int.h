@@ -89,6 +89,8 @@ struct ring_request {
     int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
     float *residual;           /* error feedback for this tensor id, or NULL */
     ring_lz4_track_t *lz4;     /* lz4 auto state for this tensor id, or NULL */
+    void *dev_recvbuf;         /* device.c: the user's CUDA recvbuf, filled from the host
+                                * staging at finish; NULL when nothing is staged */
     int started;
     int done;
     ring_status_t status;
@@ -113,6 +115,8 @@ struct ring_comm {
     ring_comm_stats_t stats;
     int fault_lz4_corrupt;                 /* RING_FAULT=lz4-corrupt: a test's fault injection */
     ring_residual_t residuals[RING_EF_TENSORS];
+    void *dev_stage;                       /* device.c: host staging for CUDA buffers, grow-only */
+    size_t dev_stage_bytes;
     ring_channel_t channels[RING_MAX_CHANNELS];
     /* requests run first-in first-out from a fixed ring of slots */
     ring_request_t reqs[RING_MAX_REQUESTS];
@@ -172,6 +176,12 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
                                const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f);
 void ring_enc_meta_put(const ring_tx_meta_t *meta, ring_frame_t *f);
 const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q);
+
+/* device.c: CUDA device buffers staged through host memory (no-ops for host buffers) */
+ring_status_t ring_dev_request_begin(ring_comm_t *comm, ring_request_t *req);
+ring_status_t ring_dev_request_finish(ring_comm_t *comm, ring_request_t *req,
+                                      ring_status_t status);
+void ring_dev_comm_free(ring_comm_t *comm);
 
 /* allreduce.c */
 ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited);

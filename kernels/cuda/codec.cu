@@ -1,0 +1,356 @@
+/*
+ * codec.cu - the codec of kernels/codec.h on device buffers: fp16 and bf16
+ * encode/decode with a scale, the fused reduce-scatter step and absmax,
+ * plus the few runtime calls libringd needs (is there a device, is this a
+ * device pointer, copies). Exported as C functions only (ring_cuda.h); no
+ * CUDA type crosses the boundary, so no C file needs a CUDA header.
+ *
+ * The element math is kernels/half.h, the header the CPU's scalar oracle
+ * is made of: one thread per element (grid-stride), so every result is the
+ * oracle's bits except NaN payloads (see half.h). nvcc is run with
+ * --fmad=false and half.h uses the _rn intrinsics on the device, so no
+ * product and sum is ever fused into an FMA, as on the CPU.
+ *
+ * The CUDA runtime is linked statically (libcudart_static): a library built
+ * with CUDA still loads and runs where there is no driver and no GPU. There
+ * every cudaGetDeviceCount failure means "no device", answered once and
+ * cached, and nothing else here touches the runtime.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "half.h"
+#include "ring_cuda.h"
+
+#define CUDA_THREADS 256u      /* threads per block; absmax relies on a multiple of 32 */
+#define CUDA_MAX_BLOCKS 65535u /* grid-stride loops cover the rest */
+
+/* i over [0, n) with a grid-stride loop: any n, any grid */
+#define CUDA_FOR_EACH(_i, _n)                                                           \
+    for (size_t _i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; _i < (_n);          \
+         _i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+__global__ void cuda_encode_f16_kernel(uint16_t *dst, const float *src, float scale, size_t n)
+{
+    CUDA_FOR_EACH(i, n)
+        dst[i] = ring_f32_to_f16(ring_fmul(src[i], scale));
+}
+
+__global__ void cuda_decode_f16_kernel(float *dst, const uint16_t *src, float scale, size_t n)
+{
+    CUDA_FOR_EACH(i, n)
+        dst[i] = ring_fmul(ring_f16_to_f32(src[i]), scale);
+}
+
+__global__ void cuda_encode_bf16_kernel(uint16_t *dst, const float *src, float scale, size_t n)
+{
+    CUDA_FOR_EACH(i, n)
+        dst[i] = ring_f32_to_bf16(ring_fmul(src[i], scale));
+}
+
+__global__ void cuda_decode_bf16_kernel(float *dst, const uint16_t *src, float scale, size_t n)
+{
+    CUDA_FOR_EACH(i, n)
+        dst[i] = ring_fmul(ring_bf16_to_f32(src[i]), scale);
+}
+
+/* The fused step, with (FINAL) or without the decoded copy. Both inputs of
+ * element i are read before either output of element i is written, so it
+ * runs in place (out == in, final == local) as the contract allows. */
+template <bool FINAL>
+__global__ void cuda_fused_f16_kernel(uint16_t *out, float *final, const uint16_t *in,
+                                      const float *local, float in_scale, float local_scale,
+                                      float out_scale, size_t n)
+{
+    CUDA_FOR_EACH(i, n)
+    {
+        float fin = 0.0f;
+        uint16_t o = ring_fused_f16_elem(in[i], local[i], in_scale, local_scale, out_scale,
+                                         FINAL ? &fin : NULL);
+
+        out[i] = o;
+        if (FINAL)
+            final[i] = fin;
+    }
+}
+
+template <bool FINAL>
+__global__ void cuda_fused_bf16_kernel(uint16_t *out, float *final, const uint16_t *in,
+                                       const float *local, float in_scale, float local_scale,
+                                       float out_scale, size_t n)
+{
+    CUDA_FOR_EACH(i, n)
+    {
+        float fin = 0.0f;
+        uint16_t o = ring_fused_bf16_elem(in[i], local[i], in_scale, local_scale, out_scale,
+                                          FINAL ? &fin : NULL);
+
+        out[i] = o;
+        if (FINAL)
+            final[i] = fin;
+    }
+}
+
+/*
+ * absmax: each thread folds its elements with ring_absmax_elem (maximum as
+ * fp32 bits, exact in any order), the block folds its threads (warp
+ * shuffles, then one warp over the warps' results), and one atomic per
+ * block folds the blocks into result[0] (max bits) and result[1] (nonfinite).
+ */
+__global__ void cuda_absmax_kernel(unsigned int *result, const float *src, size_t n)
+{
+    __shared__ unsigned int warp_max[CUDA_THREADS / 32u];
+    __shared__ int warp_nonfinite[CUDA_THREADS / 32u];
+    uint32_t max_bits = 0;
+    int nonfinite = 0;
+    unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+
+    CUDA_FOR_EACH(i, n)
+        ring_absmax_elem(&max_bits, &nonfinite, src[i]);
+    for (unsigned off = 16; off > 0; off >>= 1) {
+        uint32_t m = __shfl_down_sync(0xffffffffu, max_bits, off);
+        int f = __shfl_down_sync(0xffffffffu, nonfinite, off);
+
+        max_bits = m > max_bits ? m : max_bits;
+        nonfinite |= f;
+    }
+    if (lane == 0) {
+        warp_max[warp] = max_bits;
+        warp_nonfinite[warp] = nonfinite;
+    }
+    __syncthreads();
+    if (warp != 0)
+        return;
+    max_bits = lane < blockDim.x / 32u ? warp_max[lane] : 0u;
+    nonfinite = lane < blockDim.x / 32u ? warp_nonfinite[lane] : 0;
+    for (unsigned off = 16; off > 0; off >>= 1) {
+        uint32_t m = __shfl_down_sync(0xffffffffu, max_bits, off);
+        int f = __shfl_down_sync(0xffffffffu, nonfinite, off);
+
+        max_bits = m > max_bits ? m : max_bits;
+        nonfinite |= f;
+    }
+    if (lane == 0) {
+        if (max_bits != 0)
+            atomicMax(&result[0], max_bits);
+        if (nonfinite)
+            atomicOr(&result[1], 1u);
+    }
+}
+
+/* ---- host side ---------------------------------------------------------------------- */
+
+static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
+static int cuda_devices;
+
+/* Any failure is "no device": no driver, a driver older than the runtime,
+ * no GPU, or CUDA_VISIBLE_DEVICES hiding them all. */
+static void cuda_probe(void)
+{
+    int n = 0;
+
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    cuda_devices = n > 0 ? n : 0;
+}
+
+/* 0 when the call succeeded; otherwise clear the runtime's last error and return -1. */
+static int cuda_result(cudaError_t err)
+{
+    if (err == cudaSuccess)
+        return 0;
+    (void)cudaGetLastError();
+    return -1;
+}
+
+/* After a launch: 0 when it was queued. */
+static int cuda_launched(void)
+{
+    return cuda_result(cudaGetLastError());
+}
+
+static unsigned cuda_blocks(size_t n)
+{
+    size_t blocks = (n + CUDA_THREADS - 1) / CUDA_THREADS;
+
+    return blocks > CUDA_MAX_BLOCKS ? CUDA_MAX_BLOCKS : (unsigned)blocks;
+}
+
+extern "C" int ring_cuda_built(void)
+{
+    return 1;
+}
+
+extern "C" int ring_cuda_available(void)
+{
+    pthread_once(&cuda_once, cuda_probe);
+    return cuda_devices > 0;
+}
+
+extern "C" int ring_cuda_is_device_ptr(const void *p)
+{
+    cudaPointerAttributes attr;
+
+    if (p == NULL || !ring_cuda_available())
+        return 0;
+    if (cuda_result(cudaPointerGetAttributes(&attr, p)) != 0)
+        return 0;
+    return attr.type == cudaMemoryTypeDevice;
+}
+
+extern "C" int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes)
+{
+    if (!ring_cuda_available())
+        return -1;
+    if (bytes == 0)
+        return 0;
+    return cuda_result(cudaMemcpy(dst, dev_src, bytes, cudaMemcpyDeviceToHost));
+}
+
+extern "C" int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes)
+{
+    if (!ring_cuda_available())
+        return -1;
+    if (bytes == 0)
+        return 0;
+    return cuda_result(cudaMemcpy(dev_dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+extern "C" int ring_cuda_malloc(size_t bytes, void **dev_p)
+{
+    void *p = NULL;
+
+    if (dev_p == NULL || !ring_cuda_available())
+        return -1;
+    if (cuda_result(cudaMalloc(&p, bytes)) != 0)
+        return -1;
+    *dev_p = p;
+    return 0;
+}
+
+extern "C" int ring_cuda_free(void *dev_p)
+{
+    if (!ring_cuda_available())
+        return -1;
+    return cuda_result(cudaFree(dev_p));
+}
+
+extern "C" int ring_cuda_stream_sync(void *stream)
+{
+    if (!ring_cuda_available())
+        return -1;
+    return cuda_result(cudaStreamSynchronize((cudaStream_t)stream));
+}
+
+/* The four conversions share one shape: check, launch, report the launch. */
+#define CUDA_CONVERT_WRAPPER(_name, _kernel, _dst_t, _src_t)                                \
+    extern "C" int _name(_dst_t *dev_dst, const _src_t *dev_src, float scale, size_t n,     \
+                         void *stream)                                                      \
+    {                                                                                       \
+        if (!ring_cuda_available())                                                         \
+            return -1;                                                                      \
+        if (n == 0)                                                                         \
+            return 0;                                                                       \
+        _kernel<<<cuda_blocks(n), CUDA_THREADS, 0, (cudaStream_t)stream>>>(dev_dst, dev_src, \
+                                                                           scale, n);       \
+        return cuda_launched();                                                             \
+    }
+
+CUDA_CONVERT_WRAPPER(ring_cuda_encode_f16, cuda_encode_f16_kernel, uint16_t, float)
+CUDA_CONVERT_WRAPPER(ring_cuda_decode_f16, cuda_decode_f16_kernel, float, uint16_t)
+CUDA_CONVERT_WRAPPER(ring_cuda_encode_bf16, cuda_encode_bf16_kernel, uint16_t, float)
+CUDA_CONVERT_WRAPPER(ring_cuda_decode_bf16, cuda_decode_bf16_kernel, float, uint16_t)
+
+extern "C" int ring_cuda_fused_f16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
+                                   const float *dev_local, float in_scale, float local_scale,
+                                   float out_scale, size_t n, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+
+    if (!ring_cuda_available())
+        return -1;
+    if (n == 0)
+        return 0;
+    if (dev_final != NULL)
+        cuda_fused_f16_kernel<true><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(
+            dev_out, dev_final, dev_in, dev_local, in_scale, local_scale, out_scale, n);
+    else
+        cuda_fused_f16_kernel<false><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(
+            dev_out, NULL, dev_in, dev_local, in_scale, local_scale, out_scale, n);
+    return cuda_launched();
+}
+
+extern "C" int ring_cuda_fused_bf16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
+                                    const float *dev_local, float in_scale, float local_scale,
+                                    float out_scale, size_t n, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+
+    if (!ring_cuda_available())
+        return -1;
+    if (n == 0)
+        return 0;
+    if (dev_final != NULL)
+        cuda_fused_bf16_kernel<true><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(
+            dev_out, dev_final, dev_in, dev_local, in_scale, local_scale, out_scale, n);
+    else
+        cuda_fused_bf16_kernel<false><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(
+            dev_out, NULL, dev_in, dev_local, in_scale, local_scale, out_scale, n);
+    return cuda_launched();
+}
+
+/*
+ * The two result words live in stream-ordered device memory (a pool, so no
+ * device-wide synchronisation); devices without memory pools fall back to
+ * cudaMalloc. The answer is copied back and the stream waited for.
+ */
+extern "C" int ring_cuda_absmax_f32(const float *dev_src, size_t n, float *max_p, int *nonfinite_p,
+                                    void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    unsigned int *dev_result = NULL;
+    unsigned int result[2] = {0u, 0u};
+    int pooled = 1, rc = -1;
+
+    if (max_p == NULL || !ring_cuda_available())
+        return -1;
+    if (n == 0) {
+        *max_p = 0.0f;
+        return 0;
+    }
+    if (cudaMallocAsync((void **)&dev_result, sizeof result, s) != cudaSuccess) {
+        (void)cudaGetLastError();
+        pooled = 0;
+        if (cuda_result(cudaMalloc((void **)&dev_result, sizeof result)) != 0)
+            return -1;
+    }
+    if (cuda_result(cudaMemsetAsync(dev_result, 0, sizeof result, s)) != 0)
+        goto out;
+    cuda_absmax_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(dev_result, dev_src, n);
+    if (cuda_launched() != 0)
+        goto out;
+    if (cuda_result(cudaMemcpyAsync(result, dev_result, sizeof result, cudaMemcpyDeviceToHost,
+                                    s)) != 0)
+        goto out;
+    rc = 0;
+out:
+    if (pooled)
+        (void)cuda_result(cudaFreeAsync(dev_result, s));
+    if (cuda_result(cudaStreamSynchronize(s)) != 0)
+        rc = -1;
+    if (!pooled)
+        (void)cuda_result(cudaFree(dev_result));
+    if (rc != 0)
+        return -1;
+    *max_p = ring_bits_f32(result[0]);
+    if (result[1] && nonfinite_p != NULL)
+        *nonfinite_p = 1;
+    return 0;
+}

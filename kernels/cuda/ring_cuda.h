@@ -1,0 +1,107 @@
+/*
+ * ring_cuda.h - the CUDA part of the codec (kernels/cuda/codec.cu) as plain
+ * C functions: no CUDA header is needed to call them, and no C file of
+ * libringd includes one. When the library is built without CUDA,
+ * kernels/cuda_stub.c provides the same functions: ring_cuda_built() and
+ * ring_cuda_available() return 0, ring_cuda_is_device_ptr() returns 0 and
+ * everything else returns -1. So callers never need #if.
+ *
+ * The kernels are the codec of kernels/codec.h over device buffers, with
+ * the element math of kernels/half.h (the same functions the CPU oracle is
+ * made of), so their results are the scalar oracle's bits, except NaN
+ * payloads (a GPU's fp32 multiply returns a canonical NaN; see half.h).
+ * Same contract as codec.h otherwise: any length including 0, fused_* may
+ * run in place (out == in, final == local element for element).
+ *
+ * Pointers named dev_* are device pointers. `stream` is a cudaStream_t
+ * passed as void * (NULL: the legacy default stream). Kernel wrappers are
+ * asynchronous like any CUDA launch: they return once the kernel is queued
+ * on the stream, and report launch errors only; ring_cuda_stream_sync()
+ * waits for them and reports what went wrong on the device.
+ *
+ * Errors: every int-returning function returns 0 on success and -1 on any
+ * failure (no device, no driver, bad pointer, launch failure). Nothing here
+ * prints, logs or aborts; the CUDA error is cleared so it does not show up
+ * in the caller's own CUDA calls later.
+ *
+ * Threads: every function may be called from any thread.
+ */
+#ifndef RING_CUDA_H
+#define RING_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when this library was built with the CUDA kernels (configure found nvcc). */
+int ring_cuda_built(void);
+
+/*
+ * 1 when at least one CUDA device can be used: cudaGetDeviceCount succeeded
+ * and found one. Any failure (no driver, driver too old for the runtime, no
+ * device, CUDA_VISIBLE_DEVICES empty) is 0. Asked once per process and
+ * cached; cheap after that. With a device, the first call initialises the
+ * driver, and CUDA then cannot be used in children forked afterwards (a
+ * CUDA rule): fork first, or let each process ask for itself.
+ */
+int ring_cuda_available(void);
+
+/*
+ * 1 when p is device memory (cudaMemoryTypeDevice), which the host cannot
+ * read. Host memory, pinned host memory and managed memory are 0 (the host
+ * can read them), and so is everything when no device is available or the
+ * query fails.
+ */
+int ring_cuda_is_device_ptr(const void *p);
+
+/* Blocking copies between host memory and device memory (bytes may be 0). */
+int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes);
+int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes);
+
+/* Device memory for tests and callers without CUDA headers: cudaMalloc / cudaFree. */
+int ring_cuda_malloc(size_t bytes, void **dev_p);
+int ring_cuda_free(void *dev_p);
+
+/* Wait for everything queued on stream; -1 if something on it failed. */
+int ring_cuda_stream_sync(void *stream);
+
+/* dst[i] = fp16(src[i] * scale), as codec.h encode_f16 */
+int ring_cuda_encode_f16(uint16_t *dev_dst, const float *dev_src, float scale, size_t n,
+                         void *stream);
+/* dst[i] = fp32(src[i]) * scale */
+int ring_cuda_decode_f16(float *dev_dst, const uint16_t *dev_src, float scale, size_t n,
+                         void *stream);
+int ring_cuda_encode_bf16(uint16_t *dev_dst, const float *dev_src, float scale, size_t n,
+                          void *stream);
+int ring_cuda_decode_bf16(float *dev_dst, const uint16_t *dev_src, float scale, size_t n,
+                          void *stream);
+
+/*
+ * The fused reduce-scatter step of codec.h (fused_f16 / fused_bf16), one
+ * thread per element through half.h's ring_fused_*_elem:
+ *   out[i] = fp16((fp32(in[i]) * in_scale + local[i] * local_scale) * out_scale)
+ * and, when dev_final != NULL, final[i] = fp32(out[i]) / out_scale.
+ */
+int ring_cuda_fused_f16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
+                        const float *dev_local, float in_scale, float local_scale,
+                        float out_scale, size_t n, void *stream);
+int ring_cuda_fused_bf16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
+                         const float *dev_local, float in_scale, float local_scale,
+                         float out_scale, size_t n, void *stream);
+
+/*
+ * max over i of |src[i]| into *max_p (0 for n == 0), as codec.h absmax_f32:
+ * NaNs do not count, an inf does; *nonfinite_p (may be NULL) is set to 1
+ * when some element is inf or NaN and left alone otherwise. Blocking: it
+ * waits for the stream, since the answer is needed on the host.
+ */
+int ring_cuda_absmax_f32(const float *dev_src, size_t n, float *max_p, int *nonfinite_p,
+                         void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RING_CUDA_H */

@@ -1,0 +1,93 @@
+/*
+ * cuda_stub.c - ring_cuda.h when libringd is built without CUDA (configure
+ * did not find nvcc, or --without-cuda): there is never a device, so no
+ * pointer is a device pointer and every device operation fails. The rest of
+ * the library calls these functions unconditionally and needs no #if.
+ */
+#include "config.h"
+
+#include "cuda/ring_cuda.h"
+
+int ring_cuda_built(void)
+{
+    return 0;
+}
+
+int ring_cuda_available(void)
+{
+    return 0;
+}
+
+int ring_cuda_is_device_ptr(const void *p)
+{
+    return 0;
+}
+
+int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes)
+{
+    return -1;
+}
+
+int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes)
+{
+    return -1;
+}
+
+int ring_cuda_malloc(size_t bytes, void **dev_p)
+{
+    return -1;
+}
+
+int ring_cuda_free(void *dev_p)
+{
+    return -1;
+}
+
+int ring_cuda_stream_sync(void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_encode_f16(uint16_t *dev_dst, const float *dev_src, float scale, size_t n,
+                         void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_decode_f16(float *dev_dst, const uint16_t *dev_src, float scale, size_t n,
+                         void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_encode_bf16(uint16_t *dev_dst, const float *dev_src, float scale, size_t n,
+                          void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_decode_bf16(float *dev_dst, const uint16_t *dev_src, float scale, size_t n,
+                          void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_fused_f16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
+                        const float *dev_local, float in_scale, float local_scale,
+                        float out_scale, size_t n, void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_fused_bf16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
+                         const float *dev_local, float in_scale, float local_scale,
+                         float out_scale, size_t n, void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_absmax_f32(const float *dev_src, size_t n, float *max_p, int *nonfinite_p,
+                         void *stream)
+{
+    return -1;
+}
