@@ -59,7 +59,8 @@ typedef struct ring_channel {
     ring_slot_t back;                      /* on right[0]: ABORT/CLOSE coming back */
     ring_slot_t send[RING_WINDOW];
     ring_slot_t recv[RING_WINDOW];
-    unsigned char *stage;                  /* RING_WINDOW chunks for reduce-scatter receives */
+    unsigned char *stage;                  /* RING_WINDOW received chunks: reduce-scatter, and
+                                            * everything encoded */
     unsigned char *tx;                     /* codec: one encoded chunk per chunk index */
     size_t tx_slots;                       /* chunks tx (and zbuf, tx_meta) can hold */
     unsigned char *zbuf;                   /* lz4: the same chunks, compressed */
