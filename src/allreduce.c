@@ -365,7 +365,6 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     ring_phase_format(comm, req, ring_comm_current_step(comm), phase, sizeof(phase));
     ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
-        comm->right_closed = 1;
         if (!pending)
             return RING_OK; /* reported when an allreduce needs that connection */
         return fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
@@ -379,7 +378,6 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     }
     if (f.type == RING_FRAME_ABORT)
         return ring_comm_fail_from_frame(comm, &f, comm->right_rank);
-    comm->right_closed = 1;
     if (pending)
         return fail_closed(comm, req, ring_comm_current_step(comm), comm->right_rank);
     return RING_OK;

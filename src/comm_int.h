@@ -126,7 +126,6 @@ struct ring_comm {
     /* sticky first error */
     ring_status_t error;
     char error_msg[1024];
-    int right_closed;                      /* the right neighbour said CLOSE */
     ring_slot_t abort_right, abort_left;
 };
 

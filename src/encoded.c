@@ -64,9 +64,11 @@ ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch)
     ch->scratch = malloc(chunk / 2 * sizeof(float));
     ch->local32 = malloc(chunk / 2 * sizeof(float));
     ch->result32 = malloc(chunk / 2 * sizeof(float));
-    if (ch->scratch == NULL || ch->local32 == NULL || ch->result32 == NULL)
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec's buffers (3 "
-                              "chunks of %zu bytes)", 2 * chunk);
+    /* a peer may send lz4 even when this one does not compress */
+    ch->unz = malloc(chunk);
+    if (ch->scratch == NULL || ch->local32 == NULL || ch->result32 == NULL || ch->unz == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec's buffers (4 "
+                              "chunks of up to %zu bytes)", 2 * chunk);
     return RING_OK;
 }
 
@@ -224,7 +226,7 @@ ring_tx_meta_t *ring_enc_tx_meta(ring_channel_t *ch, uint32_t q)
 
 const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q)
 {
-    uint32_t slot = q % (uint32_t)ch->sched.nchunks;
+    uint32_t slot = enc_slot(ch, q);
 
     if (ch->tx_meta[slot].in_zbuf)
         return ch->zbuf + (size_t)slot * ch->zcap;
@@ -401,10 +403,7 @@ static ring_status_t enc_payload(ring_comm_t *comm, ring_channel_t *ch, const ri
         *in_p = (const uint16_t *)stage;
         return RING_OK;
     }
-    if (ch->unz == NULL)
-        ch->unz = malloc(comm->cfg.chunk_bytes); /* once: this peer has lz4 off, a peer has it on */
-    got = ch->unz == NULL ? -1
-                          : LZ4_decompress_safe(stage, (char *)ch->unz, (int)in_meta->bytes, want);
+    got = LZ4_decompress_safe(stage, (char *)ch->unz, (int)in_meta->bytes, want);
     if (got != want) {
         char phase[96], addr[300];
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->left_rank,
