@@ -71,7 +71,7 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
                                               req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
         return;
     }
-    req->wire = ring_enc_wire(comm, req->dtype);
+    req->wire = ring_enc_wire(comm, req);
     ring_enc_request_begin(comm, req);
     for (int c = 0; c < comm->nchannels; c++)
         if (channel_begin(comm, &comm->channels[c], req) != RING_OK) {

@@ -129,6 +129,15 @@ ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void 
                                    size_t count, ring_dtype_t dtype, ring_op_t op,
                                    uint32_t tensor_id, ring_request_t **req_p)
 {
+    return ring_allreduce_start_flags(comm, sendbuf, recvbuf, count, dtype, op, tensor_id, 0,
+                                      req_p);
+}
+
+ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         size_t count, ring_dtype_t dtype, ring_op_t op,
+                                         uint32_t tensor_id, unsigned flags,
+                                         ring_request_t **req_p)
+{
     ring_request_t *req;
 
     if (comm == NULL || req_p == NULL)
@@ -143,6 +152,8 @@ ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void 
         return ring_error_set(RING_ERR_INVALID, "allreduce: unknown op %d", (int)op);
     if ((unsigned)dtype >= RING_DTYPE_COUNT)
         return ring_error_set(RING_ERR_INVALID, "allreduce: unknown dtype %d", (int)dtype);
+    if ((flags & ~RING_CALL_EXACT) != 0)
+        return ring_error_set(RING_ERR_INVALID, "allreduce: unknown flags 0x%x", flags);
     if (count > ((size_t)1 << 40))
         return ring_error_set(RING_ERR_INVALID, "allreduce of %zu elements is too large", count);
     if (comm->req_count == RING_MAX_REQUESTS)
@@ -157,6 +168,7 @@ ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void 
     req->dtype = dtype;
     req->op = op;
     req->tensor_id = tensor_id;
+    req->exact = (flags & RING_CALL_EXACT) != 0;
     req->round = comm->next_round++;
     req->in_use = 1;
     comm->req_count++;

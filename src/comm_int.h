@@ -87,6 +87,7 @@ struct ring_request {
     uint32_t tensor_id;
     uint64_t round;
     int in_use;
+    int exact;                 /* RING_CALL_EXACT: no codec for this call */
     int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
     float *residual;           /* error feedback for this tensor id, or NULL */
     ring_lz4_track_t *lz4;     /* lz4 auto state for this tensor id, or NULL */
@@ -165,7 +166,7 @@ size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req);
 ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch);
 ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
                                        const ring_request_t *req);
-ring_codec_t ring_enc_wire(const ring_comm_t *comm, ring_dtype_t dtype);
+ring_codec_t ring_enc_wire(const ring_comm_t *comm, const ring_request_t *req);
 ring_tx_meta_t *ring_enc_tx_meta(ring_channel_t *ch, uint32_t q);
 void ring_enc_channel_free(ring_channel_t *ch);
 void ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req);

@@ -43,9 +43,11 @@ size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req)
 }
 
 /* What a request's chunks travel as: the codec, or else the user's dtype. */
-ring_codec_t ring_enc_wire(const ring_comm_t *comm, ring_dtype_t dtype)
+ring_codec_t ring_enc_wire(const ring_comm_t *comm, const ring_request_t *req)
 {
-    if (comm->codec != RING_CODEC_NONE)
+    ring_dtype_t dtype = req->dtype;
+
+    if (comm->codec != RING_CODEC_NONE && !req->exact)
         return comm->codec;
     return dtype == RING_FLOAT16 ? RING_CODEC_FP16
            : dtype == RING_BFLOAT16 ? RING_CODEC_BF16

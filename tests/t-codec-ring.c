@@ -40,6 +40,7 @@
 #define V_PAYLOAD 162
 #define V_RAW 163
 #define V_ACC_ERR 170  /* error feedback: largest accumulated error, as a double */
+#define V_EXACT 171    /* RING_CALL_EXACT: the result equals the exact sum */
 #define MAX_OPS 24
 
 typedef enum gen_kind {
@@ -278,6 +279,40 @@ static int ef_child(int rank, int n, const ring_config_t *cfg, void *arg)
     return 0;
 }
 
+/*
+ * RING_CALL_EXACT under codec fp16: values fp16 cannot hold (1 + rank/2^20)
+ * arrive as their exact fp32 sum. corrupt_rank names a rank that leaves the
+ * flag out: then every rank must fail instead of mixing wire formats.
+ */
+static int exact_child(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    int odd_rank = ((const ccase_t *)arg)->corrupt_rank;
+    float v[3], want[3] = {0, 0, 0};
+    ring_comm_t *comm;
+    ring_request_t *req;
+    ring_status_t st = ring_comm_open(cfg, &comm);
+
+    if (st != RING_OK)
+        return h_fail(st, "open");
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < 3; i++)
+            want[i] += 1.0f + (float)(r + i) / (float)(1 << 20);
+    for (int i = 0; i < 3; i++)
+        v[i] = 1.0f + (float)(rank + i) / (float)(1 << 20);
+    st = ring_allreduce_start_flags(comm, v, v, 3, RING_FLOAT32, RING_SUM, 5,
+                                    rank == odd_rank ? 0 : RING_CALL_EXACT, &req);
+    if (st == RING_OK)
+        st = ring_request_wait(req);
+    if (st != RING_OK) {
+        h_fail(st, "exact allreduce");
+        ring_comm_close(comm);
+        return 3;
+    }
+    h_put(V_EXACT, memcmp(v, want, sizeof(v)) == 0);
+    ring_comm_close(comm);
+    return 0;
+}
+
 static h_run_t the_run;
 
 static void run_ring(const char *label, int n, ccase_t *c, const h_setting_t *extra,
@@ -472,6 +507,28 @@ int main(void)
                "corrupt lz4 from rank 1: rank 2 gets RING_ERR_PROTOCOL");
         like(the_run.r[2].msg, "corrupt lz4 chunk", "corrupt lz4: rank 2 says corrupt lz4 chunk");
         like(the_run.r[2].msg, addr, "corrupt lz4: rank 2 names rank 1 (%s)", addr);
+    }
+
+    /* per-call exact: control values pass a fp16 ring unrounded; peers must agree on it */
+    {
+        int all_exact = 1, all_failed = 1;
+
+        memset(&c, 0, sizeof(c));
+        c.corrupt_rank = -1;
+        c.codec = "fp16";
+        run_ring("RING_CALL_EXACT", 3, &c, NULL, exact_child);
+        for (int r = 0; r < 3; r++)
+            all_exact &= the_run.r[r].exited && the_run.r[r].code == 0 &&
+                         h_val(&the_run.r[r], V_EXACT, 0) == 1;
+        ok(all_exact, "RING_CALL_EXACT under codec fp16: the exact fp32 sum on all 3 ranks");
+        memset(&c, 0, sizeof(c));
+        c.corrupt_rank = 1;
+        c.codec = "fp16";
+        run_ring("RING_CALL_EXACT on 2 of 3", 3, &c, NULL, exact_child);
+        for (int r = 0; r < 3; r++)
+            all_failed &= the_run.r[r].exited && the_run.r[r].code != 0;
+        ok(all_failed, "RING_CALL_EXACT on 2 ranks of 3: every rank fails (no mixed formats)");
+        like(the_run.r[1].msg, "bytes", "RING_CALL_EXACT mismatch: rank 1 names the frame sizes");
     }
 
     /* error feedback over 100 rounds of the same bf16 average */

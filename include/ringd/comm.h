@@ -32,8 +32,8 @@ typedef struct ring_request ring_request_t;
 
 typedef enum ring_dtype {
     RING_FLOAT32 = 0,
-    RING_FLOAT16,   /* not yet: RING_ERR_UNSUPPORTED */
-    RING_BFLOAT16,  /* not yet: RING_ERR_UNSUPPORTED */
+    RING_FLOAT16,   /* IEEE binary16; summed in fp32 inside */
+    RING_BFLOAT16,  /* bfloat16; summed in fp32 inside */
     RING_DTYPE_COUNT
 } ring_dtype_t;
 
@@ -83,6 +83,18 @@ ring_status_t ring_allreduce(ring_comm_t *comm, const void *sendbuf, void *recvb
 ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, ring_dtype_t dtype, ring_op_t op,
                                    uint32_t tensor_id, ring_request_t **req_p);
+
+/* Flags of ring_allreduce_start_flags. */
+#define RING_CALL_EXACT 0x1u /* travel as the buffer's own dtype whatever the codec setting
+                                (Horovod's per-call compression=none): for counters and
+                                flags that must arrive exactly */
+
+/* ring_allreduce_start with per-call flags; every peer must pass the same flags
+ * (a peer that does not gets RING_ERR_MISMATCH). */
+ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         size_t count, ring_dtype_t dtype, ring_op_t op,
+                                         uint32_t tensor_id, unsigned flags,
+                                         ring_request_t **req_p);
 
 /*
  * Make progress without blocking; *done_p is set to 1 when the request has
