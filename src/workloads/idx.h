@@ -7,6 +7,9 @@
  * byte) is accepted: it is all Fashion-MNIST uses. The whole file is
  * checked: magic, type, dimension count, and that the data is exactly as
  * long as the dimensions say (a truncated or padded file is an error).
+ * A corrupt gzip stream (bad block, wrong CRC, cut short) is an error too,
+ * and so is 1 GiB of data or more: that bounds what a damaged header
+ * can make us allocate.
  */
 #ifndef RING_IDX_H
 #define RING_IDX_H
@@ -23,9 +26,14 @@ typedef struct idx_file {
     size_t nbytes;
 } idx_file_t;
 
-/* Read path into *out. 0, or -1 with a message naming the file and what is wrong. */
+/*
+ * Read path into *out. 0, or -1 with a message in err naming the file and
+ * what is wrong; *out is then untouched and nothing is left allocated.
+ * Never prints. A file that cannot be opened reads "cannot open PATH: ...".
+ */
 int idx_load(const char *path, idx_file_t *out, char *err, size_t errlen);
 
+/* Free the data and zero *f (safe on a zeroed struct). */
 void idx_free(idx_file_t *f);
 
 #endif /* RING_IDX_H */
