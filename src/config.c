@@ -260,6 +260,17 @@ ring_status_t ring_config_load_env(ring_config_t *cfg)
 static const char *const known_other_env[] = {"RING_DEBUG", "RING_LOCAL_RANK", "RING_KERNEL",
                                               "RING_FAULT", "RING_TEST_SLOW", NULL};
 
+int ring_config_env_known(const char *var, size_t len)
+{
+    for (size_t i = 0; i < CONFIG_COUNT; i++)
+        if (strlen(config_table[i].env) == len && strncmp(config_table[i].env, var, len) == 0)
+            return 1;
+    for (size_t i = 0; known_other_env[i] != NULL; i++)
+        if (strlen(known_other_env[i]) == len && strncmp(known_other_env[i], var, len) == 0)
+            return 1;
+    return 0;
+}
+
 int ring_config_check_env(FILE *out)
 {
     int unknown = 0;
@@ -267,15 +278,10 @@ int ring_config_check_env(FILE *out)
     for (char **env = environ; env != NULL && *env != NULL; env++) {
         const char *var = *env;
         size_t len = strcspn(var, "=");
-        int known = 0;
 
         if (strncmp(var, "RING_", 5) != 0)
             continue;
-        for (size_t i = 0; i < CONFIG_COUNT && !known; i++)
-            known = strlen(config_table[i].env) == len && strncmp(config_table[i].env, var, len) == 0;
-        for (size_t i = 0; known_other_env[i] != NULL && !known; i++)
-            known = strlen(known_other_env[i]) == len && strncmp(known_other_env[i], var, len) == 0;
-        if (!known) {
+        if (!ring_config_env_known(var, len)) {
             unknown++;
             if (out != NULL)
                 fprintf(out, "warning: unknown environment variable %.*s ignored "

@@ -87,6 +87,11 @@ ring_status_t ring_config_load_env(ring_config_t *cfg);
  */
 int ring_config_check_env(FILE *out);
 
+/* 1 when the library reads the environment variable var[0..len) (len: its name's
+ * length, so "NAME=value" strings can be passed as they are), else 0. Programs
+ * with RING_* variables of their own check the rest themselves. */
+int ring_config_env_known(const char *var, size_t len);
+
 /*
  * Consume argv[*i] (and its value, "--name VALUE" or "--name=VALUE") when it
  * is a flag of the table, advancing *i past what was used. Returns

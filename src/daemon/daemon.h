@@ -1,0 +1,100 @@
+/*
+ * daemon.h - what the parts of the ringd daemon share: the run's settings,
+ * its workload, ring, optimizer and data order, and its running totals.
+ *
+ *   main.c       flags, environment, --help, roles, exit codes
+ *   train.c      the lockstep training loop of a trainer
+ *   evaluator.c  the continuous evaluator (--role evaluator)
+ *   resume.c     start-up state: newest valid checkpoint, broadcast from rank 0
+ *   progress.c   what rank 0 prints: bar or lines, and the summary table
+ *   metrics.c    one JSON line per step
+ *   signals.c    SIGINT/SIGTERM: stop after this step
+ */
+#ifndef RINGD_DAEMON_H
+#define RINGD_DAEMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <ringd/ringd.h>
+
+#include "daemon/checkpoint.h"
+#include "daemon/optimizer.h"
+#include "daemon/options.h"
+#include "daemon/shard.h"
+#include "workloads/workload.h"
+
+#define DAEMON_ERR_MAX 1024
+
+/* Why training stopped. */
+enum stop_reason { STOP_NONE = 0, STOP_DONE, STOP_MAX_STEPS, STOP_MAX_TIME, STOP_SIGNAL };
+
+typedef struct run {
+    const daemon_opts_t *opt;
+    const ring_config_t *cfg;
+    int rank, world;
+    int chatty;               /* this rank prints progress (rank 0, or --log-all) */
+    workload_t *w;
+    ring_comm_t *comm;
+    sgd_t sgd;
+    shard_t shard;
+
+    /* where training is; saved in checkpoints */
+    uint64_t step, epoch, step_in_epoch, total_samples;
+    double elapsed_before;    /* training time of earlier runs (from the checkpoint) */
+    uint64_t start_step;      /* step this run started at */
+
+    /* this run's clocks (seconds) */
+    double t_start;
+    double compute_s, wait_s, comm_s, other_s;
+    uint64_t wire_bytes;      /* payload bytes this peer sent this run */
+
+    /* evaluation */
+    double test_acc, test_loss; /* last evaluation (-1: none yet) */
+    uint64_t test_step;
+    double time_to_85;        /* training seconds until test accuracy first >= 85% (-1: not yet) */
+    double last_loss;         /* mean loss over the peers, last step */
+    double last_train_acc;
+
+    FILE *metrics;
+    int stop;                 /* enum stop_reason */
+    uint64_t nonfinite_steps; /* steps skipped for an inf/NaN gradient */
+} run_t;
+
+/* seconds on the monotonic clock */
+double daemon_now(void);
+
+/* train.c: the whole life of a trainer after the ring is open. 0, or -1 with err. */
+int train_run(run_t *r, char *err, size_t errlen);
+
+/* resume.c: load (rank 0) and broadcast the starting state; fills r->step... and params. */
+int resume_start(run_t *r, char *err, size_t errlen);
+
+/* checkpointing and evaluation at the current state (rank 0 only). */
+int run_checkpoint(run_t *r, int final, char *err, size_t errlen);
+int run_evaluate(run_t *r, char *err, size_t errlen);
+
+/* evaluator.c: the --role evaluator main loop. Returns the exit code. */
+int evaluator_main(const daemon_opts_t *opt, const ring_config_t *cfg);
+
+/* signals.c */
+void signals_install(void);
+int signals_stop_requested(void);   /* the signal number, or 0 */
+
+/* metrics.c */
+/* *f_out: the open file, or NULL when this rank writes none. 0, or -1 with err. */
+int metrics_open(const daemon_opts_t *opt, int rank, FILE **f_out, char *err, size_t errlen);
+void metrics_step(FILE *f, const run_t *r, double loss, int samples, double compute_s,
+                  double wait_s, double comm_s, uint64_t wire_bytes);
+void metrics_eval(FILE *f, uint64_t step, uint64_t epoch, double elapsed, double loss, double acc);
+
+/* progress.c */
+void progress_start(const run_t *r);
+void progress_step(run_t *r);
+void progress_line(const run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void progress_summary(const run_t *r);
+
+/* workload registry (registry.c) */
+const workload_ops_t *workload_find(const char *name);
+
+#endif /* RINGD_DAEMON_H */

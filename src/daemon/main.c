@@ -1,0 +1,227 @@
+/*
+ * main.c - ringd, the training daemon: settings from flags and RING_*
+ * variables, then one of two roles. A trainer joins the ring, trains in
+ * lockstep (train.c) and exits 0 when training ends or is stopped; an
+ * evaluator watches the checkpoints (evaluator.c).
+ *
+ * Exit status: 0 done (also after SIGINT/SIGTERM: stopped cleanly),
+ * 1 a run-time failure (ring, data, checkpoint), 2 a usage error.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "daemon/daemon.h"
+
+extern char **environ;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "Usage: ringd [OPTIONS]\n"
+        "       ring-launch -n N -- ringd [OPTIONS]   (N peers on this host)\n"
+        "\n"
+        "ringd trains a model data-parallel on a ring of peers: every peer trains on its own\n"
+        "shard of the data, the gradients are averaged over the ring every step (fp16 on the\n"
+        "wire by default) and every peer applies the same update, so the parameters stay\n"
+        "identical everywhere. Rank 0 prints progress, evaluates and writes checkpoints.\n"
+        "Without --rank/--world-size/--peers (or RING_RANK, ...) ringd trains alone.\n"
+        "\n"
+        "Training options (flag, environment variable, default):\n");
+    daemon_opts_print_help(out);
+    fprintf(out,
+        "\n"
+        "Ring options (flag, environment variable, default; ringd's default codec is fp16):\n");
+    ring_config_print_help(out);
+    fprintf(out,
+        "\n"
+        "Other options:\n"
+        "  --print-config   print every effective setting and where it came from, then exit\n"
+        "  -h, --help       this text\n"
+        "  --version        print the version\n"
+        "  Value options also accept --opt=VALUE. Flags win over RING_* variables, which\n"
+        "  win over defaults.\n"
+        "\n"
+        "Workloads:\n");
+    for (const workload_ops_t *const *w = workload_list(); *w != NULL; w++)
+        fprintf(out, "  %-12s %s\n", (*w)->name, (*w)->doc);
+    fprintf(out,
+        "\n"
+        "Signals: SIGINT or SIGTERM on any peer finishes the current step, writes a final\n"
+        "checkpoint (with --checkpoint-dir) and stops every peer cleanly (exit 0); a second\n"
+        "signal aborts at once.\n"
+        "\n"
+        "Exit status: 0 done or stopped cleanly, 1 run-time failure (the message names the\n"
+        "peer, file or setting), 2 usage error.\n"
+        "\n"
+        "Examples:\n"
+        "  ring-launch -n 4 -- ringd --workload fmnist-mlp --epochs 5\n"
+        "  ring-launch -n 4 -- ringd --checkpoint-dir ckpt --max-time 10m   # run again to resume\n"
+        "  ringd --role evaluator --checkpoint-dir ckpt                     # alongside them\n"
+        "  ring-launch -n 2 -- ringd --workload synthetic --params 25M --compute-ms 50\n");
+}
+
+/* a warning for every RING_* variable nobody reads (a typo, usually) */
+static void check_env(void)
+{
+    for (char **env = environ; env != NULL && *env != NULL; env++) {
+        size_t len = strcspn(*env, "=");
+        if (strncmp(*env, "RING_", 5) == 0 && !ring_config_env_known(*env, len) &&
+            !daemon_opts_env_known(*env, len))
+            fprintf(stderr, "ringd: warning: unknown environment variable %.*s ignored (see "
+                            "ringd --help)\n", (int)len, *env);
+    }
+}
+
+/* Settings from defaults, environment and argv. 0, 1 (exit 0 now), or 2 (usage error). */
+static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config_t *cfg,
+                          int *print_config)
+{
+    char err[DAEMON_ERR_MAX];
+    int i = 1, rc;
+
+    ring_config_init(cfg);
+    (void)ring_config_set(cfg, "codec", "fp16", RING_SRC_DEFAULT);
+    daemon_opts_init(opt);
+    if (ring_config_load_env(cfg) != RING_OK) {
+        fprintf(stderr, "ringd: %s\n", ring_last_error());
+        return 2;
+    }
+    if (daemon_opts_load_env(opt, err, sizeof(err)) != 0) {
+        fprintf(stderr, "ringd: %s\n", err);
+        return 2;
+    }
+    while (i < argc) {
+        const char *a = argv[i];
+
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("ringd %s\n", ring_version());
+            return 1;
+        }
+        if (strcmp(a, "--print-config") == 0) {
+            *print_config = 1;
+            i++;
+            continue;
+        }
+        rc = daemon_opts_parse_arg(opt, argc, argv, &i, err, sizeof(err));
+        if (rc < 0) {
+            fprintf(stderr, "ringd: %s\n", err);
+            return 2;
+        }
+        if (rc > 0)
+            continue;
+        switch (ring_config_parse_arg(cfg, argc, argv, &i)) {
+        case RING_OK:
+            continue;
+        case RING_ERR_UNSUPPORTED:
+            fprintf(stderr, "ringd: unknown option '%s'\nTry 'ringd --help'.\n", a);
+            return 2;
+        default:
+            fprintf(stderr, "ringd: %s\n", ring_last_error());
+            return 2;
+        }
+    }
+    /* no ring given at all: train alone */
+    if (cfg->world_size == 0 && cfg->rank < 0 && (cfg->peers == NULL || !cfg->peers[0])) {
+        (void)ring_config_set(cfg, "world-size", "1", RING_SRC_DEFAULT);
+        (void)ring_config_set(cfg, "rank", "0", RING_SRC_DEFAULT);
+        (void)ring_config_set(cfg, "peers", "127.0.0.1:0", RING_SRC_DEFAULT);
+    }
+    if (daemon_opts_validate(opt, err, sizeof(err)) != 0) {
+        fprintf(stderr, "ringd: %s\n", err);
+        return 2;
+    }
+    if (opt->role == ROLE_TRAINER && ring_config_validate(cfg) != RING_OK) {
+        fprintf(stderr, "ringd: %s\n", ring_last_error());
+        return 2;
+    }
+    return 0;
+}
+
+static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
+{
+    const workload_ops_t *ops = workload_find(opt->workload);
+    char err[DAEMON_ERR_MAX];
+    wl_settings_t s;
+    run_t r;
+    int rc = 1;
+
+    memset(&r, 0, sizeof(r));
+    r.opt = opt;
+    r.cfg = cfg;
+    r.rank = cfg->rank;
+    r.world = cfg->world_size;
+    r.chatty = r.rank == 0 || opt->log_all;
+    r.test_acc = r.time_to_85 = -1;
+    signals_install();
+    if (ring_comm_open(cfg, &r.comm) != RING_OK) {
+        fprintf(stderr, "ringd[rank %d]: %s\n", r.rank, ring_last_error());
+        return 1;
+    }
+    /* after the ring is up: a peer that cannot load its data closes the ring, and the
+     * others hear of it at once instead of waiting for a connect timeout */
+    daemon_opts_workload(opt, &s);
+    if (ops->create(&s, &r.w, err, sizeof(err)) != 0)
+        goto fail;
+    if (sgd_init(&r.sgd, r.w->nparams, opt->lr, opt->momentum, opt->weight_decay) != 0 ||
+        shard_init(&r.shard, r.w->ntrain, r.rank, r.world, opt->seed, opt->shuffle) != 0) {
+        snprintf(err, sizeof(err), "out of memory (or a training set of %zu samples for %d "
+                 "peers)", r.w->ntrain, r.world);
+        goto fail;
+    }
+    if (metrics_open(opt, r.rank, &r.metrics, err, sizeof(err)) != 0)
+        goto fail;
+    if (resume_start(&r, err, sizeof(err)) != 0 || train_run(&r, err, sizeof(err)) != 0)
+        goto fail;
+    if (r.chatty)
+        progress_summary(&r);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "ringd[rank %d]: error: %s\n", r.rank, err);
+out:
+    ring_comm_close(r.comm);
+    if (r.metrics != NULL)
+        fclose(r.metrics);
+    shard_free(&r.shard);
+    sgd_free(&r.sgd);
+    if (r.w != NULL)
+        r.w->ops->destroy(r.w);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    daemon_opts_t opt;
+    ring_config_t cfg;
+    int print_config = 0, rc;
+
+    rc = parse_settings(argc, argv, &opt, &cfg, &print_config);
+    if (rc != 0) {
+        ring_config_free(&cfg);
+        return rc == 1 ? 0 : 2;
+    }
+    check_env();
+    if (print_config) {
+        printf("# ringd %s: effective settings (value, source, environment variable)\n",
+               ring_version());
+        daemon_opts_print(&opt, stdout);
+        ring_config_print(&cfg, stdout);
+        ring_config_free(&cfg);
+        return 0;
+    }
+    /* several peers share the cores: one BLAS thread each */
+    openblas_set_num_threads(1);
+    rc = opt.role == ROLE_EVALUATOR ? evaluator_main(&opt, &cfg) : trainer_main(&opt, &cfg);
+    ring_config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,63 @@
+/*
+ * metrics.c - the metrics file: one JSON object per line (JSON Lines), one
+ * line per step and one per evaluation, flushed as written so a crash
+ * loses at most the line being written and `tail -f` works.
+ *
+ * Step line: {"type":"step","step":S,"epoch":E,"time":T,"loss":L,
+ *   "samples":B,"wire_bytes":W,"compute_s":C,"wait_s":A,"comm_s":M}
+ *   time: training seconds (across resumes); loss: this peer's batch loss;
+ *   wire_bytes: payload bytes this peer sent in the step; wait_s: time
+ *   waiting for the slowest peer; comm_s: the gradient allreduce.
+ * Eval line: {"type":"eval","step":S,"epoch":E,"time":T,"loss":L,"accuracy":A}
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/daemon.h"
+
+int metrics_open(const daemon_opts_t *opt, int rank, FILE **f_out, char *err, size_t errlen)
+{
+    char path[OPT_STR_MAX + 16];
+    const char *mark = strstr(opt->metrics, "{rank}");
+    FILE *f;
+
+    *f_out = NULL;
+    if (opt->metrics[0] == '\0' || (mark == NULL && rank != 0))
+        return 0;
+    if (mark != NULL)
+        snprintf(path, sizeof(path), "%.*s%d%s", (int)(mark - opt->metrics), opt->metrics, rank,
+                 mark + 6);
+    else
+        snprintf(path, sizeof(path), "%s", opt->metrics);
+    f = fopen(path, "a");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot open the metrics file %s: %m", path);
+        return -1;
+    }
+    *f_out = f;
+    return 0;
+}
+
+void metrics_step(FILE *f, const run_t *r, double loss, int samples, double compute_s,
+                  double wait_s, double comm_s, uint64_t wire_bytes)
+{
+    fprintf(f,
+            "{\"type\":\"step\",\"rank\":%d,\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
+            ",\"time\":%.6f,\"loss\":%.6g,\"samples\":%d,\"wire_bytes\":%" PRIu64
+            ",\"compute_s\":%.6f,\"wait_s\":%.6f,\"comm_s\":%.6f}\n",
+            r->rank, r->step, r->epoch, r->elapsed_before + (daemon_now() - r->t_start), loss,
+            samples, wire_bytes, compute_s, wait_s, comm_s);
+    fflush(f);
+}
+
+void metrics_eval(FILE *f, uint64_t step, uint64_t epoch, double elapsed, double loss, double acc)
+{
+    fprintf(f,
+            "{\"type\":\"eval\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
+            ",\"time\":%.6f,\"loss\":%.6g,\"accuracy\":%.6f}\n",
+            step, epoch, elapsed, loss, acc);
+    fflush(f);
+}

@@ -1,0 +1,38 @@
+/*
+ * optimizer.c - SGD with momentum and weight decay (see optimizer.h).
+ * Compiled with -ffp-contract=off (Makefile.am): an FMA here would round
+ * differently from a peer built by another compiler.
+ */
+#include "config.h"
+
+#include "optimizer.h"
+
+#include <stdlib.h>
+
+int sgd_init(sgd_t *o, size_t n, double lr, double momentum, double weight_decay)
+{
+    o->lr = (float)lr;
+    o->momentum = (float)momentum;
+    o->weight_decay = (float)weight_decay;
+    o->n = n;
+    o->velocity = calloc(n > 0 ? n : 1, sizeof(float));
+    return o->velocity != NULL ? 0 : -1;
+}
+
+void sgd_step(sgd_t *o, float *params, const float *grad)
+{
+    const float lr = o->lr, mu = o->momentum, wd = o->weight_decay;
+    float *v = o->velocity;
+
+    for (size_t i = 0; i < o->n; i++) {
+        float g = grad[i] + wd * params[i];
+        v[i] = mu * v[i] + g;
+        params[i] -= lr * v[i];
+    }
+}
+
+void sgd_free(sgd_t *o)
+{
+    free(o->velocity);
+    o->velocity = NULL;
+}

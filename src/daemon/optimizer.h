@@ -1,0 +1,27 @@
+/*
+ * optimizer.h - SGD with momentum and weight decay over one flat array,
+ * applied identically on every peer to the averaged gradient, so the
+ * parameters stay bitwise identical across the ring.
+ *
+ *   g = grad + wd * w;   v = momentum * v + g;   w = w - lr * v
+ *
+ * (PyTorch's SGD; v starts at zero.) Plain float arithmetic, no FMA, in a
+ * fixed order: same inputs, same bits on every peer.
+ */
+#ifndef RINGD_DAEMON_OPTIMIZER_H
+#define RINGD_DAEMON_OPTIMIZER_H
+
+#include <stddef.h>
+
+typedef struct sgd {
+    float lr, momentum, weight_decay;
+    size_t n;
+    float *velocity;          /* n floats, owned */
+} sgd_t;
+
+/* 0, or -1 when the velocity cannot be allocated. */
+int sgd_init(sgd_t *o, size_t n, double lr, double momentum, double weight_decay);
+void sgd_step(sgd_t *o, float *params, const float *grad);
+void sgd_free(sgd_t *o);
+
+#endif /* RINGD_DAEMON_OPTIMIZER_H */

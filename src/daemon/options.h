@@ -1,0 +1,91 @@
+/*
+ * options.h - the daemon's own settings (what to train and how), next to
+ * libringd's ring settings (ring_config_t: rank, peers, codec, timeouts...).
+ *
+ * Like the ring settings, every option lives in one table (options.c) with
+ * its flag, RING_* environment variable, default and doc, so parsing,
+ * --help and --print-config cannot drift apart. Precedence: defaults <
+ * environment < flags.
+ */
+#ifndef RINGD_DAEMON_OPTIONS_H
+#define RINGD_DAEMON_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <ringd/config.h>
+
+#include "workloads/workload.h"
+
+#define OPT_STR_MAX 512
+
+enum daemon_role { ROLE_TRAINER = 0, ROLE_EVALUATOR };
+enum progress_style { PROGRESS_AUTO = 0, PROGRESS_BAR, PROGRESS_LINES, PROGRESS_OFF };
+
+/* "every N steps" or "every T seconds" (checkpoint-every, eval-every) */
+typedef struct every {
+    long steps;               /* > 0: every that many steps */
+    double seconds;           /* > 0: every that much wall time */
+    int per_epoch;            /* 1: at the end of every epoch */
+} every_t;
+
+typedef struct daemon_opts {
+    char workload[32];
+    int role;                 /* enum daemon_role */
+    long epochs;
+    long max_steps;           /* 0 = no limit */
+    double max_time_s;        /* 0 = no limit */
+    int batch_size;           /* per peer */
+    double lr, momentum, weight_decay;
+    uint64_t seed;
+    int hidden[WL_MAX_HIDDEN], nhidden;
+    int conv[2], dense;
+    uint64_t params;          /* synthetic */
+    double compute_ms;        /* synthetic */
+    int device;               /* WL_DEVICE_* */
+    int shuffle;
+    char data_dir[OPT_STR_MAX];
+    char checkpoint_dir[OPT_STR_MAX];
+    every_t checkpoint_every;
+    int keep_checkpoints;
+    int resume;
+    every_t eval_every;
+    char metrics[OPT_STR_MAX]; /* "" = none; "{rank}" is replaced by the rank */
+    int log_all;
+    int progress;             /* enum progress_style */
+    double log_interval_s;    /* plain progress lines at most this often */
+    double poll_interval_s;   /* evaluator: how often it looks for new checkpoints */
+    unsigned char source[48]; /* where each option's value came from (ring_config_source_t) */
+} daemon_opts_t;
+
+/* Fill with the defaults. */
+void daemon_opts_init(daemon_opts_t *o);
+
+/* Read the RING_* variables of the daemon's table. 0, or -1 with a message in err. */
+int daemon_opts_load_env(daemon_opts_t *o, char *err, size_t errlen);
+
+/*
+ * Consume argv[*i] (and its value) when it is one of the daemon's flags:
+ * returns 1 and advances *i; 0 when it is not ours (*i untouched); -1 on a
+ * bad value, with a message in err naming the flag and the expected form.
+ */
+int daemon_opts_parse_arg(daemon_opts_t *o, int argc, char **argv, int *i, char *err,
+                          size_t errlen);
+
+/* Check that the options make sense together. 0, or -1 with a message. */
+int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen);
+
+/* 1 when the daemon reads the environment variable var[0..len). */
+int daemon_opts_env_known(const char *var, size_t len);
+
+/* --help lines for every option, and --print-config lines with sources. */
+void daemon_opts_print_help(FILE *out);
+void daemon_opts_print(const daemon_opts_t *o, FILE *out);
+
+/* The workload settings these options describe. */
+void daemon_opts_workload(const daemon_opts_t *o, wl_settings_t *s);
+
+/* "every N steps / T / epoch" as text, for logs. */
+void every_format(const every_t *e, char *buf, size_t len);
+
+#endif /* RINGD_DAEMON_OPTIONS_H */

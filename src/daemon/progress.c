@@ -1,0 +1,192 @@
+/*
+ * progress.c - what a trainer prints: a progress bar with ETA when stdout
+ * is a terminal, plain lines (at most one per --log-interval, and one per
+ * epoch) when it is not, and the summary table at the end. Only rank 0
+ * prints, unless --log-all; other ranks stay quiet.
+ *
+ * One training run per process, so the between-lines state is file-local.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/daemon.h"
+
+static struct {
+    int style;                /* PROGRESS_BAR, _LINES or _OFF once started */
+    double last_print;        /* when the last line or bar was drawn */
+    double at_time;           /* interval start: time, samples, wire bytes, comm and wait */
+    uint64_t at_samples, at_wire;
+    double at_comm, at_wait;
+    uint64_t at_epoch;
+    int bar_drawn;            /* a bar is on the terminal's last line */
+    uint64_t total_steps;     /* for the bar's percentage and ETA */
+} pg;
+
+static void clear_bar(void)
+{
+    if (pg.bar_drawn) {
+        fputs("\r\033[K", stdout);
+        pg.bar_drawn = 0;
+    }
+}
+
+void progress_start(const run_t *r)
+{
+    const daemon_opts_t *o = r->opt;
+    uint64_t per_epoch = shard_steps_per_epoch(&r->shard, o->batch_size);
+
+    memset(&pg, 0, sizeof(pg));
+    pg.style = o->progress;
+    if (pg.style == PROGRESS_AUTO)
+        pg.style = isatty(STDOUT_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
+    if (!r->chatty)
+        pg.style = PROGRESS_OFF;
+    pg.total_steps = (uint64_t)o->epochs * per_epoch;
+    if (o->max_steps > 0 && (uint64_t)o->max_steps < pg.total_steps)
+        pg.total_steps = (uint64_t)o->max_steps;
+    pg.last_print = pg.at_time = r->t_start;
+    pg.at_samples = r->total_samples;
+    pg.at_epoch = r->epoch;
+    if (pg.style != PROGRESS_OFF) {
+        printf("ringd: training %s (%zu parameters) on %d peer%s, codec %s, batch %d per peer, "
+               "%" PRIu64 " steps per epoch%s\n",
+               r->w->shape, r->w->nparams, r->world, r->world > 1 ? "s" : "", r->cfg->codec,
+               o->batch_size, per_epoch, r->step > 0 ? " (resumed)" : "");
+        fflush(stdout);
+    }
+}
+
+static void format_eta(double s, char *buf, size_t len)
+{
+    long t = (long)(s + 0.5);
+
+    if (s < 0 || s > 360000)
+        snprintf(buf, len, "--:--");
+    else if (t >= 3600)
+        snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+void progress_step(run_t *r)
+{
+    double now = daemon_now(), span = now - pg.at_time;
+    int epoch_changed = r->epoch != pg.at_epoch || r->stop != STOP_NONE;
+    double sps, mbps, comm, wait;
+    char test[32] = "";
+
+    if (pg.style == PROGRESS_OFF)
+        return;
+    if (pg.style == PROGRESS_BAR ? now - pg.last_print < 0.1
+                                 : now - pg.last_print < r->opt->log_interval_s && !epoch_changed)
+        return;
+    if (span <= 0)
+        span = 1e-9;
+    sps = (double)(r->total_samples - pg.at_samples) / span;
+    mbps = (double)(r->wire_bytes - pg.at_wire) / span / 1e6;
+    comm = 100 * (r->comm_s - pg.at_comm) / span;
+    wait = 100 * (r->wait_s - pg.at_wait) / span;
+    if (r->test_acc >= 0)
+        snprintf(test, sizeof(test), "  test %.2f%%", 100 * r->test_acc);
+    if (pg.style == PROGRESS_BAR) {
+        double done = pg.total_steps ? (double)r->step / (double)pg.total_steps : 0;
+        double rate = (double)(r->step - r->start_step) / (now - r->t_start + 1e-9);
+        char bar[21], eta[24];
+        int fill = (int)(done * 20);
+
+        for (int k = 0; k < 20; k++)
+            bar[k] = k < fill ? '#' : '.';
+        bar[20] = '\0';
+        format_eta(rate > 0 ? (double)(pg.total_steps - r->step) / rate : -1, eta, sizeof(eta));
+        printf("\r\033[Kepoch %" PRIu64 "/%ld [%s] %3.0f%%  loss %.4f  train %.1f%%%s  %.0f "
+               "samples/s  wire %.1f MB/s  comm %.0f%%  ETA %s",
+               r->epoch + 1 > (uint64_t)r->opt->epochs ? r->epoch : r->epoch + 1, r->opt->epochs,
+               bar, 100 * done, r->last_loss, 100 * r->last_train_acc, test, sps, mbps, comm,
+               eta);
+        pg.bar_drawn = 1;
+    } else {
+        printf("epoch %" PRIu64 "/%ld  step %" PRIu64 "  loss %.4f  train %.1f%%%s  %.0f "
+               "samples/s  wire %.1f MB/s  comm %.0f%%  wait %.0f%%\n",
+               r->epoch + (r->step_in_epoch > 0), r->opt->epochs, r->step, r->last_loss,
+               100 * r->last_train_acc, test, sps, mbps, comm, wait);
+    }
+    fflush(stdout);
+    pg.last_print = pg.at_time = now;
+    pg.at_samples = r->total_samples;
+    pg.at_wire = r->wire_bytes;
+    pg.at_comm = r->comm_s;
+    pg.at_wait = r->wait_s;
+    pg.at_epoch = r->epoch;
+}
+
+void progress_line(const run_t *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    (void)r;
+    if (pg.style == PROGRESS_OFF)
+        return;
+    clear_bar();
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}
+
+static void human_bytes(double b, char *buf, size_t len)
+{
+    if (b >= 1e9)
+        snprintf(buf, len, "%.2f GB", b / 1e9);
+    else if (b >= 1e6)
+        snprintf(buf, len, "%.1f MB", b / 1e6);
+    else
+        snprintf(buf, len, "%.0f kB", b / 1e3);
+}
+
+void progress_summary(const run_t *r)
+{
+    static const char *const why[] = {"", "all epochs done", "--max-steps reached",
+                                      "--max-time reached", "stopped by a signal"};
+    double wall = daemon_now() - r->t_start, steps = (double)(r->step - r->start_step);
+    /* what the gradients would have cost as fp32: 2(N-1)/N of the buffer per step */
+    double fp32 = r->world > 1 ? steps * 2.0 * (r->world - 1) / r->world *
+                                     (double)r->w->nparams * 4
+                               : 0;
+    char wire[32], wire32[32];
+
+    clear_bar();
+    if (wall <= 0)
+        wall = 1e-9;
+    human_bytes((double)r->wire_bytes, wire, sizeof(wire));
+    human_bytes(fp32, wire32, sizeof(wire32));
+    printf("\n== ringd summary: %s, %d peer%s, codec %s, lockstep\n", r->w->shape, r->world,
+           r->world > 1 ? "s" : "", r->cfg->codec);
+    printf("  %-20s %s\n", "stopped", why[r->stop < 5 ? r->stop : 0]);
+    printf("  %-20s %" PRIu64 " (this run %" PRIu64 "), epoch %" PRIu64 " of %ld, %" PRIu64
+           " samples\n", "steps", r->step, r->step - r->start_step,
+           r->epoch + (r->step_in_epoch > 0), r->opt->epochs, r->total_samples);
+    if (r->test_acc >= 0)
+        printf("  %-20s %.2f %%  (loss %.4f, at step %" PRIu64 ")\n", "test accuracy",
+               100 * r->test_acc, r->test_loss, r->test_step);
+    if (r->time_to_85 >= 0)
+        printf("  %-20s %.1f s of training\n", "time to 85 %", r->time_to_85);
+    printf("  %-20s %.1f s  (compute %.1f %%, wait for peers %.1f %%, communication %.1f %%, "
+           "other %.1f %%)\n", "wall time", wall, 100 * r->compute_s / wall,
+           100 * r->wait_s / wall, 100 * r->comm_s / wall, 100 * r->other_s / wall);
+    printf("  %-20s %.0f (all peers)\n", "samples/s",
+           steps * r->opt->batch_size * r->world / wall);
+    if (r->world > 1)
+        printf("  %-20s %s sent by rank %d (%.1f MB/s); fp32 gradients would be ~%s: %s "
+               "saved %.1f %%\n", "bytes on the wire", wire, r->rank,
+               (double)r->wire_bytes / wall / 1e6, wire32, r->cfg->codec,
+               fp32 > 0 ? 100 * (1 - (double)r->wire_bytes / fp32) : 0.0);
+    if (r->nonfinite_steps > 0)
+        printf("  %-20s %" PRIu64 "\n", "skipped (inf/NaN)", r->nonfinite_steps);
+    fflush(stdout);
+}

@@ -1,0 +1,259 @@
+/*
+ * train.c - the lockstep training loop of one peer.
+ *
+ * Every step, on every peer:
+ *   1. the workload computes the gradient of its next batch (compute);
+ *   2. a tiny exact allreduce of control values: stop requests, the batch
+ *      loss, correct predictions and samples. Its time is the wait for the
+ *      slowest peer (a barrier), so it is reported as "wait";
+ *   3. the gradient is allreduce-averaged with the configured codec
+ *      (communication);
+ *   4. the same SGD update on every peer: the parameters stay bitwise
+ *      identical across the ring.
+ * A stop request (signal, --max-time on any peer) is part of step 2's
+ * values, so every peer stops after the same step.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/daemon.h"
+
+/* the control values of a step, summed over the peers (exact) */
+enum { CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_LOSS, CTL_CORRECT, CTL_SAMPLES, CTL_COUNT };
+
+#define TENSOR_GRADIENT 1u
+#define TENSOR_CONTROL 2u
+/* give up after this many consecutive steps with an inf/NaN gradient */
+#define NONFINITE_STREAK_MAX 5
+
+double daemon_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double training_time(const run_t *r)
+{
+    return r->elapsed_before + (daemon_now() - r->t_start);
+}
+
+static int ring_fail(run_t *r, const char *what, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "step %" PRIu64 ", %s: %s", r->step, what, ring_last_error());
+    return -1;
+}
+
+/* is an "every" schedule due after this step? (epoch ends are handled by the caller) */
+static int due(const every_t *e, uint64_t step, double now, double *last)
+{
+    if (e->steps > 0)
+        return step % (uint64_t)e->steps == 0;
+    if (e->seconds > 0 && now - *last >= e->seconds) {
+        *last = now;
+        return 1;
+    }
+    return 0;
+}
+
+/* One step. Returns 0, or -1 with err; sets r->stop when the peers agreed to stop. */
+static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errlen)
+{
+    const daemon_opts_t *o = r->opt;
+    const uint32_t *idx = shard_batch(&r->shard, r->step_in_epoch, o->batch_size);
+    double loss = 0, t0, t1, t2, t3;
+    int correct = 0;
+    ring_comm_stats_t before, after;
+    ring_request_t *req;
+    ring_status_t st;
+
+    t0 = daemon_now();
+    if (r->w->ops->train_step(r->w, idx, o->batch_size, &loss, &correct, err, errlen) != 0)
+        return -1;
+    t1 = daemon_now();
+
+    memset(ctl, 0, CTL_COUNT * sizeof(float));
+    ctl[CTL_STOP_SIGNAL] = signals_stop_requested() ? 1.0f : 0.0f;
+    ctl[CTL_STOP_TIME] = o->max_time_s > 0 && t1 - r->t_start >= o->max_time_s ? 1.0f : 0.0f;
+    ctl[CTL_LOSS] = (float)loss;
+    ctl[CTL_CORRECT] = (float)correct;
+    ctl[CTL_SAMPLES] = (float)o->batch_size;
+    (void)ring_comm_get_stats(r->comm, &before);
+    if (ring_allreduce_start_flags(r->comm, ctl, ctl, CTL_COUNT, RING_FLOAT32, RING_SUM,
+                                   TENSOR_CONTROL, RING_CALL_EXACT, &req) != RING_OK ||
+        ring_request_wait(req) != RING_OK)
+        return ring_fail(r, "control allreduce", err, errlen);
+    t2 = daemon_now();
+    st = ring_allreduce_start_flags(r->comm, r->w->grads, r->w->grads, r->w->nparams,
+                                    RING_FLOAT32, RING_AVG, TENSOR_GRADIENT, 0, &req);
+    if (st == RING_OK)
+        st = ring_request_wait(req);
+    t3 = daemon_now();
+    if (st == RING_ERR_NONFINITE) {
+        /* skip the update, as mixed-precision loss scaling does; a streak is a diverged run */
+        r->nonfinite_steps++;
+        if (++*streak >= NONFINITE_STREAK_MAX) {
+            snprintf(err, errlen, "step %" PRIu64 ": the averaged gradient held inf or NaN %d "
+                     "steps in a row: training diverged (try a smaller --lr)", r->step,
+                     NONFINITE_STREAK_MAX);
+            return -1;
+        }
+        if (r->chatty)
+            progress_line(r, "step %" PRIu64 ": gradient holds inf or NaN on some peer; update "
+                          "skipped", r->step);
+    } else if (st != RING_OK) {
+        return ring_fail(r, "gradient allreduce", err, errlen);
+    } else {
+        *streak = 0;
+        sgd_step(&r->sgd, r->w->params, r->w->grads);
+    }
+    (void)ring_comm_get_stats(r->comm, &after);
+
+    r->step++;
+    r->step_in_epoch++;
+    r->total_samples += (uint64_t)ctl[CTL_SAMPLES];
+    r->last_loss = ctl[CTL_LOSS] / (float)r->world;
+    r->last_train_acc = ctl[CTL_CORRECT] / ctl[CTL_SAMPLES];
+    r->compute_s += t1 - t0;
+    r->wait_s += t2 - t1;
+    r->comm_s += t3 - t2;
+    r->wire_bytes += after.payload_bytes - before.payload_bytes;
+    if (r->metrics != NULL)
+        metrics_step(r->metrics, r, loss, o->batch_size, t1 - t0, t2 - t1, t3 - t2,
+                     after.payload_bytes - before.payload_bytes);
+    if (ctl[CTL_STOP_SIGNAL] > 0)
+        r->stop = STOP_SIGNAL;
+    else if (ctl[CTL_STOP_TIME] > 0)
+        r->stop = STOP_MAX_TIME;
+    else if (o->max_steps > 0 && r->step >= (uint64_t)o->max_steps)
+        r->stop = STOP_MAX_STEPS;
+    return 0;
+}
+
+/* rank 0's evaluation and checkpoint after a step or at an epoch's end */
+static int after_step(run_t *r, int epoch_end, double *last_eval, double *last_ckpt, char *err,
+                      size_t errlen)
+{
+    const daemon_opts_t *o = r->opt;
+    double now = daemon_now(), t0 = now;
+    int eval, ckpt;
+
+    if (r->rank != 0)
+        return 0;
+    eval = epoch_end ? o->eval_every.per_epoch : due(&o->eval_every, r->step, now, last_eval);
+    ckpt = o->checkpoint_dir[0] != '\0' &&
+           (epoch_end ? o->checkpoint_every.per_epoch
+                      : due(&o->checkpoint_every, r->step, now, last_ckpt));
+    if (eval && r->w->ntest > 0 && run_evaluate(r, err, errlen) != 0)
+        return -1;
+    if (ckpt && run_checkpoint(r, 0, err, errlen) != 0)
+        return -1;
+    r->other_s += daemon_now() - t0;
+    return 0;
+}
+
+int train_run(run_t *r, char *err, size_t errlen)
+{
+    const daemon_opts_t *o = r->opt;
+    uint64_t steps_per_epoch = shard_steps_per_epoch(&r->shard, o->batch_size);
+    double last_eval, last_ckpt;
+    float ctl[CTL_COUNT];
+    int streak = 0;
+
+    if (steps_per_epoch == 0) {
+        snprintf(err, errlen, "each peer's shard has %zu samples, fewer than --batch-size %d: "
+                 "use a smaller batch or fewer peers", r->shard.len, o->batch_size);
+        return -1;
+    }
+    r->t_start = last_eval = last_ckpt = daemon_now();
+    progress_start(r);
+    while (r->stop == STOP_NONE && r->epoch < (uint64_t)o->epochs) {
+        shard_set_epoch(&r->shard, r->epoch);
+        while (r->stop == STOP_NONE && r->step_in_epoch < steps_per_epoch) {
+            if (train_step(r, ctl, &streak, err, errlen) != 0)
+                return -1;
+            progress_step(r);
+            if (r->stop == STOP_NONE &&
+                after_step(r, 0, &last_eval, &last_ckpt, err, errlen) != 0)
+                return -1;
+        }
+        if (r->step_in_epoch >= steps_per_epoch) { /* also a resume into a shorter epoch */
+            r->epoch++;
+            r->step_in_epoch = 0;
+            if (r->stop == STOP_NONE && r->epoch < (uint64_t)o->epochs &&
+                after_step(r, 1, &last_eval, &last_ckpt, err, errlen) != 0)
+                return -1;
+        }
+    }
+    if (r->stop == STOP_NONE)
+        r->stop = STOP_DONE;
+    /* the end: rank 0 evaluates the final parameters and writes the final checkpoint */
+    if (r->rank == 0) {
+        double t0 = daemon_now();
+        if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate(r, err, errlen) != 0)
+            return -1;
+        if (o->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
+            return -1;
+        r->other_s += daemon_now() - t0;
+    }
+    return 0;
+}
+
+int run_evaluate(run_t *r, char *err, size_t errlen)
+{
+    double loss, acc;
+
+    if (r->w->ops->evaluate(r->w, &loss, &acc, err, errlen) != 0)
+        return -1;
+    r->test_loss = loss;
+    r->test_acc = acc;
+    r->test_step = r->step;
+    if (acc >= 0.85 && r->time_to_85 < 0)
+        r->time_to_85 = training_time(r);
+    if (r->chatty)
+        progress_line(r, "epoch %" PRIu64 " step %" PRIu64 ": test accuracy %.2f%%, loss %.4f",
+                      r->epoch + (r->step_in_epoch > 0), r->step, 100 * acc, loss);
+    if (r->metrics != NULL)
+        metrics_eval(r->metrics, r->step, r->epoch, training_time(r), loss, acc);
+    return 0;
+}
+
+int run_checkpoint(run_t *r, int final, char *err, size_t errlen)
+{
+    const daemon_opts_t *o = r->opt;
+    ckpt_state_t st;
+    char path[CKPT_PATH_MAX];
+
+    memset(&st, 0, sizeof(st));
+    st.step = r->step;
+    st.epoch = r->epoch;
+    st.step_in_epoch = r->step_in_epoch;
+    st.seed = o->seed;
+    st.total_samples = r->total_samples;
+    st.world_size = (uint32_t)r->world;
+    st.batch_size = (uint32_t)o->batch_size;
+    st.final = (uint32_t)final;
+    st.elapsed_s = training_time(r);
+    snprintf(st.workload, sizeof(st.workload), "%s", o->workload);
+    snprintf(st.shape, sizeof(st.shape), "%s", r->w->shape);
+    snprintf(st.settings, sizeof(st.settings),
+             "lr=%g momentum=%g weight-decay=%g batch-size=%d world-size=%d codec=%s shuffle=%s",
+             o->lr, o->momentum, o->weight_decay, o->batch_size, r->world, r->cfg->codec,
+             o->shuffle ? "on" : "off");
+    st.nparams = r->w->nparams;
+    st.params = r->w->params;
+    st.momentum = r->sgd.velocity;
+    if (ckpt_write(o->checkpoint_dir, &st, path, sizeof(path), err, errlen) != 0)
+        return -1;
+    (void)ckpt_prune(o->checkpoint_dir, o->keep_checkpoints);
+    if (r->chatty && (final || r->opt->progress != PROGRESS_OFF))
+        progress_line(r, "checkpoint %s (step %" PRIu64 "%s)", path, r->step,
+                      final ? ", final" : "");
+    return 0;
+}
