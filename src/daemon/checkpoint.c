@@ -207,6 +207,26 @@ static int read_all(FILE *f, void *buf, size_t n, uLong *crc)
     return 0;
 }
 
+/* Checksum the rest of f (body and stored CRC): 0 intact, -1 not. For a header
+ * that names another model: is it really another model, or a damaged header? */
+static int crc_rest_ok(FILE *f, size_t body, uLong crc)
+{
+    unsigned char buf[65536], tail[4];
+    uint32_t stored;
+
+    while (body > 0) {
+        size_t piece = body < sizeof(buf) ? body : sizeof(buf);
+        if (fread(buf, 1, piece, f) != piece)
+            return -1;
+        crc = crc32(crc, buf, (uInt)piece);
+        body -= piece;
+    }
+    if (fread(tail, 1, 4, f) != 4)
+        return -1;
+    memcpy(&stored, tail, 4);
+    return stored == (uint32_t)crc ? 0 : -1;
+}
+
 int ckpt_read(const char *path, ckpt_state_t *st, int want_body, const char *expect_workload,
               const char *expect_shape, size_t expect_nparams, char *err, size_t errlen)
 {
@@ -242,6 +262,10 @@ int ckpt_read(const char *path, ckpt_state_t *st, int want_body, const char *exp
     if (expect_workload != NULL &&
         (strcmp(st->workload, expect_workload) != 0 || strcmp(st->shape, expect_shape) != 0 ||
          st->nparams != expect_nparams)) {
+        if (crc_rest_ok(f, body, crc) != 0) {
+            snprintf(err, errlen, "checkpoint %s is corrupt: checksum mismatch", path);
+            goto corrupt;
+        }
         snprintf(err, errlen, "checkpoint %s holds %s (%zu parameters) but this run trains %s "
                  "(%zu parameters): a checkpoint of another model cannot be resumed (use "
                  "another --checkpoint-dir, or --no-resume to start over)", path, st->shape,
