@@ -1,0 +1,773 @@
+/*
+ * t-mlp.c - dense layers, ReLU and softmax cross-entropy (dense.h), the
+ * fmnist-mlp workload (mlp.h) and the synthetic workload.
+ *
+ * Gradients are checked against central finite differences of references
+ * written here in double precision, sharing no code with dense.c: the
+ * float analytic gradient is then the only single-precision side, and the
+ * tolerances below come from float rounding alone. The MLP runs on a
+ * dataset built in memory; training on the real Fashion-MNIST runs when
+ * dataset-fashion-mnist is installed and is skipped otherwise.
+ * About 1.5 s on 2 cores (4 s under ASan/UBSan). Unit test: no network.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "tap.h"
+#include "workloads/dense.h"
+#include "workloads/fmnist.h"
+#include "workloads/mlp.h"
+#include "workloads/rng.h"
+#include "workloads/workloads.h"
+
+#define MAX_LAYERS (WL_MAX_HIDDEN + 1)
+
+static char err[WL_ERR_MAX];
+
+static void fill_uniform(rng_t *r, float *v, size_t count, float lo, float hi)
+{
+    for (size_t i = 0; i < count; i++)
+        v[i] = lo + (hi - lo) * rng_uniform_float(r);
+}
+
+/*
+ * |a - b| relative to the larger of the two and of floor: near-zero
+ * entries are judged on the absolute error floor_abs allows, the rest on
+ * their relative error.
+ */
+static double rel_err(double a, double b, double floor_abs)
+{
+    double scale = fmax(fmax(fabs(a), fabs(b)), floor_abs);
+
+    return fabs(a - b) / scale;
+}
+
+/* ---- rng.h ---------------------------------------------------------------- */
+
+static void test_rng(void)
+{
+    enum { DRAWS = 100000, BUCKETS = 10 };
+    rng_t a, b;
+    int same = 1, counts[BUCKETS] = {0}, in_range = 1, balanced = 1;
+    double sum = 0.0, sum2 = 0.0, mean, std;
+
+    rng_seed(&a, 1, 2, 3);
+    rng_seed(&b, 1, 2, 3);
+    for (int i = 0; i < 100; i++)
+        same &= rng_next_u64(&a) == rng_next_u64(&b);
+    rng_seed(&b, 2, 1, 3);
+    ok(same && rng_next_u64(&a) != rng_next_u64(&b),
+       "rng: the same seed words give the same stream, swapped words another");
+
+    for (int i = 0; i < DRAWS; i++) {
+        uint32_t v = rng_uniform_u32_below(&a, BUCKETS);
+        float u = rng_uniform_float(&a);
+
+        if (v >= BUCKETS || u < 0.0f || u >= 1.0f)
+            in_range = 0;
+        else
+            counts[v]++;
+    }
+    /* 10000 expected per bucket, std 95: 5% is over 5 sigma */
+    for (int k = 0; k < BUCKETS; k++)
+        balanced &= abs(counts[k] - DRAWS / BUCKETS) < DRAWS / BUCKETS / 20;
+    ok(in_range && balanced, "rng: uniform_u32_below(10) and uniform_float stay in range, buckets even");
+
+    for (int i = 0; i < DRAWS; i++) {
+        double x = rng_normal(&a);
+
+        sum += x;
+        sum2 += x * x;
+    }
+    mean = sum / DRAWS;
+    std = sqrt(sum2 / DRAWS - mean * mean);
+    /* standard errors: 0.003 for the mean, 0.0022 for the std */
+    ok(fabs(mean) < 0.02 && fabs(std - 1.0) < 0.02, "rng: normal mean %.4f, std %.4f", mean, std);
+}
+
+/* ---- dense layer -------------------------------------------------------- */
+
+/* sum over the batch of dy . (x W^T + b), in double: linear in W, b and x */
+static double ref_dense_dot(const double *p, size_t off, int in, int out, const double *x,
+                            const float *dy, int n)
+{
+    const double *w = p + off, *b = w + (size_t)in * out;
+    double sum = 0.0;
+
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < out; o++) {
+            double y = b[o];
+
+            for (int j = 0; j < in; j++)
+                y += w[(size_t)o * in + j] * x[(size_t)i * in + j];
+            sum += dy[i * out + o] * y;
+        }
+    return sum;
+}
+
+static void test_dense(void)
+{
+    enum { IN = 7, OUT = 5, N = 4, OFF = 3, TAIL = 2 };
+    const size_t np = dense_nparams(IN, OUT), total = OFF + np + TAIL;
+    dense_t l = {.in = IN, .out = OUT, .offset = OFF};
+    float params[OFF + IN * OUT + OUT + TAIL], grads[OFF + IN * OUT + OUT + TAIL];
+    float x[N * IN], dy[N * OUT], y[N * OUT], dx[N * IN];
+    double pd[OFF + IN * OUT + OUT + TAIL], xd[N * IN];
+    double worst_y = 0.0, worst_p = 0.0, worst_x = 0.0;
+    const double eps = 1e-3;
+    int outside_ok = 1;
+    rng_t r;
+
+    rng_seed(&r, 1, 2, 3);
+    fill_uniform(&r, params, total, -1.0f, 1.0f);
+    fill_uniform(&r, x, N * IN, -1.0f, 1.0f);
+    fill_uniform(&r, dy, N * OUT, -1.0f, 1.0f);
+    for (size_t i = 0; i < total; i++) {
+        pd[i] = params[i];
+        grads[i] = 12345.0f;      /* sentinel: must survive outside the layer */
+    }
+    for (int i = 0; i < N * IN; i++)
+        xd[i] = x[i];
+
+    dense_forward(&l, params, x, N, y);
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OUT; o++) {
+            double ref = pd[OFF + IN * OUT + o];
+
+            for (int j = 0; j < IN; j++)
+                ref += pd[OFF + o * IN + j] * xd[i * IN + j];
+            worst_y = fmax(worst_y, rel_err(y[i * OUT + o], ref, 1.0));
+        }
+    /* inputs and weights are O(1), a sum of 8 float terms: a few ulp */
+    ok(worst_y < 1e-5, "dense forward matches x W^T + b (W out x in, row-major; b after W): max err %.2g",
+       worst_y);
+
+    dense_backward(&l, params, x, dy, N, grads, dx);
+    for (size_t i = 0; i < total; i++)
+        if ((i < OFF || i >= OFF + np) && grads[i] != 12345.0f)
+            outside_ok = 0;
+    ok(outside_ok, "dense backward writes its own slice of the flat gradient only");
+
+    /*
+     * The loss is linear in every parameter, so central differences are
+     * exact up to double rounding (1e-16 / eps); the float side is a sum
+     * of at most 5 O(1) terms: 1e-5 relative (floor 1: entries are O(1))
+     * is ~100 float ulps of margin and far below any real bug.
+     */
+    for (size_t k = OFF; k < OFF + np; k++) {
+        double save = pd[k], lp, lm;
+
+        pd[k] = save + eps;
+        lp = ref_dense_dot(pd, OFF, IN, OUT, xd, dy, N);
+        pd[k] = save - eps;
+        lm = ref_dense_dot(pd, OFF, IN, OUT, xd, dy, N);
+        pd[k] = save;
+        worst_p = fmax(worst_p, rel_err(grads[k], (lp - lm) / (2 * eps), 1.0));
+    }
+    ok(worst_p < 1e-5, "dense dW and db match finite differences: max err %.2g", worst_p);
+    for (int k = 0; k < N * IN; k++) {
+        double save = xd[k], lp, lm;
+
+        xd[k] = save + eps;
+        lp = ref_dense_dot(pd, OFF, IN, OUT, xd, dy, N);
+        xd[k] = save - eps;
+        lm = ref_dense_dot(pd, OFF, IN, OUT, xd, dy, N);
+        xd[k] = save;
+        worst_x = fmax(worst_x, rel_err(dx[k], (lp - lm) / (2 * eps), 1.0));
+    }
+    ok(worst_x < 1e-5, "dense dx matches finite differences: max err %.2g", worst_x);
+}
+
+/* ---- ReLU ---------------------------------------------------------------- */
+
+static void test_relu(void)
+{
+    enum { COUNT = 64 };
+    float x[COUNT], y[COUNT], dy[COUNT], g[COUNT];
+    const double eps = 1e-3;
+    double worst = 0.0;
+    int zeros = 0;
+    rng_t r;
+
+    rng_seed(&r, 4, 5, 6);
+    fill_uniform(&r, x, COUNT, -1.0f, 1.0f);
+    fill_uniform(&r, dy, COUNT, -1.0f, 1.0f);
+    /* keep every input 0.05 from the kink, farther than eps: differences stay on one side */
+    for (int i = 0; i < COUNT; i++)
+        if (fabsf(x[i]) < 0.05f)
+            x[i] = x[i] < 0 ? -0.05f : 0.05f;
+    memcpy(y, x, sizeof(y));
+    dense_relu_forward(y, COUNT);
+    memcpy(g, dy, sizeof(g));
+    dense_relu_backward(y, g, COUNT);
+    for (int i = 0; i < COUNT; i++) {
+        /* d/dx_i of sum_j dy_j relu(x_j): only term i moves */
+        double fd = (dy[i] * fmax(x[i] + eps, 0.0) - dy[i] * fmax(x[i] - eps, 0.0)) / (2 * eps);
+
+        worst = fmax(worst, rel_err(g[i], fd, 1.0));
+        zeros += y[i] == 0.0f;
+    }
+    ok(worst < 1e-6 && zeros > 0 && zeros < COUNT,
+       "ReLU forward/backward match finite differences (%d of %d inputs negative): max err %.2g",
+       zeros, COUNT, worst);
+}
+
+/* ---- softmax cross-entropy ---------------------------------------------- */
+
+/* mean over rows of -log softmax(z)_y, in double, itself stable (max subtracted) */
+static double ref_xent(const double *z, const int *y, int n, int k)
+{
+    double loss = 0.0;
+
+    for (int i = 0; i < n; i++) {
+        const double *row = z + (size_t)i * k;
+        double max = row[0], sum = 0.0;
+
+        for (int j = 1; j < k; j++)
+            max = fmax(max, row[j]);
+        for (int j = 0; j < k; j++)
+            sum += exp(row[j] - max);
+        loss += log(sum) + max - row[y[i]];
+    }
+    return loss / n;
+}
+
+static void test_softmax_xent(void)
+{
+    enum { N = 5, K = 10 };
+    float z[N * K], g[N * K], zs[N * K];
+    double zd[N * K], loss, loss_shifted, worst = 0.0;
+    const double eps = 1e-4;
+    int y[N], correct, want_correct = 0;
+    rng_t r;
+
+    rng_seed(&r, 7, 8, 9);
+    fill_uniform(&r, z, N * K, -4.0f, 4.0f);
+    for (int i = 0; i < N; i++) {
+        y[i] = (int)rng_uniform_u32_below(&r, K);
+        if (i == 1)
+            z[i * K + y[i]] = 10.0f;     /* one row predicted right for sure */
+        want_correct += dense_argmax(z + i * K, K) == y[i];
+    }
+    for (int i = 0; i < N * K; i++)
+        zd[i] = z[i];
+
+    dense_softmax_xent(z, y, N, K, g, &loss, &correct);
+    ok(rel_err(loss, ref_xent(zd, y, N, K), 1e-3) < 1e-6, "softmax cross-entropy: mean loss %.6f",
+       loss);
+    is_int(correct, want_correct, "softmax cross-entropy counts the rows whose argmax is the label");
+
+    /*
+     * Smooth function, double differences: truncation ~eps^2 = 1e-8 and
+     * rounding ~1e-16/eps = 1e-12. The float gradient (p - onehot)/n has
+     * entries up to 0.2 computed with one rounding each: an absolute 1e-6
+     * is ~100 ulps and far below a wrong formula (a missing /n is x5).
+     */
+    for (int k = 0; k < N * K; k++) {
+        double save = zd[k], lp, lm;
+
+        zd[k] = save + eps;
+        lp = ref_xent(zd, y, N, K);
+        zd[k] = save - eps;
+        lm = ref_xent(zd, y, N, K);
+        zd[k] = save;
+        worst = fmax(worst, fabs(g[k] - (lp - lm) / (2 * eps)));
+    }
+    ok(worst < 1e-6, "softmax cross-entropy gradient = (softmax - onehot)/n: max abs err %.2g", worst);
+
+    /* exp(1000) overflows even a double: only the max subtraction survives this */
+    memcpy(zs, z, sizeof(zs));
+    for (int j = 0; j < K; j++)
+        zs[3 * K + j] += 1000.0f;
+    dense_softmax_xent(zs, y, N, K, g, &loss_shifted, NULL);
+    /* z + 1000 in float moves each logit by up to half an ulp of 1000 (3e-5) */
+    ok(isfinite(loss_shifted) && fabs(loss_shifted - loss) < 1e-4,
+       "softmax cross-entropy is shift invariant with logits near 1000: %.6f vs %.6f",
+       loss_shifted, loss);
+}
+
+/* ---- the MLP: a dataset in memory, a double reference ------------------- */
+
+static void make_dataset(fmnist_t *d, size_t ntrain, size_t ntest, uint64_t seed)
+{
+    rng_t r;
+
+    rng_seed(&r, seed, 0xda7a, 0);
+    d->ntrain = ntrain;
+    d->ntest = ntest;
+    d->train_images = malloc(ntrain * FMNIST_PIXELS);
+    d->train_labels = malloc(ntrain);
+    d->test_images = malloc(ntest * FMNIST_PIXELS);
+    d->test_labels = malloc(ntest);
+    if (!d->train_images || !d->train_labels || !d->test_images || !d->test_labels)
+        bail("out of memory for a dataset of %zu + %zu images", ntrain, ntest);
+    for (size_t i = 0; i < ntrain * FMNIST_PIXELS; i++)
+        d->train_images[i] = (uint8_t)rng_uniform_u32_below(&r, 256);
+    for (size_t i = 0; i < ntest * FMNIST_PIXELS; i++)
+        d->test_images[i] = (uint8_t)rng_uniform_u32_below(&r, 256);
+    for (size_t i = 0; i < ntrain; i++)
+        d->train_labels[i] = (uint8_t)rng_uniform_u32_below(&r, FMNIST_CLASSES);
+    for (size_t i = 0; i < ntest; i++)
+        d->test_labels[i] = (uint8_t)rng_uniform_u32_below(&r, FMNIST_CLASSES);
+}
+
+static void free_dataset(fmnist_t *d)
+{
+    free(d->train_images);
+    free(d->train_labels);
+    free(d->test_images);
+    free(d->test_labels);
+}
+
+typedef struct ref_mlp {
+    int nlayers;
+    int widths[MAX_LAYERS + 1];
+    size_t offset[MAX_LAYERS];    /* of each layer's W, as mlp.h documents the layout */
+    size_t nparams;
+} ref_mlp_t;
+
+static void ref_mlp_init(ref_mlp_t *m, const int *widths, int nwidths)
+{
+    m->nlayers = nwidths - 1;
+    m->nparams = 0;
+    for (int l = 0; l < nwidths; l++)
+        m->widths[l] = widths[l];
+    for (int l = 0; l < m->nlayers; l++) {
+        m->offset[l] = m->nparams;
+        m->nparams += (size_t)widths[l] * widths[l + 1] + widths[l + 1];
+    }
+}
+
+/*
+ * Mean loss of the MLP at p over (x, y), in double. mask gets one byte per
+ * hidden pre-activation (> 0 or not), to tell when a difference quotient
+ * straddles a ReLU kink.
+ */
+static double ref_mlp_loss(const ref_mlp_t *m, const double *p, const float *x, const int *y, int n,
+                           unsigned char *mask)
+{
+    double a[2][1024], logits[FMNIST_CLASSES];
+    double loss = 0.0;
+    size_t nm = 0;
+
+    for (int i = 0; i < n; i++) {
+        const double *in;
+        int cur = 0;
+
+        for (int j = 0; j < FMNIST_PIXELS; j++)
+            a[0][j] = x[(size_t)i * FMNIST_PIXELS + j];
+        for (int l = 0; l < m->nlayers; l++) {
+            int win = m->widths[l], wout = m->widths[l + 1];
+            const double *w = p + m->offset[l], *b = w + (size_t)win * wout;
+            double *out = l + 1 < m->nlayers ? a[1 - cur] : logits;
+
+            in = a[cur];
+            for (int o = 0; o < wout; o++) {
+                double s = b[o];
+
+                for (int j = 0; j < win; j++)
+                    s += w[(size_t)o * win + j] * in[j];
+                if (l + 1 < m->nlayers) {
+                    mask[nm++] = s > 0.0;
+                    s = s > 0.0 ? s : 0.0;
+                }
+                out[o] = s;
+            }
+            cur = 1 - cur;
+        }
+        loss += ref_xent(logits, &y[i], 1, FMNIST_CLASSES);
+    }
+    return loss / n;
+}
+
+static double max_abs(const float *v, size_t lo, size_t hi)
+{
+    double m = 0.0;
+
+    for (size_t i = lo; i < hi; i++)
+        m = fmax(m, fabs(v[i]));
+    return m;
+}
+
+static void test_mlp_gradient(const fmnist_t *data)
+{
+    enum { N = 8, PER_LAYER = 16 };
+    const int widths[] = {FMNIST_PIXELS, 16, 12, FMNIST_CLASSES};
+    wl_settings_t s = {.hidden = {16, 12}, .nhidden = 2, .seed = 7, .batch_size = N};
+    uint32_t idx[N] = {3, 14, 15, 9, 26, 5, 35, 8};
+    float x[N * FMNIST_PIXELS];
+    int y[N], checked = 0, sampled = 0;
+    unsigned char *mask0, *maskp, *maskm;
+    size_t nmask = (size_t)N * (16 + 12);
+    double loss, ref_loss, *pd, worst = 0.0;
+    const double eps = 1e-4;
+    workload_t *w;
+    ref_mlp_t ref;
+    rng_t r;
+
+    ref_mlp_init(&ref, widths, 4);
+    if (mlp_create_with_data(&s, data, &w, err, sizeof(err)) < 0)
+        bail("mlp_create_with_data: %s", err);
+    is_int((long long)w->nparams, (long long)ref.nparams,
+           "fmnist-mlp 784-16-12-10 has the documented parameter count");
+    is_str(w->shape, "fmnist-mlp 784-16-12-10", "fmnist-mlp shape names the widths");
+    if (w->ops->train_step(w, idx, N, &loss, NULL, err, sizeof(err)) < 0)
+        bail("train_step: %s", err);
+
+    fmnist_batch(data->train_images, data->train_labels, idx, N, x, y);
+    pd = malloc(ref.nparams * sizeof(*pd));
+    mask0 = malloc(nmask);
+    maskp = malloc(nmask);
+    maskm = malloc(nmask);
+    if (!pd || !mask0 || !maskp || !maskm)
+        bail("out of memory");
+    for (size_t i = 0; i < ref.nparams; i++)
+        pd[i] = w->params[i];
+    ref_loss = ref_mlp_loss(&ref, pd, x, y, N, mask0);
+    /* 800-term float dot products against a double reference: 1e-5 relative is generous */
+    ok(rel_err(loss, ref_loss, 1e-3) < 1e-5, "fmnist-mlp train_step loss %.6f = reference %.6f", loss,
+       ref_loss);
+
+    /*
+     * PER_LAYER parameters of every layer (the last few of each are
+     * biases), each against a double central difference (eps 1e-4:
+     * truncation ~1e-8, rounding ~1e-12). A parameter whose difference
+     * straddles a ReLU kink is not differentiable there and is skipped.
+     * The float backward pass sums up to 784 products: its error is
+     * absolute, about 1e-6 of the layer's largest gradient entry, so
+     * entries are compared relatively with that floor (1e-3 of the
+     * layer's largest) and must agree to 1e-3: 1000 times the float
+     * noise, and far from any real bug (which shows as O(1) errors).
+     */
+    rng_seed(&r, 11, 12, 13);
+    for (int l = 0; l < ref.nlayers; l++) {
+        int win = ref.widths[l], wout = ref.widths[l + 1];
+        size_t wstart = ref.offset[l], bstart = wstart + (size_t)win * wout;
+        double grad_floor = 1e-3 * max_abs(w->grads, wstart, bstart + wout);
+
+        for (int t = 0; t < PER_LAYER; t++) {
+            size_t k = t < PER_LAYER - 4 ? wstart + rng_uniform_u32_below(&r, (uint32_t)(win * wout))
+                                         : bstart + rng_uniform_u32_below(&r, (uint32_t)wout);
+            double save = pd[k], lp, lm;
+
+            sampled++;
+            pd[k] = save + eps;
+            lp = ref_mlp_loss(&ref, pd, x, y, N, maskp);
+            pd[k] = save - eps;
+            lm = ref_mlp_loss(&ref, pd, x, y, N, maskm);
+            pd[k] = save;
+            if (memcmp(maskp, mask0, nmask) || memcmp(maskm, mask0, nmask))
+                continue;
+            checked++;
+            worst = fmax(worst, rel_err(w->grads[k], (lp - lm) / (2 * eps), grad_floor));
+        }
+    }
+    ok(checked >= sampled * 3 / 4 && worst < 1e-3,
+       "fmnist-mlp train_step gradient matches finite differences in every layer, weights and biases "
+       "(%d of %d away from kinks): max err %.2g", checked, sampled, worst);
+    free(pd);
+    free(mask0);
+    free(maskp);
+    free(maskm);
+    w->ops->destroy(w);
+}
+
+/* ---- the MLP: determinism, the mean-loss contract, errors --------------- */
+
+static void test_mlp_determinism(const fmnist_t *data)
+{
+    wl_settings_t s = {.seed = 42, .batch_size = 16};
+    uint32_t idx[16];
+    workload_t *a = NULL, *b = NULL, *c = NULL;   /* bail() exits, but is not noreturn */
+    float *g;
+    size_t differ = 0;
+    double sum2 = 0.0, std;
+    int zero_bias = 1;
+
+    for (int i = 0; i < 16; i++)
+        idx[i] = (uint32_t)(i * 3 + 1);
+    if (mlp_create_with_data(&s, data, &a, err, sizeof(err)) < 0 ||
+        mlp_create_with_data(&s, data, &b, err, sizeof(err)) < 0)
+        bail("mlp_create_with_data: %s", err);
+    s.seed = 43;
+    if (mlp_create_with_data(&s, data, &c, err, sizeof(err)) < 0)
+        bail("mlp_create_with_data: %s", err);
+    is_str(a->shape, "fmnist-mlp 784-256-128-10", "fmnist-mlp default widths 256, 128");
+    ok(memcmp(a->params, b->params, a->nparams * sizeof(float)) == 0,
+       "same seed: bitwise identical parameters");
+    for (size_t i = 0; i < a->nparams; i++)
+        differ += a->params[i] != c->params[i];
+    /* biases start at 0 in both: only the weights differ */
+    ok(differ > a->nparams * 99 / 100, "another seed: other parameters (%zu of %zu differ)", differ,
+       a->nparams);
+
+    for (size_t i = 0; i < 784 * 256; i++)
+        sum2 += (double)a->params[i] * a->params[i];
+    std = sqrt(sum2 / (784 * 256));
+    for (size_t i = 784 * 256; i < 784 * 256 + 256; i++)
+        zero_bias &= a->params[i] == 0.0f;
+    /* 200704 samples: the estimate of the std is within 0.5% with overwhelming odds */
+    ok(fabs(std / sqrt(2.0 / 784) - 1.0) < 0.02 && zero_bias,
+       "He initialisation: first layer std %.5f (want %.5f), zero biases", std, sqrt(2.0 / 784));
+
+    g = malloc(a->nparams * sizeof(float));
+    if (!g)
+        bail("out of memory");
+    if (a->ops->train_step(a, idx, 16, NULL, NULL, err, sizeof(err)) < 0)
+        bail("train_step: %s", err);
+    memcpy(g, a->grads, a->nparams * sizeof(float));
+    if (a->ops->train_step(a, idx, 16, NULL, NULL, err, sizeof(err)) < 0 ||
+        b->ops->train_step(b, idx, 16, NULL, NULL, err, sizeof(err)) < 0)
+        bail("train_step: %s", err);
+    ok(memcmp(g, a->grads, a->nparams * sizeof(float)) == 0 &&
+       memcmp(g, b->grads, a->nparams * sizeof(float)) == 0,
+       "same batch twice, and on a second instance: bitwise identical gradients");
+    free(g);
+    a->ops->destroy(a);
+    b->ops->destroy(b);
+    c->ops->destroy(c);
+}
+
+static void test_mlp_mean_loss(const fmnist_t *data)
+{
+    enum { N = 32 };
+    wl_settings_t s = {.hidden = {64, 32}, .nhidden = 2, .seed = 5, .batch_size = N};
+    uint32_t idx[N];
+    double loss_all, loss_1, loss_2, worst = 0.0, scale;
+    float *g_all, *g_1;
+    workload_t *w;
+
+    for (int i = 0; i < N; i++)
+        idx[i] = (uint32_t)((i * 7 + 2) % data->ntrain);
+    if (mlp_create_with_data(&s, data, &w, err, sizeof(err)) < 0)
+        bail("mlp_create_with_data: %s", err);
+    g_all = malloc(w->nparams * sizeof(float));
+    g_1 = malloc(w->nparams * sizeof(float));
+    if (!g_all || !g_1)
+        bail("out of memory");
+    if (w->ops->train_step(w, idx, N, &loss_all, NULL, err, sizeof(err)) < 0)
+        bail("train_step: %s", err);
+    memcpy(g_all, w->grads, w->nparams * sizeof(float));
+    if (w->ops->train_step(w, idx, N / 2, &loss_1, NULL, err, sizeof(err)) < 0)
+        bail("train_step: %s", err);
+    memcpy(g_1, w->grads, w->nparams * sizeof(float));
+    if (w->ops->train_step(w, idx + N / 2, N / 2, &loss_2, NULL, err, sizeof(err)) < 0)
+        bail("train_step: %s", err);
+    scale = max_abs(g_all, 0, w->nparams);
+    for (size_t i = 0; i < w->nparams; i++)
+        worst = fmax(worst, fabs(g_all[i] - 0.5 * ((double)g_1[i] + w->grads[i])));
+    /*
+     * Both sides add the same 32 per-sample terms in different orders:
+     * the difference is float rounding, a few ulp of the sums of |terms|,
+     * well under 1e-4 of the largest entry. A sum instead of a mean would
+     * be off by 50% of it.
+     */
+    ok(worst < 1e-4 * scale,
+       "gradient of 32 samples = mean of the gradients of its halves: max diff %.2g (largest entry %.2g)",
+       worst, scale);
+    ok(fabs(loss_all - 0.5 * (loss_1 + loss_2)) < 1e-6 * loss_all,
+       "loss of 32 samples = mean of its halves' losses: %.7f vs %.7f", loss_all,
+       0.5 * (loss_1 + loss_2));
+    free(g_all);
+    free(g_1);
+    w->ops->destroy(w);
+}
+
+static void test_mlp_errors(const fmnist_t *data)
+{
+    wl_settings_t s = {.hidden = {16}, .nhidden = 1, .seed = 1, .batch_size = 4};
+    uint32_t idx[5] = {0, 1, 2, 3, 4};
+    double loss = -1.0, acc = -1.0;
+    workload_t *w;
+    int rc;
+
+    if (mlp_create_with_data(&s, data, &w, err, sizeof(err)) < 0)
+        bail("mlp_create_with_data: %s", err);
+    is_int((long long)w->ntrain, (long long)data->ntrain, "fmnist-mlp ntrain from the dataset");
+    is_int((long long)w->ntest, (long long)data->ntest, "fmnist-mlp ntest from the dataset");
+    err[0] = 0;
+    ok(w->ops->train_step(w, idx, 5, NULL, NULL, err, sizeof(err)) < 0 &&
+       strstr(err, "batch of 5") != NULL, "a batch larger than batch_size is refused: %s", err);
+    idx[0] = (uint32_t)data->ntrain;
+    err[0] = 0;
+    ok(w->ops->train_step(w, idx, 4, NULL, NULL, err, sizeof(err)) < 0 && strstr(err, "sample") != NULL,
+       "a sample index past the training set is refused: %s", err);
+    rc = w->ops->evaluate(w, &loss, &acc, err, sizeof(err));
+    ok(rc == 0 && isfinite(loss) && loss > 0 && acc >= 0.0 && acc <= 1.0,
+       "evaluate over %zu test samples (not a multiple of the batch): loss %.3f, accuracy %.3f",
+       w->ntest, loss, acc);
+    w->ops->destroy(w);
+
+    s.nhidden = WL_MAX_HIDDEN + 1;
+    err[0] = 0;
+    ok(mlp_create_with_data(&s, data, &w, err, sizeof(err)) < 0 && strstr(err, "hidden") != NULL,
+       "too many hidden layers are refused: %s", err);
+    s.nhidden = 2;
+    s.hidden[1] = 0;
+    err[0] = 0;
+    ok(mlp_create_with_data(&s, data, &w, err, sizeof(err)) < 0 && strstr(err, "width 0") != NULL,
+       "a hidden width of 0 is refused: %s", err);
+    s.nhidden = 0;
+    s.batch_size = 0;
+    err[0] = 0;
+    ok(mlp_create_with_data(&s, data, &w, err, sizeof(err)) < 0 && strstr(err, "batch size") != NULL,
+       "batch size 0 is refused: %s", err);
+    s.batch_size = 4;
+    s.data_dir = "/nonexistent/fashion-mnist";
+    err[0] = 0;
+    ok(wl_fmnist_mlp.create(&s, &w, err, sizeof(err)) < 0 && err[0] != 0,
+       "a missing dataset directory is an error: %s", err);
+}
+
+/* ---- synthetic ------------------------------------------------------------ */
+
+static void test_synthetic(void)
+{
+    wl_settings_t s = {.seed = 3, .params = 100000, .compute_ms = 40.0, .batch_size = 8};
+    uint32_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    double loss[6], t0, dt, sum_abs = 0.0, acc;
+    workload_t *w, *v;
+    float *g;
+    size_t distinct = 0;
+    int decreasing = 1;
+
+    if (wl_synthetic.create(&s, &w, err, sizeof(err)) < 0)
+        bail("synthetic create: %s", err);
+    is_int((long long)w->nparams, 100000, "synthetic has the asked parameter count");
+    is_str(w->shape, "synthetic 100000", "synthetic shape names the count");
+    ok(w->ntrain == 60000 && w->ntest == 0, "synthetic: nominal 60000 training samples, no test set");
+    err[0] = 0;
+    ok(w->ops->evaluate(w, &loss[0], &acc, err, sizeof(err)) < 0 && strstr(err, "no test set") != NULL,
+       "synthetic evaluate says there is no test set: %s", err);
+
+    t0 = ring_now();
+    if (w->ops->train_step(w, idx, 8, &loss[0], NULL, err, sizeof(err)) < 0)
+        bail("synthetic train_step: %s", err);
+    dt = (ring_now() - t0) * 1e3;
+    /* no upper bound: the machine is shared, and contention only makes a step longer */
+    ok(dt >= 0.5 * s.compute_ms, "synthetic step took %.1f ms for a compute time of %.0f ms", dt,
+       s.compute_ms);
+
+    for (size_t i = 0; i < w->nparams; i++) {
+        sum_abs += fabs(w->grads[i]);
+        distinct += i > 0 && w->grads[i] != w->grads[i - 1];
+    }
+    sum_abs /= (double)w->nparams;
+    ok(sum_abs > 2e-4 && sum_abs < 5e-3 && distinct > w->nparams / 2,
+       "synthetic gradient looks like one: mean |g| %.2g, %zu changes between neighbours", sum_abs,
+       distinct);
+
+    /* a second instance with the same seed at the same step: the same gradient */
+    s.compute_ms = 0.0;
+    if (wl_synthetic.create(&s, &v, err, sizeof(err)) < 0)
+        bail("synthetic create: %s", err);
+    if (v->ops->train_step(v, idx, 8, NULL, NULL, err, sizeof(err)) < 0)
+        bail("synthetic train_step: %s", err);
+    ok(memcmp(v->grads, w->grads, w->nparams * sizeof(float)) == 0,
+       "synthetic: same seed and step, bitwise identical gradient");
+    v->ops->destroy(v);
+
+    g = w->grads;
+    for (int step = 1; step < 6; step++) {
+        for (size_t i = 0; i < w->nparams; i++)
+            w->params[i] -= 0.5f * g[i];
+        if (w->ops->train_step(w, idx, 8, &loss[step], NULL, err, sizeof(err)) < 0)
+            bail("synthetic train_step: %s", err);
+        decreasing &= loss[step] < loss[step - 1];
+    }
+    ok(decreasing && loss[5] < 0.1 * loss[0], "synthetic loss goes down under SGD: %.4f -> %.4f",
+       loss[0], loss[5]);
+    w->ops->destroy(w);
+
+    s.params = 0;
+    if (wl_synthetic.create(&s, &w, err, sizeof(err)) < 0)
+        bail("synthetic create: %s", err);
+    ok(w->nparams == 1000000 && strcmp(w->shape, "synthetic 1000000") == 0,
+       "synthetic defaults to 1M parameters (%s)", w->shape);
+    w->ops->destroy(w);
+}
+
+/* ---- the real Fashion-MNIST ----------------------------------------------- */
+
+#define REAL_TESTS 2
+
+static void test_real_data(void)
+{
+    enum { BATCH = 64, STEPS = 400 };
+    const char *dir = FMNIST_DEFAULT_DIR;
+    char path[512];
+    wl_settings_t s = {.data_dir = dir, .seed = 1, .batch_size = BATCH};
+    uint32_t *perm, idx[BATCH];
+    double t0, loss, acc, t_train;
+    workload_t *w;
+    rng_t r;
+
+    snprintf(path, sizeof(path), "%s/train-images-idx3-ubyte.gz", dir);
+    if (access(path, R_OK) != 0) {
+        for (int i = 0; i < REAL_TESTS; i++)
+            skip("no Fashion-MNIST in " FMNIST_DEFAULT_DIR " (apt-get install dataset-fashion-mnist)");
+        return;
+    }
+    t0 = ring_now();
+    if (wl_fmnist_mlp.create(&s, &w, err, sizeof(err)) < 0)
+        bail("fmnist-mlp create: %s", err);
+    ok(w->ntrain == 60000 && w->ntest == 10000 && strcmp(w->shape, "fmnist-mlp 784-256-128-10") == 0,
+       "fmnist-mlp on the real data: %zu training, %zu test samples, %s", w->ntrain, w->ntest,
+       w->shape);
+
+    /* one shuffled pass over part of the training set, plain SGD */
+    perm = malloc(w->ntrain * sizeof(*perm));
+    if (!perm)
+        bail("out of memory");
+    for (size_t i = 0; i < w->ntrain; i++)
+        perm[i] = (uint32_t)i;
+    rng_seed(&r, 1, 2, 3);
+    for (size_t i = w->ntrain - 1; i > 0; i--) {
+        size_t j = rng_uniform_u32_below(&r, (uint32_t)(i + 1));
+        uint32_t tmp = perm[i];
+
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int step = 0; step < STEPS; step++) {
+        memcpy(idx, perm + (size_t)step * BATCH, sizeof(idx));
+        if (w->ops->train_step(w, idx, BATCH, NULL, NULL, err, sizeof(err)) < 0)
+            bail("fmnist-mlp train_step: %s", err);
+        for (size_t i = 0; i < w->nparams; i++)
+            w->params[i] -= 0.05f * w->grads[i];
+    }
+    t_train = ring_now() - t0;
+    if (w->ops->evaluate(w, &loss, &acc, err, sizeof(err)) < 0)
+        bail("fmnist-mlp evaluate: %s", err);
+    ok(acc > 0.75, "%d SGD steps of %d (lr 0.05) reach %.1f%% test accuracy (loss %.3f) in %.2f s "
+       "(load and train), %.2f s with evaluation", STEPS, BATCH, 100.0 * acc, loss, t_train,
+       ring_now() - t0);
+    free(perm);
+    w->ops->destroy(w);
+}
+
+int main(void)
+{
+    fmnist_t data;
+
+    test_rng();
+    test_dense();
+    test_relu();
+    test_softmax_xent();
+    make_dataset(&data, 200, 300, 99);
+    test_mlp_gradient(&data);
+    test_mlp_determinism(&data);
+    test_mlp_mean_loss(&data);
+    test_mlp_errors(&data);
+    free_dataset(&data);
+    test_synthetic();
+    test_real_data();
+    return done_testing();
+}
