@@ -87,6 +87,7 @@ int metrics_open(const daemon_opts_t *opt, int rank, FILE **f_out, char *err, si
 void metrics_step(FILE *f, const run_t *r, double loss, int samples, double compute_s,
                   double wait_s, double comm_s, uint64_t wire_bytes);
 void metrics_eval(FILE *f, uint64_t step, uint64_t epoch, double elapsed, double loss, double acc);
+void metrics_final(FILE *f, const run_t *r);
 
 /* progress.c */
 void progress_start(const run_t *r);

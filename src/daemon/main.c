@@ -182,6 +182,8 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
         goto fail;
     if (resume_start(&r, err, sizeof(err)) != 0 || train_run(&r, err, sizeof(err)) != 0)
         goto fail;
+    if (r.metrics != NULL)
+        metrics_final(r.metrics, &r);
     if (r.chatty)
         progress_summary(&r);
     rc = 0;

@@ -9,6 +9,8 @@
  *   wire_bytes: payload bytes this peer sent in the step; wait_s: time
  *   waiting for the slowest peer; comm_s: the gradient allreduce.
  * Eval line: {"type":"eval","step":S,"epoch":E,"time":T,"loss":L,"accuracy":A}
+ * Final line: {"type":"final","rank":R,"step":S,"params_fnv1a64":"HEX"}: a hash
+ *   of the parameters' bytes, equal on every peer of a lockstep ring.
  */
 #include "config.h"
 
@@ -59,5 +61,24 @@ void metrics_eval(FILE *f, uint64_t step, uint64_t epoch, double elapsed, double
             "{\"type\":\"eval\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
             ",\"time\":%.6f,\"loss\":%.6g,\"accuracy\":%.6f}\n",
             step, epoch, elapsed, loss, acc);
+    fflush(f);
+}
+
+/* FNV-1a over the bytes: order-sensitive, and a single changed bit shows */
+static uint64_t fnv1a64(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+void metrics_final(FILE *f, const run_t *r)
+{
+    fprintf(f, "{\"type\":\"final\",\"rank\":%d,\"step\":%" PRIu64
+               ",\"params_fnv1a64\":\"%016" PRIx64 "\"}\n",
+            r->rank, r->step, fnv1a64(r->w->params, r->w->nparams * sizeof(float)));
     fflush(f);
 }

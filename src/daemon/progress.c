@@ -78,7 +78,7 @@ void progress_step(run_t *r)
     double now = daemon_now(), span = now - pg.at_time;
     int epoch_changed = r->epoch != pg.at_epoch || r->stop != STOP_NONE;
     double sps, mbps, comm, wait;
-    char test[32] = "";
+    char test[32] = "", train[32] = "";
 
     if (pg.style == PROGRESS_OFF)
         return;
@@ -93,6 +93,9 @@ void progress_step(run_t *r)
     wait = 100 * (r->wait_s - pg.at_wait) / span;
     if (r->test_acc >= 0)
         snprintf(test, sizeof(test), "  test %.2f%%", 100 * r->test_acc);
+    /* a workload without labels (synthetic) has no accuracy to show */
+    if (r->w->ntest > 0)
+        snprintf(train, sizeof(train), "  train %.1f%%", 100 * r->last_train_acc);
     if (pg.style == PROGRESS_BAR) {
         double done = pg.total_steps ? (double)r->step / (double)pg.total_steps : 0;
         double rate = (double)(r->step - r->start_step) / (now - r->t_start + 1e-9);
@@ -103,17 +106,16 @@ void progress_step(run_t *r)
             bar[k] = k < fill ? '#' : '.';
         bar[20] = '\0';
         format_eta(rate > 0 ? (double)(pg.total_steps - r->step) / rate : -1, eta, sizeof(eta));
-        printf("\r\033[Kepoch %" PRIu64 "/%ld [%s] %3.0f%%  loss %.4f  train %.1f%%%s  %.0f "
-               "samples/s  wire %.1f MB/s  comm %.0f%%  ETA %s",
+        printf("\r\033[Kepoch %" PRIu64 "/%ld [%s] %3.0f%%  loss %.4f%s%s  %.0f samples/s  "
+               "wire %.1f MB/s  comm %.0f%%  ETA %s",
                r->epoch + 1 > (uint64_t)r->opt->epochs ? r->epoch : r->epoch + 1, r->opt->epochs,
-               bar, 100 * done, r->last_loss, 100 * r->last_train_acc, test, sps, mbps, comm,
-               eta);
+               bar, 100 * done, r->last_loss, train, test, sps, mbps, comm, eta);
         pg.bar_drawn = 1;
     } else {
-        printf("epoch %" PRIu64 "/%ld  step %" PRIu64 "  loss %.4f  train %.1f%%%s  %.0f "
-               "samples/s  wire %.1f MB/s  comm %.0f%%  wait %.0f%%\n",
-               r->epoch + (r->step_in_epoch > 0), r->opt->epochs, r->step, r->last_loss,
-               100 * r->last_train_acc, test, sps, mbps, comm, wait);
+        printf("epoch %" PRIu64 "/%ld  step %" PRIu64 "  loss %.4f%s%s  %.0f samples/s  "
+               "wire %.1f MB/s  comm %.0f%%  wait %.0f%%\n",
+               r->epoch + (r->step_in_epoch > 0), r->opt->epochs, r->step, r->last_loss, train,
+               test, sps, mbps, comm, wait);
     }
     fflush(stdout);
     pg.last_print = pg.at_time = now;
@@ -181,7 +183,10 @@ void progress_summary(const run_t *r)
            100 * r->wait_s / wall, 100 * r->comm_s / wall, 100 * r->other_s / wall);
     printf("  %-20s %.0f (all peers)\n", "samples/s",
            steps * r->opt->batch_size * r->world / wall);
-    if (r->world > 1)
+    if (r->world > 1 && strcmp(r->cfg->codec, "none") == 0)
+        printf("  %-20s %s sent by rank %d (%.1f MB/s), fp32 gradients\n", "bytes on the wire",
+               wire, r->rank, (double)r->wire_bytes / wall / 1e6);
+    else if (r->world > 1)
         printf("  %-20s %s sent by rank %d (%.1f MB/s); fp32 gradients would be ~%s: %s "
                "saved %.1f %%\n", "bytes on the wire", wire, r->rank,
                (double)r->wire_bytes / wall / 1e6, wire32, r->cfg->codec,
