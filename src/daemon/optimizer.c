@@ -7,7 +7,10 @@
 
 #include "optimizer.h"
 
+#include <math.h>
 #include <stdlib.h>
+
+#include "daemon/options.h"
 
 int sgd_init(sgd_t *o, size_t n, double lr, double momentum, double weight_decay)
 {
@@ -35,4 +38,13 @@ void sgd_free(sgd_t *o)
 {
     free(o->velocity);
     o->velocity = NULL;
+}
+
+double lr_at(int schedule, double base, uint64_t step, uint64_t total)
+{
+    if (schedule != LR_COSINE || total == 0)
+        return base;
+    if (step >= total)
+        return 0;
+    return base * 0.5 * (1.0 + cos(M_PI * (double)step / (double)total));
 }

@@ -12,6 +12,7 @@
 #define RINGD_DAEMON_OPTIMIZER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct sgd {
     float lr, momentum, weight_decay;
@@ -23,5 +24,10 @@ typedef struct sgd {
 int sgd_init(sgd_t *o, size_t n, double lr, double momentum, double weight_decay);
 void sgd_step(sgd_t *o, float *params, const float *grad);
 void sgd_free(sgd_t *o);
+
+/* The learning rate of step (0-based) of total: base, or cosine-decayed
+ * base * (1 + cos(pi * step / total)) / 2. A pure function of the step, so
+ * every peer, and a resumed run, uses the same one. */
+double lr_at(int schedule, double base, uint64_t step, uint64_t total);
 
 #endif /* RINGD_DAEMON_OPTIMIZER_H */

@@ -63,6 +63,10 @@ static const opt_entry_t opt_table[] = {
     {"batch-size", "RING_BATCH_SIZE", OPT_INT, "64", "N", OFIELD(batch_size), 1, 65536,
      "samples per step on each peer (the global batch is N peers x this)"},
     {"lr", "RING_LR", OPT_DOUBLE, "0.05", "RATE", OFIELD(lr), 0, 0, "SGD learning rate"},
+    {"lr-schedule", "RING_LR_SCHEDULE", OPT_CHOICE, "cosine", "constant|cosine",
+     OFIELD(lr_schedule), 0, 0,
+     "constant: --lr throughout; cosine: from --lr down to 0 over the run's steps (epochs, or "
+     "--max-steps when smaller)"},
     {"momentum", "RING_MOMENTUM", OPT_DOUBLE, "0.9", "M", OFIELD(momentum), 0, 0,
      "SGD momentum (0 = plain SGD)"},
     {"weight-decay", "RING_WEIGHT_DECAY", OPT_DOUBLE, "0.0001", "WD", OFIELD(weight_decay), 0, 0,

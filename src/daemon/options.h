@@ -20,6 +20,7 @@
 #define OPT_STR_MAX 512
 
 enum daemon_role { ROLE_TRAINER = 0, ROLE_EVALUATOR };
+enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
 enum progress_style { PROGRESS_AUTO = 0, PROGRESS_BAR, PROGRESS_LINES, PROGRESS_OFF };
 
 /* "every N steps" or "every T seconds" (checkpoint-every, eval-every) */
@@ -37,6 +38,7 @@ typedef struct daemon_opts {
     double max_time_s;        /* 0 = no limit */
     int batch_size;           /* per peer */
     double lr, momentum, weight_decay;
+    int lr_schedule;          /* enum lr_schedule */
     uint64_t seed;
     int hidden[WL_MAX_HIDDEN], nhidden;
     int conv[2], dense;
@@ -52,7 +54,8 @@ typedef struct daemon_opts {
     every_t eval_every;
     char metrics[OPT_STR_MAX]; /* "" = none; "{rank}" is replaced by the rank */
     int log_all;
-    int progress;             /* enum progress_style */
+    int progress;             /* enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
+enum progress_style */
     double log_interval_s;    /* plain progress lines at most this often */
     double poll_interval_s;   /* evaluator: how often it looks for new checkpoints */
     unsigned char source[48]; /* where each option's value came from (ring_config_source_t) */

@@ -24,7 +24,7 @@ static struct {
     double at_comm, at_wait;
     uint64_t at_epoch;
     int bar_drawn;            /* a bar is on the terminal's last line */
-    uint64_t total_steps;     /* for the bar's percentage and ETA */
+    uint64_t total_steps;     /* for the bar's percentage and ETA (run_t's) */
 } pg;
 
 static void clear_bar(void)
@@ -46,9 +46,7 @@ void progress_start(const run_t *r)
         pg.style = isatty(STDOUT_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
     if (!r->chatty)
         pg.style = PROGRESS_OFF;
-    pg.total_steps = (uint64_t)o->epochs * per_epoch;
-    if (o->max_steps > 0 && (uint64_t)o->max_steps < pg.total_steps)
-        pg.total_steps = (uint64_t)o->max_steps;
+    pg.total_steps = r->total_steps;
     pg.last_print = pg.at_time = r->t_start;
     pg.at_samples = r->total_samples;
     pg.at_epoch = r->epoch;

@@ -111,6 +111,7 @@ static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errle
         return ring_fail(r, "gradient allreduce", err, errlen);
     } else {
         *streak = 0;
+        r->sgd.lr = (float)lr_at(o->lr_schedule, o->lr, r->step, r->total_steps);
         sgd_step(&r->sgd, r->w->params, r->w->grads);
     }
     (void)ring_comm_get_stats(r->comm, &after);
@@ -171,6 +172,9 @@ int train_run(run_t *r, char *err, size_t errlen)
                  "use a smaller batch or fewer peers", r->shard.len, o->batch_size);
         return -1;
     }
+    r->total_steps = (uint64_t)o->epochs * steps_per_epoch;
+    if (o->max_steps > 0 && (uint64_t)o->max_steps < r->total_steps)
+        r->total_steps = (uint64_t)o->max_steps;
     r->t_start = last_eval = last_ckpt = daemon_now();
     progress_start(r);
     while (r->stop == STOP_NONE && r->epoch < (uint64_t)o->epochs) {
