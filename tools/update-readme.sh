@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# update-readme.sh BUILD_DIR - regenerate the README's settings reference
-# from the config table (ring-bench --help of the build in BUILD_DIR).
+# update-readme.sh BUILD_DIR - regenerate the README's settings references
+# from the option tables: the ring's (ring-bench --help) and the daemon's
+# training options (ringd --help) of the build in BUILD_DIR.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-bench=${1:?usage: $0 BUILD_DIR}/ring-bench
-table=$("$bench" --help | sed -n '/^Ring options/,/^$/p' | sed '1d;$d')
-awk -v table="$table" '
-    /^<!-- config-table/ { print; print "```"; print table; print "```"; skip = 1; next }
-    /^<!-- end config-table/ { skip = 0 }
+build=${1:?usage: $0 BUILD_DIR}
+ring=$("$build/ring-bench" --help | sed -n '/^Ring options/,/^$/p' | sed '1d;$d')
+training=$("$build/ringd" --help | sed -n '/^Training options/,/^$/p' | sed '1d;$d')
+awk -v ring="$ring" -v training="$training" '
+    /^<!-- config-table/ { print; print "```"; print ring; print "```"; skip = 1; next }
+    /^<!-- training-table/ { print; print "```"; print training; print "```"; skip = 1; next }
+    /^<!-- end (config|training)-table/ { skip = 0 }
     !skip { print }' "$top/README.md" > "$top/README.md.new"
 mv "$top/README.md.new" "$top/README.md"

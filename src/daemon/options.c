@@ -48,7 +48,7 @@ typedef struct opt_entry {
 
 static const opt_entry_t opt_table[] = {
     {"workload", "RING_WORKLOAD", OPT_WORD, "fmnist-mlp", "fmnist-mlp|fmnist-cnn|synthetic",
-     OFIELD(workload), 0, 0, "what to train (see WORKLOADS)"},
+     OFIELD(workload), 0, 0, "what to train (see Workloads below)"},
     {"role", "RING_ROLE", OPT_CHOICE, "trainer", "trainer|evaluator", OFIELD(role), 0, 0,
      "trainer: a peer of the ring; evaluator: outside the ring, evaluate every new checkpoint "
      "in --checkpoint-dir"},
