@@ -43,7 +43,7 @@ typedef struct run {
     uint64_t step, epoch, step_in_epoch, total_samples;
     double elapsed_before;    /* training time of earlier runs (from the checkpoint) */
     uint64_t start_step;      /* step this run started at */
-    uint64_t total_steps;     /* where training ends (epochs, or --max-steps when smaller) */
+    uint64_t total_steps;     /* steps of all --epochs: the learning-rate schedule's length */
 
     /* this run's clocks (seconds) */
     double t_start;

@@ -65,8 +65,8 @@ static const opt_entry_t opt_table[] = {
     {"lr", "RING_LR", OPT_DOUBLE, "0.05", "RATE", OFIELD(lr), 0, 0, "SGD learning rate"},
     {"lr-schedule", "RING_LR_SCHEDULE", OPT_CHOICE, "cosine", "constant|cosine",
      OFIELD(lr_schedule), 0, 0,
-     "constant: --lr throughout; cosine: from --lr down to 0 over the run's steps (epochs, or "
-     "--max-steps when smaller)"},
+     "constant: --lr throughout; cosine: from --lr down to 0 over --epochs (--max-steps and "
+     "--max-time stop early without changing it, so resumed runs follow the same path)"},
     {"momentum", "RING_MOMENTUM", OPT_DOUBLE, "0.9", "M", OFIELD(momentum), 0, 0,
      "SGD momentum (0 = plain SGD)"},
     {"weight-decay", "RING_WEIGHT_DECAY", OPT_DOUBLE, "0.0001", "WD", OFIELD(weight_decay), 0, 0,

@@ -47,6 +47,8 @@ void progress_start(const run_t *r)
     if (!r->chatty)
         pg.style = PROGRESS_OFF;
     pg.total_steps = r->total_steps;
+    if (o->max_steps > 0 && (uint64_t)o->max_steps < pg.total_steps)
+        pg.total_steps = (uint64_t)o->max_steps;
     pg.last_print = pg.at_time = r->t_start;
     pg.at_samples = r->total_samples;
     pg.at_epoch = r->epoch;

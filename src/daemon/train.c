@@ -172,9 +172,9 @@ int train_run(run_t *r, char *err, size_t errlen)
                  "use a smaller batch or fewer peers", r->shard.len, o->batch_size);
         return -1;
     }
+    /* the schedule spans the epochs; --max-steps and --max-time only interrupt it,
+     * so a run stopped early and resumed follows the uninterrupted run's path */
     r->total_steps = (uint64_t)o->epochs * steps_per_epoch;
-    if (o->max_steps > 0 && (uint64_t)o->max_steps < r->total_steps)
-        r->total_steps = (uint64_t)o->max_steps;
     r->t_start = last_eval = last_ckpt = daemon_now();
     progress_start(r);
     while (r->stop == STOP_NONE && r->epoch < (uint64_t)o->epochs) {
