@@ -4,6 +4,8 @@
  *
  *   main.c       flags, environment, --help, roles, exit codes
  *   train.c      the lockstep training loop of a trainer
+ *   ssp.c        bounded-staleness and async training: rounds in an engine thread
+ *   straggler.c  slow steps on purpose (--straggler, --jitter)
  *   evaluator.c  the continuous evaluator (--role evaluator)
  *   resume.c     start-up state: newest valid checkpoint, broadcast from rank 0
  *   progress.c   what rank 0 prints: bar or lines, and the summary table
@@ -27,7 +29,7 @@
 #define DAEMON_ERR_MAX 1024
 
 /* Why training stopped. */
-enum stop_reason { STOP_NONE = 0, STOP_DONE, STOP_MAX_STEPS, STOP_MAX_TIME, STOP_SIGNAL };
+enum stop_reason { STOP_NONE = 0, STOP_DONE, STOP_MAX_STEPS, STOP_MAX_TIME, STOP_SIGNAL, STOP_PEER };
 
 typedef struct run {
     const daemon_opts_t *opt;
@@ -67,6 +69,9 @@ double daemon_now(void);
 
 /* train.c: the whole life of a trainer after the ring is open. 0, or -1 with err. */
 int train_run(run_t *r, char *err, size_t errlen);
+
+/* ssp.c: bounded-staleness and async training (--mode bounded|async). 0, or -1 with err. */
+int ssp_run(run_t *r, char *err, size_t errlen);
 
 /* resume.c: load (rank 0) and broadcast the starting state; fills r->step... and params. */
 int resume_start(run_t *r, char *err, size_t errlen);

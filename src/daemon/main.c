@@ -144,6 +144,12 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
         fprintf(stderr, "ringd: %s\n", ring_last_error());
         return 2;
     }
+    if (opt->straggler_rank >= cfg->world_size && opt->role == ROLE_TRAINER) {
+        fprintf(stderr, "ringd: --straggler %d:%g: there is no rank %d in a ring of %d\n",
+                opt->straggler_rank, opt->straggler_factor, opt->straggler_rank,
+                cfg->world_size);
+        return 2;
+    }
     return 0;
 }
 
@@ -180,12 +186,18 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
     }
     if (metrics_open(opt, r.rank, &r.metrics, err, sizeof(err)) != 0)
         goto fail;
-    if (resume_start(&r, err, sizeof(err)) != 0 || train_run(&r, err, sizeof(err)) != 0)
+    if (resume_start(&r, err, sizeof(err)) != 0)
         goto fail;
+    if (opt->mode == MODE_LOCKSTEP) {
+        if (train_run(&r, err, sizeof(err)) != 0)
+            goto fail;
+        if (r.chatty)
+            progress_summary(&r);
+    } else if (ssp_run(&r, err, sizeof(err)) != 0) { /* prints its own summary */
+        goto fail;
+    }
     if (r.metrics != NULL)
         metrics_final(r.metrics, &r);
-    if (r.chatty)
-        progress_summary(&r);
     rc = 0;
     goto out;
 fail:

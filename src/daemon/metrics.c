@@ -7,7 +7,14 @@
  *   "samples":B,"wire_bytes":W,"compute_s":C,"wait_s":A,"comm_s":M}
  *   time: training seconds (across resumes); loss: this peer's batch loss;
  *   wire_bytes: payload bytes this peer sent in the step; wait_s: time
- *   waiting for the slowest peer; comm_s: the gradient allreduce.
+ *   waiting for the slowest peer; comm_s: the gradient allreduce; tau (0) and
+ *   blocked_s (= wait_s) as in the bounded modes' lines, for comparisons.
+ * Bounded/async step line (ssp.c): {"type":"step","rank","step","epoch","time",
+ *   "loss","samples","clock","min_clock","tau","blocked_s","compute_s","rounds"}:
+ *   clock = steps this peer had finished when the step started, min_clock =
+ *   M then, tau = clock - min_clock, blocked_s = time waiting for the bound.
+ * Round line (bounded/async): {"type":"round","rank","round","steps",
+ *   "min_clock","comm_s"}: steps = all peers' steps the round applied.
  * Eval line: {"type":"eval","step":S,"epoch":E,"time":T,"loss":L,"accuracy":A}
  * Final line: {"type":"final","rank":R,"step":S,"params_fnv1a64":"HEX"}: a hash
  *   of the parameters' bytes, equal on every peer of a lockstep ring.
@@ -49,9 +56,9 @@ void metrics_step(FILE *f, const run_t *r, double loss, int samples, double comp
     fprintf(f,
             "{\"type\":\"step\",\"rank\":%d,\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
             ",\"time\":%.6f,\"loss\":%.6g,\"samples\":%d,\"wire_bytes\":%" PRIu64
-            ",\"compute_s\":%.6f,\"wait_s\":%.6f,\"comm_s\":%.6f}\n",
+            ",\"compute_s\":%.6f,\"wait_s\":%.6f,\"comm_s\":%.6f,\"tau\":0,\"blocked_s\":%.6f}\n",
             r->rank, r->step, r->epoch, r->elapsed_before + (daemon_now() - r->t_start), loss,
-            samples, wire_bytes, compute_s, wait_s, comm_s);
+            samples, wire_bytes, compute_s, wait_s, comm_s, wait_s);
     fflush(f);
 }
 

@@ -30,7 +30,9 @@ typedef enum opt_type {
     OPT_SWITCH,   /* int 0/1: "--flag" alone sets 1; env and --flag=VALUE take on/off */
     OPT_WIDTHS,   /* hidden[]/nhidden: comma list of positive ints */
     OPT_PAIR,     /* int[2]: "A,B" */
-    OPT_EVERY     /* every_t: N (steps), DURATION with a unit, or "epoch" */
+    OPT_EVERY,    /* every_t: N (steps), DURATION with a unit, or "epoch" */
+    OPT_STRAGGLER, /* "RANK:FACTOR" into straggler_rank/straggler_factor ("" = none) */
+    OPT_JITTER    /* "P:FACTOR" into jitter_p/jitter_factor ("" = none) */
 } opt_type_t;
 
 typedef struct opt_entry {
@@ -52,6 +54,31 @@ static const opt_entry_t opt_table[] = {
     {"role", "RING_ROLE", OPT_CHOICE, "trainer", "trainer|evaluator", OFIELD(role), 0, 0,
      "trainer: a peer of the ring; evaluator: outside the ring, evaluate every new checkpoint "
      "in --checkpoint-dir"},
+    {"mode", "RING_MODE", OPT_CHOICE, "lockstep", "lockstep|bounded|async", OFIELD(mode), 0, 0,
+     "lockstep: one allreduce per step, every peer waits for all; bounded: rounds run in the "
+     "background and a peer may be up to --staleness steps ahead of the slowest (SSP); async: "
+     "no bound"},
+    {"staleness", "RING_STALENESS", OPT_LONG, "4", "S", OFIELD(staleness), 0, 1000000,
+     "bounded: a peer starts step c only when every peer's steps below c-S are applied "
+     "(S=0 is lockstep through rounds)"},
+    {"warmup-steps", "RING_WARMUP_STEPS", OPT_LONG, "0", "K", OFIELD(warmup_steps), 0, LONG_MAX,
+     "bounded/async: the first K steps run in lockstep, then the chosen mode"},
+    {"staleness-scale", "RING_STALENESS_SCALE", OPT_SWITCH, "off", "on|off",
+     OFIELD(staleness_scale), 0, 0,
+     "bounded/async: scale each step's gradient by 1/(1+tau), tau = rounds applied while it "
+     "was computed"},
+    {"stale-lr-scale", "RING_STALE_LR_SCALE", OPT_SWITCH, "off", "on|off",
+     OFIELD(stale_lr_scale), 0, 0,
+     "bounded/async: divide each round's learning rate by 1 + the mean staleness of its "
+     "contributions"},
+    {"round-idle", "RING_ROUND_IDLE", OPT_DURATION, "2ms", "DURATION", OFIELD(round_idle_s), 0,
+     0, "bounded/async: how long a peer's engine waits for its trainer's next step before "
+     "joining a round with what it has (possibly nothing)"},
+    {"straggler", "RING_STRAGGLER", OPT_STRAGGLER, "", "RANK:FACTOR", OFIELD(straggler_rank), 0,
+     0, "experiments: that peer's compute takes FACTOR times longer, every step"},
+    {"jitter", "RING_JITTER", OPT_JITTER, "", "P:FACTOR", OFIELD(jitter_p), 0, 0,
+     "experiments: each step, each peer takes FACTOR times longer with probability P "
+     "(deterministic from --seed, the step and the rank)"},
     {"epochs", "RING_EPOCHS", OPT_LONG, "10", "N", OFIELD(epochs), 1, 1000000,
      "passes over each peer's shard of the training set"},
     {"max-steps", "RING_MAX_STEPS", OPT_LONG, "0", "N", OFIELD(max_steps), 0, LONG_MAX,
@@ -315,6 +342,35 @@ static int opt_apply(daemon_opts_t *o, const opt_entry_t *e, const char *v, char
         if (parse_every(v, (every_t *)field) != 0)
             return bad(e, v, "not a step count, a duration with a unit or 'epoch'", err, errlen);
         return 0;
+    case OPT_STRAGGLER:
+    case OPT_JITTER: {
+        char *end;
+        double a, f;
+        if (v[0] == '\0') {
+            if (e->type == OPT_STRAGGLER)
+                o->straggler_rank = -1, o->straggler_factor = 1;
+            else
+                o->jitter_p = 0, o->jitter_factor = 1;
+            return 0;
+        }
+        errno = 0;
+        a = strtod(v, &end);
+        if (end == v || *end != ':' || errno != 0)
+            return bad(e, v, "not two numbers A:B", err, errlen);
+        f = strtod(end + 1, &end);
+        if (*end != '\0' || !(f >= 1) || !isfinite(f))
+            return bad(e, v, "FACTOR must be a number >= 1", err, errlen);
+        if (e->type == OPT_STRAGGLER) {
+            if (a < 0 || a != floor(a) || a > 65535)
+                return bad(e, v, "RANK must be a whole number", err, errlen);
+            o->straggler_rank = (int)a, o->straggler_factor = f;
+        } else {
+            if (!(a >= 0 && a <= 1))
+                return bad(e, v, "P must be a probability in 0..1", err, errlen);
+            o->jitter_p = a, o->jitter_factor = f;
+        }
+        return 0;
+    }
     }
     return bad(e, v, "internal: unknown option type", err, errlen);
 }
@@ -450,6 +506,18 @@ static void opt_format(const daemon_opts_t *o, const opt_entry_t *e, char *buf, 
     }
     case OPT_PAIR: snprintf(buf, len, "%d,%d", ((const int *)field)[0], ((const int *)field)[1]); break;
     case OPT_EVERY: every_format((const every_t *)field, buf, len); break;
+    case OPT_STRAGGLER:
+        if (o->straggler_rank < 0)
+            snprintf(buf, len, "%s", "");
+        else
+            snprintf(buf, len, "%d:%g", o->straggler_rank, o->straggler_factor);
+        break;
+    case OPT_JITTER:
+        if (o->jitter_p <= 0)
+            snprintf(buf, len, "%s", "");
+        else
+            snprintf(buf, len, "%g:%g", o->jitter_p, o->jitter_factor);
+        break;
     }
 }
 

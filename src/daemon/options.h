@@ -20,6 +20,7 @@
 #define OPT_STR_MAX 512
 
 enum daemon_role { ROLE_TRAINER = 0, ROLE_EVALUATOR };
+enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
 enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
 enum progress_style { PROGRESS_AUTO = 0, PROGRESS_BAR, PROGRESS_LINES, PROGRESS_OFF };
 
@@ -33,12 +34,22 @@ typedef struct every {
 typedef struct daemon_opts {
     char workload[32];
     int role;                 /* enum daemon_role */
+    int mode;                 /* enum train_mode */
+    long staleness;           /* bounded: S, steps a peer may run ahead of the slowest */
+    long warmup_steps;        /* bounded/async: lockstep below this clock */
+    int staleness_scale;      /* scale a contribution by 1/(1+tau) */
+    int stale_lr_scale;       /* divide the round's lr by 1 + its mean tau */
+    double round_idle_s;      /* bounded/async: longest wait for a local step before a round */
+    int straggler_rank;       /* -1: none */
+    double straggler_factor;
+    double jitter_p, jitter_factor;
     long epochs;
     long max_steps;           /* 0 = no limit */
     double max_time_s;        /* 0 = no limit */
     int batch_size;           /* per peer */
     double lr, momentum, weight_decay;
-    int lr_schedule;          /* enum lr_schedule */
+    int lr_schedule;          /* enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
+enum lr_schedule */
     uint64_t seed;
     int hidden[WL_MAX_HIDDEN], nhidden;
     int conv[2], dense;
@@ -54,7 +65,8 @@ typedef struct daemon_opts {
     every_t eval_every;
     char metrics[OPT_STR_MAX]; /* "" = none; "{rank}" is replaced by the rank */
     int log_all;
-    int progress;             /* enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
+    int progress;             /* enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
+enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
 enum progress_style */
     double log_interval_s;    /* plain progress lines at most this often */
     double poll_interval_s;   /* evaluator: how often it looks for new checkpoints */

@@ -154,7 +154,9 @@ static void human_bytes(double b, char *buf, size_t len)
 void progress_summary(const run_t *r)
 {
     static const char *const why[] = {"", "all epochs done", "--max-steps reached",
-                                      "--max-time reached", "stopped by a signal"};
+                                      "--max-time reached", "stopped by a signal",
+                                      "a peer asked to stop (signal or --max-time)"};
+    char mode[32];
     double wall = daemon_now() - r->t_start, steps = (double)(r->step - r->start_step);
     /* what the gradients would have cost as fp32: 2(N-1)/N of the buffer per step */
     double fp32 = r->world > 1 ? steps * 2.0 * (r->world - 1) / r->world *
@@ -167,9 +169,13 @@ void progress_summary(const run_t *r)
         wall = 1e-9;
     human_bytes((double)r->wire_bytes, wire, sizeof(wire));
     human_bytes(fp32, wire32, sizeof(wire32));
-    printf("\n== ringd summary: %s, %d peer%s, codec %s, lockstep\n", r->w->shape, r->world,
-           r->world > 1 ? "s" : "", r->cfg->codec);
-    printf("  %-20s %s\n", "stopped", why[r->stop < 5 ? r->stop : 0]);
+    if (r->opt->mode == MODE_BOUNDED)
+        snprintf(mode, sizeof(mode), "bounded S=%ld", r->opt->staleness);
+    else
+        snprintf(mode, sizeof(mode), "%s", r->opt->mode == MODE_ASYNC ? "async" : "lockstep");
+    printf("\n== ringd summary: %s, %d peer%s, codec %s, %s\n", r->w->shape, r->world,
+           r->world > 1 ? "s" : "", r->cfg->codec, mode);
+    printf("  %-20s %s\n", "stopped", why[r->stop < 6 ? r->stop : 0]);
     printf("  %-20s %" PRIu64 " (this run %" PRIu64 "), epoch %" PRIu64 " of %ld, %" PRIu64
            " samples\n", "steps", r->step, r->step - r->start_step,
            r->epoch + (r->step_in_epoch > 0), r->opt->epochs, r->total_samples);
@@ -178,9 +184,14 @@ void progress_summary(const run_t *r)
                100 * r->test_acc, r->test_loss, r->test_step);
     if (r->time_to_85 >= 0)
         printf("  %-20s %.1f s of training\n", "time to 85 %", r->time_to_85);
-    printf("  %-20s %.1f s  (compute %.1f %%, wait for peers %.1f %%, communication %.1f %%, "
-           "other %.1f %%)\n", "wall time", wall, 100 * r->compute_s / wall,
-           100 * r->wait_s / wall, 100 * r->comm_s / wall, 100 * r->other_s / wall);
+    if (r->opt->mode == MODE_LOCKSTEP)
+        printf("  %-20s %.1f s  (compute %.1f %%, wait for peers %.1f %%, communication %.1f %%, "
+               "other %.1f %%)\n", "wall time", wall, 100 * r->compute_s / wall,
+               100 * r->wait_s / wall, 100 * r->comm_s / wall, 100 * r->other_s / wall);
+    else /* the engine communicates while the trainer computes: shares overlap */
+        printf("  %-20s %.1f s  (trainer: compute %.1f %%, blocked on the bound %.1f %%; engine: "
+               "communication %.1f %%)\n", "wall time", wall, 100 * r->compute_s / wall,
+               100 * r->wait_s / wall, 100 * r->comm_s / wall);
     printf("  %-20s %.0f (all peers)\n", "samples/s",
            steps * r->opt->batch_size * r->world / wall);
     if (r->world > 1 && strcmp(r->cfg->codec, "none") == 0)

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "daemon/daemon.h"
+#include "daemon/straggler.h"
 
 /* the control values of a step, summed over the peers (exact) */
 enum { CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_LOSS, CTL_CORRECT, CTL_SAMPLES, CTL_COUNT };
@@ -76,6 +77,7 @@ static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errle
     t0 = daemon_now();
     if (r->w->ops->train_step(r->w, idx, o->batch_size, &loss, &correct, err, errlen) != 0)
         return -1;
+    straggler_sleep(straggler_extra(o, r->rank, r->step, daemon_now() - t0));
     t1 = daemon_now();
 
     memset(ctl, 0, CTL_COUNT * sizeof(float));

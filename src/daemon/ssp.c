@@ -1,0 +1,504 @@
+/*
+ * ssp.c - bounded-staleness (SSP) and asynchronous training: the trainer
+ * computes gradients while an engine thread runs rounds in the background.
+ *
+ * Semantics (../DESIGN.md, "Rounds, clocks and staleness"): a peer's clock
+ * is the number of steps it has finished. Each round is
+ *   1. an exact allreduce of control values: every peer's clock (the steps
+ *      its contribution covers up to), its step count and staleness sum,
+ *      and its done/stop flags, each peer in its own slots, so every peer
+ *      learns all of them exactly;
+ *   2. when any peer contributed, an allreduce-average of the accumulators
+ *      (the sum of each peer's local gradients not yet sent), with the codec;
+ *   3. the same SGD update on every peer's master copy of the parameters.
+ * Every peer applies the same rounds in the same order, so the master
+ * parameters are bitwise identical everywhere after every round.
+ *
+ * M, the minimum of the clocks in the last applied round, counts the steps
+ * of every peer that are in the parameters. A trainer starts step c only
+ * when M >= c - S (S = --staleness; warm-up steps and S = 0 are lockstep;
+ * async has no bound). With S = 0 the engine also waits for its own step
+ * before a round, so each round holds exactly one step of every peer and
+ * the arithmetic is that of --mode lockstep, bit for bit.
+ *
+ * Threads: the trainer (main thread) and the engine share the accumulator,
+ * the master parameters and the counters under one mutex; the engine alone
+ * calls libringd.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/daemon.h"
+#include "daemon/straggler.h"
+
+#define TENSOR_GRADIENT 1u
+#define TENSOR_CONTROL 2u
+#define TAU_BINS 17 /* staleness histogram: 0..15, and 16 or more */
+
+typedef struct ssp {
+    run_t *r;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long bound;               /* S, or -1 for async */
+
+    /* trainer -> engine (under mu) */
+    float *acc;               /* local gradients not yet sent (valid when acc_count > 0) */
+    uint64_t acc_count, acc_tau;
+    uint64_t clock;           /* steps the trainer has finished and accumulated */
+    int trainer_blocked;      /* the trainer waits for the bound: no step is coming */
+    int trainer_done;
+    int in_flight;            /* send holds this peer's steps, in a round not yet applied */
+    int trainer_failed;       /* the engine must stop (and the ring be closed) */
+
+    /* engine -> trainer (under mu) */
+    float *master;            /* parameters after the applied rounds */
+    uint64_t version;         /* rounds that changed the parameters */
+    uint64_t min_clock;       /* M */
+    int stop_all;             /* some peer asked to stop: finish the current step */
+    int engine_done;
+    int failed;
+    char err[DAEMON_ERR_MAX];
+
+    /* engine only */
+    float *send;              /* the accumulator being sent (read-only during the round) */
+    float *avg;               /* the round's average */
+    float *ctl;               /* control values: 5 slots per peer */
+    uint64_t rounds, rounds_nonempty, contributions;
+    double comm_s;            /* under mu: the trainer copies it for progress lines */
+    uint64_t wire_bytes;      /* under mu */
+    uint64_t wire_base;       /* payload bytes sent before the first round */
+    uint64_t tau_hist[TAU_BINS];
+} ssp_t;
+
+enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_SLOTS };
+
+/* clocks can pass 2^24, which a float cannot count exactly: two 16-bit halves
+ * would do, but 2^24 steps is months of training; we refuse beyond it */
+#define CLOCK_MAX ((uint64_t)1 << 24)
+
+static void sleep_until(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)seconds;
+    ts.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    (void)pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* S for a step at clock c: lockstep during the warm-up */
+static long bound_at(const ssp_t *s, uint64_t c)
+{
+    return c < (uint64_t)s->r->opt->warmup_steps ? 0 : s->bound;
+}
+
+static void engine_fail(ssp_t *s, const char *what)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->err, sizeof(s->err), "round %" PRIu64 ", %s: %s", s->rounds, what,
+             ring_last_error());
+    s->failed = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* One round. Returns 1 when every peer is done (the last round), 0 to go on, -1 on failure. */
+static int engine_round(ssp_t *s)
+{
+    run_t *r = s->r;
+    const daemon_opts_t *o = r->opt;
+    int n = r->world, me = r->rank, any_stop = 0, all_done = 1;
+    uint64_t my_count, my_clock, my_tau, total = 0, tau_total = 0, new_min = UINT64_MAX;
+    double t0, lr;
+    ring_request_t *req;
+    ring_comm_stats_t stats;
+
+    /* take this peer's contribution: wait for the trainer's step when lockstep
+     * applies, or briefly while it is computing one */
+    pthread_mutex_lock(&s->mu);
+    t0 = daemon_now();
+    for (;;) {
+        /* lockstep: every round holds one step of every peer, so wait for ours */
+        int lock = bound_at(s, s->clock) == 0;
+        if (s->trainer_failed) {
+            pthread_mutex_unlock(&s->mu);
+            return -1;
+        }
+        if (s->acc_count > 0 || s->trainer_done)
+            break;
+        if (!lock && (s->trainer_blocked || daemon_now() - t0 >= o->round_idle_s))
+            break;
+        sleep_until(&s->cv, &s->mu, lock ? 0.05 : o->round_idle_s);
+    }
+    my_count = s->acc_count;
+    my_clock = s->clock;
+    my_tau = s->acc_tau;
+    if (my_count > 0) {
+        float *t = s->send;
+        s->send = s->acc;
+        s->acc = t;
+        s->acc_count = s->acc_tau = 0;
+        s->in_flight = 1;
+    }
+    memset(s->ctl, 0, (size_t)n * CTL_SLOTS * sizeof(float));
+    s->ctl[me * CTL_SLOTS + CTL_CLOCK] = (float)my_clock;
+    s->ctl[me * CTL_SLOTS + CTL_COUNT] = (float)my_count;
+    s->ctl[me * CTL_SLOTS + CTL_TAU] = (float)my_tau;
+    s->ctl[me * CTL_SLOTS + CTL_DONE] = s->trainer_done && my_count == 0 ? 1.0f : 0.0f;
+    s->ctl[me * CTL_SLOTS + CTL_STOP] =
+        signals_stop_requested() ||
+                (o->max_time_s > 0 && daemon_now() - r->t_start >= o->max_time_s)
+            ? 1.0f
+            : 0.0f;
+    pthread_mutex_unlock(&s->mu);
+
+    t0 = daemon_now();
+    if (ring_allreduce_start_flags(r->comm, s->ctl, s->ctl, (size_t)n * CTL_SLOTS, RING_FLOAT32,
+                                   RING_SUM, TENSOR_CONTROL, RING_CALL_EXACT, &req) != RING_OK ||
+        ring_request_wait(req) != RING_OK) {
+        engine_fail(s, "control allreduce");
+        return -1;
+    }
+    for (int p = 0; p < n; p++) {
+        const float *c = s->ctl + p * CTL_SLOTS;
+        total += (uint64_t)c[CTL_COUNT];
+        tau_total += (uint64_t)c[CTL_TAU];
+        if ((uint64_t)c[CTL_CLOCK] < new_min)
+            new_min = (uint64_t)c[CTL_CLOCK];
+        all_done &= c[CTL_DONE] > 0;
+        any_stop |= c[CTL_STOP] > 0;
+    }
+    if (total > 0) {
+        ring_status_t st;
+        /* a peer with nothing to send contributes zeros */
+        if (my_count == 0)
+            memset(s->send, 0, r->w->nparams * sizeof(float));
+        /* out of place: the trainer may read send (its in-flight steps) meanwhile */
+        st = ring_allreduce_start_flags(r->comm, s->send, s->avg, r->w->nparams, RING_FLOAT32,
+                                        RING_AVG, TENSOR_GRADIENT, 0, &req);
+        if (st == RING_OK)
+            st = ring_request_wait(req);
+        if (st == RING_ERR_NONFINITE) {
+            r->nonfinite_steps++;
+            total = 0; /* skipped on every peer: all of them saw the flag */
+        } else if (st != RING_OK) {
+            engine_fail(s, "gradient allreduce");
+            return -1;
+        }
+    }
+    (void)ring_comm_get_stats(r->comm, &stats);
+
+    pthread_mutex_lock(&s->mu);
+    s->comm_s += daemon_now() - t0;
+    s->wire_bytes = stats.payload_bytes - s->wire_base;
+    if (total > 0) {
+        /* the schedule follows M, the steps every peer has in the parameters */
+        lr = lr_at(o->lr_schedule, o->lr, s->min_clock, r->total_steps);
+        if (o->stale_lr_scale)
+            lr /= 1.0 + (double)tau_total / (double)total;
+        /* more steps than peers in one round: their mean, as one bigger batch, rather
+         * than their sum, which a slow round would turn into an outsized step */
+        if (total > (uint64_t)n) {
+            float k = (float)n / (float)total;
+            for (size_t i = 0; i < r->w->nparams; i++)
+                s->avg[i] *= k;
+        }
+        r->sgd.lr = (float)lr;
+        sgd_step(&r->sgd, s->master, s->avg);
+        s->version++;
+        s->rounds_nonempty++;
+        s->contributions += total;
+    }
+    s->min_clock = new_min;
+    s->in_flight = 0;
+    s->rounds++;
+    s->stop_all |= any_stop;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (r->metrics != NULL)
+        fprintf(r->metrics,
+                "{\"type\":\"round\",\"rank\":%d,\"round\":%" PRIu64 ",\"steps\":%" PRIu64
+                ",\"min_clock\":%" PRIu64 ",\"comm_s\":%.6f}\n",
+                r->rank, s->rounds, total, new_min, daemon_now() - t0);
+    return all_done && total == 0 ? 1 : 0;
+}
+
+static void *engine_main(void *arg)
+{
+    ssp_t *s = arg;
+    int rc;
+
+    do
+        rc = engine_round(s);
+    while (rc == 0);
+    pthread_mutex_lock(&s->mu);
+    s->engine_done = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* The local learning rate: a peer's own step counts 1/N of a round's average. */
+static float local_lr(const ssp_t *s)
+{
+    return (float)(lr_at(s->r->opt->lr_schedule, s->r->opt->lr, s->min_clock,
+                         s->r->total_steps) /
+                   s->r->world);
+}
+
+/*
+ * The trainer's parameters (under mu): the master copy minus this peer's
+ * own gradients that no applied round holds yet (accumulated, or in the
+ * round under way), as SSP's read-my-writes asks; without it a fast peer
+ * would take several steps from the same point and its summed gradients
+ * would overshoot. Momentum is left out of this local view. With nothing
+ * pending, an exact copy: S = 0 stays bit for bit lockstep.
+ */
+static void local_view(const ssp_t *s, float *params)
+{
+    size_t n = s->r->w->nparams;
+    float lr = local_lr(s);
+
+    memcpy(params, s->master, n * sizeof(float));
+    if (s->acc_count > 0)
+        for (size_t i = 0; i < n; i++)
+            params[i] -= lr * s->acc[i];
+    if (s->in_flight)
+        for (size_t i = 0; i < n; i++)
+            params[i] -= lr * s->send[i];
+}
+
+/* after one of this peer's steps (under mu): move its own view by it */
+static void local_step(const ssp_t *s, float *params, const float *g, float scale)
+{
+    float lr = local_lr(s) * scale;
+
+    for (size_t i = 0; i < s->r->w->nparams; i++)
+        params[i] -= lr * g[i];
+}
+
+/* The trainer: steps until the epochs are done or the peers agree to stop. */
+static int trainer_loop(ssp_t *s, char *err, size_t errlen)
+{
+    run_t *r = s->r;
+    const daemon_opts_t *o = r->opt;
+    uint64_t spe = shard_steps_per_epoch(&r->shard, o->batch_size), seen_version = UINT64_MAX;
+    uint64_t end = (uint64_t)o->epochs * spe;
+
+    if (o->max_steps > 0 && (uint64_t)o->max_steps < end)
+        end = (uint64_t)o->max_steps;
+    if (end >= CLOCK_MAX) {
+        snprintf(err, errlen, "%" PRIu64 " steps: bounded and async modes count clocks up to "
+                 "2^24 steps", end);
+        return -1;
+    }
+    while (r->step < end) {
+        uint64_t c = r->step, min_at_start;
+        double t0, t1, t2, blocked, loss = 0;
+        long b;
+        int correct = 0;
+        const uint32_t *idx;
+
+        if (r->step_in_epoch >= spe) {
+            r->epoch++;
+            r->step_in_epoch = 0;
+            /* rank 0 evaluates its latest copy of the parameters; rounds go on meanwhile */
+            if (r->rank == 0 && r->w->ntest > 0 && o->eval_every.per_epoch &&
+                r->epoch < (uint64_t)o->epochs && run_evaluate(r, err, errlen) != 0)
+                return -1;
+        }
+        shard_set_epoch(&r->shard, r->epoch);
+        /* the bound: every peer's steps below c - S are in the parameters */
+        t0 = daemon_now();
+        pthread_mutex_lock(&s->mu);
+        b = bound_at(s, c);
+        while (!s->failed && !s->stop_all && !s->engine_done && b >= 0 &&
+               s->min_clock + (uint64_t)b < c) {
+            /* tell the engine no step is coming until a round moves M */
+            s->trainer_blocked = 1;
+            pthread_cond_broadcast(&s->cv);
+            sleep_until(&s->cv, &s->mu, 0.05);
+        }
+        s->trainer_blocked = 0;
+        if (s->failed || s->stop_all || s->engine_done) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        if (s->version != seen_version) {
+            local_view(s, r->w->params);
+            seen_version = s->version;
+        }
+        min_at_start = s->min_clock;
+        pthread_mutex_unlock(&s->mu);
+        t1 = daemon_now();
+        blocked = t1 - t0;
+
+        idx = shard_batch(&r->shard, r->step_in_epoch, o->batch_size);
+        if (r->w->ops->train_step(r->w, idx, o->batch_size, &loss, &correct, err, errlen) != 0)
+            return -1;
+        straggler_sleep(straggler_extra(o, r->rank, c, daemon_now() - t1));
+        t2 = daemon_now();
+
+        pthread_mutex_lock(&s->mu);
+        {
+            /* tau: steps of the slowest peer missing from the parameters this step used */
+            uint64_t tau = c - min_at_start;
+            float scale = o->staleness_scale ? 1.0f / (1.0f + (float)tau) : 1.0f;
+            float *acc = s->acc, *g = r->w->grads;
+            size_t n = r->w->nparams;
+
+            if (s->acc_count == 0 && scale == 1.0f)
+                memcpy(acc, g, n * sizeof(float)); /* copy, not 0 + g: -0.0 stays -0.0 */
+            else if (s->acc_count == 0)
+                for (size_t i = 0; i < n; i++)
+                    acc[i] = g[i] * scale;
+            else
+                for (size_t i = 0; i < n; i++)
+                    acc[i] += g[i] * scale;
+            s->acc_count++;
+            s->acc_tau += tau;
+            /* read-my-writes: this peer's next step already sees its own update */
+            local_step(s, r->w->params, g, scale);
+            s->clock = c + 1;
+            s->tau_hist[tau < TAU_BINS - 1 ? tau : TAU_BINS - 1]++;
+            r->comm_s = s->comm_s;
+            r->wire_bytes = s->wire_bytes;
+            pthread_cond_broadcast(&s->cv);
+            if (r->metrics != NULL)
+                fprintf(r->metrics,
+                        "{\"type\":\"step\",\"rank\":%d,\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
+                        ",\"time\":%.6f,\"loss\":%.6g,\"samples\":%d,\"clock\":%" PRIu64
+                        ",\"min_clock\":%" PRIu64 ",\"tau\":%" PRIu64
+                        ",\"blocked_s\":%.6f,\"compute_s\":%.6f,\"rounds\":%" PRIu64 "}\n",
+                        r->rank, c + 1, r->epoch, r->elapsed_before + (t2 - r->t_start), loss,
+                        o->batch_size, c, min_at_start, tau, blocked, t2 - t1, s->rounds);
+        }
+        pthread_mutex_unlock(&s->mu);
+        r->step++;
+        r->step_in_epoch++;
+        r->total_samples += (uint64_t)o->batch_size;
+        r->last_loss = loss;
+        r->last_train_acc = (double)correct / o->batch_size;
+        r->compute_s += t2 - t1;
+        r->wait_s += blocked;
+        progress_step(r);
+    }
+    return 0;
+}
+
+static void print_summary_extra(const ssp_t *s)
+{
+    const run_t *r = s->r;
+    uint64_t steps = 0;
+
+    for (int k = 0; k < TAU_BINS; k++)
+        steps += s->tau_hist[k];
+    printf("  %-20s %" PRIu64 " (%" PRIu64 " with updates), %.2f steps per updating round\n",
+           "rounds", s->rounds, s->rounds_nonempty,
+           s->rounds_nonempty ? (double)s->contributions / (double)s->rounds_nonempty : 0.0);
+    printf("  %-20s", "staleness (rank 0)");
+    for (int k = 0; k < TAU_BINS; k++)
+        if (s->tau_hist[k] > 0)
+            printf(" tau=%d%s: %.1f%%", k, k == TAU_BINS - 1 ? "+" : "",
+                   100.0 * (double)s->tau_hist[k] / (double)(steps ? steps : 1));
+    printf("\n  %-20s %.1f s (%.1f %% of the run)\n", "blocked on the bound", r->wait_s,
+           100 * r->wait_s / (daemon_now() - r->t_start));
+}
+
+int ssp_run(run_t *r, char *err, size_t errlen)
+{
+    ssp_t s;
+    pthread_t engine;
+    size_t bytes = r->w->nparams * sizeof(float);
+    int rc = 0;
+
+    memset(&s, 0, sizeof(s));
+    s.r = r;
+    s.bound = r->opt->mode == MODE_ASYNC ? -1 : r->opt->staleness;
+    s.acc = malloc(bytes);
+    s.send = malloc(bytes);
+    s.avg = malloc(bytes);
+    s.master = malloc(bytes);
+    s.ctl = malloc((size_t)r->world * CTL_SLOTS * sizeof(float));
+    if (s.acc == NULL || s.send == NULL || s.avg == NULL || s.master == NULL || s.ctl == NULL) {
+        snprintf(err, errlen, "out of memory for the round buffers (4 x %zu bytes)", bytes);
+        rc = -1;
+        goto out;
+    }
+    memcpy(s.master, r->w->params, bytes);
+    s.clock = s.min_clock = r->step;
+    {
+        ring_comm_stats_t stats;
+        (void)ring_comm_get_stats(r->comm, &stats);
+        s.wire_base = stats.payload_bytes;
+    }
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    r->total_steps = (uint64_t)r->opt->epochs *
+                     shard_steps_per_epoch(&r->shard, r->opt->batch_size);
+    r->t_start = daemon_now();
+    progress_start(r);
+    if (pthread_create(&engine, NULL, engine_main, &s) != 0) {
+        snprintf(err, errlen, "cannot start the engine thread");
+        rc = -1;
+        goto out_sync;
+    }
+    rc = trainer_loop(&s, err, errlen);
+    pthread_mutex_lock(&s.mu);
+    s.trainer_done = 1;
+    s.trainer_failed = rc != 0;
+    pthread_cond_broadcast(&s.cv);
+    pthread_mutex_unlock(&s.mu);
+    pthread_join(engine, NULL);
+    if (s.failed && rc == 0) {
+        snprintf(err, errlen, "%s", s.err);
+        rc = -1;
+    }
+    if (rc == 0) {
+        memcpy(r->w->params, s.master, bytes);
+        r->comm_s = s.comm_s;
+        if (signals_stop_requested())
+            r->stop = STOP_SIGNAL;
+        else if (s.stop_all)
+            r->stop = STOP_PEER;
+        if (r->stop == STOP_NONE)
+            r->stop = r->opt->max_steps > 0 && r->step >= (uint64_t)r->opt->max_steps
+                          ? STOP_MAX_STEPS
+                          : STOP_DONE;
+        /* the epochs are counted by the minimum clock: what every peer has in */
+        if (r->rank == 0) {
+            double t0 = daemon_now();
+            if (r->w->ntest > 0 && run_evaluate(r, err, errlen) != 0)
+                rc = -1;
+            else if (r->opt->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
+                rc = -1;
+            r->other_s += daemon_now() - t0;
+        }
+        if (rc == 0 && r->chatty) {
+            progress_summary(r);
+            print_summary_extra(&s);
+        }
+    }
+out_sync:
+    pthread_mutex_destroy(&s.mu);
+    pthread_cond_destroy(&s.cv);
+out:
+    free(s.acc);
+    free(s.send);
+    free(s.avg);
+    free(s.master);
+    free(s.ctl);
+    return rc;
+}
