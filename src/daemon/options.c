@@ -471,6 +471,17 @@ int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen)
     return 0;
 }
 
+int every_due(const every_t *e, uint64_t step, double now, double *last)
+{
+    if (e->steps > 0)
+        return step % (uint64_t)e->steps == 0;
+    if (e->seconds > 0 && now - *last >= e->seconds) {
+        *last = now;
+        return 1;
+    }
+    return 0;
+}
+
 void every_format(const every_t *e, char *buf, size_t len)
 {
     if (e->per_epoch)

@@ -100,6 +100,10 @@ void daemon_opts_print(const daemon_opts_t *o, FILE *out);
 /* The workload settings these options describe. */
 void daemon_opts_workload(const daemon_opts_t *o, wl_settings_t *s);
 
+/* Is a step- or time-based schedule due after step (now: the clock; *last:
+ * when it was last due, updated)? Epoch ends are the caller's business. */
+int every_due(const every_t *e, uint64_t step, double now, double *last);
+
 /* "every N steps / T / epoch" as text, for logs. */
 void every_format(const every_t *e, char *buf, size_t len);
 

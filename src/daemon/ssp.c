@@ -296,6 +296,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
     const daemon_opts_t *o = r->opt;
     uint64_t spe = shard_steps_per_epoch(&r->shard, o->batch_size), seen_version = UINT64_MAX;
     uint64_t end = (uint64_t)o->epochs * spe;
+    double last_eval = daemon_now();
 
     if (o->max_steps > 0 && (uint64_t)o->max_steps < end)
         end = (uint64_t)o->max_steps;
@@ -308,7 +309,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         uint64_t c = r->step, min_at_start;
         double t0, t1, t2, blocked, loss = 0;
         long b;
-        int correct = 0;
+        int correct = 0, waited;
         const uint32_t *idx;
 
         if (r->step_in_epoch >= spe) {
@@ -324,10 +325,12 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         t0 = daemon_now();
         pthread_mutex_lock(&s->mu);
         b = bound_at(s, c);
+        waited = 0;
         while (!s->failed && !s->stop_all && !s->engine_done && b >= 0 &&
                s->min_clock + (uint64_t)b < c) {
             /* tell the engine no step is coming until a round moves M */
             s->trainer_blocked = 1;
+            waited = 1;
             pthread_cond_broadcast(&s->cv);
             sleep_until(&s->cv, &s->mu, 0.05);
         }
@@ -343,7 +346,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         min_at_start = s->min_clock;
         pthread_mutex_unlock(&s->mu);
         t1 = daemon_now();
-        blocked = t1 - t0;
+        blocked = waited ? t1 - t0 : 0; /* the bound held us, not the lock */
 
         idx = shard_batch(&r->shard, r->step_in_epoch, o->batch_size);
         if (r->w->ops->train_step(r->w, idx, o->batch_size, &loss, &correct, err, errlen) != 0)
@@ -394,6 +397,15 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         r->compute_s += t2 - t1;
         r->wait_s += blocked;
         progress_step(r);
+        /* rank 0 evaluates its own view between steps; the rounds go on meanwhile */
+        if (r->rank == 0 && r->w->ntest > 0 && r->step < end &&
+            every_due(&o->eval_every, r->step, daemon_now(), &last_eval)) {
+            pthread_mutex_lock(&s->mu);
+            local_view(s, r->w->params);
+            pthread_mutex_unlock(&s->mu);
+            if (run_evaluate(r, err, errlen) != 0)
+                return -1;
+        }
     }
     return 0;
 }

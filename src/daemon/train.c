@@ -51,18 +51,6 @@ static int ring_fail(run_t *r, const char *what, char *err, size_t errlen)
     return -1;
 }
 
-/* is an "every" schedule due after this step? (epoch ends are handled by the caller) */
-static int due(const every_t *e, uint64_t step, double now, double *last)
-{
-    if (e->steps > 0)
-        return step % (uint64_t)e->steps == 0;
-    if (e->seconds > 0 && now - *last >= e->seconds) {
-        *last = now;
-        return 1;
-    }
-    return 0;
-}
-
 /* One step. Returns 0, or -1 with err; sets r->stop when the peers agreed to stop. */
 static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errlen)
 {
@@ -149,10 +137,10 @@ static int after_step(run_t *r, int epoch_end, double *last_eval, double *last_c
 
     if (r->rank != 0)
         return 0;
-    eval = epoch_end ? o->eval_every.per_epoch : due(&o->eval_every, r->step, now, last_eval);
+    eval = epoch_end ? o->eval_every.per_epoch : every_due(&o->eval_every, r->step, now, last_eval);
     ckpt = o->checkpoint_dir[0] != '\0' &&
            (epoch_end ? o->checkpoint_every.per_epoch
-                      : due(&o->checkpoint_every, r->step, now, last_ckpt));
+                      : every_due(&o->checkpoint_every, r->step, now, last_ckpt));
     if (eval && r->w->ntest > 0 && run_evaluate(r, err, errlen) != 0)
         return -1;
     if (ckpt && run_checkpoint(r, 0, err, errlen) != 0)
