@@ -71,6 +71,11 @@ static const opt_entry_t opt_table[] = {
      OFIELD(stale_lr_scale), 0, 0,
      "bounded/async: divide each round's learning rate by 1 + the mean staleness of its "
      "contributions"},
+    {"round-update", "RING_ROUND_UPDATE", OPT_CHOICE, "mean", "mean|sum", OFIELD(round_update),
+     0, 0,
+     "bounded/async: a round holding more steps than peers applies their mean (one bigger "
+     "batch; stable) or their sum / N (each step counts fully; with momentum, slow rounds "
+     "overshoot)"},
     {"round-idle", "RING_ROUND_IDLE", OPT_DURATION, "2ms", "DURATION", OFIELD(round_idle_s), 0,
      0, "bounded/async: how long a peer's engine waits for its trainer's next step before "
      "joining a round with what it has (possibly nothing)"},

@@ -210,7 +210,7 @@ static int engine_round(ssp_t *s)
             lr /= 1.0 + (double)tau_total / (double)total;
         /* more steps than peers in one round: their mean, as one bigger batch, rather
          * than their sum, which a slow round would turn into an outsized step */
-        if (total > (uint64_t)n) {
+        if (total > (uint64_t)n && o->round_update == 0) {
             float k = (float)n / (float)total;
             for (size_t i = 0; i < r->w->nparams; i++)
                 s->avg[i] *= k;
