@@ -76,9 +76,11 @@ static const opt_entry_t opt_table[] = {
      "bounded/async: a round holding more steps than peers applies their mean (one bigger "
      "batch; stable) or their sum / N (each step counts fully; with momentum, slow rounds "
      "overshoot)"},
-    {"round-idle", "RING_ROUND_IDLE", OPT_DURATION, "2ms", "DURATION", OFIELD(round_idle_s), 0,
-     0, "bounded/async: how long a peer's engine waits for its trainer's next step before "
-     "joining a round with what it has (possibly nothing)"},
+    {"round-idle", "RING_ROUND_IDLE", OPT_DURATION, "auto", "DURATION|auto",
+     OFIELD(round_idle_s), -1, 0,
+     "bounded/async: how long a peer's engine waits for its trainer's next step before "
+     "joining a round with what it has (possibly nothing); auto: one of its recent step "
+     "times, so rounds carry every peer's step unless a peer is late"},
     {"straggler", "RING_STRAGGLER", OPT_STRAGGLER, "", "RANK:FACTOR", OFIELD(straggler_rank), 0,
      0, "experiments: that peer's compute takes FACTOR times longer, every step"},
     {"jitter", "RING_JITTER", OPT_JITTER, "", "P:FACTOR", OFIELD(jitter_p), 0, 0,
@@ -311,6 +313,10 @@ static int opt_apply(daemon_opts_t *o, const opt_entry_t *e, const char *v, char
         return 0;
     }
     case OPT_DURATION:
+        if (e->min == -1 && strcmp(v, "auto") == 0) {
+            *(double *)field = -1; /* the caller decides */
+            return 0;
+        }
         if (ring_parse_duration(v, &d) != 0 || d < 0)
             return bad(e, v, "not a duration", err, errlen);
         *(double *)field = d;
@@ -508,7 +514,12 @@ static void opt_format(const daemon_opts_t *o, const opt_entry_t *e, char *buf, 
     case OPT_INT: snprintf(buf, len, "%d", *(const int *)field); break;
     case OPT_COUNT: snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)field); break;
     case OPT_DOUBLE: snprintf(buf, len, "%g", *(const double *)field); break;
-    case OPT_DURATION: snprintf(buf, len, "%gs", *(const double *)field); break;
+    case OPT_DURATION:
+        if (*(const double *)field < 0)
+            snprintf(buf, len, "auto");
+        else
+            snprintf(buf, len, "%gs", *(const double *)field);
+        break;
     case OPT_STRING:
     case OPT_WORD: snprintf(buf, len, "%s", field); break;
     case OPT_CHOICE: word_at(e->unit, *(const int *)field, buf, len); break;

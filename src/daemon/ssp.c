@@ -56,6 +56,7 @@ typedef struct ssp {
     int trainer_blocked;      /* the trainer waits for the bound: no step is coming */
     int trainer_done;
     int in_flight;            /* send holds this peer's steps, in a round not yet applied */
+    double step_ema;          /* the trainer's recent step time (seconds, moving average) */
     int trainer_failed;       /* the engine must stop (and the ring be closed) */
 
     /* engine -> trainer (under mu) */
@@ -121,7 +122,7 @@ static int engine_round(ssp_t *s)
     const daemon_opts_t *o = r->opt;
     int n = r->world, me = r->rank, any_stop = 0, all_done = 1;
     uint64_t my_count, my_clock, my_tau, total = 0, tau_total = 0, new_min = UINT64_MAX;
-    double t0, lr;
+    double t0, lr, idle;
     ring_request_t *req;
     ring_comm_stats_t stats;
 
@@ -129,18 +130,22 @@ static int engine_round(ssp_t *s)
      * applies, or briefly while it is computing one */
     pthread_mutex_lock(&s->mu);
     t0 = daemon_now();
+    /* auto: a step's time, so that on time peers all make it into the round */
+    idle = o->round_idle_s >= 0 ? o->round_idle_s : s->step_ema;
     for (;;) {
         /* lockstep: every round holds one step of every peer, so wait for ours */
-        int lock = bound_at(s, s->clock) == 0;
+        int lock = bound_at(s, s->clock) == 0 || s->step_ema == 0; /* or no step timed yet */
         if (s->trainer_failed) {
             pthread_mutex_unlock(&s->mu);
             return -1;
         }
         if (s->acc_count > 0 || s->trainer_done)
             break;
-        if (!lock && (s->trainer_blocked || daemon_now() - t0 >= o->round_idle_s))
+        /* even when our trainer is blocked on the bound, joining at once would only
+         * spin empty rounds: the round it needs comes when the late peer has its step */
+        if (!lock && daemon_now() - t0 >= idle)
             break;
-        sleep_until(&s->cv, &s->mu, lock ? 0.05 : o->round_idle_s);
+        sleep_until(&s->cv, &s->mu, lock ? 0.05 : idle);
     }
     my_count = s->acc_count;
     my_clock = s->clock;
@@ -372,6 +377,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
                     acc[i] += g[i] * scale;
             s->acc_count++;
             s->acc_tau += tau;
+            s->step_ema = s->step_ema > 0 ? 0.8 * s->step_ema + 0.2 * (t2 - t1) : t2 - t1;
             /* read-my-writes: this peer's next step already sees its own update */
             local_step(s, r->w->params, g, scale);
             s->clock = c + 1;
