@@ -514,6 +514,7 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
             /* spinning keeps latency low; yielding lets another peer on an
              * oversubscribed host run the step we are waiting for */
             sched_yield();
+            comm->stats.wait_s += ring_now() - now;
             continue;
         }
         if (now - last_progress > comm->cfg.timeout_s) {
@@ -525,6 +526,7 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
             double left = comm->cfg.timeout_s - (now - last_progress);
             int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
             comm->tp_ops->wait(comm->tp, ms);
+            comm->stats.wait_s += ring_now() - now;
         }
     }
     if (!req->done)

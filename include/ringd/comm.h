@@ -114,6 +114,9 @@ typedef struct ring_comm_stats {
     uint64_t payload_bytes;    /* bytes of data frame payloads, as sent (encoded, compressed) */
     uint64_t raw_bytes;        /* the same payloads before lz4 */
     uint64_t frames_lz4;       /* frames sent lz4-compressed */
+    double wait_s;             /* seconds allreduces sat idle waiting for a neighbour (in a
+                                * ring, mostly for the left one's data): every peer waits for
+                                * a late one, which itself waits least */
 } ring_comm_stats_t;
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */

@@ -62,6 +62,7 @@ typedef struct run {
     FILE *metrics;
     int stop;                 /* enum stop_reason */
     uint64_t nonfinite_steps; /* steps skipped for an inf/NaN gradient */
+    float *peer_wait;         /* lockstep: every peer's idle time in allreduces (world floats) */
 } run_t;
 
 /* seconds on the monotonic clock */
@@ -100,6 +101,8 @@ void progress_start(const run_t *r);
 void progress_step(run_t *r);
 void progress_line(const run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void progress_summary(const run_t *r);
+/* every peer's idle time in allreduces, naming the one the others wait for */
+void progress_peer_wait(const run_t *r, const float *wait);
 
 /* workload registry (registry.c) */
 const workload_ops_t *workload_find(const char *name);

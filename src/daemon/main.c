@@ -203,8 +203,10 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
     if (opt->mode == MODE_LOCKSTEP) {
         if (train_run(&r, err, sizeof(err)) != 0)
             goto fail;
-        if (r.chatty)
+        if (r.chatty) {
             progress_summary(&r);
+            progress_peer_wait(&r, r.peer_wait);
+        }
     } else if (ssp_run(&r, err, sizeof(err)) != 0) { /* prints its own summary */
         goto fail;
     }
@@ -220,6 +222,7 @@ out:
         fclose(r.metrics);
     shard_free(&r.shard);
     sgd_free(&r.sgd);
+    free(r.peer_wait);
     if (r.w != NULL)
         r.w->ops->destroy(r.w);
     return rc;

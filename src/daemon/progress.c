@@ -206,3 +206,22 @@ void progress_summary(const run_t *r)
         printf("  %-20s %" PRIu64 "\n", "skipped (inf/NaN)", r->nonfinite_steps);
     fflush(stdout);
 }
+
+void progress_peer_wait(const run_t *r, const float *wait)
+{
+    int least = 0;
+    double sum = 0;
+
+    printf("  %-20s", "idle in allreduces");
+    for (int p = 0; p < r->world; p++) {
+        printf(" rank %d %.2f s%s", p, wait[p], p + 1 < r->world ? "," : "");
+        sum += wait[p];
+        if (wait[p] < wait[least])
+            least = p;
+    }
+    /* every peer waits for a late one, which itself waits least: name it */
+    if (r->world > 2 && wait[least] < 0.5 * (sum - wait[least]) / (r->world - 1))
+        printf("  (rank %d waits least: the others wait for it)", least);
+    printf("\n");
+    fflush(stdout);
+}

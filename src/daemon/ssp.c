@@ -77,9 +77,10 @@ typedef struct ssp {
     uint64_t wire_bytes;      /* under mu */
     uint64_t wire_base;       /* payload bytes sent before the first round */
     uint64_t tau_hist[TAU_BINS];
+    float *peer_wait;         /* every peer's idle time in allreduces, as of the last round */
 } ssp_t;
 
-enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_SLOTS };
+enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_WAIT, CTL_SLOTS };
 
 /* clocks can pass 2^24, which a float cannot count exactly: two 16-bit halves
  * would do, but 2^24 steps is months of training; we refuse beyond it */
@@ -161,6 +162,8 @@ static int engine_round(ssp_t *s)
     s->ctl[me * CTL_SLOTS + CTL_CLOCK] = (float)my_clock;
     s->ctl[me * CTL_SLOTS + CTL_COUNT] = (float)my_count;
     s->ctl[me * CTL_SLOTS + CTL_TAU] = (float)my_tau;
+    (void)ring_comm_get_stats(r->comm, &stats);
+    s->ctl[me * CTL_SLOTS + CTL_WAIT] = (float)stats.wait_s;
     s->ctl[me * CTL_SLOTS + CTL_DONE] = s->trainer_done && my_count == 0 ? 1.0f : 0.0f;
     s->ctl[me * CTL_SLOTS + CTL_STOP] =
         signals_stop_requested() ||
@@ -183,6 +186,7 @@ static int engine_round(ssp_t *s)
         if ((uint64_t)c[CTL_CLOCK] < new_min)
             new_min = (uint64_t)c[CTL_CLOCK];
         all_done &= c[CTL_DONE] > 0;
+        s->peer_wait[p] = c[CTL_WAIT];
         any_stop |= c[CTL_STOP] > 0;
     }
     if (total > 0) {
@@ -433,6 +437,7 @@ static void print_summary_extra(const ssp_t *s)
                    100.0 * (double)s->tau_hist[k] / (double)(steps ? steps : 1));
     printf("\n  %-20s %.1f s (%.1f %% of the run)\n", "blocked on the bound", r->wait_s,
            100 * r->wait_s / (daemon_now() - r->t_start));
+    progress_peer_wait(r, s->peer_wait);
 }
 
 int ssp_run(run_t *r, char *err, size_t errlen)
@@ -450,7 +455,9 @@ int ssp_run(run_t *r, char *err, size_t errlen)
     s.avg = malloc(bytes);
     s.master = malloc(bytes);
     s.ctl = malloc((size_t)r->world * CTL_SLOTS * sizeof(float));
-    if (s.acc == NULL || s.send == NULL || s.avg == NULL || s.master == NULL || s.ctl == NULL) {
+    s.peer_wait = calloc((size_t)r->world, sizeof(float));
+    if (s.acc == NULL || s.send == NULL || s.avg == NULL || s.master == NULL || s.ctl == NULL ||
+        s.peer_wait == NULL) {
         snprintf(err, errlen, "out of memory for the round buffers (4 x %zu bytes)", bytes);
         rc = -1;
         goto out;
@@ -495,10 +502,14 @@ int ssp_run(run_t *r, char *err, size_t errlen)
             r->stop = r->opt->max_steps > 0 && r->step >= (uint64_t)r->opt->max_steps
                           ? STOP_MAX_STEPS
                           : STOP_DONE;
-        /* the epochs are counted by the minimum clock: what every peer has in */
+        /* the last epoch ended with the last step */
+        if (r->step_in_epoch >= shard_steps_per_epoch(&r->shard, r->opt->batch_size)) {
+            r->epoch++;
+            r->step_in_epoch = 0;
+        }
         if (r->rank == 0) {
             double t0 = daemon_now();
-            if (r->w->ntest > 0 && run_evaluate(r, err, errlen) != 0)
+            if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate(r, err, errlen) != 0)
                 rc = -1;
             else if (r->opt->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
                 rc = -1;
@@ -518,5 +529,6 @@ out:
     free(s.avg);
     free(s.master);
     free(s.ctl);
+    free(s.peer_wait);
     return rc;
 }

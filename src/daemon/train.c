@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -51,7 +52,8 @@ static int ring_fail(run_t *r, const char *what, char *err, size_t errlen)
     return -1;
 }
 
-/* One step. Returns 0, or -1 with err; sets r->stop when the peers agreed to stop. */
+/* One step. Returns 0, or -1 with err; sets r->stop when the peers agreed to stop.
+ * ctl holds CTL_COUNT values and then one idle time per peer. */
 static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
@@ -68,14 +70,16 @@ static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errle
     straggler_sleep(straggler_extra(o, r->rank, r->step, daemon_now() - t0));
     t1 = daemon_now();
 
-    memset(ctl, 0, CTL_COUNT * sizeof(float));
+    memset(ctl, 0, (CTL_COUNT + (size_t)r->world) * sizeof(float));
     ctl[CTL_STOP_SIGNAL] = signals_stop_requested() ? 1.0f : 0.0f;
     ctl[CTL_STOP_TIME] = o->max_time_s > 0 && t1 - r->t_start >= o->max_time_s ? 1.0f : 0.0f;
     ctl[CTL_LOSS] = (float)loss;
     ctl[CTL_CORRECT] = (float)correct;
     ctl[CTL_SAMPLES] = (float)o->batch_size;
     (void)ring_comm_get_stats(r->comm, &before);
-    if (ring_allreduce_start_flags(r->comm, ctl, ctl, CTL_COUNT, RING_FLOAT32, RING_SUM,
+    ctl[CTL_COUNT + r->rank] = (float)before.wait_s;
+    if (ring_allreduce_start_flags(r->comm, ctl, ctl, CTL_COUNT + (size_t)r->world, RING_FLOAT32,
+                                   RING_SUM,
                                    TENSOR_CONTROL, RING_CALL_EXACT, &req) != RING_OK ||
         ring_request_wait(req) != RING_OK)
         return ring_fail(r, "control allreduce", err, errlen);
@@ -106,6 +110,7 @@ static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errle
     }
     (void)ring_comm_get_stats(r->comm, &after);
 
+    memcpy(r->peer_wait, ctl + CTL_COUNT, (size_t)r->world * sizeof(float));
     r->step++;
     r->step_in_epoch++;
     r->total_samples += (uint64_t)ctl[CTL_SAMPLES];
@@ -149,12 +154,11 @@ static int after_step(run_t *r, int epoch_end, double *last_eval, double *last_c
     return 0;
 }
 
-int train_run(run_t *r, char *err, size_t errlen)
+static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
     uint64_t steps_per_epoch = shard_steps_per_epoch(&r->shard, o->batch_size);
     double last_eval, last_ckpt;
-    float ctl[CTL_COUNT];
     int streak = 0;
 
     if (steps_per_epoch == 0) {
@@ -197,6 +201,22 @@ int train_run(run_t *r, char *err, size_t errlen)
         r->other_s += daemon_now() - t0;
     }
     return 0;
+}
+
+int train_run(run_t *r, char *err, size_t errlen)
+{
+    float *ctl = calloc(CTL_COUNT + (size_t)r->world, sizeof(float));
+    int rc;
+
+    r->peer_wait = calloc((size_t)r->world, sizeof(float)); /* main.c frees it */
+    if (ctl == NULL || r->peer_wait == NULL) {
+        free(ctl);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    rc = train_loop(r, ctl, err, errlen);
+    free(ctl);
+    return rc;
 }
 
 int run_evaluate(run_t *r, char *err, size_t errlen)
