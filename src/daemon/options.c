@@ -71,11 +71,12 @@ static const opt_entry_t opt_table[] = {
      OFIELD(stale_lr_scale), 0, 0,
      "bounded/async: divide each round's learning rate by 1 + the mean staleness of its "
      "contributions"},
-    {"round-update", "RING_ROUND_UPDATE", OPT_CHOICE, "mean", "mean|sum", OFIELD(round_update),
-     0, 0,
-     "bounded/async: a round holding more steps than peers applies their mean (one bigger "
-     "batch; stable) or their sum / N (each step counts fully; with momentum, slow rounds "
-     "overshoot)"},
+    {"round-update", "RING_ROUND_UPDATE", OPT_CHOICE, "mean", "steps|mean|sum",
+     OFIELD(round_update), 0, 0,
+     "bounded/async, a round holding K steps of N peers (K > N): mean = one update with the "
+     "mean of the K steps (a bigger batch; the most stable); steps = round(K/N) updates "
+     "sharing the round's average; sum = one update with their sum / N (with momentum, "
+     "overshoots)"},
     {"round-idle", "RING_ROUND_IDLE", OPT_DURATION, "auto", "DURATION|auto",
      OFIELD(round_idle_s), -1, 0,
      "bounded/async: how long a peer's engine waits for its trainer's next step before "

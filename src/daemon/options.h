@@ -21,6 +21,7 @@
 
 enum daemon_role { ROLE_TRAINER = 0, ROLE_EVALUATOR };
 enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
+enum round_update { ROUND_STEPS = 0, ROUND_MEAN, ROUND_SUM }; /* word order of the option */
 enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
 enum progress_style { PROGRESS_AUTO = 0, PROGRESS_BAR, PROGRESS_LINES, PROGRESS_OFF };
 
@@ -39,7 +40,7 @@ typedef struct daemon_opts {
     long warmup_steps;        /* bounded/async: lockstep below this clock */
     int staleness_scale;      /* scale a contribution by 1/(1+tau) */
     int stale_lr_scale;       /* divide the round's lr by 1 + its mean tau */
-    int round_update;         /* 0 mean, 1 sum */
+    int round_update;         /* enum round_update */
     double round_idle_s;      /* bounded/async: longest wait for a local step before a round */
     int straggler_rank;       /* -1: none */
     double straggler_factor;
@@ -50,6 +51,7 @@ typedef struct daemon_opts {
     int batch_size;           /* per peer */
     double lr, momentum, weight_decay;
     int lr_schedule;          /* enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
+enum round_update { ROUND_STEPS = 0, ROUND_MEAN, ROUND_SUM }; /* word order of the option */
 enum lr_schedule */
     uint64_t seed;
     int hidden[WL_MAX_HIDDEN], nhidden;
@@ -67,6 +69,7 @@ enum lr_schedule */
     char metrics[OPT_STR_MAX]; /* "" = none; "{rank}" is replaced by the rank */
     int log_all;
     int progress;             /* enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
+enum round_update { ROUND_STEPS = 0, ROUND_MEAN, ROUND_SUM }; /* word order of the option */
 enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
 enum progress_style */
     double log_interval_s;    /* plain progress lines at most this often */

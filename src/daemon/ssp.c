@@ -116,6 +116,39 @@ static void engine_fail(ssp_t *s, const char *what)
     pthread_mutex_unlock(&s->mu);
 }
 
+/*
+ * Apply a round's average (sum of its steps / N) to the master parameters.
+ * A round holding K = N steps is lockstep's update. With more (K > N: fast
+ * peers ran ahead, or rounds are slower than steps), --round-update says:
+ *   mean (default): one update with the mean over the K steps (a bigger
+ *         batch: each step counts N/K; the most stable in our runs, but slow
+ *         when rounds hold many steps);
+ *   steps: m = round(K/N) optimizer updates, each with 1/m of the average,
+ *         so momentum sees as many updates as lockstep would and every step
+ *         counts fully (unstable with stale gradients unless --stale-lr-scale);
+ *   sum: one update with the whole average (each step counts fully, but in
+ *         one outsized step; with momentum 0.9 this diverged in our runs).
+ */
+static void apply_round(ssp_t *s, uint64_t total)
+{
+    run_t *r = s->r;
+    uint64_t n = (uint64_t)r->world, m = 1;
+    size_t np = r->w->nparams;
+    float k = 1.0f;
+
+    if (total > n && r->opt->round_update == ROUND_MEAN)
+        k = (float)n / (float)total;
+    if (total > n && r->opt->round_update == ROUND_STEPS) {
+        m = (total + n / 2) / n;
+        k = 1.0f / (float)m;
+    }
+    if (k != 1.0f)
+        for (size_t i = 0; i < np; i++)
+            s->avg[i] *= k;
+    for (uint64_t j = 0; j < m; j++)
+        sgd_step(&r->sgd, s->master, s->avg);
+}
+
 /* One round. Returns 1 when every peer is done (the last round), 0 to go on, -1 on failure. */
 static int engine_round(ssp_t *s)
 {
@@ -217,15 +250,8 @@ static int engine_round(ssp_t *s)
         lr = lr_at(o->lr_schedule, o->lr, s->min_clock, r->total_steps);
         if (o->stale_lr_scale)
             lr /= 1.0 + (double)tau_total / (double)total;
-        /* more steps than peers in one round: their mean, as one bigger batch, rather
-         * than their sum, which a slow round would turn into an outsized step */
-        if (total > (uint64_t)n && o->round_update == 0) {
-            float k = (float)n / (float)total;
-            for (size_t i = 0; i < r->w->nparams; i++)
-                s->avg[i] *= k;
-        }
         r->sgd.lr = (float)lr;
-        sgd_step(&r->sgd, s->master, s->avg);
+        apply_round(s, total);
         s->version++;
         s->rounds_nonempty++;
         s->contributions += total;
