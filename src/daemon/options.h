@@ -50,9 +50,7 @@ typedef struct daemon_opts {
     double max_time_s;        /* 0 = no limit */
     int batch_size;           /* per peer */
     double lr, momentum, weight_decay;
-    int lr_schedule;          /* enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
-enum round_update { ROUND_STEPS = 0, ROUND_MEAN, ROUND_SUM }; /* word order of the option */
-enum lr_schedule */
+    int lr_schedule;          /* enum lr_schedule */
     uint64_t seed;
     int hidden[WL_MAX_HIDDEN], nhidden;
     int conv[2], dense;
@@ -68,10 +66,7 @@ enum lr_schedule */
     every_t eval_every;
     char metrics[OPT_STR_MAX]; /* "" = none; "{rank}" is replaced by the rank */
     int log_all;
-    int progress;             /* enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
-enum round_update { ROUND_STEPS = 0, ROUND_MEAN, ROUND_SUM }; /* word order of the option */
-enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
-enum progress_style */
+    int progress;             /* enum progress_style */
     double log_interval_s;    /* plain progress lines at most this often */
     double poll_interval_s;   /* evaluator: how often it looks for new checkpoints */
     unsigned char source[48]; /* where each option's value came from (ring_config_source_t) */
