@@ -53,7 +53,6 @@ typedef struct ssp {
     float *acc;               /* local gradients not yet sent (valid when acc_count > 0) */
     uint64_t acc_count, acc_tau;
     uint64_t clock;           /* steps the trainer has finished and accumulated */
-    int trainer_blocked;      /* the trainer waits for the bound: no step is coming */
     int trainer_done;
     int in_flight;            /* send holds this peer's steps, in a round not yet applied */
     double step_ema;          /* the trainer's recent step time (seconds, moving average) */
@@ -363,13 +362,9 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         waited = 0;
         while (!s->failed && !s->stop_all && !s->engine_done && b >= 0 &&
                s->min_clock + (uint64_t)b < c) {
-            /* tell the engine no step is coming until a round moves M */
-            s->trainer_blocked = 1;
             waited = 1;
-            pthread_cond_broadcast(&s->cv);
             sleep_until(&s->cv, &s->mu, 0.05);
         }
-        s->trainer_blocked = 0;
         if (s->failed || s->stop_all || s->engine_done) {
             pthread_mutex_unlock(&s->mu);
             break;
