@@ -304,14 +304,20 @@ static void local_view(const ssp_t *s, float *params)
 {
     size_t n = s->r->w->nparams;
     float lr = local_lr(s);
+    const float *m = s->master, *a = s->acc, *f = s->send;
 
-    memcpy(params, s->master, n * sizeof(float));
-    if (s->acc_count > 0)
+    /* one pass over the arrays: for 25M parameters each pass is ~100 MB */
+    if (s->acc_count > 0 && s->in_flight)
         for (size_t i = 0; i < n; i++)
-            params[i] -= lr * s->acc[i];
-    if (s->in_flight)
+            params[i] = m[i] - lr * a[i] - lr * f[i];
+    else if (s->acc_count > 0)
         for (size_t i = 0; i < n; i++)
-            params[i] -= lr * s->send[i];
+            params[i] = m[i] - lr * a[i];
+    else if (s->in_flight)
+        for (size_t i = 0; i < n; i++)
+            params[i] = m[i] - lr * f[i];
+    else
+        memcpy(params, m, n * sizeof(float));
 }
 
 /* after one of this peer's steps (under mu): move its own view by it */
