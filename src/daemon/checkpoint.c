@@ -277,6 +277,13 @@ int ckpt_read(const char *path, ckpt_state_t *st, int want_body, const char *exp
         fclose(f);
         return 0;
     }
+    if (st->nparams != expect_nparams) {
+        /* never read more than the caller's buffers hold */
+        snprintf(err, errlen, "checkpoint %s holds %zu parameters, the buffers %zu", path,
+                 st->nparams, expect_nparams);
+        fclose(f);
+        return -2;
+    }
     if (read_all(f, st->params, st->nparams * sizeof(float), &crc) != 0 ||
         read_all(f, st->momentum, st->nparams * sizeof(float), &crc) != 0 ||
         fread(tail, 1, 4, f) != 4) {

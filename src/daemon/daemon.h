@@ -63,6 +63,7 @@ typedef struct run {
     int stop;                 /* enum stop_reason */
     uint64_t nonfinite_steps; /* steps skipped for an inf/NaN gradient */
     float *peer_wait;         /* lockstep: every peer's idle time in allreduces (world floats) */
+    int params_dirty;         /* resume: a corrupt checkpoint was partly read into params */
 } run_t;
 
 /* seconds on the monotonic clock */

@@ -1,8 +1,9 @@
 /*
  * main.c - ringd, the training daemon: settings from flags and RING_*
  * variables, then one of two roles. A trainer joins the ring, trains in
- * lockstep (train.c) and exits 0 when training ends or is stopped; an
- * evaluator watches the checkpoints (evaluator.c).
+ * lockstep (train.c) or with bounded staleness / asynchronously (ssp.c) and
+ * exits 0 when training ends or is stopped; an evaluator watches the
+ * checkpoints (evaluator.c).
  *
  * Exit status: 0 done (also after SIGINT/SIGTERM: stopped cleanly),
  * 1 a run-time failure (ring, data, checkpoint), 2 a usage error.

@@ -65,8 +65,8 @@ static const opt_entry_t opt_table[] = {
      "bounded/async: the first K steps run in lockstep, then the chosen mode"},
     {"staleness-scale", "RING_STALENESS_SCALE", OPT_SWITCH, "off", "on|off",
      OFIELD(staleness_scale), 0, 0,
-     "bounded/async: scale each step's gradient by 1/(1+tau), tau = rounds applied while it "
-     "was computed"},
+     "bounded/async: scale each step's gradient by 1/(1+tau), tau = the slowest peer's steps "
+     "missing from the parameters it was computed at"},
     {"stale-lr-scale", "RING_STALE_LR_SCALE", OPT_SWITCH, "off", "on|off",
      OFIELD(stale_lr_scale), 0, 0,
      "bounded/async: divide each round's learning rate by 1 + the mean staleness of its "
@@ -128,8 +128,9 @@ static const opt_entry_t opt_table[] = {
      0, "rank 0 writes checkpoints here; every peer resumes from the newest valid one"},
     {"checkpoint-every", "RING_CHECKPOINT_EVERY", OPT_EVERY, "epoch", "N|DURATION|epoch",
      OFIELD(checkpoint_every), 0, 0,
-     "checkpoint every N steps, every DURATION of wall time (e.g. 60s) or every epoch; a "
-     "final checkpoint is always written when training stops"},
+     "checkpoint every N steps, every DURATION of wall time (e.g. 60s) or every epoch "
+     "(lockstep; bounded/async checkpoint only when they stop); a final checkpoint is always "
+     "written when training stops"},
     {"keep-checkpoints", "RING_KEEP_CHECKPOINTS", OPT_INT, "3", "K", OFIELD(keep_checkpoints), 1,
      1000000, "keep the newest K checkpoints, delete older ones"},
     {"resume", "RING_RESUME", OPT_SWITCH, "on", "on|off", OFIELD(resume), 0, 0,
@@ -468,6 +469,10 @@ int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen)
     if (o->role == ROLE_EVALUATOR && o->checkpoint_dir[0] == '\0') {
         snprintf(err, errlen, "--role evaluator needs --checkpoint-dir DIR: it evaluates the "
                               "checkpoints the trainers write there");
+        return -1;
+    }
+    if (!(o->poll_interval_s > 0)) {
+        snprintf(err, errlen, "--poll-interval must be above 0 (the evaluator would spin)");
         return -1;
     }
     if (!(o->momentum < 1.0)) {

@@ -82,8 +82,13 @@ static int load_newest(run_t *r, char *err, size_t errlen)
             return -1;
         }
         if (rc != 0) {
-            /* the parameters may hold part of the bad file: initialise again below */
-            fprintf(stderr, "ringd: warning: %s; trying an older checkpoint\n", why);
+            /* out of the way, so that pruning cannot keep it over a good newer one */
+            char aside[CKPT_PATH_MAX + 16];
+            snprintf(aside, sizeof(aside), "%s.corrupt", path);
+            fprintf(stderr, "ringd: warning: %s; renamed to %s; trying an older checkpoint\n",
+                    why, aside);
+            (void)rename(path, aside);
+            r->params_dirty = 1; /* may hold part of the bad file: initialise again */
             continue;
         }
         r->step = st.step;
@@ -115,8 +120,8 @@ int resume_start(run_t *r, char *err, size_t errlen)
             rc = load_newest(r, err, errlen);
             if (rc < 0)
                 return -1;
-            if (rc == 1) {
-                /* a corrupt file may have been partly read into the parameters */
+            if (rc == 1 && r->params_dirty) {
+                /* a corrupt file was partly read into the parameters */
                 workload_t *fresh;
                 wl_settings_t s;
                 daemon_opts_workload(o, &s);

@@ -42,6 +42,8 @@
 #define TENSOR_GRADIENT 1u
 #define TENSOR_CONTROL 2u
 #define TAU_BINS 17 /* staleness histogram: 0..15, and 16 or more */
+/* give up after this many consecutive rounds with an inf/NaN average */
+#define NONFINITE_STREAK_MAX 5
 
 typedef struct ssp {
     run_t *r;
@@ -61,6 +63,7 @@ typedef struct ssp {
     /* engine -> trainer (under mu) */
     float *master;            /* parameters after the applied rounds */
     uint64_t version;         /* rounds that changed the parameters */
+    uint64_t view_gen;        /* bumped when the trainers' views must be rebuilt */
     uint64_t min_clock;       /* M */
     int stop_all;             /* some peer asked to stop: finish the current step */
     int engine_done;
@@ -70,7 +73,8 @@ typedef struct ssp {
     /* engine only */
     float *send;              /* the accumulator being sent (read-only during the round) */
     float *avg;               /* the round's average */
-    float *ctl;               /* control values: 5 slots per peer */
+    float *ctl;               /* control values: CTL_SLOTS per peer */
+    int nonfinite_streak;
     uint64_t rounds, rounds_nonempty, contributions;
     double comm_s;            /* under mu: the trainer copies it for progress lines */
     uint64_t wire_bytes;      /* under mu */
@@ -89,7 +93,7 @@ static void sleep_until(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* the condition variable's clock (ssp_run) */
     ts.tv_sec += (time_t)seconds;
     ts.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
     if (ts.tv_nsec >= 1000000000L) {
@@ -158,6 +162,7 @@ static int engine_round(ssp_t *s)
     double t0, lr, idle;
     ring_request_t *req;
     ring_comm_stats_t stats;
+    int skipped = 0;
 
     /* take this peer's contribution: wait for the trainer's step when lockstep
      * applies, or briefly while it is computing one */
@@ -232,8 +237,10 @@ static int engine_round(ssp_t *s)
         if (st == RING_OK)
             st = ring_request_wait(req);
         if (st == RING_ERR_NONFINITE) {
-            r->nonfinite_steps++;
-            total = 0; /* skipped on every peer: all of them saw the flag */
+            /* skipped on every peer: all of them saw the flag */
+            r->nonfinite_steps += total;
+            total = 0;
+            skipped = 1;
         } else if (st != RING_OK) {
             engine_fail(s, "gradient allreduce");
             return -1;
@@ -257,6 +264,21 @@ static int engine_round(ssp_t *s)
     }
     s->min_clock = new_min;
     s->in_flight = 0;
+    if (skipped) {
+        /* the trainers' views hold their own dropped steps: rebuild them from master */
+        s->view_gen++;
+        if (++s->nonfinite_streak >= NONFINITE_STREAK_MAX) {
+            snprintf(s->err, sizeof(s->err), "round %" PRIu64 ": the averaged gradient held inf "
+                     "or NaN %d rounds in a row: training diverged (try a smaller --lr)",
+                     s->rounds, NONFINITE_STREAK_MAX);
+            s->failed = 1;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            return -1;
+        }
+    } else if (total > 0) {
+        s->nonfinite_streak = 0;
+    }
     s->rounds++;
     s->stop_all |= any_stop;
     pthread_cond_broadcast(&s->cv);
@@ -266,6 +288,8 @@ static int engine_round(ssp_t *s)
                 "{\"type\":\"round\",\"rank\":%d,\"round\":%" PRIu64 ",\"steps\":%" PRIu64
                 ",\"min_clock\":%" PRIu64 ",\"comm_s\":%.6f}\n",
                 r->rank, s->rounds, total, new_min, daemon_now() - t0);
+    if (r->metrics != NULL)
+        fflush(r->metrics);
     return all_done && total == 0 ? 1 : 0;
 }
 
@@ -338,6 +362,11 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
     uint64_t end = (uint64_t)o->epochs * spe;
     double last_eval = daemon_now();
 
+    if (spe == 0) {
+        snprintf(err, errlen, "each peer's shard has %zu samples, fewer than --batch-size %d: "
+                 "use a smaller batch or fewer peers", r->shard.len, o->batch_size);
+        return -1;
+    }
     if (o->max_steps > 0 && (uint64_t)o->max_steps < end)
         end = (uint64_t)o->max_steps;
     if (end >= CLOCK_MAX) {
@@ -375,9 +404,9 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
             pthread_mutex_unlock(&s->mu);
             break;
         }
-        if (s->version != seen_version) {
+        if (s->version + s->view_gen != seen_version) {
             local_view(s, r->w->params);
-            seen_version = s->version;
+            seen_version = s->version + s->view_gen;
         }
         min_at_start = s->min_clock;
         pthread_mutex_unlock(&s->mu);
@@ -424,6 +453,8 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
                         ",\"blocked_s\":%.6f,\"compute_s\":%.6f,\"rounds\":%" PRIu64 "}\n",
                         r->rank, c + 1, r->epoch, r->elapsed_before + (t2 - r->t_start), loss,
                         o->batch_size, c, min_at_start, tau, blocked, t2 - t1, s->rounds);
+            if (r->metrics != NULL)
+                fflush(r->metrics);
         }
         pthread_mutex_unlock(&s->mu);
         r->step++;
@@ -457,7 +488,7 @@ static void print_summary_extra(const ssp_t *s)
     printf("  %-20s %" PRIu64 " (%" PRIu64 " with updates), %.2f steps per updating round\n",
            "rounds", s->rounds, s->rounds_nonempty,
            s->rounds_nonempty ? (double)s->contributions / (double)s->rounds_nonempty : 0.0);
-    printf("  %-20s", "staleness (rank 0)");
+    printf("  %-20s", r->rank == 0 ? "staleness (rank 0)" : "staleness (this rank)");
     for (int k = 0; k < TAU_BINS; k++)
         if (s->tau_hist[k] > 0)
             printf(" tau=%d%s: %.1f%%", k, k == TAU_BINS - 1 ? "+" : "",
@@ -497,7 +528,14 @@ int ssp_run(run_t *r, char *err, size_t errlen)
         s.wire_base = stats.payload_bytes;
     }
     pthread_mutex_init(&s.mu, NULL);
-    pthread_cond_init(&s.cv, NULL);
+    {
+        /* timed waits on the monotonic clock: a stepped wall clock must not stretch them */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s.cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     r->total_steps = (uint64_t)r->opt->epochs *
                      shard_steps_per_epoch(&r->shard, r->opt->batch_size);
     r->t_start = daemon_now();
@@ -523,6 +561,9 @@ int ssp_run(run_t *r, char *err, size_t errlen)
         r->comm_s = s.comm_s;
         if (signals_stop_requested())
             r->stop = STOP_SIGNAL;
+        else if (s.stop_all && r->opt->max_time_s > 0 &&
+                 daemon_now() - r->t_start >= r->opt->max_time_s)
+            r->stop = STOP_MAX_TIME;
         else if (s.stop_all)
             r->stop = STOP_PEER;
         if (r->stop == STOP_NONE)

@@ -171,6 +171,9 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
     r->total_steps = (uint64_t)o->epochs * steps_per_epoch;
     r->t_start = last_eval = last_ckpt = daemon_now();
     progress_start(r);
+    /* resumed at or past --max-steps: nothing to train */
+    if (o->max_steps > 0 && r->step >= (uint64_t)o->max_steps)
+        r->stop = STOP_MAX_STEPS;
     while (r->stop == STOP_NONE && r->epoch < (uint64_t)o->epochs) {
         shard_set_epoch(&r->shard, r->epoch);
         while (r->stop == STOP_NONE && r->step_in_epoch < steps_per_epoch) {
@@ -252,7 +255,9 @@ int run_checkpoint(run_t *r, int final, char *err, size_t errlen)
     st.total_samples = r->total_samples;
     st.world_size = (uint32_t)r->world;
     st.batch_size = (uint32_t)o->batch_size;
-    st.final = (uint32_t)final;
+    /* "final" tells the evaluator training is complete: not after an interruption,
+     * which a later run resumes */
+    st.final = final && (r->stop == STOP_DONE || r->stop == STOP_MAX_STEPS) ? 1 : 0;
     st.elapsed_s = training_time(r);
     snprintf(st.workload, sizeof(st.workload), "%s", o->workload);
     snprintf(st.shape, sizeof(st.shape), "%s", r->w->shape);
