@@ -29,7 +29,7 @@ static inline void skip_all(const char *why)
     exit(0);
 }
 
-static inline void bail(const char *fmt, ...) TAP_PRINTF(1, 2);
+static inline void bail(const char *fmt, ...) TAP_PRINTF(1, 2) __attribute__((noreturn));
 static inline void bail(const char *fmt, ...)
 {
     va_list ap;
