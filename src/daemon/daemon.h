@@ -80,6 +80,14 @@ int resume_start(run_t *r, char *err, size_t errlen);
 
 /* checkpointing and evaluation at the current state (rank 0 only). */
 int run_checkpoint(run_t *r, int final, char *err, size_t errlen);
+
+/* A checkpoint of params at position pos (train.c; ssp.c's engine writes the master
+ * parameters at M, the steps every peer has in them). Silent. */
+typedef struct ckpt_pos {
+    uint64_t step, epoch, step_in_epoch, total_samples;
+} ckpt_pos_t;
+int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params, int final,
+                     char *path, size_t path_len, char *err, size_t errlen);
 int run_evaluate(run_t *r, char *err, size_t errlen);
 
 /* evaluator.c: the --role evaluator main loop. Returns the exit code. */

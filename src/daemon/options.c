@@ -128,9 +128,9 @@ static const opt_entry_t opt_table[] = {
      0, "rank 0 writes checkpoints here; every peer resumes from the newest valid one"},
     {"checkpoint-every", "RING_CHECKPOINT_EVERY", OPT_EVERY, "epoch", "N|DURATION|epoch",
      OFIELD(checkpoint_every), 0, 0,
-     "checkpoint every N steps, every DURATION of wall time (e.g. 60s) or every epoch "
-     "(lockstep; bounded/async checkpoint only when they stop); a final checkpoint is always "
-     "written when training stops"},
+     "checkpoint every N steps, every DURATION of wall time (e.g. 60s) or every epoch (in "
+     "bounded/async, counted by the steps every peer has in the parameters); a final "
+     "checkpoint is always written when training stops"},
     {"keep-checkpoints", "RING_KEEP_CHECKPOINTS", OPT_INT, "3", "K", OFIELD(keep_checkpoints), 1,
      1000000, "keep the newest K checkpoints, delete older ones"},
     {"resume", "RING_RESUME", OPT_SWITCH, "on", "on|off", OFIELD(resume), 0, 0,

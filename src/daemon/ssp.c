@@ -75,6 +75,8 @@ typedef struct ssp {
     float *avg;               /* the round's average */
     float *ctl;               /* control values: CTL_SLOTS per peer */
     int nonfinite_streak;
+    uint64_t ckpt_last_m;     /* rank 0: M of the last periodic checkpoint */
+    double ckpt_last_t;
     uint64_t rounds, rounds_nonempty, contributions;
     double comm_s;            /* under mu: the trainer copies it for progress lines */
     uint64_t wire_bytes;      /* under mu */
@@ -150,6 +152,42 @@ static void apply_round(ssp_t *s, uint64_t total)
             s->avg[i] *= k;
     for (uint64_t j = 0; j < m; j++)
         sgd_step(&r->sgd, s->master, s->avg);
+}
+
+/* Rank 0's engine: a checkpoint when M crossed a --checkpoint-every boundary. */
+static int engine_checkpoint(ssp_t *s, uint64_t m)
+{
+    run_t *r = s->r;
+    const daemon_opts_t *o = r->opt;
+    uint64_t spe = shard_steps_per_epoch(&r->shard, o->batch_size);
+    const every_t *e = &o->checkpoint_every;
+    int due = 0;
+    char path[CKPT_PATH_MAX];
+
+    if (m <= s->ckpt_last_m || spe == 0)
+        return 0;
+    if (e->per_epoch)
+        due = m / spe > s->ckpt_last_m / spe;
+    else if (e->steps > 0)
+        due = m / (uint64_t)e->steps > s->ckpt_last_m / (uint64_t)e->steps;
+    else if (e->seconds > 0)
+        due = daemon_now() - s->ckpt_last_t >= e->seconds;
+    if (!due)
+        return 0;
+    {
+        ckpt_pos_t pos = {m, m / spe, m % spe, m * (uint64_t)o->batch_size * (uint64_t)r->world};
+        if (checkpoint_state(r, &pos, s->master, 0, path, sizeof(path), s->err,
+                             sizeof(s->err)) != 0) {
+            pthread_mutex_lock(&s->mu);
+            s->failed = 1;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            return -1;
+        }
+    }
+    s->ckpt_last_m = m;
+    s->ckpt_last_t = daemon_now();
+    return 0;
 }
 
 /* One round. Returns 1 when every peer is done (the last round), 0 to go on, -1 on failure. */
@@ -283,6 +321,10 @@ static int engine_round(ssp_t *s)
     s->stop_all |= any_stop;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    /* rank 0: periodic checkpoints of the master parameters at M (only this thread
+     * changes them, so no lock is needed to read them) */
+    if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && engine_checkpoint(s, new_min) != 0)
+        return -1;
     if (r->metrics != NULL)
         fprintf(r->metrics,
                 "{\"type\":\"round\",\"rank\":%d,\"round\":%" PRIu64 ",\"steps\":%" PRIu64
@@ -521,7 +563,8 @@ int ssp_run(run_t *r, char *err, size_t errlen)
         goto out;
     }
     memcpy(s.master, r->w->params, bytes);
-    s.clock = s.min_clock = r->step;
+    s.clock = s.min_clock = s.ckpt_last_m = r->step;
+    s.ckpt_last_t = daemon_now();
     {
         ring_comm_stats_t stats;
         (void)ring_comm_get_stats(r->comm, &stats);

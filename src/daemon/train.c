@@ -241,23 +241,21 @@ int run_evaluate(run_t *r, char *err, size_t errlen)
     return 0;
 }
 
-int run_checkpoint(run_t *r, int final, char *err, size_t errlen)
+int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params, int final,
+                     char *path, size_t path_len, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
     ckpt_state_t st;
-    char path[CKPT_PATH_MAX];
 
     memset(&st, 0, sizeof(st));
-    st.step = r->step;
-    st.epoch = r->epoch;
-    st.step_in_epoch = r->step_in_epoch;
+    st.step = pos->step;
+    st.epoch = pos->epoch;
+    st.step_in_epoch = pos->step_in_epoch;
     st.seed = o->seed;
-    st.total_samples = r->total_samples;
+    st.total_samples = pos->total_samples;
     st.world_size = (uint32_t)r->world;
     st.batch_size = (uint32_t)o->batch_size;
-    /* "final" tells the evaluator training is complete: not after an interruption,
-     * which a later run resumes */
-    st.final = final && (r->stop == STOP_DONE || r->stop == STOP_MAX_STEPS) ? 1 : 0;
+    st.final = (uint32_t)final;
     st.elapsed_s = training_time(r);
     snprintf(st.workload, sizeof(st.workload), "%s", o->workload);
     snprintf(st.shape, sizeof(st.shape), "%s", r->w->shape);
@@ -266,11 +264,24 @@ int run_checkpoint(run_t *r, int final, char *err, size_t errlen)
              o->lr, o->momentum, o->weight_decay, o->batch_size, r->world, r->cfg->codec,
              o->shuffle ? "on" : "off");
     st.nparams = r->w->nparams;
-    st.params = r->w->params;
+    st.params = (float *)params;
     st.momentum = r->sgd.velocity;
-    if (ckpt_write(o->checkpoint_dir, &st, path, sizeof(path), err, errlen) != 0)
+    if (ckpt_write(o->checkpoint_dir, &st, path, path_len, err, errlen) != 0)
         return -1;
     (void)ckpt_prune(o->checkpoint_dir, o->keep_checkpoints);
+    return 0;
+}
+
+int run_checkpoint(run_t *r, int final, char *err, size_t errlen)
+{
+    ckpt_pos_t pos = {r->step, r->epoch, r->step_in_epoch, r->total_samples};
+    char path[CKPT_PATH_MAX];
+
+    /* "final" tells the evaluator training is complete: not after an interruption,
+     * which a later run resumes */
+    final = final && (r->stop == STOP_DONE || r->stop == STOP_MAX_STEPS);
+    if (checkpoint_state(r, &pos, r->w->params, final, path, sizeof(path), err, errlen) != 0)
+        return -1;
     if (r->chatty && (final || r->opt->progress != PROGRESS_OFF))
         progress_line(r, "checkpoint %s (step %" PRIu64 "%s)", path, r->step,
                       final ? ", final" : "");
