@@ -14,7 +14,10 @@
  *   clock = steps this peer had finished when the step started, min_clock =
  *   M then, tau = clock - min_clock, blocked_s = time waiting for the bound.
  * Round line (bounded/async): {"type":"round","rank","round","steps",
- *   "min_clock","comm_s"}: steps = all peers' steps the round applied.
+ *   "min_clock","comm_s","idle_s"}: steps = all peers' steps the round
+ *   applied; idle_s = how long this peer's allreduces sat waiting for a
+ *   neighbour in the round (mostly the left one: the peers the others wait
+ *   for show the least).
  * Eval line: {"type":"eval","step":S,"epoch":E,"time":T,"loss":L,"accuracy":A}
  * Final line: {"type":"final","rank":R,"step":S,"params_fnv1a64":"HEX"}: a hash
  *   of the parameters' bytes, equal on every peer of a lockstep ring.

@@ -201,6 +201,7 @@ static int engine_round(ssp_t *s)
     ring_request_t *req;
     ring_comm_stats_t stats;
     int skipped = 0;
+    double idle_before;
 
     /* take this peer's contribution: wait for the trainer's step when lockstep
      * applies, or briefly while it is computing one */
@@ -239,6 +240,7 @@ static int engine_round(ssp_t *s)
     s->ctl[me * CTL_SLOTS + CTL_TAU] = (float)my_tau;
     (void)ring_comm_get_stats(r->comm, &stats);
     s->ctl[me * CTL_SLOTS + CTL_WAIT] = (float)stats.wait_s;
+    idle_before = stats.wait_s;
     s->ctl[me * CTL_SLOTS + CTL_DONE] = s->trainer_done && my_count == 0 ? 1.0f : 0.0f;
     s->ctl[me * CTL_SLOTS + CTL_STOP] =
         signals_stop_requested() ||
@@ -328,8 +330,9 @@ static int engine_round(ssp_t *s)
     if (r->metrics != NULL)
         fprintf(r->metrics,
                 "{\"type\":\"round\",\"rank\":%d,\"round\":%" PRIu64 ",\"steps\":%" PRIu64
-                ",\"min_clock\":%" PRIu64 ",\"comm_s\":%.6f}\n",
-                r->rank, s->rounds, total, new_min, daemon_now() - t0);
+                ",\"min_clock\":%" PRIu64 ",\"comm_s\":%.6f,\"idle_s\":%.6f}\n",
+                r->rank, s->rounds, total, new_min, daemon_now() - t0,
+                stats.wait_s - idle_before);
     if (r->metrics != NULL)
         fflush(r->metrics);
     return all_done && total == 0 ? 1 : 0;
