@@ -276,11 +276,11 @@ int run_checkpoint(run_t *r, int final, char *err, size_t errlen)
 {
     ckpt_pos_t pos = {r->step, r->epoch, r->step_in_epoch, r->total_samples};
     char path[CKPT_PATH_MAX];
+    /* the file's "final" flag tells the evaluator training is complete: not after an
+     * interruption, which a later run resumes (the message still says final) */
+    int complete = final && (r->stop == STOP_DONE || r->stop == STOP_MAX_STEPS);
 
-    /* "final" tells the evaluator training is complete: not after an interruption,
-     * which a later run resumes */
-    final = final && (r->stop == STOP_DONE || r->stop == STOP_MAX_STEPS);
-    if (checkpoint_state(r, &pos, r->w->params, final, path, sizeof(path), err, errlen) != 0)
+    if (checkpoint_state(r, &pos, r->w->params, complete, path, sizeof(path), err, errlen) != 0)
         return -1;
     if (r->chatty && (final || r->opt->progress != PROGRESS_OFF))
         progress_line(r, "checkpoint %s (step %" PRIu64 "%s)", path, r->step,
