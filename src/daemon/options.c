@@ -71,6 +71,11 @@ static const opt_entry_t opt_table[] = {
      OFIELD(stale_lr_scale), 0, 0,
      "bounded/async: divide each round's learning rate by 1 + the mean staleness of its "
      "contributions"},
+    {"momentum-compensation", "RING_MOMENTUM_COMPENSATION", OPT_SWITCH, "off", "on|off",
+     OFIELD(momentum_compensation), 0, 0,
+     "bounded/async: staleness acts like extra momentum (Mitliagkas et al. 2016); use "
+     "1-(1-momentum)(1+tau) for a round of mean staleness tau (at least 0) so the total "
+     "stays near --momentum"},
     {"round-update", "RING_ROUND_UPDATE", OPT_CHOICE, "mean", "steps|mean|sum",
      OFIELD(round_update), 0, 0,
      "bounded/async, a round holding K steps of N peers (K > N): mean = one update with the "

@@ -296,6 +296,10 @@ static int engine_round(ssp_t *s)
         lr = lr_at(o->lr_schedule, o->lr, s->min_clock, r->total_steps);
         if (o->stale_lr_scale)
             lr /= 1.0 + (double)tau_total / (double)total;
+        if (o->momentum_compensation) {
+            double mu = 1.0 - (1.0 - o->momentum) * (1.0 + (double)tau_total / (double)total);
+            r->sgd.momentum = (float)(mu > 0 ? mu : 0);
+        }
         r->sgd.lr = (float)lr;
         apply_round(s, total);
         s->version++;
