@@ -90,7 +90,8 @@ ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void 
                                 flags that must arrive exactly */
 
 /* ring_allreduce_start with per-call flags; every peer must pass the same flags
- * (a peer that does not gets RING_ERR_MISMATCH). */
+ * (otherwise the frame sizes differ and every peer fails, the one that notices
+ * naming its neighbour and both sizes). */
 ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                          size_t count, ring_dtype_t dtype, ring_op_t op,
                                          uint32_t tensor_id, unsigned flags,
