@@ -30,7 +30,7 @@ build_root=${BUILD_ROOT:-$top/_build}
 
 # Debian 12 packages: the toolchain and the libraries ringd uses.
 packages=(build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev
-    libibverbs-dev libopenblas-dev dataset-fashion-mnist clang iproute2)
+    libibverbs-dev libopenblas-dev dataset-fashion-mnist clang iproute2 procps)
 
 install_missing() {
     [ -n "${SKIP_APT:-}" ] && return 0
