@@ -1,0 +1,80 @@
+# ringd-lib.sh - what the ringd shell tests (daemon.test, staleness.test)
+# share: TAP output, bounded command runs, metrics helpers and finding a
+# rank's process. Sourced, not run. The test sets PLAN before sourcing and
+# gets D (ringd), L (ring-launch), T (a temporary directory removed at exit,
+# with every background job killed) and a clean RING_* environment.
+
+D=${RINGD:-${top_builddir:-.}/ringd}
+L=${RING_LAUNCH:-${top_builddir:-.}/ring-launch}
+echo "1..$PLAN"
+if [ ! -x "$D" ] || [ ! -x "$L" ]; then
+    for i in $(seq 1 "$PLAN"); do echo "ok $i # SKIP ringd or ring-launch not built"; done
+    exit 0
+fi
+# the suite exports variables of its own; a user's RING_RANK must not leak in either
+for v in $(compgen -e | grep '^RING_'); do
+    unset "$v"
+done
+T=$(mktemp -d "${TMPDIR:-/tmp}/ringd-test.XXXXXX") || exit 1
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
+
+n=0
+show() {
+    sed 's/^/#   out: /' "$T/out" | tail -20
+    sed 's/^/#   err: /' "$T/err" | tail -20
+    echo "#   exit status: $rc"
+}
+# check DESCRIPTION COMMAND...: ok when the command succeeds
+check() {
+    local desc=$1
+    shift
+    n=$((n + 1))
+    if "$@"; then
+        echo "ok $n - $desc"
+    else
+        echo "not ok $n - $desc"
+        show
+    fi
+}
+skip_n() {
+    local count=$1 why=$2
+    for _ in $(seq 1 "$count"); do
+        n=$((n + 1))
+        echo "ok $n # SKIP $why"
+    done
+}
+# run SECS ARGS...: output in $T/out and $T/err, status in $rc
+run() {
+    local secs=$1
+    shift
+    timeout "$secs" "$@" > "$T/out" 2> "$T/err" < /dev/null
+    rc=$?
+}
+rc_is() { [ "$rc" -eq "$1" ]; }
+err_has() { grep -qF -- "$1" "$T/err"; }
+out_has() { grep -qF -- "$1" "$T/out"; }
+# all 'CONDITION' ...: every condition (shell text) holds
+all() { local c; for c in "$@"; do eval "$c" || return 1; done; }
+# the parameter hash of a metrics file's final line
+hash_of() { sed -n 's/.*"params_fnv1a64":"\([0-9a-f]*\)".*/\1/p' "$1" | tail -1; }
+# same_hash PREFIX N: the final parameter hashes of PREFIX-0.jsonl .. PREFIX-(N-1).jsonl agree
+same_hash() {
+    local h0 r
+    h0=$(hash_of "$1-0.jsonl")
+    [ -n "$h0" ] || return 1
+    for r in $(seq 1 $(($2 - 1))); do [ "$(hash_of "$1-$r.jsonl")" = "$h0" ] || return 1; done
+}
+# pid_of_rank TAG RANK: the ringd process of RANK started with RINGD_TEST_TAG=TAG
+pid_of_rank() {
+    local tag=$1 rank=$2 p
+    for p in $(pgrep -x ringd; pgrep -x lt-ringd); do
+        tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "RINGD_TEST_TAG=$tag" || continue
+        tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "RING_RANK=$rank" && echo "$p"
+    done
+}
+# wait_for_file FILE SECS: until FILE is non-empty (status 1 after SECS)
+wait_for_file() {
+    local i
+    for i in $(seq 1 $(($2 * 10))); do [ -s "$1" ] && return 0; sleep 0.1; done
+    return 1
+}
