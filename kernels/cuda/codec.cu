@@ -268,43 +268,28 @@ CUDA_CONVERT_WRAPPER(ring_cuda_decode_f16, cuda_decode_f16_kernel, float, uint16
 CUDA_CONVERT_WRAPPER(ring_cuda_encode_bf16, cuda_encode_bf16_kernel, uint16_t, float)
 CUDA_CONVERT_WRAPPER(ring_cuda_decode_bf16, cuda_decode_bf16_kernel, float, uint16_t)
 
-extern "C" int ring_cuda_fused_f16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
-                                   const float *dev_local, float in_scale, float local_scale,
-                                   float out_scale, size_t n, void *stream)
-{
-    cudaStream_t s = (cudaStream_t)stream;
+/* the fused step: with a final fp32 output (the owner's last reduce) or without */
+#define CUDA_FUSED_WRAPPER(_name, _kernel)                                                    \
+    extern "C" int _name(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,       \
+                         const float *dev_local, float in_scale, float local_scale,         \
+                         float out_scale, size_t n, void *stream)                           \
+    {                                                                                       \
+        cudaStream_t s = (cudaStream_t)stream;                                              \
+        if (!ring_cuda_available())                                                         \
+            return -1;                                                                      \
+        if (n == 0)                                                                         \
+            return 0;                                                                       \
+        if (dev_final != NULL)                                                              \
+            _kernel<true><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(                          \
+                dev_out, dev_final, dev_in, dev_local, in_scale, local_scale, out_scale, n); \
+        else                                                                                \
+            _kernel<false><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(                         \
+                dev_out, NULL, dev_in, dev_local, in_scale, local_scale, out_scale, n);     \
+        return cuda_launched();                                                             \
+    }
 
-    if (!ring_cuda_available())
-        return -1;
-    if (n == 0)
-        return 0;
-    if (dev_final != NULL)
-        cuda_fused_f16_kernel<true><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(
-            dev_out, dev_final, dev_in, dev_local, in_scale, local_scale, out_scale, n);
-    else
-        cuda_fused_f16_kernel<false><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(
-            dev_out, NULL, dev_in, dev_local, in_scale, local_scale, out_scale, n);
-    return cuda_launched();
-}
-
-extern "C" int ring_cuda_fused_bf16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
-                                    const float *dev_local, float in_scale, float local_scale,
-                                    float out_scale, size_t n, void *stream)
-{
-    cudaStream_t s = (cudaStream_t)stream;
-
-    if (!ring_cuda_available())
-        return -1;
-    if (n == 0)
-        return 0;
-    if (dev_final != NULL)
-        cuda_fused_bf16_kernel<true><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(
-            dev_out, dev_final, dev_in, dev_local, in_scale, local_scale, out_scale, n);
-    else
-        cuda_fused_bf16_kernel<false><<<cuda_blocks(n), CUDA_THREADS, 0, s>>>(
-            dev_out, NULL, dev_in, dev_local, in_scale, local_scale, out_scale, n);
-    return cuda_launched();
-}
+CUDA_FUSED_WRAPPER(ring_cuda_fused_f16, cuda_fused_f16_kernel)
+CUDA_FUSED_WRAPPER(ring_cuda_fused_bf16, cuda_fused_bf16_kernel)
 
 /*
  * The two result words live in stream-ordered device memory (a pool, so no
