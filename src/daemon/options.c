@@ -122,7 +122,13 @@ static const opt_entry_t opt_table[] = {
     {"params", "RING_PARAMS", OPT_COUNT, "25M", "N", OFIELD(params), 1, 0,
      "synthetic: number of parameters (decimal K/M/G; 25M is ResNet-50's size)"},
     {"compute-ms", "RING_COMPUTE_MS", OPT_DOUBLE, "0", "MS", OFIELD(compute_ms), 0, 0,
-     "synthetic: CPU time a step's gradient takes"},
+     "synthetic: time a step's gradient takes"},
+    {"compute-on", "RING_COMPUTE_ON", OPT_CHOICE, "cpu", "cpu|accelerator", OFIELD(compute_on),
+     0, 0,
+     "synthetic: cpu = --compute-ms of busy work on a core (it competes with the ring for "
+     "cores); accelerator = the gradient fill, then the step sleeps out the rest of "
+     "--compute-ms, as a host waits on a GPU, leaving the cores to the ring (the case "
+     "communication/compute overlap is for)"},
     {"device", "RING_DEVICE", OPT_CHOICE, "cpu", "cpu|cuda", OFIELD(device), 0, 0,
      "fmnist-cnn: where the model runs (cuda needs a build with cuDNN and a GPU)"},
     {"shuffle", "RING_SHUFFLE", OPT_CHOICE, "on", "off|on", OFIELD(shuffle), 0, 0,
@@ -597,5 +603,6 @@ void daemon_opts_workload(const daemon_opts_t *o, wl_settings_t *s)
     s->batch_size = o->batch_size;
     s->params = o->params;
     s->compute_ms = o->compute_ms;
+    s->compute_on = o->compute_on;
     s->device = o->device;
 }

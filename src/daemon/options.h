@@ -57,6 +57,7 @@ typedef struct daemon_opts {
     int conv[2], dense;
     uint64_t params;          /* synthetic */
     double compute_ms;        /* synthetic */
+    int compute_on;           /* synthetic: WL_COMPUTE_* */
     int device;               /* WL_DEVICE_* */
     int shuffle;
     char data_dir[OPT_STR_MAX];

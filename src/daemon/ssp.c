@@ -393,15 +393,6 @@ static void local_view(const ssp_t *s, float *params)
         memcpy(params, m, n * sizeof(float));
 }
 
-/* after one of this peer's steps (under mu): move its own view by it */
-static void local_step(const ssp_t *s, float *params, const float *g, float scale)
-{
-    float lr = local_lr(s) * scale;
-
-    for (size_t i = 0; i < s->r->w->nparams; i++)
-        params[i] -= lr * g[i];
-}
-
 /* The trainer: steps until the epochs are done or the peers agree to stop. */
 static int trainer_loop(ssp_t *s, char *err, size_t errlen)
 {
@@ -476,19 +467,28 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
             float *acc = s->acc, *g = r->w->grads;
             size_t n = r->w->nparams;
 
+            float *view = r->w->params, lr = local_lr(s) * scale;
+
+            /* one pass: into the accumulator, and read-my-writes, this peer's next step
+             * already sees its own update (for 25M parameters each pass is ~100 MB) */
             if (s->acc_count == 0 && scale == 1.0f)
-                memcpy(acc, g, n * sizeof(float)); /* copy, not 0 + g: -0.0 stays -0.0 */
+                for (size_t i = 0; i < n; i++) {
+                    acc[i] = g[i]; /* copy, not 0 + g: -0.0 stays -0.0 */
+                    view[i] -= lr * g[i];
+                }
             else if (s->acc_count == 0)
-                for (size_t i = 0; i < n; i++)
+                for (size_t i = 0; i < n; i++) {
                     acc[i] = g[i] * scale;
+                    view[i] -= lr * g[i];
+                }
             else
-                for (size_t i = 0; i < n; i++)
+                for (size_t i = 0; i < n; i++) {
                     acc[i] += g[i] * scale;
+                    view[i] -= lr * g[i];
+                }
             s->acc_count++;
             s->acc_tau += tau;
             s->step_ema = s->step_ema > 0 ? 0.8 * s->step_ema + 0.2 * (t2 - t1) : t2 - t1;
-            /* read-my-writes: this peer's next step already sees its own update */
-            local_step(s, r->w->params, g, scale);
             s->clock = c + 1;
             s->tau_hist[tau < TAU_BINS - 1 ? tau : TAU_BINS - 1]++;
             r->comm_s = s->comm_s;

@@ -27,11 +27,19 @@
  * as long as the fill: about 3 ns a parameter on our 2-core VM, so 75 ms
  * at 25M parameters even with compute_ms 0 (it writes 100 MB of gradient).
  *
+ * With compute_on = WL_COMPUTE_ACCELERATOR the step does the fill and then
+ * sleeps until compute_ms has passed since it began: the host side of a
+ * GPU step, where the cores sit idle while the device computes. That is
+ * the case overlapping communication with compute is meant for; on a
+ * machine with fewer cores than busy threads, CPU compute and the ring
+ * just take turns.
+ *
  * Evaluation: there is no test set (ntest = 0, as workload.h allows), and
  * evaluate is an error saying so.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -58,6 +66,7 @@ typedef struct synthetic {
     uint64_t noise_key;       /* mixed with the step into each step's noise stream */
     uint64_t step;            /* train_step calls so far: the noise's step */
     uint64_t spin_iters;      /* busy-loop iterations per step (the rest of compute_ms) */
+    double wait_s;            /* accelerator: a step lasts at least this long, sleeping */
     double target_norm2;      /* |t|^2 */
     uint64_t sink;            /* the busy loop's result, stored so it cannot be optimised away */
 } synthetic_t;
@@ -230,7 +239,9 @@ static int syn_create(const wl_settings_t *s, workload_t **out, char *err, size_
 
         m->target_norm2 += t * t;
     }
-    if (s->compute_ms > 0.0) {
+    if (s->compute_on == WL_COMPUTE_ACCELERATOR) {
+        m->wait_s = s->compute_ms * 1e-3;
+    } else if (s->compute_ms > 0.0) {
         double spin_s = s->compute_ms * 1e-3 - syn_fill_seconds(m);
 
         m->spin_iters = spin_s > 0.0 ? (uint64_t)(spin_s * syn_spin_rate(m)) : 0;
@@ -239,10 +250,29 @@ static int syn_create(const wl_settings_t *s, workload_t **out, char *err, size_
     return 0;
 }
 
+/* Sleep until the monotonic clock reads `until` (signals do not cut it short). */
+static void syn_sleep_until(double until)
+{
+    for (int i = 0; i < 1000; i++) {   /* bounded: each pass sleeps or returns */
+        double left = until - ring_now();
+        struct timespec ts;
+
+        if (left <= 0.0)
+            return;
+        ts.tv_sec = (time_t)left;
+        ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+        if (nanosleep(&ts, NULL) == 0)
+            return;
+        if (errno != EINTR)
+            return;
+    }
+}
+
 static int syn_train_step(workload_t *w, const uint32_t *idx, int n, double *loss, int *correct,
                           char *err, size_t errlen)
 {
     synthetic_t *m = (synthetic_t *)w;
+    double start = ring_now();
     double dist2;
 
     if (n < 1) {
@@ -258,6 +288,8 @@ static int syn_train_step(workload_t *w, const uint32_t *idx, int n, double *los
     }
     dist2 = syn_fill(m, w->nparams, m->step);
     m->sink = syn_spin(m->spin_iters, m->sink + m->step);
+    if (m->wait_s > 0.0)
+        syn_sleep_until(start + m->wait_s);
     m->step++;
     if (loss)
         *loss = m->target_norm2 > 0.0 ? dist2 / m->target_norm2 : 0.0;
@@ -274,7 +306,7 @@ static int syn_evaluate(workload_t *w, double *loss, double *accuracy, char *err
 
 const workload_ops_t wl_synthetic = {
     .name = "synthetic",
-    .doc = "no data: a quadratic of a chosen size whose gradient takes a chosen CPU time",
+    .doc = "no data: a quadratic of a chosen size whose gradient takes a chosen time",
     .create = syn_create,
     .train_step = syn_train_step,
     .evaluate = syn_evaluate,

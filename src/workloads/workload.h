@@ -34,10 +34,14 @@ typedef struct wl_settings {
     int batch_size;           /* the largest n train_step will be called with */
     uint64_t params;          /* synthetic: number of parameters */
     double compute_ms;        /* synthetic: time one step's gradient takes */
+    int compute_on;           /* synthetic: WL_COMPUTE_CPU or WL_COMPUTE_ACCELERATOR */
     int device;               /* WL_DEVICE_CPU or WL_DEVICE_CUDA */
 } wl_settings_t;
 
 enum { WL_DEVICE_CPU = 0, WL_DEVICE_CUDA = 1 };
+
+/* synthetic: how --compute-ms is spent: busy on a core, or waiting as a host waits on a GPU */
+enum { WL_COMPUTE_CPU = 0, WL_COMPUTE_ACCELERATOR = 1 };
 
 typedef struct workload_ops workload_ops_t;
 
