@@ -172,7 +172,7 @@ static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
 
 /* A transport-level failure on a connection to rank `peer`. */
 static ring_status_t fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,
-                               const ring_tp_req_t *treq)
+                               const ring_tp_ep_t *ep, const ring_tp_req_t *treq)
 {
     ring_fault_t fault = {.status = RING_ERR_REMOTE, .culprit = peer,
                           .sys_errno = treq->sys_errno, .step = step};
@@ -181,7 +181,7 @@ static ring_status_t fail_link(ring_comm_t *comm, ring_request_t *req, int step,
     ring_phase_format(comm, req, step, phase, sizeof(phase));
     ring_rank_addr(comm, peer, addr, sizeof(addr));
     return ring_comm_fail(comm, &fault, "%s: %s by rank %d (%s)", phase,
-                          ring_tp_cause(treq->status, treq->sys_errno), peer, addr);
+                          ring_tp_ep_cause(comm->tp_ops, ep, treq), peer, addr);
 }
 
 /* A neighbour left the ring (CLOSE) while this allreduce still needed it. */
@@ -278,7 +278,8 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
     slot->posted = 0;
     /* a message larger than expected still delivers its header: read it first */
     if (slot->req.status != RING_OK && slot->req.status != RING_ERR_MISMATCH)
-        return fail_link(comm, req, sf.step, comm->left_rank, &slot->req);
+        return fail_link(comm, req, sf.step, comm->left_rank,
+                         ch->left[q % (uint32_t)comm->nstreams], &slot->req);
     RING_CHECK(check_frame(comm, ch, req, &sf, slot, &f));
     req->nonfinite |= (f.flags & RING_FRAME_NONFINITE) != 0;
     if (req->wire != RING_CODEC_NONE) {
@@ -323,7 +324,7 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
         ring_slot_t *slot = &ch->send[ch->sends_done % RING_WINDOW];
         if (slot->req.status != RING_OK)
             return fail_link(comm, req, (int)(ch->sends_done / nchunks), comm->right_rank,
-                             &slot->req);
+                             ch->right[ch->sends_done % (uint32_t)comm->nstreams], &slot->req);
         slot->posted = 0;
         ch->sends_done++;
         (*moved)++;
@@ -368,7 +369,7 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         if (!pending)
             return RING_OK; /* reported when an allreduce needs that connection */
         return fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
-                         &ch->back.req);
+                         ch->right[0], &ch->back.req);
     }
     if (ring_frame_decode(ch->back.hdr, &f) != 0) {
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->right_rank,

@@ -37,9 +37,15 @@ static void comm_free(ring_comm_t *comm)
 
 static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
 {
-    ring_tp_params_t params = {.sockbuf = cfg->tcp_sockbuf, .rate_limit_bps = cfg->rate_limit_bps};
+    ring_tp_params_t params = {.sockbuf = cfg->tcp_sockbuf,
+                               .rate_limit_bps = cfg->rate_limit_bps,
+                               .rank = cfg->rank,
+                               .ib_dev = cfg->ib_dev,
+                               .gid_index = cfg->gid_index,
+                               .ib_timeout = cfg->ib_timeout,
+                               .ib_retry_count = cfg->ib_retry_count};
     int level = ring_log_level_parse(cfg->log_level);
-    const char *tp_name = strcmp(cfg->transport, "auto") == 0 ? "tcp" : cfg->transport;
+    char why[512];
 
     RING_CHECK(ring_config_validate(cfg));
     RING_CHECK(ring_config_copy(&comm->cfg, cfg));
@@ -63,12 +69,16 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                               strcmp(getenv("RING_FAULT"), "lz4-corrupt") == 0;
     comm->kops = ring_codec_ops();
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
-    comm->tp_ops = ring_tp_find(tp_name);
+    if (comm->size == 1) {
+        comm->tp_ops = ring_tp_find("tcp");
+        return RING_OK; /* a ring of one needs no peers, no sockets and no RDMA device */
+    }
+    comm->tp_ops = ring_tp_choose(cfg->transport, &params, why, sizeof(why));
     if (comm->tp_ops == NULL)
         return ring_error_set(RING_ERR_UNSUPPORTED, "transport '%s' is not in this build (it has: %s)",
-                              tp_name, ring_tp_names());
-    if (comm->size == 1)
-        return RING_OK; /* a ring of one needs no peers and no sockets */
+                              cfg->transport, ring_tp_names());
+    if (why[0] != '\0')
+        ring_log(RING_LOG_INFO, "transport auto: tcp, because %s", why);
     RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
                                 &comm->peers));
     ring_peer_format(&comm->peers[comm->left_rank], comm->left_addr, sizeof(comm->left_addr));
@@ -123,6 +133,11 @@ int ring_comm_rank(const ring_comm_t *comm)
 int ring_comm_size(const ring_comm_t *comm)
 {
     return comm->size;
+}
+
+const char *ring_comm_transport(const ring_comm_t *comm)
+{
+    return comm->tp_ops->name;
 }
 
 ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,

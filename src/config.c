@@ -18,6 +18,7 @@
 #include "errors.h"
 #include "log.h"
 #include "parse.h"
+#include "verbs_hca.h"
 #include "peers.h"
 
 typedef enum config_type {
@@ -54,8 +55,21 @@ static const config_entry_t config_table[] = {
     {"peers", "RING_PEERS", CONFIG_PEERS, "", "host[:port],...", FIELD(peers), 0, 0,
      "address of every peer, in rank order; IPv6 as [addr]:port; a missing port is taken "
      "from --port"},
-    {"transport", "RING_TRANSPORT", CONFIG_CHOICE, "auto", "auto|tcp", FIELD(transport), 0, 0,
-     "how peers exchange data; auto picks the best one available"},
+    {"transport", "RING_TRANSPORT", CONFIG_CHOICE, "auto", "auto|tcp|verbs", FIELD(transport),
+     0, 0,
+     "how peers exchange data: verbs (RDMA: InfiniBand or RoCE) or tcp; auto = verbs when "
+     "this build has it and an active RDMA port exists, else tcp (saying why, once)"},
+    {"ib-dev", "RING_IB_HCA", CONFIG_STRING, "", "NAME[:PORT],...", FIELD(ib_dev), 0, 0,
+     "verbs: the RDMA devices to use, as NCCL_IB_HCA: names are prefixes, '=' first for "
+     "exact names, '^' first to exclude; rank r takes the (r mod k)-th of the k active "
+     "ports that match; empty = every device"},
+    {"gid-index", "RING_IB_GID_INDEX", CONFIG_INT, "-1", "", FIELD(gid_index), -1, 255,
+     "verbs on RoCE: the GID table index; -1 = the first RoCE v2 GID holding an IPv4 "
+     "address"},
+    {"ib-timeout", "RING_IB_TIMEOUT", CONFIG_INT, "14", "", FIELD(ib_timeout), 1, 31,
+     "verbs: QP ACK timeout, 4.096 us x 2^N per try (14 = 67 ms)"},
+    {"ib-retry-count", "RING_IB_RETRY_CNT", CONFIG_INT, "7", "", FIELD(ib_retry_count), 0, 7,
+     "verbs: retransmissions of an unacknowledged write before it fails naming the peer"},
     {"codec", "RING_CODEC", CONFIG_CHOICE, "none", "none|fp16|bf16", FIELD(codec), 0, 0,
      "what a gradient travels as: fp32 (none), or fp16/bf16 with fp32 accumulation"},
     {"lz4", "RING_LZ4", CONFIG_CHOICE, "off", "off|on|auto", FIELD(lz4), 0, 0,
@@ -346,6 +360,13 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
         return ring_error_set(RING_ERR_INVALID, "timeouts must be positive "
                               "(--timeout %g, --connect-timeout %g)", cfg->timeout_s,
                               cfg->connect_timeout_s);
+    {
+        vb_hca_spec_t hca;
+        char why[256];
+
+        if (vb_hca_parse(cfg->ib_dev, &hca, why, sizeof(why)) != 0)
+            return ring_error_set(RING_ERR_INVALID, "%s (RING_IB_HCA / --ib-dev)", why);
+    }
     return RING_OK;
 }
 

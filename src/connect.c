@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "comm_int.h"
 #include "log.h"
+#include "verbs_record.h"
 
 #define CONNECT_MAX (RING_MAX_CHANNELS * RING_MAX_STREAMS)
 #define PENDING_MAX (CONNECT_MAX + 16)
@@ -69,6 +70,35 @@ static ring_status_t connect_start(connect_state_t *cs, int i)
     return RING_OK;
 }
 
+/*
+ * A peer running the other transport: a verbs peer's first message is its
+ * QP record (4-byte magic "RNGV"), and a verbs endpoint that met a tcp
+ * hello fails with RING_ERR_PROTOCOL and says so. Either way the ring can
+ * never form: fail at once, saying which setting differs.
+ */
+static ring_status_t check_other_transport(ring_comm_t *comm, hello_conn_t *hc, int rank,
+                                           const char *addr)
+{
+    char who[400];
+    const unsigned char *m = hc->in;
+    uint32_t magic = (uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 |
+                     (uint32_t)m[3] << 24;
+
+    if (rank >= 0)
+        snprintf(who, sizeof(who), "rank %d (%s)", rank, addr);
+    else
+        snprintf(who, sizeof(who), "the peer at %s", addr);
+    if (hc->rreq.status == RING_ERR_PROTOCOL)
+        return ring_error_set(RING_ERR_MISMATCH, "settings mismatch with %s: %s", who,
+                              ring_tp_ep_cause(comm->tp_ops, hc->ep, &hc->rreq));
+    if (hc->rreq.status == RING_OK && hc->rreq.bytes >= 4 && magic == VB_RECORD_MAGIC)
+        return ring_error_set(RING_ERR_MISMATCH,
+                              "settings mismatch with %s: it runs the verbs transport (RDMA), "
+                              "this peer %s: every peer needs the same --transport "
+                              "(RING_TRANSPORT)", who, comm->tp_ops->name);
+    return RING_OK;
+}
+
 /* A hello reply came back (or the attempt failed) on an outgoing connection. */
 static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now)
 {
@@ -83,6 +113,7 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     }
     if (hc->state != 1 || !hc->rreq.done)
         return RING_OK;
+    RING_CHECK(check_other_transport(comm, hc, comm->right_rank, comm->right_addr));
     if (hc->rreq.status != RING_OK || hc->rreq.bytes != RING_HELLO_BYTES) {
         /* not listening yet, or it went away during the hello: try again */
         cs->last_refusal = hc->rreq.status;
@@ -142,6 +173,7 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         }
         return RING_OK;
     }
+    RING_CHECK(check_other_transport(comm, hc, -1, comm->tp_ops->ep_peer(hc->ep)));
     if (hc->rreq.status != RING_OK || hc->rreq.bytes != RING_HELLO_BYTES ||
         ring_hello_decode(hc->in, &theirs) != 0) {
         /* a port scanner, a health check or garbage: not fatal, just not ours */

@@ -36,7 +36,7 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->channels = (uint32_t)comm->nchannels;
     h->streams = (uint32_t)comm->nstreams;
     h->chunk_bytes = comm->cfg.chunk_bytes;
-    h->transport = 1;
+    h->transport = strcmp(comm->tp_ops->name, "verbs") == 0 ? 2 : 1;
     h->codec = (uint8_t)comm->codec;
     h->fp16_scaling = (uint8_t)comm->fp16_scaling;
     h->peers_hash = ring_hash_bytes(RING_HASH_INIT, peers, strlen(peers));
@@ -71,7 +71,7 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
     HELLO_DIFF(channels, "channels (RING_CHANNELS)", "%u");
     HELLO_DIFF(streams, "tcp streams (RING_TCP_STREAMS)", "%u");
     HELLO_DIFF(chunk_bytes, "chunk size (RING_CHUNK_SIZE)", "%" PRIu64);
-    HELLO_DIFF(transport, "transport (RING_TRANSPORT)", "%u");
+    HELLO_DIFF(transport, "transport (RING_TRANSPORT: 1 tcp, 2 verbs)", "%u");
     HELLO_DIFF(codec, "codec (RING_CODEC: 0 none, 1 fp16, 2 bf16)", "%u");
     HELLO_DIFF(fp16_scaling, "fp16 scaling (RING_FP16_SCALING: 1 on, 0 off)", "%u");
     /* a field this version does not list but a future one hashes */

@@ -31,7 +31,7 @@ typedef struct ring_hello {
     uint32_t channels;
     uint32_t streams;
     uint64_t chunk_bytes;
-    uint32_t transport;      /* 1 = tcp */
+    uint32_t transport;      /* 1 = tcp, 2 = verbs */
     uint8_t codec;           /* ring_codec_t: what travels on the wire */
     uint8_t fp16_scaling;    /* 1 when fp16 chunks carry a power-of-two scale */
     uint64_t peers_hash;

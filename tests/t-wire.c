@@ -523,6 +523,7 @@ static ring_comm_t *fake_comm(int rank, int size, const char *job, size_t chunk,
     c->size = size;
     c->nchannels = 2;
     c->nstreams = 3;
+    c->tp_ops = ring_tp_find("tcp");
     return c;
 }
 

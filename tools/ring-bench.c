@@ -369,7 +369,7 @@ int main(int argc, char **argv)
         } else {
             printf("# ring-bench (ringd %s): %d peers, transport %s, chunk %zu, channels %d, "
                    "streams %d, codec %s, lz4 %s, op %s, %s, sparsity %g%s\n", ring_version(),
-                   cfg.world_size, "tcp", cfg.chunk_bytes, cfg.channels, cfg.tcp_streams,
+                   cfg.world_size, ring_comm_transport(comm), cfg.chunk_bytes, cfg.channels, cfg.tcp_streams,
                    cfg.codec, cfg.lz4, o.op == RING_SUM ? "sum" : "avg",
                    o.inplace ? "in place" : "out of place", o.sparsity,
                    o.sparse_shared ? " (shared)" : "");

@@ -1,17 +1,21 @@
 /*
  * registry.c - the transports compiled into this build, with every missing
  * operation filled by a default that returns RING_ERR_UNSUPPORTED, so the
- * engine never tests for NULL. The only place (besides kernel dispatch)
+ * engine never tests for NULL; and the choice --transport auto makes. The only place (besides kernel dispatch)
  * where a RING_HAVE_* macro appears.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "transport.h"
 #include "tcp.h"
+#if RING_HAVE_VERBS
+#include "verbs.h"
+#endif
 
 static ring_status_t default_init(const ring_tp_params_t *params, ring_tp_t **tp_p)
 {
@@ -66,6 +70,11 @@ static void default_ep_close(ring_tp_ep_t *ep)
 {
 }
 
+static const char *default_ep_error(const ring_tp_ep_t *ep)
+{
+    return "";
+}
+
 static const ring_tp_ops_t tp_defaults = {
     .size = sizeof(ring_tp_ops_t),
     .name = "none",
@@ -81,12 +90,13 @@ static const ring_tp_ops_t tp_defaults = {
     .wait = default_wait,
     .ep_peer = default_ep_peer,
     .ep_close = default_ep_close,
+    .ep_error = default_ep_error,
 };
 
 static const ring_tp_ops_t *const tp_builtin[] = {
     &ring_tcp_ops,
 #if RING_HAVE_VERBS
-    /* the verbs transport joins here (issue: RDMA verbs transport) */
+    &ring_verbs_ops,
 #endif
     NULL,
 };
@@ -116,6 +126,7 @@ static void tp_fill_defaults(void)
         TP_FILL(dst, src, wait);
         TP_FILL(dst, src, ep_peer);
         TP_FILL(dst, src, ep_close);
+        TP_FILL(dst, src, ep_error);
     }
 }
 
@@ -130,7 +141,30 @@ const ring_tp_ops_t *ring_tp_find(const char *name)
 
 const char *ring_tp_names(void)
 {
-    return RING_HAVE_VERBS ? "tcp (verbs: not yet)" : "tcp";
+    return RING_HAVE_VERBS ? "tcp, verbs" : "tcp";
+}
+
+const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *params,
+                                    char *why, size_t whylen)
+{
+    why[0] = '\0';
+    if (strcmp(name, "auto") != 0)
+        return ring_tp_find(name);
+#if RING_HAVE_VERBS
+    if (ring_verbs_probe(params, why, whylen))
+        return ring_tp_find("verbs");
+#else
+    snprintf(why, whylen, "this build has no verbs transport (configure found no libibverbs)");
+#endif
+    return ring_tp_find("tcp");
+}
+
+const char *ring_tp_ep_cause(const ring_tp_ops_t *ops, const ring_tp_ep_t *ep,
+                             const ring_tp_req_t *req)
+{
+    const char *text = ep != NULL ? ops->ep_error(ep) : "";
+
+    return text[0] != '\0' ? text : ring_tp_cause(req->status, req->sys_errno);
 }
 
 const char *ring_tp_cause(ring_status_t status, int sys_errno)

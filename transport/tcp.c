@@ -273,11 +273,10 @@ static int tcp_progress(ring_tp_t *tp_)
     return progressed;
 }
 
-static void tcp_wait(ring_tp_t *tp_, int timeout_ms)
+int tcp_wait_fds(ring_tp_t *tp_, struct pollfd *pfd, int *timeout_ms_p)
 {
     tcp_tp_t *tp = (tcp_tp_t *)tp_;
-    struct pollfd pfd[TCP_MAX_EPS + 4];
-    int n = 0;
+    int n = 0, timeout_ms = *timeout_ms_p;
     double now = tp->params.rate_limit_bps > 0 ? tcp_now() : 0;
 
     for (int i = 0; i < tp->nlisteners; i++)
@@ -314,6 +313,15 @@ static void tcp_wait(ring_tp_t *tp_, int timeout_ms)
         if (events != 0)
             pfd[n++] = (struct pollfd){.fd = ep->fd, .events = events};
     }
+    *timeout_ms_p = timeout_ms;
+    return n;
+}
+
+static void tcp_wait(ring_tp_t *tp, int timeout_ms)
+{
+    struct pollfd pfd[TCP_WAIT_FDS];
+    int n = tcp_wait_fds(tp, pfd, &timeout_ms);
+
     (void)poll(pfd, (nfds_t)n, timeout_ms);
 }
 

@@ -2,8 +2,17 @@
 #ifndef RING_TCP_H
 #define RING_TCP_H
 
+#include <poll.h>
+
 #include "transport.h"
 
+#define TCP_MAX_EPS 256
+#define TCP_WAIT_FDS (TCP_MAX_EPS + 4)
+
 extern const ring_tp_ops_t ring_tcp_ops;
+
+/* What tcp's wait() polls, for a transport that bootstraps over tcp and adds
+ * descriptors of its own: fills pfd (TCP_WAIT_FDS entries), may shorten *timeout_ms. */
+int tcp_wait_fds(ring_tp_t *tp, struct pollfd *pfd, int *timeout_ms);
 
 #endif /* RING_TCP_H */

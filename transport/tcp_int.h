@@ -9,9 +9,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "tcp.h"
 #include "transport.h"
 
-#define TCP_MAX_EPS 256
 #define TCP_RX_STAGE 16384   /* greedy read size for headers and small messages */
 #define TCP_TX_IOV 64        /* messages are coalesced into one sendmsg up to this */
 #define TCP_CTRL_BYTES 256   /* messages this small (payload) bypass the rate limit */

@@ -1,6 +1,6 @@
 /*
- * transport.h - the interface every transport (tcp, later verbs and shm)
- * implements, as a table of function pointers.
+ * transport.h - the interface every transport (tcp, verbs) implements, as a
+ * table of function pointers.
  *
  * Contract:
  * - Endpoints carry messages: a message posted with post_send arrives whole,
@@ -66,6 +66,12 @@ typedef struct ring_tp_params {
      * again instead of polling it for POLLOUT (no busy loop).
      */
     double rate_limit_bps;
+    /* verbs */
+    int rank;               /* picks among several matching devices (rank mod k) */
+    const char *ib_dev;     /* RING_IB_HCA list, "" = every device */
+    int gid_index;          /* -1 = an IPv4-mapped RoCE v2 GID */
+    int ib_timeout;         /* QP local ACK timeout: 4.096 us x 2^this */
+    int ib_retry_count;     /* QP retransmissions before an error */
 } ring_tp_params_t;
 
 typedef struct ring_tp_ops {
@@ -98,6 +104,9 @@ typedef struct ring_tp_ops {
     const char *(*ep_peer)(const ring_tp_ep_t *ep);
     /* Fails pending requests with RING_ERR_CANCELED and frees the endpoint. */
     void (*ep_close)(ring_tp_ep_t *ep);
+    /* The endpoint's sticky error in words when the transport knows more than
+     * status and errno say (a completion status, a QP number), else "". */
+    const char *(*ep_error)(const ring_tp_ep_t *ep);
 } ring_tp_ops_t;
 
 /* Transports compiled into this build, NULL-terminated; defaults filled in. */
@@ -106,5 +115,17 @@ const char *ring_tp_names(void);
 
 /* Human text for a failed request: "connection reset", "connection closed"... */
 const char *ring_tp_cause(ring_status_t status, int sys_errno);
+/* The same for a request of endpoint ep: the transport's own words when it has them. */
+const char *ring_tp_ep_cause(const ring_tp_ops_t *ops, const ring_tp_ep_t *ep,
+                             const ring_tp_req_t *req);
+
+/*
+ * Which transport the communicator runs: "tcp" or "verbs" as asked, or for
+ * "auto" verbs when this build has it and an active RDMA port exists, else
+ * tcp. *why says why auto chose tcp ("" otherwise). NULL when the name is
+ * unknown or not in this build.
+ */
+const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *params,
+                                    char *why, size_t whylen);
 
 #endif /* RING_TRANSPORT_H */

@@ -63,6 +63,8 @@ void ring_comm_close(ring_comm_t *comm);
 
 int ring_comm_rank(const ring_comm_t *comm);
 int ring_comm_size(const ring_comm_t *comm);
+/* The transport the ring runs on ("tcp" or "verbs"): what --transport auto chose. */
+const char *ring_comm_transport(const ring_comm_t *comm);
 
 /*
  * Allreduce count elements: recvbuf = op over all peers of their sendbuf.

@@ -35,7 +35,7 @@ typedef struct ring_config {
     int rank;                 /* this peer's rank, 0..world_size-1 */
     int world_size;           /* number of peers in the ring */
     char *peers;              /* "host:port,host:port,..." one entry per rank (owned) */
-    char transport[16];       /* "auto" or "tcp" */
+    char transport[16];       /* "auto", "tcp" or "verbs" */
     char codec[8];            /* "none", "fp16" or "bf16": what travels on the wire */
     char fp16_scaling[4];     /* "on" or "off": a power-of-two scale per fp16 chunk */
     char lz4[8];              /* "off", "on" or "auto": lz4 on encoded chunks */
@@ -52,6 +52,10 @@ typedef struct ring_config {
     char job_id[RING_CONFIG_STR_MAX]; /* peers of one job must agree on it */
     char log_level[16];       /* error|warn|info|debug|trace */
     double rate_limit_bps;    /* send cap per TCP connection, bytes/s; 0 = unlimited */
+    char ib_dev[RING_CONFIG_STR_MAX]; /* verbs: RING_IB_HCA device list, "" = all */
+    int gid_index;            /* verbs: GID table index, -1 = an IPv4-mapped RoCE v2 GID */
+    int ib_timeout;           /* verbs: QP ACK timeout exponent (4.096 us x 2^N) */
+    int ib_retry_count;       /* verbs: retransmissions before a write fails */
     /* Where each table entry's value came from, indexed like the table. */
     unsigned char source[32];
 } ring_config_t;

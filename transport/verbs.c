@@ -1,0 +1,738 @@
+/*
+ * verbs.c - the RDMA verbs transport: messages as RDMA WRITE WITH
+ * IMMEDIATE into the peer's receive slots, with credits (the protocol is in
+ * verbs_int.h), bootstrapped over the tcp transport.
+ *
+ * Completions are polled in progress(); wait() busy-polls for VB_SPIN_S,
+ * then arms every CQ and sleeps in poll() on the completion channel and
+ * the bootstrap sockets together.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "log.h"
+#include "tcp.h"
+#include "verbs.h"
+#include "verbs_int.h"
+#include "wire.h"
+
+static void req_finish(ring_tp_req_t *req, ring_status_t status, int sys_errno)
+{
+    req->status = status;
+    req->sys_errno = sys_errno;
+    req->done = 1;
+}
+
+static void fail_list(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t st, int err)
+{
+    for (ring_tp_req_t *r = *head, *next; r != NULL; r = next) {
+        next = r->next;
+        req_finish(r, st, err);
+    }
+    *head = *tail = NULL;
+}
+
+/* The first error on an endpoint is sticky: every pending request gets it. */
+static void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *fmt, ...)
+    RING_PRINTF(4, 5);
+
+static void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *fmt, ...)
+{
+    if (ep->state == VB_EP_FAILED)
+        return;
+    ep->state = VB_EP_FAILED;
+    ep->error = st;
+    ep->error_errno = sys_errno;
+    if (fmt != NULL) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(ep->error_text, sizeof(ep->error_text), fmt, ap);
+        va_end(ap);
+        ring_log(RING_LOG_DEBUG, "verbs: %s", ep->error_text);
+    }
+    fail_list(&ep->sq_head, &ep->sq_tail, st, sys_errno);
+    fail_list(&ep->fl_head, &ep->fl_tail, st, sys_errno);
+    fail_list(&ep->rq_head, &ep->rq_tail, st, sys_errno);
+}
+
+static const char *peer_gid(const ring_tp_ep_t *ep, char *buf, size_t len)
+{
+    vb_gid_format(ep->theirs.gid, buf, len);
+    return buf;
+}
+
+static void push(ring_tp_req_t **head, ring_tp_req_t **tail, ring_tp_req_t *req)
+{
+    req->next = NULL;
+    if (*tail != NULL)
+        (*tail)->next = req;
+    else
+        *head = req;
+    *tail = req;
+}
+
+static ring_tp_req_t *pop(ring_tp_req_t **head, ring_tp_req_t **tail)
+{
+    ring_tp_req_t *r = *head;
+
+    if (r != NULL) {
+        *head = r->next;
+        if (*head == NULL)
+            *tail = NULL;
+    }
+    return r;
+}
+
+static size_t req_len(const ring_tp_req_t *req)
+{
+    size_t len = 0;
+
+    for (int i = 0; i < req->iovcnt; i++)
+        len += req->iov[i].iov_len;
+    return len;
+}
+
+/* Copy bytes [off, off + len) of the request's iov into dst (or from src into the iov). */
+static void iov_copy(const ring_tp_req_t *req, size_t off, size_t len, void *dst,
+                     const void *src)
+{
+    for (int i = 0; i < req->iovcnt && len > 0; i++) {
+        size_t l = req->iov[i].iov_len, n;
+
+        if (off >= l) {
+            off -= l;
+            continue;
+        }
+        n = l - off < len ? l - off : len;
+        if (dst != NULL)
+            memcpy(dst, (char *)req->iov[i].iov_base + off, n);
+        else
+            memcpy((char *)req->iov[i].iov_base + off, src, n);
+        dst = dst != NULL ? (char *)dst + n : NULL;
+        src = src != NULL ? (const char *)src + n : NULL;
+        len -= n;
+        off = 0;
+    }
+}
+
+/* ---- the transport --------------------------------------------------------------- */
+
+static ring_status_t vb_init(const ring_tp_params_t *params, ring_tp_t **tp_p)
+{
+    vb_tp_t *tp = calloc(1, sizeof(*tp));
+    char why[512];
+    ring_status_t st;
+
+    if (tp == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory creating the verbs transport");
+    tp->params = *params;
+    tp->params.ib_dev = NULL; /* the caller's string: only vb_dev_open reads it, below */
+    if (vb_dev_open(params, &tp->dev, why, sizeof(why)) != 0) {
+        free(tp);
+        return ring_error_set(RING_ERR_UNSUPPORTED, "--transport verbs: %s", why);
+    }
+    tp->channel = ibv_create_comp_channel(tp->dev.ctx);
+    if (tp->channel == NULL ||
+        fcntl(tp->channel->fd, F_SETFL, fcntl(tp->channel->fd, F_GETFL) | O_NONBLOCK) != 0) {
+        int e = errno;
+
+        if (tp->channel != NULL)
+            ibv_destroy_comp_channel(tp->channel);
+        vb_dev_close(&tp->dev);
+        free(tp);
+        return ring_error_set(RING_ERR_IO, "verbs: cannot create a completion channel: %s",
+                              strerror(e));
+    }
+    st = ring_tcp_ops.init(params, &tp->tcp);
+    if (st != RING_OK) {
+        ibv_destroy_comp_channel(tp->channel);
+        vb_dev_close(&tp->dev);
+        free(tp);
+        return st;
+    }
+    ring_log(RING_LOG_INFO, "verbs: %s port %u, %s, GID %d %s, MTU %d", tp->dev.name,
+             tp->dev.port, tp->dev.link_layer == 2 ? "RoCE" : "InfiniBand", tp->dev.gid_index,
+             tp->dev.gid_text, 128 << tp->dev.mtu);
+    *tp_p = (ring_tp_t *)tp;
+    return RING_OK;
+}
+
+static void vb_fini(ring_tp_t *tp_)
+{
+    vb_tp_t *tp = (vb_tp_t *)tp_;
+
+    if (tp == NULL)
+        return;
+    ring_tcp_ops.fini(tp->tcp);
+    ibv_destroy_comp_channel(tp->channel);
+    vb_dev_close(&tp->dev);
+    free(tp);
+}
+
+static ring_status_t vb_listen(ring_tp_t *tp_, const char *host, int port,
+                               ring_tp_listener_t **l_p)
+{
+    vb_tp_t *tp = (vb_tp_t *)tp_;
+    ring_tp_listener_t *l = calloc(1, sizeof(*l));
+    ring_status_t st;
+
+    if (l == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a listener");
+    st = ring_tcp_ops.listen(tp->tcp, host, port, &l->tcp);
+    if (st != RING_OK) {
+        free(l);
+        return st;
+    }
+    l->tp = tp;
+    *l_p = l;
+    return RING_OK;
+}
+
+static void vb_listener_close(ring_tp_listener_t *l)
+{
+    if (l == NULL)
+        return;
+    ring_tcp_ops.listener_close(l->tcp);
+    free(l);
+}
+
+static void vb_forget_ep(vb_tp_t *tp, ring_tp_ep_t *ep)
+{
+    for (int i = 0; i < tp->neps; i++)
+        if (tp->eps[i] == ep) {
+            tp->eps[i] = tp->eps[--tp->neps];
+            return;
+        }
+}
+
+static void vb_ep_free(ring_tp_ep_t *ep)
+{
+    vb_qp_destroy(ep);
+    if (ep->boot != NULL)
+        ring_tcp_ops.ep_close(ep->boot);
+    vb_forget_ep(ep->tp, ep);
+    free(ep);
+}
+
+/*
+ * A new endpoint over bootstrap connection `boot`: its QP in INIT with its
+ * receives posted, our record on its way, theirs awaited.
+ */
+static ring_status_t vb_ep_create(vb_tp_t *tp, ring_tp_ep_t *boot, ring_tp_ep_t **ep_p)
+{
+    ring_tp_ep_t *ep;
+    char err[384];
+
+    if (tp->neps == VB_MAX_EPS) {
+        ring_tcp_ops.ep_close(boot);
+        return ring_error_set(RING_ERR_NO_RESOURCE, "too many verbs connections (%d)",
+                              VB_MAX_EPS);
+    }
+    ep = calloc(1, sizeof(*ep));
+    if (ep == NULL) {
+        ring_tcp_ops.ep_close(boot);
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a verbs connection");
+    }
+    ep->tp = tp;
+    ep->boot = boot;
+    ep->state = VB_EP_BOOT;
+    tp->eps[tp->neps++] = ep;
+    if (vb_qp_create(ep, err, sizeof(err)) != 0 || vb_qp_to_init(ep, err, sizeof(err)) != 0 ||
+        vb_qp_post_recvs(ep, VB_SLOTS + VB_RQ_EXTRA, err, sizeof(err)) != 0) {
+        vb_ep_free(ep);
+        return ring_error_set(RING_ERR_NO_RESOURCE, "verbs: %s", err);
+    }
+    ep->mine.link_layer = tp->dev.link_layer;
+    ep->mine.mtu = tp->dev.mtu;
+    ep->mine.lid = tp->dev.lid;
+    ep->mine.port = tp->dev.port;
+    ep->mine.gid_index = (uint8_t)tp->dev.gid_index;
+    ep->mine.qpn = ep->qp->qp_num;
+    ep->mine.psn = (uint32_t)(rand() ^ (int)ep->qp->qp_num) & 0xffffff;
+    ep->mine.rkey = ep->rx_mr->rkey;
+    ep->mine.addr = (uint64_t)(uintptr_t)ep->rx_slots;
+    ep->mine.nslots = VB_SLOTS;
+    ep->mine.slot_bytes = VB_SLOT_BYTES;
+    memcpy(ep->mine.gid, tp->dev.gid, 16);
+    snprintf(ep->mine.dev_name, sizeof(ep->mine.dev_name), "%s", tp->dev.name);
+    vb_record_encode(&ep->mine, ep->rec_out);
+    ep->rec_send.iov[0] = (struct iovec){ep->rec_out, VB_RECORD_BYTES};
+    ep->rec_send.iovcnt = 1;
+    ep->rec_recv.iov[0] = (struct iovec){ep->rec_in, VB_RECORD_BYTES};
+    ep->rec_recv.iovcnt = 1;
+    (void)ring_tcp_ops.post_send(boot, &ep->rec_send);
+    (void)ring_tcp_ops.post_recv(boot, &ep->rec_recv);
+    *ep_p = ep;
+    return RING_OK;
+}
+
+static ring_status_t vb_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
+{
+    ring_tp_ep_t *boot = NULL;
+
+    *ep_p = NULL;
+    RING_CHECK(ring_tcp_ops.accept(l->tcp, &boot));
+    if (boot == NULL)
+        return RING_OK;
+    return vb_ep_create(l->tp, boot, ep_p);
+}
+
+static ring_status_t vb_connect(ring_tp_t *tp_, const char *host, int port, ring_tp_ep_t **ep_p)
+{
+    vb_tp_t *tp = (vb_tp_t *)tp_;
+    ring_tp_ep_t *boot;
+
+    RING_CHECK(ring_tcp_ops.connect(tp->tcp, host, port, &boot));
+    return vb_ep_create(tp, boot, ep_p);
+}
+
+/* What arrived instead of a verbs record, in words. */
+static void vb_boot_refused(ring_tp_ep_t *ep)
+{
+    const char *peer = ring_tcp_ops.ep_peer(ep->boot);
+    ring_tp_req_t *r = &ep->rec_recv;
+    uint32_t magic = (uint32_t)ep->rec_in[0] | (uint32_t)ep->rec_in[1] << 8 |
+                     (uint32_t)ep->rec_in[2] << 16 | (uint32_t)ep->rec_in[3] << 24;
+
+    if ((r->status == RING_OK || r->status == RING_ERR_MISMATCH) && magic == RING_HELLO_MAGIC)
+        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0,
+                   "%s runs ringd over the tcp transport, this peer over verbs: every peer "
+                   "needs the same --transport (RING_TRANSPORT)", peer);
+    else if (r->status != RING_OK)
+        vb_ep_fail(ep, r->status, r->sys_errno, "%s: %s", peer,
+                   ring_tp_cause(r->status, r->sys_errno));
+    else
+        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s sent %zu bytes that are not a ringd verbs "
+                   "record", peer, r->bytes);
+}
+
+/* Bootstrap steps: their record -> RTR, RTS -> ready byte both ways -> open. */
+static int vb_boot_progress(ring_tp_ep_t *ep)
+{
+    char err[384];
+
+    if (!ep->ready_sent) {
+        if (!ep->rec_recv.done)
+            return 0;
+        if (ep->rec_recv.status != RING_OK || ep->rec_recv.bytes != VB_RECORD_BYTES) {
+            vb_boot_refused(ep);
+            return 1;
+        }
+        if (vb_record_decode(ep->rec_in, &ep->theirs, err, sizeof(err)) != 0) {
+            vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s sent a bad verbs record: %s",
+                       ring_tcp_ops.ep_peer(ep->boot), err);
+            return 1;
+        }
+        if (ep->theirs.link_layer != ep->mine.link_layer) {
+            vb_ep_fail(ep, RING_ERR_MISMATCH, 0, "%s uses %s (%s), this peer %s (%s): one ring "
+                       "cannot mix InfiniBand and RoCE", ring_tcp_ops.ep_peer(ep->boot),
+                       ep->theirs.link_layer == 2 ? "RoCE" : "InfiniBand", ep->theirs.dev_name,
+                       ep->mine.link_layer == 2 ? "RoCE" : "InfiniBand", ep->mine.dev_name);
+            return 1;
+        }
+        if (vb_qp_to_rtr(ep, err, sizeof(err)) != 0 || vb_qp_to_rts(ep, err, sizeof(err)) != 0) {
+            vb_ep_fail(ep, RING_ERR_IO, errno, "%s", err);
+            return 1;
+        }
+        ep->tx_credits = ep->theirs.nslots;
+        ep->rdy_out = 'R';
+        ep->rdy_send.iov[0] = (struct iovec){&ep->rdy_out, 1};
+        ep->rdy_send.iovcnt = 1;
+        ep->rdy_recv.iov[0] = (struct iovec){&ep->rdy_in, 1};
+        ep->rdy_recv.iovcnt = 1;
+        (void)ring_tcp_ops.post_send(ep->boot, &ep->rdy_send);
+        (void)ring_tcp_ops.post_recv(ep->boot, &ep->rdy_recv);
+        ep->ready_sent = 1;
+    }
+    if (!ep->rdy_recv.done)
+        return 0;
+    if (ep->rdy_recv.status != RING_OK || ep->rdy_recv.bytes != 1 || ep->rdy_in != 'R') {
+        vb_ep_fail(ep, ep->rdy_recv.status != RING_OK ? ep->rdy_recv.status : RING_ERR_PROTOCOL,
+                   ep->rdy_recv.sys_errno, "%s: the verbs bootstrap failed before the queue "
+                   "pairs were ready (%s)", ring_tcp_ops.ep_peer(ep->boot),
+                   ring_tp_cause(ep->rdy_recv.status, ep->rdy_recv.sys_errno));
+        return 1;
+    }
+    /* from now on the bootstrap connection only tells us when the peer is gone */
+    ep->live_recv.iov[0] = (struct iovec){&ep->live_in, 1};
+    ep->live_recv.iovcnt = 1;
+    (void)ring_tcp_ops.post_recv(ep->boot, &ep->live_recv);
+    ep->state = VB_EP_OPEN;
+    ring_log(RING_LOG_DEBUG, "verbs: %s open: QP 0x%x -> %s QP 0x%x (GID %s)",
+             ring_tcp_ops.ep_peer(ep->boot), ep->mine.qpn, ep->theirs.dev_name, ep->theirs.qpn,
+             ep->tp->dev.gid_text);
+    return 1;
+}
+
+/* ---- the data path --------------------------------------------------------------- */
+
+static int vb_post_write(ring_tp_ep_t *ep, uint32_t imm, uint64_t wr_id, void *src,
+                         uint32_t len, uint64_t remote)
+{
+    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = len,
+                          .lkey = ep->tx_mr->lkey};
+    struct ibv_send_wr wr, *bad;
+    int rc;
+
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(imm);
+    wr.sg_list = len > 0 ? &sge : NULL;
+    wr.num_sge = len > 0 ? 1 : 0;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = ep->theirs.rkey;
+    rc = ibv_post_send(ep->qp, &wr, &bad);
+    if (rc != 0) {
+        char gid[64];
+
+        vb_ep_fail(ep, RING_ERR_IO, rc, "RDMA write to %s (GID %s, QP 0x%x -> 0x%x) could not "
+                   "be posted: %s", ring_tcp_ops.ep_peer(ep->boot), peer_gid(ep, gid, sizeof(gid)),
+                   ep->mine.qpn, ep->theirs.qpn, strerror(rc));
+        return -1;
+    }
+    ep->sq_out++;
+    return 0;
+}
+
+/* Return freed slots to the sender, in batches (a write with immediate, no data). */
+static int vb_return_credits(ring_tp_ep_t *ep, int force)
+{
+    uint32_t n = ep->rx_unreturned;
+
+    if (n == 0 || (!force && n < VB_CREDIT_BATCH) || ep->sq_out >= VB_SQ_DEPTH)
+        return 0;
+    if (vb_post_write(ep, VB_IMM_CREDIT | n, VB_WR_CREDIT, NULL, 0, ep->theirs.addr) != 0)
+        return 0;
+    ep->rx_unreturned = 0;
+    return 1;
+}
+
+/* Post fragments of the queued sends while credits, bounce slots and the SQ allow. */
+static int vb_push_tx(ring_tp_ep_t *ep)
+{
+    int moved = 0;
+    uint32_t frag_max = ep->theirs.slot_bytes < VB_SLOT_BYTES ? ep->theirs.slot_bytes
+                                                              : VB_SLOT_BYTES;
+
+    while (ep->state == VB_EP_OPEN && ep->sq_head != NULL && ep->tx_credits > 0 &&
+           ep->tx_posted - ep->tx_completed < VB_SLOTS && ep->sq_out < VB_SQ_DEPTH - 1) {
+        ring_tp_req_t *req = ep->sq_head;
+        size_t total = req_len(req), left = total - req->offset;
+        uint32_t len = left < frag_max ? (uint32_t)left : frag_max;
+        int last = req->offset + len == total;
+        uint32_t slot = ep->tx_posted % VB_SLOTS;
+        unsigned char *bounce = ep->tx_bounce + (size_t)slot * VB_SLOT_BYTES;
+        uint64_t remote = ep->theirs.addr +
+                          (uint64_t)(ep->tx_posted % ep->theirs.nslots) * ep->theirs.slot_bytes;
+
+        iov_copy(req, req->offset, len, bounce, NULL);
+        if (vb_post_write(ep, len | (last ? VB_IMM_LAST : 0), VB_WR_DATA, bounce, len,
+                          remote) != 0)
+            return 1;
+        ep->tx_ends_req[slot] = (uint8_t)last;
+        ep->tx_posted++;
+        ep->tx_credits--;
+        req->offset += len;
+        moved = 1;
+        if (last)
+            push(&ep->fl_head, &ep->fl_tail, pop(&ep->sq_head, &ep->sq_tail));
+    }
+    return moved;
+}
+
+/* Copy landed fragments into the posted receives, in order. */
+static int vb_deliver(ring_tp_ep_t *ep)
+{
+    int moved = 0;
+
+    while (ep->rx_consumed != ep->rx_arrived && ep->rq_head != NULL) {
+        ring_tp_req_t *req = ep->rq_head;
+        uint32_t k = ep->rx_consumed % VB_SLOTS, len = ep->rx_len[k];
+        size_t cap = req_len(req), room = cap > ep->rx_msg_bytes ? cap - ep->rx_msg_bytes : 0;
+
+        iov_copy(req, ep->rx_msg_bytes, len < room ? len : room, NULL,
+                 ep->rx_slots + (size_t)k * VB_SLOT_BYTES);
+        if (len > room)
+            ep->rx_overflow = 1;
+        ep->rx_msg_bytes += len;
+        ep->rx_consumed++;
+        ep->rx_unreturned++;
+        moved = 1;
+        if (ep->rx_last[k]) {
+            req = pop(&ep->rq_head, &ep->rq_tail);
+            req->bytes = ep->rx_msg_bytes;
+            ep->rx_msg_bytes = 0;
+            if (ep->rx_overflow) {
+                /* as tcp: this receive and every later one fail, sends still work */
+                ep->rx_broken = 1;
+                req_finish(req, RING_ERR_MISMATCH, 0);
+                fail_list(&ep->rq_head, &ep->rq_tail, RING_ERR_MISMATCH, 0);
+            } else {
+                req_finish(req, RING_OK, 0);
+            }
+        }
+    }
+    moved |= vb_return_credits(ep, 0);
+    return moved;
+}
+
+static void vb_completion_error(ring_tp_ep_t *ep, const struct ibv_wc *wc)
+{
+    char gid[64];
+    const char *what = wc->wr_id == VB_WR_RECV ? "receive from" : "RDMA write to";
+
+    vb_ep_fail(ep, RING_ERR_REMOTE, wc->status == IBV_WC_RETRY_EXC_ERR ? ETIMEDOUT : ECONNRESET,
+               "%s %s (GID %s, QP 0x%x -> 0x%x on %s) failed: %s", what,
+               ring_tcp_ops.ep_peer(ep->boot), peer_gid(ep, gid, sizeof(gid)), ep->mine.qpn,
+               ep->theirs.qpn, ep->tp->dev.name, ibv_wc_status_str(wc->status));
+}
+
+/* Drain the endpoint's CQ: retire writes, note landed fragments and credits. */
+static int vb_poll_cq(ring_tp_ep_t *ep)
+{
+    struct ibv_wc wc[16];
+    int n, moved = 0;
+    char err[384];
+
+    while ((n = ibv_poll_cq(ep->cq, 16, wc)) > 0) {
+        moved = 1;
+        for (int i = 0; i < n; i++) {
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                vb_completion_error(ep, &wc[i]); /* flushes after the first change nothing */
+                continue;
+            }
+            if (wc[i].wr_id == VB_WR_DATA) {
+                uint32_t slot = ep->tx_completed % VB_SLOTS;
+
+                ep->tx_completed++;
+                ep->sq_out--;
+                if (ep->tx_ends_req[slot]) {
+                    ring_tp_req_t *req = pop(&ep->fl_head, &ep->fl_tail);
+                    if (req != NULL)
+                        req_finish(req, RING_OK, 0);
+                }
+            } else if (wc[i].wr_id == VB_WR_CREDIT) {
+                ep->sq_out--;
+            } else if (ep->state != VB_EP_FAILED) {
+                uint32_t imm = ntohl(wc[i].imm_data);
+
+                if (!(wc[i].wc_flags & IBV_WC_WITH_IMM)) {
+                    vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s wrote without an immediate",
+                               ring_tcp_ops.ep_peer(ep->boot));
+                    continue;
+                }
+                if (imm & VB_IMM_CREDIT) {
+                    ep->tx_credits += imm & VB_IMM_LEN;
+                } else if ((imm & VB_IMM_LEN) > VB_SLOT_BYTES ||
+                           ep->rx_arrived - ep->rx_consumed >= VB_SLOTS) {
+                    vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s broke the credit protocol (a "
+                               "fragment of %u bytes, %u slots full)",
+                               ring_tcp_ops.ep_peer(ep->boot), imm & VB_IMM_LEN,
+                               ep->rx_arrived - ep->rx_consumed);
+                    continue;
+                } else {
+                    uint32_t k = ep->rx_arrived % VB_SLOTS;
+
+                    ep->rx_len[k] = imm & VB_IMM_LEN;
+                    ep->rx_last[k] = (imm & VB_IMM_LAST) != 0;
+                    ep->rx_arrived++;
+                }
+                if (vb_qp_post_recvs(ep, 1, err, sizeof(err)) != 0)
+                    vb_ep_fail(ep, RING_ERR_IO, errno, "%s", err);
+            }
+        }
+    }
+    if (n < 0 && ep->state != VB_EP_FAILED)
+        vb_ep_fail(ep, RING_ERR_IO, 0, "polling the completion queue of QP 0x%x failed",
+                   ep->mine.qpn);
+    return moved;
+}
+
+static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    req->done = 0;
+    req->status = RING_OK;
+    req->sys_errno = 0;
+    req->offset = 0;
+    req->bytes = 0;
+    if (ep->state == VB_EP_FAILED) {
+        req_finish(req, ep->error, ep->error_errno);
+        return ep->error;
+    }
+    if (req_len(req) > UINT32_MAX)
+        return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large",
+                              req_len(req));
+    push(&ep->sq_head, &ep->sq_tail, req);
+    if (ep->state == VB_EP_OPEN)
+        (void)vb_push_tx(ep);
+    return RING_OK;
+}
+
+static ring_status_t vb_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    req->done = 0;
+    req->status = RING_OK;
+    req->sys_errno = 0;
+    req->offset = 0;
+    req->bytes = 0;
+    if (ep->state == VB_EP_FAILED) {
+        req_finish(req, ep->error, ep->error_errno);
+        return ep->error;
+    }
+    if (ep->rx_broken) {
+        req_finish(req, RING_ERR_MISMATCH, 0);
+        return RING_ERR_MISMATCH;
+    }
+    push(&ep->rq_head, &ep->rq_tail, req);
+    if (ep->state == VB_EP_OPEN)
+        (void)vb_deliver(ep);
+    return RING_OK;
+}
+
+/* The bootstrap connection ended (or said something it never should): the peer is gone. */
+static void vb_check_alive(ring_tp_ep_t *ep)
+{
+    if (!ep->live_recv.done)
+        return;
+    (void)vb_deliver(ep); /* what landed before it left still counts */
+    vb_ep_fail(ep, RING_ERR_REMOTE,
+               ep->live_recv.status == RING_OK ? EPROTO : ep->live_recv.sys_errno,
+               "%s: %s", ring_tcp_ops.ep_peer(ep->boot),
+               ep->live_recv.status == RING_OK
+                   ? "unexpected bytes on the bootstrap connection"
+                   : ring_tp_cause(ep->live_recv.status, ep->live_recv.sys_errno));
+}
+
+static int vb_progress(ring_tp_t *tp_)
+{
+    vb_tp_t *tp = (vb_tp_t *)tp_;
+    int moved = ring_tcp_ops.progress(tp->tcp);
+
+    for (int i = 0; i < tp->neps; i++) {
+        ring_tp_ep_t *ep = tp->eps[i];
+
+        if (ep->state == VB_EP_BOOT)
+            moved += vb_boot_progress(ep);
+        if (ep->state != VB_EP_OPEN)
+            continue;
+        moved += vb_poll_cq(ep);
+        moved += vb_deliver(ep);
+        moved += vb_push_tx(ep);
+        vb_check_alive(ep);
+    }
+    return moved;
+}
+
+static int vb_busy(const vb_tp_t *tp)
+{
+    for (int i = 0; i < tp->neps; i++) {
+        const ring_tp_ep_t *ep = tp->eps[i];
+
+        if (ep->state == VB_EP_OPEN &&
+            (ep->rq_head != NULL || ep->sq_head != NULL || ep->fl_head != NULL))
+            return 1;
+    }
+    return 0;
+}
+
+static double vb_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void vb_wait(ring_tp_t *tp_, int timeout_ms)
+{
+    vb_tp_t *tp = (vb_tp_t *)tp_;
+    struct pollfd pfd[TCP_WAIT_FDS + 1];
+    int n;
+
+    /* a bounded busy-poll: completions often follow within microseconds */
+    if (vb_busy(tp)) {
+        double until = vb_now() + VB_SPIN_S;
+
+        do
+            if (vb_progress(tp_) > 0)
+                return;
+        while (vb_now() < until);
+    }
+    /* arm, then look once more: a completion between the last poll and arming
+     * raises no event */
+    for (int i = 0; i < tp->neps; i++)
+        if (tp->eps[i]->state == VB_EP_OPEN)
+            (void)ibv_req_notify_cq(tp->eps[i]->cq, 0);
+    if (vb_progress(tp_) > 0)
+        return;
+    n = tcp_wait_fds(tp->tcp, pfd, &timeout_ms);
+    pfd[n++] = (struct pollfd){.fd = tp->channel->fd, .events = POLLIN};
+    if (poll(pfd, (nfds_t)n, timeout_ms) > 0 && (pfd[n - 1].revents & POLLIN)) {
+        struct ibv_cq *cq;
+        void *ctx;
+
+        /* every event read is acknowledged at once, so ibv_destroy_cq never waits */
+        for (int i = 0; i < 1024 && ibv_get_cq_event(tp->channel, &cq, &ctx) == 0; i++)
+            ibv_ack_cq_events(cq, 1);
+    }
+}
+
+static const char *vb_ep_peer(const ring_tp_ep_t *ep)
+{
+    return ring_tcp_ops.ep_peer(ep->boot);
+}
+
+static const char *vb_ep_error(const ring_tp_ep_t *ep)
+{
+    return ep->state == VB_EP_FAILED ? ep->error_text : "";
+}
+
+static void vb_ep_close(ring_tp_ep_t *ep)
+{
+    if (ep == NULL)
+        return;
+    vb_ep_fail(ep, RING_ERR_CANCELED, 0, NULL);
+    vb_ep_free(ep);
+}
+
+/* Is there an active RDMA port this process could use? (for --transport auto) */
+int ring_verbs_probe(const ring_tp_params_t *params, char *why, size_t whylen)
+{
+    vb_dev_t dev;
+
+    if (vb_dev_open(params, &dev, why, whylen) != 0)
+        return 0;
+    vb_dev_close(&dev);
+    return 1;
+}
+
+const ring_tp_ops_t ring_verbs_ops = {
+    .size = sizeof(ring_tp_ops_t),
+    .name = "verbs",
+    .init = vb_init,
+    .fini = vb_fini,
+    .listen = vb_listen,
+    .accept = vb_accept,
+    .listener_close = vb_listener_close,
+    .connect = vb_connect,
+    .post_send = vb_post_send,
+    .post_recv = vb_post_recv,
+    .progress = vb_progress,
+    .wait = vb_wait,
+    .ep_peer = vb_ep_peer,
+    .ep_close = vb_ep_close,
+    .ep_error = vb_ep_error,
+};

@@ -1,0 +1,145 @@
+/*
+ * verbs_int.h - the verbs transport's private state, shared by its files:
+ * verbs.c (the transport operations: bootstrap, data path, waiting),
+ * verbs_dev.c (device, port and GID choice), verbs_qp.c (queue pairs and
+ * their state transitions) and verbs_mr.c (memory registration).
+ *
+ * The protocol, per endpoint (one RC queue pair):
+ * - Each side owns VB_SLOTS receive slots of VB_SLOT_BYTES in one
+ *   registered region and tells the peer their address and rkey.
+ * - A message goes as one or more RDMA WRITE WITH IMMEDIATE, one per
+ *   fragment of at most a slot, into the peer's next slot in turn; the
+ *   immediate says the fragment's length and whether it ends the message.
+ *   RC delivers in order, so fragment k always lands in slot k mod nslots.
+ * - Credits: a sender may have at most nslots fragments the receiver has not
+ *   freed. The receiver frees a slot when it has copied the fragment into a
+ *   posted receive, and returns freed slots in batches as a zero-length
+ *   write with immediate flagged CREDIT (it uses no slot).
+ * - The receive queue holds nslots + VB_RQ_EXTRA receive work requests
+ *   (each write with immediate consumes one), reposted as they complete:
+ *   at most nslots data and nslots / VB_CREDIT_BATCH credit writes can be
+ *   in flight, so the peer never meets an empty receive queue.
+ * - The bootstrap TCP connection stays open: its end (the peer process
+ *   died) fails the endpoint at once, where RDMA alone would only notice on
+ *   the next write's retry timeout, and a side that only receives never.
+ */
+#ifndef RING_VERBS_INT_H
+#define RING_VERBS_INT_H
+
+#include <infiniband/verbs.h>
+
+#include "transport.h"
+#include "verbs_hca.h"
+#include "verbs_record.h"
+
+#define VB_SLOTS 16
+#define VB_SLOT_BYTES (256 * 1024)
+#define VB_CREDIT_BATCH 4          /* freed slots returned together */
+#define VB_RQ_EXTRA 8              /* receive WRs beyond nslots: credit writes */
+#define VB_SQ_DEPTH (VB_SLOTS + 8) /* data writes + credit writes */
+#define VB_MAX_EPS 256
+#define VB_SPIN_S 50e-6            /* busy-poll this long before sleeping on the channel */
+#define VB_IMM_LAST 0x80000000u
+#define VB_IMM_CREDIT 0x40000000u
+#define VB_IMM_LEN 0x3fffffffu
+
+enum { VB_WR_DATA = 1, VB_WR_CREDIT = 2, VB_WR_RECV = 3 };
+
+/* The device, port and GID this process uses (verbs_dev.c). */
+typedef struct vb_dev {
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    char name[VB_DEV_NAME_MAX];
+    uint8_t port;
+    uint8_t link_layer;        /* 1 InfiniBand, 2 Ethernet */
+    uint8_t mtu;               /* enum ibv_mtu */
+    uint16_t lid;
+    int gid_index;
+    uint8_t gid[16];
+    char gid_text[64];
+} vb_dev_t;
+
+typedef enum vb_ep_state {
+    VB_EP_BOOT,                /* records, then the ready byte, over the bootstrap connection */
+    VB_EP_OPEN,
+    VB_EP_FAILED
+} vb_ep_state_t;
+
+/*
+ * The bootstrap is the tcp transport itself (tcp.c): a listener and
+ * connections carrying two messages each way (the record, then one ready
+ * byte once our QP is in RTS, so no write can reach a QP not yet ready to
+ * receive), after which a 1-byte receive stays posted to hear the peer go.
+ */
+typedef struct vb_tp {
+    ring_tp_params_t params;
+    ring_tp_t *tcp;            /* the bootstrap transport */
+    vb_dev_t dev;
+    struct ibv_comp_channel *channel; /* every endpoint's CQ reports here */
+    struct ring_tp_ep *eps[VB_MAX_EPS];
+    int neps;
+} vb_tp_t;
+
+struct ring_tp_listener {
+    vb_tp_t *tp;
+    ring_tp_listener_t *tcp;
+};
+
+struct ring_tp_ep {
+    vb_tp_t *tp;
+    ring_tp_ep_t *boot;        /* the bootstrap tcp connection, then liveness */
+    vb_ep_state_t state;
+    ring_status_t error;       /* sticky first error */
+    int error_errno;
+    char error_text[384];      /* what failed, naming the peer, its GID and the QP */
+    int rx_broken;             /* an oversized message: receives fail, sends still work */
+    int rx_overflow;           /* the message being received does not fit its receive */
+
+    /* bootstrap messages */
+    unsigned char rec_out[VB_RECORD_BYTES], rec_in[VB_RECORD_BYTES];
+    unsigned char rdy_out, rdy_in, live_in;
+    ring_tp_req_t rec_send, rec_recv, rdy_send, rdy_recv, live_recv;
+    int ready_sent;
+    vb_record_t mine, theirs;
+
+    /* verbs objects */
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    unsigned char *rx_slots;   /* VB_SLOTS x VB_SLOT_BYTES, written by the peer */
+    struct ibv_mr *rx_mr;
+    unsigned char *tx_bounce;  /* VB_SLOTS x VB_SLOT_BYTES, what our writes read */
+    struct ibv_mr *tx_mr;
+
+    /* receive side */
+    uint32_t rx_arrived;       /* data fragments landed */
+    uint32_t rx_consumed;      /* ... copied out (their slots are free) */
+    uint32_t rx_len[VB_SLOTS];
+    uint8_t rx_last[VB_SLOTS];
+    uint32_t rx_unreturned;    /* freed slots not yet returned as credits */
+    size_t rx_msg_bytes;       /* bytes of the message being received so far */
+    ring_tp_req_t *rq_head, *rq_tail;
+
+    /* send side */
+    uint32_t tx_credits;       /* peer slots we may still write */
+    uint32_t tx_posted;        /* data fragments posted (next remote slot) */
+    uint32_t tx_completed;     /* ... and completed (their bounce slots are free) */
+    uint8_t tx_ends_req[VB_SLOTS]; /* per bounce slot: its fragment ends a request */
+    int sq_out;                /* send WRs outstanding */
+    ring_tp_req_t *sq_head, *sq_tail;     /* not fully posted yet */
+    ring_tp_req_t *fl_head, *fl_tail;     /* fully posted, awaiting the last completion */
+};
+
+/* verbs_dev.c */
+/* Opens the device for this rank; -1 with why (no device, none active...) */
+int vb_dev_open(const ring_tp_params_t *params, vb_dev_t *dev, char *why, size_t whylen);
+void vb_dev_close(vb_dev_t *dev);
+
+/* verbs_qp.c */
+int vb_qp_create(ring_tp_ep_t *ep, char *err, size_t errlen);
+int vb_qp_to_init(ring_tp_ep_t *ep, char *err, size_t errlen);
+int vb_qp_to_rtr(ring_tp_ep_t *ep, char *err, size_t errlen);
+int vb_qp_to_rts(ring_tp_ep_t *ep, char *err, size_t errlen);
+int vb_qp_post_recvs(ring_tp_ep_t *ep, int n, char *err, size_t errlen);
+void vb_qp_destroy(ring_tp_ep_t *ep);
+
+#endif /* RING_VERBS_INT_H */
