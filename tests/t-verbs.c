@@ -1,0 +1,717 @@
+/*
+ * t-verbs.c - the ring over the RDMA verbs transport, across real processes:
+ * allreduce correctness for N=2 and N=4 with each codec (none, fp16, bf16),
+ * a 16 MiB message (many chunks, larger than a slot), the same bits as over
+ * tcp, transport auto and the ib-dev setting, an unknown device, a size
+ * mismatch (small, and larger than a slot) and a peer killed mid-round.
+ *
+ * It needs an active RDMA device: on a host without one it prints
+ * "1..0 # SKIP no active RDMA device (run under tools/rxe-vm)". tests/verbs.test
+ * boots a QEMU guest with four Soft-RoCE devices (rxe0..rxe3, one per rank
+ * with N=4) and runs it there. The bootstrap goes over 127.0.0.1 (harness.c),
+ * the data over verbs.
+ *
+ * Every correctness case also checks that the data really went through the
+ * RDMA devices: the rxe packet counters (/sys/class/infiniband/DEV/ports/P/
+ * hw_counters/sent_pkts) must grow by at least the packets the ring has to
+ * move, and with at least as many devices as ranks, rank r's traffic must
+ * leave through the (r mod k)-th active device and through no other.
+ *
+ * Error bound (as in t-codec-ring.c): |err| <= N (u + 2^-24) S + N 2^-39 B,
+ * u = 2^-11 for fp16, 2^-8 for bf16 and 0 for fp32 on the wire, S = sum over
+ * ranks of |x_r,i| and B >= the chunk's bound; an average divides it by N and
+ * adds 2^-24 S / N.
+ *
+ * Env T_VERBS_TRANSPORT (default verbs) runs the same cases over another
+ * transport; it exists to check this test itself (over tcp, the traffic checks
+ * must fail).
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if RING_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
+
+#include "harness.h"
+#include "tap.h"
+
+#define V_STATUS 0   /* status of op k: 0 + k */
+#define V_WRONG 16   /* elements outside the bound: 16 + k */
+#define V_HASH 32    /* result hash: 32 + k */
+#define V_RATIO 48   /* largest err / bound, as a double: 48 + k */
+#define V_ITERS 64   /* K_LOOP: allreduces completed */
+#define V_FAIL_T 65  /* h_now() when a ring call failed */
+#define MAX_OPS 8
+#define MAX_DEVS 16
+
+enum kind {
+    K_CHECK, /* the ops, each checked against the exact sum */
+    K_LOOP,  /* allreduce `count` floats again and again; h_ready after the first */
+    K_SIZE,  /* one allreduce of `count` floats; rank odd_rank uses odd_count */
+};
+
+typedef struct vop {
+    size_t count;
+    ring_op_t op;
+} vop_t;
+
+typedef struct vcase {
+    enum kind kind;
+    const char *codec;
+    uint64_t seed;
+    int nops;
+    vop_t ops[MAX_OPS];
+    size_t count;      /* K_LOOP, K_SIZE */
+    int max_iters;     /* K_LOOP */
+    double max_time;   /* K_LOOP, seconds */
+    int odd_rank;      /* K_SIZE */
+    size_t odd_count;  /* K_SIZE */
+} vcase_t;
+
+/* ---- RDMA devices and their packet counters ---------------------------- */
+
+typedef struct dev {
+    char name[64];
+    int port;
+} rdev_t;
+
+static rdev_t devs[MAX_DEVS];
+static int ndevs;
+static const char *transport = "verbs";
+
+static int cmp_dev(const void *a, const void *b)
+{
+    return strcmp(((const rdev_t *)a)->name, ((const rdev_t *)b)->name);
+}
+
+/* Active devices (a port in state ACTIVE), sorted by name; why says what was found otherwise. */
+static int find_active_devices(char *why, size_t len)
+{
+#if RING_HAVE_VERBS
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+
+    ndevs = 0;
+    if (list == NULL || n == 0) {
+        snprintf(why, len, "ibv_get_device_list: no RDMA devices");
+        if (list != NULL)
+            ibv_free_device_list(list);
+        return 0;
+    }
+    snprintf(why, len, "%d RDMA device(s), no port ACTIVE", n);
+    for (int i = 0; i < n && ndevs < MAX_DEVS; i++) {
+        struct ibv_context *ctx = ibv_open_device(list[i]);
+        struct ibv_device_attr da;
+
+        if (ctx == NULL)
+            continue;
+        if (ibv_query_device(ctx, &da) == 0) {
+            for (int p = 1; p <= da.phys_port_cnt; p++) {
+                struct ibv_port_attr pa;
+
+                if (ibv_query_port(ctx, (uint8_t)p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
+                    snprintf(devs[ndevs].name, sizeof(devs[ndevs].name), "%s",
+                             ibv_get_device_name(list[i]));
+                    devs[ndevs].port = p;
+                    ndevs++;
+                    break;
+                }
+            }
+        }
+        ibv_close_device(ctx);
+    }
+    ibv_free_device_list(list);
+    qsort(devs, (size_t)ndevs, sizeof(devs[0]), cmp_dev);
+    return ndevs;
+#else
+    snprintf(why, len, "libringd built without verbs");
+    return 0;
+#endif
+}
+
+/* sent_pkts of every active device; -1 where the counter cannot be read */
+static void read_counters(long long *c)
+{
+    for (int d = 0; d < ndevs; d++) {
+        char path[256];
+        FILE *f;
+
+        c[d] = -1;
+        snprintf(path, sizeof(path), "/sys/class/infiniband/%.63s/ports/%d/hw_counters/sent_pkts",
+                 devs[d].name, devs[d].port);
+        f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fscanf(f, "%lld", &c[d]) != 1)
+            c[d] = -1;
+        fclose(f);
+    }
+}
+
+static int counters_readable(void)
+{
+    long long c[MAX_DEVS];
+
+    read_counters(c);
+    for (int d = 0; d < ndevs; d++)
+        if (c[d] < 0)
+            return 0;
+    return ndevs > 0;
+}
+
+/* ---- values ------------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* gradient-like: [-1, 1) times 2^-4..2^3, so |x| < 8 */
+static float gen(uint64_t seed, int op, int rank, size_t i)
+{
+    uint64_t h = mix64(mix64(seed * 31 + (uint64_t)op * 1009 + (uint64_t)rank) ^ i);
+    double u = (double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+
+    return (float)(u * ldexp(1.0, (int)(h & 7) - 4));
+}
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* unit roundoff of what travels */
+static double codec_u(const char *codec)
+{
+    if (strcmp(codec, "fp16") == 0)
+        return ldexp(1, -11);
+    if (strcmp(codec, "bf16") == 0)
+        return ldexp(1, -8);
+    return 0;
+}
+
+/* bytes per element on the wire */
+static size_t codec_size(const char *codec)
+{
+    return strcmp(codec, "none") == 0 ? 4 : 2;
+}
+
+/* ---- the ranks --------------------------------------------------------- */
+
+static int fail_at(ring_status_t st, const char *what)
+{
+    h_put_double(V_FAIL_T, h_now());
+    return h_fail(st, what);
+}
+
+static int check_ops(int rank, int n, ring_comm_t *comm, const vcase_t *c)
+{
+    double u = codec_u(c->codec);
+
+    for (int k = 0; k < c->nops; k++) {
+        const vop_t *o = &c->ops[k];
+        float *buf = malloc((o->count + 1) * sizeof(float));
+        size_t wrong = 0;
+        double worst = 0, bmax = 8.0 * n; /* |x| < 8: a bound of every chunk's bound */
+        ring_status_t st;
+
+        if (buf == NULL)
+            return fail_at(RING_ERR_NO_MEMORY, "malloc");
+        for (size_t i = 0; i < o->count; i++)
+            buf[i] = gen(c->seed, k, rank, i);
+        st = ring_allreduce(comm, buf, buf, o->count, RING_FLOAT32, o->op);
+        h_put(V_STATUS + k, (uint64_t)st);
+        if (st != RING_OK) {
+            free(buf);
+            return fail_at(st, "ring_allreduce");
+        }
+        h_put(V_HASH + k, hash_bytes(buf, o->count * sizeof(float)));
+        for (size_t i = 0; i < o->count; i++) {
+            double s = 0, a = 0, tol, err;
+
+            for (int r = 0; r < n; r++) {
+                double x = gen(c->seed, k, r, i);
+                s += x;
+                a += fabs(x);
+            }
+            tol = n * (u + ldexp(1, -24)) * a + n * ldexp(1, -39) * bmax;
+            if (o->op == RING_AVG) {
+                s /= n;
+                tol = tol / n + ldexp(1, -24) * a / n;
+            }
+            tol = tol * 1.0001 + 1e-38;
+            err = fabs((double)buf[i] - s);
+            if (!(err <= tol))
+                wrong++;
+            if (err / tol > worst)
+                worst = err / tol;
+        }
+        h_put(V_WRONG + k, wrong);
+        h_put_double(V_RATIO + k, worst);
+        free(buf);
+    }
+    return 0;
+}
+
+static int v_child(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    const vcase_t *c = arg;
+    ring_comm_t *comm = NULL;
+    ring_status_t st = ring_comm_open(cfg, &comm);
+    size_t count = c->count;
+    float *buf = NULL;
+    int code = 0;
+
+    if (st != RING_OK)
+        return fail_at(st, "ring_comm_open");
+    switch (c->kind) {
+    case K_CHECK:
+        code = check_ops(rank, n, comm, c);
+        break;
+    case K_SIZE:
+    case K_LOOP:
+        if (c->kind == K_SIZE && rank == c->odd_rank)
+            count = c->odd_count;
+        buf = malloc(count * sizeof(float));
+        if (buf == NULL) {
+            code = fail_at(RING_ERR_NO_MEMORY, "malloc");
+            break;
+        }
+        for (size_t i = 0; i < count; i++)
+            buf[i] = 1.0f;
+        if (c->kind == K_SIZE) {
+            st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
+            if (st != RING_OK)
+                code = fail_at(st, "ring_allreduce");
+            else
+                h_msg("the allreduce of %zu floats succeeded although the counts differ", count);
+        } else {
+            double until = h_now() + c->max_time;
+            int i;
+
+            for (i = 0; i < c->max_iters && h_now() < until; i++) {
+                st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_AVG);
+                if (st != RING_OK) {
+                    code = fail_at(st, "ring_allreduce");
+                    break;
+                }
+                if (i == 0)
+                    h_ready();
+            }
+            h_put(V_ITERS, (uint64_t)i);
+            if (code == 0)
+                h_msg("finished %d allreduces without an error", i);
+        }
+        break;
+    }
+    free(buf);
+    ring_comm_close(comm);
+    return code;
+}
+
+/* ---- parent side ------------------------------------------------------- */
+
+static h_run_t the_run;
+static long long cnt_before[MAX_DEVS], cnt_after[MAX_DEVS];
+
+/* Run a ring over `tp` with settings `extra` (ends with name NULL; may be NULL). */
+static const h_run_t *run_ring(int n, const vcase_t *c, const char *tp, const h_setting_t *extra,
+                               const char *timeout, const h_action_t *act, int nact,
+                               double budget)
+{
+    h_setting_t settings[12];
+    int ns = 0;
+    h_spec_t sp;
+
+    settings[ns++] = (h_setting_t){-1, "transport", tp};
+    if (c->codec != NULL)
+        settings[ns++] = (h_setting_t){-1, "codec", c->codec};
+    for (int i = 0; extra != NULL && extra[i].name != NULL && ns < 11; i++)
+        settings[ns++] = extra[i];
+    settings[ns] = (h_setting_t){0, NULL, NULL};
+    memset(&sp, 0, sizeof(sp));
+    sp.n = n;
+    sp.settings = settings;
+    sp.timeout = timeout;
+    sp.connect_timeout = "30s"; /* TCG guests are slow to register memory and connect QPs */
+    sp.actions = act;
+    sp.nactions = nact;
+    sp.fn = v_child;
+    sp.arg = (void *)c;
+    sp.child_timeout = budget;
+    sp.deadline = budget + 5;
+    read_counters(cnt_before);
+    if (h_run(&sp, &the_run) != 0)
+        bail("harness: %s", the_run.error);
+    read_counters(cnt_after);
+    return &the_run;
+}
+
+/* exit code of a rank as a number, or -100 - signal, -200 hung */
+static int outcome(const h_result_t *r)
+{
+    if (r->hung)
+        return -200;
+    if (!r->exited)
+        return -100 - r->signo;
+    return r->code;
+}
+
+static int like_re(const char *text, const char *pattern, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int like_re(const char *text, const char *pattern, const char *fmt, ...)
+{
+    va_list ap;
+    regex_t re;
+    int m = 0, r;
+
+    if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) == 0) {
+        m = regexec(&re, text, 0, NULL, 0) == 0;
+        regfree(&re);
+    }
+    va_start(ap, fmt);
+    r = tap_vok(m, fmt, ap);
+    va_end(ap);
+    if (!r)
+        diag("    '%s'\n#   does not match /%s/", text, pattern);
+    return r;
+}
+
+/* sent_pkts growth of device d in the last run, -1 if unknown */
+static long long grew(int d)
+{
+    if (cnt_before[d] < 0 || cnt_after[d] < 0)
+        return -1;
+    return cnt_after[d] - cnt_before[d];
+}
+
+/*
+ * The data went over the RDMA devices: the packets sent on all of them grew by
+ * at least wire_bytes / 4096 (RoCE MTU <= 4096), and when there are at least
+ * as many devices as ranks (and no ib-dev setting), exactly the devices of
+ * ranks 0..n-1, (r mod k)-th for rank r, carried it.
+ */
+static void check_traffic(const char *label, int n, double wire_bytes, int per_rank)
+{
+    long long total = 0, need = (long long)(wire_bytes / 4096);
+    char seen[256] = "";
+    size_t off = 0;
+
+    for (int d = 0; d < ndevs; d++) {
+        long long g = grew(d);
+
+        total += g > 0 ? g : 0;
+        off += (size_t)snprintf(seen + off, sizeof(seen) - off, "%s%s +%lld", d ? "," : "",
+                                devs[d].name, g);
+        if (off >= sizeof(seen))
+            off = sizeof(seen) - 1;
+    }
+    ok(total >= need && need > 0,
+       "%s: the data went over RDMA: %lld packets sent on the rxe devices, at least %lld "
+       "needed (%s)", label, total, need, seen);
+    if (!per_rank)
+        return;
+    if (ndevs < n) {
+        skip("fewer active devices than ranks: ranks share devices");
+        return;
+    }
+    {
+        int good = 1;
+
+        for (int d = 0; d < ndevs; d++) {
+            int used = d < n; /* rank r uses device r mod k = r */
+            long long g = grew(d);
+
+            good &= used ? g > 0 : g == 0;
+        }
+        ok(good, "%s: rank r sent through the r-th active device, one device per rank, the "
+           "others idle (%s)", label, seen);
+    }
+}
+
+/* The ops of c on n ranks over the transport under test: results, bits, bounds, traffic. */
+static void run_check(const char *label, int n, const vcase_t *c, const h_setting_t *extra,
+                      int per_rank)
+{
+    const h_run_t *run = run_ring(n, c, transport, extra, "20s", NULL, 0, 240);
+    double wire = 0;
+    int all_ok = 1;
+
+    for (int r = 0; r < n; r++) {
+        char d[96];
+
+        all_ok &= outcome(&run->r[r]) == 0;
+        if (!ok(outcome(&run->r[r]) == 0, "%s: rank %d exits 0 (%s)", label, r,
+                h_describe(&run->r[r], d, sizeof(d))))
+            h_diag(run);
+    }
+    for (int k = 0; k < c->nops; k++) {
+        const vop_t *o = &c->ops[k];
+        int same = 1, status_ok = 1, within = 1;
+        double worst = 0;
+
+        for (int r = 0; r < n; r++) {
+            same &= h_val(&run->r[r], V_HASH + k, 1) == h_val(&run->r[0], V_HASH + k, 2);
+            status_ok &= h_val(&run->r[r], V_STATUS + k, 99) == RING_OK;
+            within &= h_val(&run->r[r], V_WRONG + k, 1) == 0;
+            if (h_val_double(&run->r[r], V_RATIO + k, 0) > worst)
+                worst = h_val_double(&run->r[r], V_RATIO + k, 0);
+        }
+        ok(status_ok && same && within,
+           "%s: #%d count %zu %s: ok on every rank, bitwise identical, every element within "
+           "the bound (worst err/bound %.3f)", label, k, o->count,
+           o->op == RING_AVG ? "avg" : "sum", worst);
+        /* each rank sends 2 (n-1)/n of the buffer */
+        wire += 2.0 * (n - 1) * (double)o->count * (double)codec_size(c->codec);
+    }
+    if (all_ok)
+        check_traffic(label, n, wire, per_rank);
+    else
+        ok(0, "%s: the data went over RDMA (not checked: a rank failed)", label);
+}
+
+static void add_op(vcase_t *c, size_t count, ring_op_t op)
+{
+    c->ops[c->nops++] = (vop_t){count, op};
+}
+
+/* rank status checks, as in t-fault.c */
+static int rank_status_in(const h_run_t *run, int rank, int want1, int want2, const char *label)
+{
+    char d[96];
+    int got = outcome(&run->r[rank]);
+
+    if (!ok(got == want1 || got == want2, "%s: rank %d fails with %s%s%s (%s)", label, rank,
+            ring_status_str((ring_status_t)want1), want2 != want1 ? " or " : "",
+            want2 != want1 ? ring_status_str((ring_status_t)want2) : "",
+            h_describe(&run->r[rank], d, sizeof(d)))) {
+        h_diag(run);
+        return 0;
+    }
+    return 1;
+}
+
+static void size_mismatch(int n, int odd_rank, size_t count, size_t odd_count)
+{
+    vcase_t c = {.kind = K_SIZE, .codec = "none", .count = count, .odd_rank = odd_rank,
+                 .odd_count = odd_count};
+    const h_run_t *run = run_ring(n, &c, transport, NULL, "20s", NULL, 0, 90);
+    char label[128], a[32], b[32];
+
+    snprintf(label, sizeof(label), "size mismatch N=%d (rank %d: %zu floats, others %zu)", n,
+             odd_rank, odd_count, count);
+    snprintf(a, sizeof(a), "%zu", count);
+    snprintf(b, sizeof(b), "%zu", odd_count);
+    for (int r = 0; r < n; r++) {
+        rank_status_in(run, r, RING_ERR_MISMATCH, RING_ERR_MISMATCH, label);
+        ok(run->r[r].t_end < 15.0, "%s: rank %d fails in %.2f s, before the 20 s timeout", label,
+           r, run->r[r].t_end);
+        like(run->r[r].msg, "count", "%s: rank %d's message says the count differs", label, r);
+        ok(strstr(run->r[r].msg, a) != NULL && strstr(run->r[r].msg, b) != NULL,
+           "%s: rank %d's message names both counts, %s and %s", label, r, a, b);
+    }
+}
+
+static void kill_mid_round(void)
+{
+    /* 4 MiB allreduces, timeout 8 s; rank 2 is killed 0.5 s after its first one finished */
+    static const vcase_t c = {.kind = K_LOOP, .codec = "none", .count = 1u << 20,
+                              .max_iters = 500, .max_time = 60};
+    static const h_action_t act[] = {{2, 0.5, 2, SIGKILL}};
+    const char *label = "SIGKILL rank 2 of 4 mid-round (timeout 8 s)";
+    const h_run_t *run = run_ring(4, &c, transport, NULL, "8s", act, 1, 90);
+    double t_kill = run->t_signal[2];
+    char addr[80];
+
+    h_addr(run, 2, addr, sizeof(addr));
+    if (!ok(t_kill > 0 && run->r[2].signo == SIGKILL, "%s: rank 2 was killed at %.2f s", label,
+            t_kill))
+        h_diag(run);
+    for (int r = 0; r < 4; r++) {
+        double after = run->r[r].t_end - t_kill;
+
+        if (r == 2)
+            continue;
+        rank_status_in(run, r, RING_ERR_REMOTE, RING_ERR_TIMED_OUT, label);
+        /* 8 s of timeout plus slack for a TCG guest */
+        ok(t_kill > 0 && after < 8.0 + 4.0, "%s: rank %d fails %.2f s after the kill, within "
+           "the timeout, no hang", label, r, after);
+        like(run->r[r].msg, "rank 2", "%s: rank %d's message names rank 2", label, r);
+        like_re(run->r[r].msg, "round [0-9]+", "%s: rank %d's message names the round", label,
+                r);
+    }
+    diag("%s: rank 0 did %llu allreduces; its message: %s", label,
+         (unsigned long long)h_val(&run->r[0], V_ITERS, 0), run->r[0].msg);
+}
+
+int main(void)
+{
+    static const char *const codecs[] = {"none", "fp16", "bf16"};
+    char why[128], label[160];
+    const char *env_tp = getenv("T_VERBS_TRANSPORT");
+    double t0 = h_now();
+    vcase_t c;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (env_tp != NULL && env_tp[0] != '\0')
+        transport = env_tp;
+#if !RING_HAVE_VERBS
+    skip_all("libringd built without verbs (configure --with-verbs, needs libibverbs-dev)");
+#endif
+    if (find_active_devices(why, sizeof(why)) == 0) {
+        printf("# %s\n", why);
+        skip_all("no active RDMA device (run under tools/rxe-vm)");
+    }
+    {
+        char list[512] = "";
+        size_t off = 0;
+
+        for (int d = 0; d < ndevs && off < sizeof(list); d++)
+            off += (size_t)snprintf(list + off, sizeof(list) - off, " %s:%d", devs[d].name,
+                                    devs[d].port);
+        diag("transport %s; active RDMA devices:%s", transport, list);
+    }
+    if (!counters_readable())
+        bail("cannot read /sys/class/infiniband/DEV/ports/P/hw_counters/sent_pkts of every "
+             "active device: the traffic checks need them (rxe has them)");
+
+    /* correctness, N=2 and N=4, each codec */
+    for (int ci = 0; ci < 3; ci++) {
+        for (int n = 2; n <= 4; n += 2) {
+            memset(&c, 0, sizeof(c));
+            c.kind = K_CHECK;
+            c.codec = codecs[ci];
+            c.seed = 300 + (uint64_t)(ci * 10 + n);
+            add_op(&c, 1, RING_SUM);
+            add_op(&c, 1009, RING_AVG);
+            add_op(&c, 65537, RING_SUM);
+            add_op(&c, (1u << 18) + 3, RING_AVG);
+            snprintf(label, sizeof(label), "%s N=%d codec %s", transport, n, c.codec);
+            run_check(label, n, &c, NULL, 1);
+        }
+    }
+
+    /* 16 MiB: many chunks, larger than any slot; default chunks, then 64K chunks */
+    {
+        static const h_setting_t small_chunks[] = {{-1, "chunk-size", "64K"}, {0, NULL, NULL}};
+
+        for (int n = 2; n <= 4; n += 2) {
+            memset(&c, 0, sizeof(c));
+            c.kind = K_CHECK;
+            c.codec = "none";
+            c.seed = 400 + (uint64_t)n;
+            add_op(&c, 4u << 20, RING_SUM);
+            snprintf(label, sizeof(label), "%s N=%d 16 MiB", transport, n);
+            run_check(label, n, &c, NULL, 1);
+        }
+        memset(&c, 0, sizeof(c));
+        c.kind = K_CHECK;
+        c.codec = "fp16";
+        c.seed = 410;
+        add_op(&c, 4u << 20, RING_AVG);
+        snprintf(label, sizeof(label), "%s N=4 16 MiB fp16, 64K chunks (128 per segment)",
+                 transport);
+        run_check(label, 4, &c, small_chunks, 1);
+    }
+
+    /* the same bits as over tcp (fp32: every element is summed in the same order) */
+    {
+        uint64_t h_tcp, h_v;
+        int all = 1;
+
+        memset(&c, 0, sizeof(c));
+        c.kind = K_CHECK;
+        c.codec = "none";
+        c.seed = 500;
+        add_op(&c, (1u << 18) + 7, RING_SUM);
+        run_ring(4, &c, "tcp", NULL, "20s", NULL, 0, 240);
+        for (int r = 0; r < 4; r++)
+            all &= outcome(&the_run.r[r]) == 0;
+        h_tcp = h_val(&the_run.r[0], V_HASH, 1);
+        run_ring(4, &c, transport, NULL, "20s", NULL, 0, 240);
+        for (int r = 0; r < 4; r++)
+            all &= outcome(&the_run.r[r]) == 0;
+        h_v = h_val(&the_run.r[0], V_HASH, 2);
+        if (!ok(all && h_tcp == h_v, "N=4 fp32 262151 floats: %s gives the same bits as tcp",
+                transport))
+            h_diag(&the_run);
+    }
+
+    /* transport auto picks verbs when an active device exists */
+    memset(&c, 0, sizeof(c));
+    c.kind = K_CHECK;
+    c.codec = "none";
+    c.seed = 600;
+    add_op(&c, 65537, RING_SUM);
+    {
+        static const h_setting_t none[] = {{0, NULL, NULL}};
+        const h_run_t *run = run_ring(2, &c, "auto", none, "20s", NULL, 0, 120);
+        int good = outcome(&run->r[0]) == 0 && outcome(&run->r[1]) == 0 &&
+                   h_val(&run->r[0], V_WRONG, 1) == 0 && h_val(&run->r[1], V_WRONG, 1) == 0;
+
+        if (!ok(good, "transport auto N=2: right results"))
+            h_diag(run);
+        if (good)
+            check_traffic("transport auto N=2 (picks verbs)", 2, 2.0 * 65537 * 4, 0);
+        else
+            ok(0, "transport auto N=2: the data went over RDMA (not checked: a rank failed)");
+    }
+
+    /* ib-dev: one named device carries everything; an unknown one fails at open */
+    if (ndevs >= 2) {
+        h_setting_t one[] = {{-1, "ib-dev", devs[1].name}, {0, NULL, NULL}};
+        const h_run_t *run = run_ring(2, &c, transport, one, "20s", NULL, 0, 120);
+        int good = outcome(&run->r[0]) == 0 && outcome(&run->r[1]) == 0;
+        int only = grew(1) > 0;
+
+        for (int d = 0; d < ndevs; d++)
+            if (d != 1)
+                only &= grew(d) == 0;
+        if (!ok(good && only, "ib-dev=%s N=2: both ranks use %s only (sent_pkts %s +%lld, %s "
+                "+%lld)", devs[1].name, devs[1].name, devs[0].name, grew(0), devs[1].name,
+                grew(1)))
+            h_diag(run);
+    } else {
+        skip("ib-dev with one named device: needs 2 active devices");
+    }
+    {
+        static const h_setting_t bad[] = {{-1, "ib-dev", "mlx5_99"}, {0, NULL, NULL}};
+        const h_run_t *run = run_ring(2, &c, transport, bad, "20s", NULL, 0, 60);
+
+        for (int r = 0; r < 2; r++) {
+            char d[96];
+
+            if (!ok(outcome(&run->r[r]) > 0 && run->r[r].t_end < 10.0,
+                    "ib-dev=mlx5_99 (no such device): rank %d fails at once (%s at %.2f s)", r,
+                    h_describe(&run->r[r], d, sizeof(d)), run->r[r].t_end))
+                h_diag(run);
+            like(run->r[r].msg, "mlx5_99", "ib-dev=mlx5_99: rank %d's message names it", r);
+        }
+    }
+
+    /* failures: size mismatch (small, and larger than a slot), a peer killed mid-round */
+    size_mismatch(2, 1, 1024, 1000);
+    size_mismatch(4, 2, 4u << 20, (4u << 20) + 4096);
+    kill_mid_round();
+
+    diag("t-verbs: %.1f s", h_now() - t0);
+    return done_testing();
+}

@@ -1,0 +1,164 @@
+#!/bin/bash
+# tests/verbs-guest.sh BUILDDIR SRCDIR - the verbs suite, run INSIDE the
+# tools/rxe-vm guest (tests/verbs.test boots it with --ndev 4), printing TAP:
+#   1. the guest's rxe devices are active
+#   2. ib_write_bw rxe0 -> rxe1 (perftest, RC RDMA WRITE), 16 MiB messages
+#      (1 MiB if 16 MiB fails), a few seconds: the reference bandwidth
+#   3. tests/t-verbs, its TAP lines renumbered into this one
+#   4. ring-bench over verbs, N=2 and N=4, codecs none, fp16, bf16, with -c:
+#      exit 0 and #wrong 0 at every size
+#   5. ring-bench N=2, 16 MiB, over verbs and over tcp in the same guest:
+#      both right; busbw of both and busbw_verbs / ib_write_bw as "# bar:" lines
+#      (TCG numbers: for comparing runs of this suite, not hardware)
+# Every step runs under `timeout`; the plan comes last. Exit status 0 when the
+# TAP was printed (failures are "not ok" lines), 2 on bad usage.
+# Env: T_VERBS_TRANSPORT (default verbs) runs the ring steps over another
+# transport, to check this suite itself: the RDMA traffic checks must fail.
+set -u
+
+if [ $# -lt 1 ] || [ ! -x "$1/ring-bench" ]; then
+    echo "usage: $0 BUILDDIR [SRCDIR] (BUILDDIR holds ring-bench, ring-launch, tests/t-verbs)" >&2
+    exit 2
+fi
+B=$(cd "$1" && pwd)
+TP=${T_VERBS_TRANSPORT:-verbs}
+GID=${RXE_GID_INDEX:-1}
+T=$(mktemp -d /tmp/verbs-guest.XXXXXX) || exit 2
+trap 'rm -rf "$T"' EXIT
+START=$SECONDS
+
+n=0
+ok() {   # ok STATUS DESCRIPTION: "ok" when STATUS is 0
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+note() { echo "# $*"; }
+elapsed() { echo $((SECONDS - START)); }
+# tail of a log as TAP comments
+show() { sed 's/^/#   /' "$1" | tail -n "${2:-15}"; }
+
+note "verbs-guest: transport $TP, devices ${RXE_DEVS:-?} (${RXE_IPS:-?}), $(nproc) vCPUs, kernel $(uname -r)"
+
+# ---- 1. devices ------------------------------------------------------------
+set -- ${RXE_DEVS:-}
+ndev=$#
+nactive=$(timeout 30 ibv_devinfo 2>/dev/null | grep -c 'PORT_ACTIVE')
+ok $((ndev >= 2 && nactive == ndev ? 0 : 1)) \
+    "the guest has $ndev rxe devices, $nactive with an ACTIVE port (need >= 2, all active)"
+DEV0=${1:-rxe0} DEV1=${2:-rxe1}
+read -r IP0 IP1 _ <<<"${RXE_IPS:-10.77.0.1 10.77.0.2}"
+
+# ---- 2. ib_write_bw reference ---------------------------------------------
+# server on rxe1, client on rxe0 -> real RoCEv2 packets over the veth/bridge
+IBBW=
+for size in 16777216 1048576; do
+    timeout 90 ib_write_bw -d "$DEV1" -x "$GID" -s $size -D 3 -p 18515 >"$T/ibsrv" 2>&1 &
+    spid=$!
+    sleep 1
+    timeout 90 ib_write_bw -d "$DEV0" -x "$GID" -s $size -D 3 -p 18515 "$IP1" >"$T/ibcli" 2>&1
+    crc=$?
+    wait $spid
+    src=$?
+    # the result line: #bytes #iterations BW-peak BW-average MsgRate
+    bw=$(awk -v s=$size '$1 == s && NF >= 5 {print $4}' "$T/ibcli" | tail -n 1)
+    if [ $crc = 0 ] && [ $src = 0 ] && [ -n "$bw" ]; then
+        IBBW=$bw
+        IBSIZE=$size
+        break
+    fi
+    note "ib_write_bw with $size-byte messages failed (client $crc, server $src):"
+    show "$T/ibcli" 8
+done
+if [ -n "$IBBW" ]; then
+    ok 0 "ib_write_bw $DEV0 -> $DEV1, $((IBSIZE >> 20)) MiB messages, 3 s: $IBBW MB/s"
+    echo "# bar: ib_write_bw $DEV0 -> $DEV1 $((IBSIZE >> 20)) MiB messages: $IBBW MB/s"
+else
+    ok 1 "ib_write_bw $DEV0 -> $DEV1 (16 MiB, then 1 MiB messages)"
+fi
+note "t+$(elapsed) s"
+
+# ---- 3. t-verbs ------------------------------------------------------------
+# renumbered into this plan; a skip here is a failure (the guest has devices)
+tv_ran=0 tv_plan=-1 tv_skip= tv_bail=
+while IFS= read -r line; do
+    case "$line" in
+    "ok "* | "not ok "*)
+        tv_ran=$((tv_ran + 1))
+        n=$((n + 1))
+        if [[ $line =~ ^(not\ )?ok\ [0-9]+\ -\ (.*)$ ]]; then
+            echo "${BASH_REMATCH[1]}ok $n - t-verbs: ${BASH_REMATCH[2]}"
+        elif [[ $line =~ ^(not\ )?ok\ [0-9]+(.*)$ ]]; then
+            echo "${BASH_REMATCH[1]}ok $n${BASH_REMATCH[2]}"   # "ok 5 # SKIP why"
+        else
+            echo "not ok $n - t-verbs printed a malformed line: $line"
+        fi
+        ;;
+    "1..0 # SKIP"*) tv_skip=${line#1..0 # SKIP } ;;
+    1..*) tv_plan=${line#1..} ;;
+    "Bail out!"*) tv_bail=$line ;;
+    *) echo "$line" ;;
+    esac
+done < <(cd "$B" && T_VERBS_TRANSPORT=$TP timeout -k 5 300 ./tests/t-verbs 2>"$T/tverbs.err"; echo "t-verbs-exit $?" >"$T/tverbs.rc")
+tv_rc=$(sed -n 's/^t-verbs-exit //p' "$T/tverbs.rc" 2>/dev/null)
+if [ -n "$tv_skip" ]; then
+    ok 1 "t-verbs ran (it skipped: $tv_skip)"
+elif [ -n "$tv_bail" ]; then
+    ok 1 "t-verbs: $tv_bail"
+else
+    ok $((tv_rc == 0 && tv_plan == tv_ran && tv_ran > 0 ? 0 : 1)) \
+        "t-verbs ran all $tv_plan planned tests and exited 0 (ran $tv_ran, exit ${tv_rc:-?}$([ "${tv_rc:-}" = 124 ] && echo ': timed out after 300 s'))"
+fi
+if [ "${tv_rc:-1}" != 0 ]; then
+    note "t-verbs stderr (tail):"
+    show "$T/tverbs.err" 20
+fi
+note "t+$(elapsed) s"
+
+# ---- 4. ring-bench -c over verbs ---------------------------------------------
+# bench N CODEC OUT ARGS...: ring-launch + ring-bench --csv; status in $brc
+bench() {
+    local np=$1 codec=$2 out=$3 tp=$4
+    shift 4
+    (cd "$B" && timeout -k 5 120 ./ring-launch -n "$np" --timeout 110 -- \
+        ./ring-bench --transport "$tp" --codec "$codec" --csv -c "$@") >"$out" 2>"$out.err"
+    brc=$?
+}
+# csv_rows FILE: rank 0's CSV rows (without the header)
+csv_rows() { sed -n 's/^\[0\] \([0-9][0-9]*,.*\)$/\1/p' "$1"; }
+
+for np in 2 4; do
+    for codec in none fp16 bf16; do
+        t0=$SECONDS
+        bench $np $codec "$T/b" "$TP" -b 4K -e 1M -f 16 -n 3 -w 1
+        rows=$(csv_rows "$T/b" | wc -l)
+        bad=$(csv_rows "$T/b" | awk -F, '$7 != 0' | wc -l)
+        ok $((brc == 0 && rows == 3 && bad == 0 ? 0 : 1)) \
+            "ring-bench $TP N=$np codec $codec -c, 4K..1M: exit $brc, $rows sizes, $bad with #wrong != 0 ($((SECONDS - t0)) s)"
+        if [ $brc != 0 ] || [ "$rows" != 3 ] || [ "$bad" != 0 ]; then
+            show "$T/b" 8
+            show "$T/b.err" 8
+        fi
+    done
+done
+note "t+$(elapsed) s"
+
+# ---- 5. 16 MiB: verbs vs tcp, and the bar --------------------------------------
+declare -A BUSBW
+for tp in "$TP" tcp; do
+    t0=$SECONDS
+    bench 2 none "$T/big" "$tp" -b 16M -e 16M -n 4 -w 1
+    row=$(csv_rows "$T/big" | head -n 1)
+    wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
+    # busbw in GB/s (1e9 B/s) -> MB/s (1e6 B/s), as perftest prints
+    BUSBW[$tp]=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {printf "%.1f", $6 * 1000}')
+    ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 ? 0 : 1)) \
+        "ring-bench $tp N=2 16 MiB -c: exit $brc, #wrong ${wrong:-?}, busbw ${BUSBW[$tp]:-?} MB/s ($((SECONDS - t0)) s)"
+    [ $brc = 0 ] || { show "$T/big" 8; show "$T/big.err" 8; }
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
+echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"
+
+note "verbs-guest: $n tests in $(elapsed) s"
+echo "1..$n"
+exit 0
