@@ -3,9 +3,9 @@
  * IMMEDIATE into the peer's receive slots, with credits (the protocol is in
  * verbs_int.h), bootstrapped over the tcp transport.
  *
- * Completions are polled in progress(); wait() busy-polls for VB_SPIN_S,
- * then arms every CQ and sleeps in poll() on the completion channel and
- * the bootstrap sockets together.
+ * Completions are polled in progress(); the engine busy-polls that for
+ * --spin-us, then calls wait(), which arms every CQ and sleeps in poll() on
+ * the completion channel and the bootstrap sockets together.
  */
 #include "config.h"
 
@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "errors.h"
 #include "log.h"
@@ -636,41 +635,13 @@ static int vb_progress(ring_tp_t *tp_)
     return moved;
 }
 
-static int vb_busy(const vb_tp_t *tp)
-{
-    for (int i = 0; i < tp->neps; i++) {
-        const ring_tp_ep_t *ep = tp->eps[i];
-
-        if (ep->state == VB_EP_OPEN &&
-            (ep->rq_head != NULL || ep->sq_head != NULL || ep->fl_head != NULL))
-            return 1;
-    }
-    return 0;
-}
-
-static double vb_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void vb_wait(ring_tp_t *tp_, int timeout_ms)
 {
     vb_tp_t *tp = (vb_tp_t *)tp_;
     struct pollfd pfd[TCP_WAIT_FDS + 1];
     int n;
 
-    /* a bounded busy-poll: completions often follow within microseconds */
-    if (vb_busy(tp)) {
-        double until = vb_now() + VB_SPIN_S;
-
-        do
-            if (vb_progress(tp_) > 0)
-                return;
-        while (vb_now() < until);
-    }
+    /* the bounded busy-poll is the engine's (--spin-us, before it calls wait) */
     /* arm, then look once more: a completion between the last poll and arming
      * raises no event */
     for (int i = 0; i < tp->neps; i++)

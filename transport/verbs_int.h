@@ -38,7 +38,6 @@
 #define VB_RQ_EXTRA 8              /* receive WRs beyond nslots: credit writes */
 #define VB_SQ_DEPTH (VB_SLOTS + 8) /* data writes + credit writes */
 #define VB_MAX_EPS 256
-#define VB_SPIN_S 50e-6            /* busy-poll this long before sleeping on the channel */
 #define VB_IMM_LAST 0x80000000u
 #define VB_IMM_CREDIT 0x40000000u
 #define VB_IMM_LEN 0x3fffffffu
