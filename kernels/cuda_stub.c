@@ -28,6 +28,12 @@ int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes)
     return -1;
 }
 
+int ring_cuda_dmabuf_fd(const void *dev_ptr, size_t bytes, int *fd, uintptr_t *base,
+                        size_t *len)
+{
+    return -1;
+}
+
 int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes)
 {
     return -1;

@@ -92,6 +92,9 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                                   "bytes", RING_WINDOW, cfg->chunk_bytes);
     }
     RING_CHECK(comm->tp_ops->init(&params, &comm->tp));
+    /* frame headers live in the channels' slots: registered, they need no copy either */
+    if (comm->tp_ops->reg_mem(comm->tp, comm->channels, sizeof(comm->channels)) != RING_OK)
+        ring_log(RING_LOG_DEBUG, "%s", ring_last_error());
     RING_CHECK(ring_connect_ring(comm));
     ring_channel_post_back(comm, &comm->channels[0]);
     return RING_OK;
@@ -138,6 +141,22 @@ int ring_comm_size(const ring_comm_t *comm)
 const char *ring_comm_transport(const ring_comm_t *comm)
 {
     return comm->tp_ops->name;
+}
+
+ring_status_t ring_comm_register(ring_comm_t *comm, void *buf, size_t bytes)
+{
+    if (comm == NULL || buf == NULL || bytes == 0)
+        return ring_error_set(RING_ERR_INVALID, "ring_comm_register: a communicator, a buffer "
+                              "and a size are needed");
+    return comm->tp == NULL ? RING_OK : comm->tp_ops->reg_mem(comm->tp, buf, bytes);
+}
+
+ring_status_t ring_comm_deregister(ring_comm_t *comm, void *buf)
+{
+    if (comm == NULL || buf == NULL)
+        return ring_error_set(RING_ERR_INVALID, "ring_comm_deregister: a communicator and a "
+                              "buffer are needed");
+    return comm->tp == NULL ? RING_OK : comm->tp_ops->dereg_mem(comm->tp, buf);
 }
 
 ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,

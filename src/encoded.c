@@ -89,6 +89,12 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
 
     if (req->wire == RING_CODEC_NONE || want <= ch->tx_slots)
         return RING_OK;
+    /* what is registered with the transport (verbs sends it without a copy) must be
+     * deregistered before it moves; no send of an earlier request is in flight now */
+    if (ch->tx != NULL)
+        (void)comm->tp_ops->dereg_mem(comm->tp, ch->tx);
+    if (ch->zbuf != NULL && comm->lz4_mode != 0)
+        (void)comm->tp_ops->dereg_mem(comm->tp, ch->zbuf);
     tx = realloc(ch->tx, want * chunk);
     if (tx != NULL)
         ch->tx = tx;
@@ -104,6 +110,10 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %zu encoded chunks of %zu "
                               "bytes", want, chunk);
     ch->tx_slots = want;
+    /* registration only saves a copy: a failure is logged and sends are copied */
+    if (comm->tp_ops->reg_mem(comm->tp, ch->tx, want * chunk) != RING_OK ||
+        (comm->lz4_mode != 0 && comm->tp_ops->reg_mem(comm->tp, ch->zbuf, want * ch->zcap) != RING_OK))
+        ring_log(RING_LOG_DEBUG, "%s", ring_last_error());
     return RING_OK;
 }
 

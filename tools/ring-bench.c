@@ -31,6 +31,7 @@ typedef struct bench_opts {
     int check;
     int csv;
     int inplace;
+    int register_bufs;  /* ring_comm_register the buffers (verbs: no bounce copy) */
     double sparsity;    /* fraction of zeros in the timed data */
     int sparse_shared;  /* every peer has its zeros at the same places */
     double tolerance;   /* relative, for -c; set from the codec */
@@ -67,6 +68,9 @@ static void bench_usage(FILE *out)
             "  -c, --check           verify one result per size against the exact sum\n"
             "  -o, --op sum|avg      reduction (default sum)\n"
             "      --inplace         sendbuf == recvbuf\n"
+            "      --register        register the buffers with the communicator first\n"
+            "                        (ring_comm_register: over verbs they are sent\n"
+            "                        without a copy)\n"
             "      --sparsity F      fraction of zeros in the timed data (default 0: dense\n"
             "                        gradient-like values, which lz4 cannot shrink)\n"
             "      --sparse-shared   zeros at the same places on every peer (default: each\n"
@@ -96,7 +100,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         {"check", no_argument, NULL, 'c'}, {"op", required_argument, NULL, 'o'},
         {"csv", no_argument, NULL, 'C'}, {"inplace", no_argument, NULL, 'I'},
         {"sparsity", required_argument, NULL, 'S'},
-        {"sparse-shared", no_argument, NULL, 'Z'},
+        {"sparse-shared", no_argument, NULL, 'Z'}, {"register", no_argument, NULL, 'R'},
         {NULL, 0, NULL, 0}};
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0, opt;
@@ -152,6 +156,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
             break;
         }
         case 'I': o->inplace = 1; break;
+        case 'R': o->register_bufs = 1; break;
         default:
             fprintf(stderr, "ring-bench: unknown option; see ring-bench --help\n");
             free(rest);
@@ -358,7 +363,9 @@ int main(int argc, char **argv)
     o.tolerance = strcmp(cfg.codec, "fp16") == 0   ? 0.002 * cfg.world_size
                   : strcmp(cfg.codec, "bf16") == 0 ? 0.016 * cfg.world_size
                                                    : 1e-5;
-    if (ring_comm_open(&cfg, &comm) != RING_OK) {
+    if (ring_comm_open(&cfg, &comm) != RING_OK ||
+        (o.register_bufs && (ring_comm_register(comm, sbuf, o.max_bytes) != RING_OK ||
+                             ring_comm_register(comm, rbuf, o.max_bytes) != RING_OK))) {
         fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, ring_last_error());
         rc = 1;
         goto out;

@@ -1,8 +1,9 @@
 /*
  * registry.c - the transports compiled into this build, with every missing
- * operation filled by a default that returns RING_ERR_UNSUPPORTED, so the
- * engine never tests for NULL; and the choice --transport auto makes. The only place (besides kernel dispatch)
- * where a RING_HAVE_* macro appears.
+ * operation filled by a default that returns RING_ERR_UNSUPPORTED (memory
+ * registration: RING_OK, it only saves copies), so the engine never tests
+ * for NULL; and the choice --transport auto makes. The only place (besides
+ * kernel dispatch) where a RING_HAVE_* macro appears.
  */
 #include "config.h"
 
@@ -75,6 +76,17 @@ static const char *default_ep_error(const ring_tp_ep_t *ep)
     return "";
 }
 
+/* registration is an optimisation: a transport without it sends the same bytes */
+static ring_status_t default_reg_mem(ring_tp_t *tp, void *addr, size_t bytes)
+{
+    return RING_OK;
+}
+
+static ring_status_t default_dereg_mem(ring_tp_t *tp, void *addr)
+{
+    return RING_OK;
+}
+
 static const ring_tp_ops_t tp_defaults = {
     .size = sizeof(ring_tp_ops_t),
     .name = "none",
@@ -91,6 +103,8 @@ static const ring_tp_ops_t tp_defaults = {
     .ep_peer = default_ep_peer,
     .ep_close = default_ep_close,
     .ep_error = default_ep_error,
+    .reg_mem = default_reg_mem,
+    .dereg_mem = default_dereg_mem,
 };
 
 static const ring_tp_ops_t *const tp_builtin[] = {
@@ -127,6 +141,8 @@ static void tp_fill_defaults(void)
         TP_FILL(dst, src, ep_peer);
         TP_FILL(dst, src, ep_close);
         TP_FILL(dst, src, ep_error);
+        TP_FILL(dst, src, reg_mem);
+        TP_FILL(dst, src, dereg_mem);
     }
 }
 

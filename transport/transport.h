@@ -107,6 +107,12 @@ typedef struct ring_tp_ops {
     /* The endpoint's sticky error in words when the transport knows more than
      * status and errno say (a completion status, a QP number), else "". */
     const char *(*ep_error)(const ring_tp_ep_t *ep);
+
+    /* Memory the caller will send from again and again: a transport that can
+     * send without copying (verbs) registers it; addr must stay allocated until
+     * dereg_mem. Transports that need nothing accept and ignore it. */
+    ring_status_t (*reg_mem)(ring_tp_t *tp, void *addr, size_t bytes);
+    ring_status_t (*dereg_mem)(ring_tp_t *tp, void *addr);
 } ring_tp_ops_t;
 
 /* Transports compiled into this build, NULL-terminated; defaults filled in. */

@@ -102,9 +102,8 @@ static size_t req_len(const ring_tp_req_t *req)
     return len;
 }
 
-/* Copy bytes [off, off + len) of the request's iov into dst (or from src into the iov). */
-static void iov_copy(const ring_tp_req_t *req, size_t off, size_t len, void *dst,
-                     const void *src)
+/* Copy len bytes from src into bytes [off, off + len) of the request's iov. */
+static void iov_fill(const ring_tp_req_t *req, size_t off, size_t len, const void *src)
 {
     for (int i = 0; i < req->iovcnt && len > 0; i++) {
         size_t l = req->iov[i].iov_len, n;
@@ -114,12 +113,8 @@ static void iov_copy(const ring_tp_req_t *req, size_t off, size_t len, void *dst
             continue;
         }
         n = l - off < len ? l - off : len;
-        if (dst != NULL)
-            memcpy(dst, (char *)req->iov[i].iov_base + off, n);
-        else
-            memcpy((char *)req->iov[i].iov_base + off, src, n);
-        dst = dst != NULL ? (char *)dst + n : NULL;
-        src = src != NULL ? (const char *)src + n : NULL;
+        memcpy((char *)req->iov[i].iov_base + off, src, n);
+        src = (const char *)src + n;
         len -= n;
         off = 0;
     }
@@ -173,7 +168,11 @@ static void vb_fini(ring_tp_t *tp_)
 
     if (tp == NULL)
         return;
+    ring_log(RING_LOG_DEBUG, "verbs: sent %llu bytes straight from registered memory, %llu "
+             "through the bounce slots", (unsigned long long)tp->bytes_direct,
+             (unsigned long long)tp->bytes_bounced);
     ring_tcp_ops.fini(tp->tcp);
+    vb_regions_free(tp);
     ibv_destroy_comp_channel(tp->channel);
     vb_dev_close(&tp->dev);
     free(tp);
@@ -376,11 +375,9 @@ static int vb_boot_progress(ring_tp_ep_t *ep)
 
 /* ---- the data path --------------------------------------------------------------- */
 
-static int vb_post_write(ring_tp_ep_t *ep, uint32_t imm, uint64_t wr_id, void *src,
-                         uint32_t len, uint64_t remote)
+static int vb_post_write(ring_tp_ep_t *ep, uint32_t imm, uint64_t wr_id, struct ibv_sge *sge,
+                         int nsge, uint64_t remote)
 {
-    struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = len,
-                          .lkey = ep->tx_mr->lkey};
     struct ibv_send_wr wr, *bad;
     int rc;
 
@@ -389,8 +386,8 @@ static int vb_post_write(ring_tp_ep_t *ep, uint32_t imm, uint64_t wr_id, void *s
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.imm_data = htonl(imm);
-    wr.sg_list = len > 0 ? &sge : NULL;
-    wr.num_sge = len > 0 ? 1 : 0;
+    wr.sg_list = nsge > 0 ? sge : NULL;
+    wr.num_sge = nsge;
     wr.wr.rdma.remote_addr = remote;
     wr.wr.rdma.rkey = ep->theirs.rkey;
     rc = ibv_post_send(ep->qp, &wr, &bad);
@@ -419,6 +416,49 @@ static int vb_return_credits(ring_tp_ep_t *ep, int force)
     return 1;
 }
 
+/*
+ * The gather list of bytes [off, off + len) of a request: pieces inside a
+ * registered region go as they are, the others are copied into the bounce
+ * slot (consecutive copies share one entry). Returns the number of entries.
+ */
+static int vb_gather(ring_tp_ep_t *ep, const ring_tp_req_t *req, size_t off, size_t len,
+                     unsigned char *bounce, struct ibv_sge *sge)
+{
+    int n = 0;
+    size_t used = 0;
+
+    for (int i = 0; i < req->iovcnt && len > 0; i++) {
+        size_t l = req->iov[i].iov_len, take;
+        const unsigned char *p;
+        const vb_region_t *r;
+
+        if (off >= l) {
+            off -= l;
+            continue;
+        }
+        take = l - off < len ? l - off : len;
+        p = (const unsigned char *)req->iov[i].iov_base + off;
+        r = vb_region_find(ep->tp, p, take);
+        if (r != NULL) {
+            sge[n++] = (struct ibv_sge){(uint64_t)(uintptr_t)p, (uint32_t)take, r->mr->lkey};
+            ep->tp->bytes_direct += take;
+        } else {
+            memcpy(bounce + used, p, take);
+            if (n > 0 && sge[n - 1].lkey == ep->tx_mr->lkey &&
+                sge[n - 1].addr + sge[n - 1].length == (uint64_t)(uintptr_t)(bounce + used))
+                sge[n - 1].length += (uint32_t)take;
+            else
+                sge[n++] = (struct ibv_sge){(uint64_t)(uintptr_t)(bounce + used), (uint32_t)take,
+                                            ep->tx_mr->lkey};
+            used += take;
+            ep->tp->bytes_bounced += take;
+        }
+        len -= take;
+        off = 0;
+    }
+    return n;
+}
+
 /* Post fragments of the queued sends while credits, bounce slots and the SQ allow. */
 static int vb_push_tx(ring_tp_ep_t *ep)
 {
@@ -437,8 +477,10 @@ static int vb_push_tx(ring_tp_ep_t *ep)
         uint64_t remote = ep->theirs.addr +
                           (uint64_t)(ep->tx_posted % ep->theirs.nslots) * ep->theirs.slot_bytes;
 
-        iov_copy(req, req->offset, len, bounce, NULL);
-        if (vb_post_write(ep, len | (last ? VB_IMM_LAST : 0), VB_WR_DATA, bounce, len,
+        struct ibv_sge sge[RING_TP_IOV_MAX];
+        int nsge = vb_gather(ep, req, req->offset, len, bounce, sge);
+
+        if (vb_post_write(ep, len | (last ? VB_IMM_LAST : 0), VB_WR_DATA, sge, nsge,
                           remote) != 0)
             return 1;
         ep->tx_ends_req[slot] = (uint8_t)last;
@@ -462,7 +504,7 @@ static int vb_deliver(ring_tp_ep_t *ep)
         uint32_t k = ep->rx_consumed % VB_SLOTS, len = ep->rx_len[k];
         size_t cap = req_len(req), room = cap > ep->rx_msg_bytes ? cap - ep->rx_msg_bytes : 0;
 
-        iov_copy(req, ep->rx_msg_bytes, len < room ? len : room, NULL,
+        iov_fill(req, ep->rx_msg_bytes, len < room ? len : room,
                  ep->rx_slots + (size_t)k * VB_SLOT_BYTES);
         if (len > room)
             ep->rx_overflow = 1;
@@ -706,4 +748,6 @@ const ring_tp_ops_t ring_verbs_ops = {
     .ep_peer = vb_ep_peer,
     .ep_close = vb_ep_close,
     .ep_error = vb_ep_error,
+    .reg_mem = vb_reg_mem,
+    .dereg_mem = vb_dereg_mem,
 };

@@ -58,6 +58,16 @@ typedef struct vb_dev {
     char gid_text[64];
 } vb_dev_t;
 
+/* A caller's registered buffer (verbs_mr.c). */
+typedef struct vb_region {
+    uintptr_t addr;
+    size_t len;
+    struct ibv_mr *mr;
+    int device;                /* CUDA device memory, registered as a dma-buf */
+} vb_region_t;
+
+#define VB_REGIONS_MAX 64
+
 typedef enum vb_ep_state {
     VB_EP_BOOT,                /* records, then the ready byte, over the bootstrap connection */
     VB_EP_OPEN,
@@ -77,6 +87,10 @@ typedef struct vb_tp {
     struct ibv_comp_channel *channel; /* every endpoint's CQ reports here */
     struct ring_tp_ep *eps[VB_MAX_EPS];
     int neps;
+    vb_region_t regions[VB_REGIONS_MAX];
+    int nregions;
+    uint64_t bytes_direct;     /* sent straight from registered memory */
+    uint64_t bytes_bounced;    /* ... and through the bounce slots */
 } vb_tp_t;
 
 struct ring_tp_listener {
@@ -132,6 +146,13 @@ struct ring_tp_ep {
 /* Opens the device for this rank; -1 with why (no device, none active...) */
 int vb_dev_open(const ring_tp_params_t *params, vb_dev_t *dev, char *why, size_t whylen);
 void vb_dev_close(vb_dev_t *dev);
+
+/* verbs_mr.c */
+ring_status_t vb_reg_mem(ring_tp_t *tp, void *addr, size_t bytes);
+ring_status_t vb_dereg_mem(ring_tp_t *tp, void *addr);
+/* The registered region holding all of [p, p + len), or NULL. */
+const vb_region_t *vb_region_find(const vb_tp_t *tp, const void *p, size_t len);
+void vb_regions_free(vb_tp_t *tp);
 
 /* verbs_qp.c */
 int vb_qp_create(ring_tp_ep_t *ep, char *err, size_t errlen);

@@ -45,7 +45,7 @@ int vb_qp_create(ring_tp_ep_t *ep, char *err, size_t errlen)
     qa.qp_type = IBV_QPT_RC;
     qa.cap.max_send_wr = VB_SQ_DEPTH;
     qa.cap.max_recv_wr = VB_SLOTS + VB_RQ_EXTRA;
-    qa.cap.max_send_sge = 1;
+    qa.cap.max_send_sge = RING_TP_IOV_MAX; /* a fragment: registered pieces and bounce */
     qa.cap.max_recv_sge = 1;
     ep->qp = ibv_create_qp(dev->pd, &qa);
     if (ep->qp == NULL) {

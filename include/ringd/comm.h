@@ -67,6 +67,17 @@ int ring_comm_size(const ring_comm_t *comm);
 const char *ring_comm_transport(const ring_comm_t *comm);
 
 /*
+ * Register a buffer this peer will pass to allreduces again and again (like
+ * ncclCommRegister): over verbs its bytes then leave without a copy, and
+ * CUDA device memory is registered for GPUDirect RDMA (a dma-buf). Other
+ * transports accept and ignore it. The buffer must stay allocated until
+ * ring_comm_deregister, which must not be called while an allreduce that
+ * uses it is in flight. Registration is never needed for correctness.
+ */
+ring_status_t ring_comm_register(ring_comm_t *comm, void *buf, size_t bytes);
+ring_status_t ring_comm_deregister(ring_comm_t *comm, void *buf);
+
+/*
  * Allreduce count elements: recvbuf = op over all peers of their sendbuf.
  * In place when sendbuf == recvbuf. Every peer must call it with the same
  * count, dtype and op, in the same order as its other allreduces; a peer

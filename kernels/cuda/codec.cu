@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "half.h"
@@ -203,6 +204,35 @@ extern "C" int ring_cuda_is_device_ptr(const void *p)
     if (cuda_result(cudaPointerGetAttributes(&attr, p)) != 0)
         return 0;
     return attr.type == cudaMemoryTypeDevice;
+}
+
+/* cuMemGetHandleForAddressRange's signature (cuda.h), called through the entry point */
+typedef CUresult (*ring_cu_range_handle_fn)(void *handle, CUdeviceptr dptr, size_t size,
+                                            CUmemRangeHandleType type, unsigned long long flags);
+
+extern "C" int ring_cuda_dmabuf_fd(const void *dev_ptr, size_t bytes, int *fd, uintptr_t *base,
+                                   size_t *len)
+{
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult found;
+    const uintptr_t page = 65536; /* dma-buf exports whole GPU pages (64 KiB) */
+    uintptr_t lo = (uintptr_t)dev_ptr & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)dev_ptr + bytes + page - 1) & ~(page - 1);
+    int handle = -1;
+
+    if (!ring_cuda_is_device_ptr(dev_ptr))
+        return -1;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 11070,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess || fn == NULL)
+        return -1;
+    if (((ring_cu_range_handle_fn)fn)(&handle, (CUdeviceptr)lo, hi - lo,
+                                      CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0) != CUDA_SUCCESS)
+        return -1;
+    *fd = handle;
+    *base = lo;
+    *len = hi - lo;
+    return 0;
 }
 
 extern "C" int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes)

@@ -61,6 +61,17 @@ int ring_cuda_is_device_ptr(const void *p);
 int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes);
 int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes);
 
+/*
+ * GPUDirect RDMA: a dma-buf file descriptor for [dev_ptr, dev_ptr + bytes)
+ * of device memory (cuMemGetHandleForAddressRange, reached through
+ * cudaGetDriverEntryPointByVersion so the library does not link libcuda),
+ * for ibv_reg_dmabuf_mr. The range is widened to the page that holds it:
+ * *fd covers [*base, *base + *len), dev_ptr sits at *base + (dev_ptr - *base).
+ * -1 without a device, a driver too old, or memory the driver cannot export.
+ */
+int ring_cuda_dmabuf_fd(const void *dev_ptr, size_t bytes, int *fd, uintptr_t *base,
+                        size_t *len);
+
 /* Device memory for tests and callers without CUDA headers: cudaMalloc / cudaFree. */
 int ring_cuda_malloc(size_t bytes, void **dev_p);
 int ring_cuda_free(void *dev_p);
