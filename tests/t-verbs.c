@@ -89,10 +89,12 @@ static rdev_t devs[MAX_DEVS];
 static int ndevs;
 static const char *transport = "verbs";
 
+#if RING_HAVE_VERBS
 static int cmp_dev(const void *a, const void *b)
 {
     return strcmp(((const rdev_t *)a)->name, ((const rdev_t *)b)->name);
 }
+#endif
 
 /* Active devices (a port in state ACTIVE), sorted by name; why says what was found otherwise. */
 static int find_active_devices(char *why, size_t len)

@@ -6,7 +6,7 @@
 #      (1 MiB if 16 MiB fails), a few seconds: the reference bandwidth
 #   3. tests/t-verbs, its TAP lines renumbered into this one
 #   4. ring-bench over verbs, N=2 and N=4, codecs none, fp16, bf16, with -c:
-#      exit 0 and #wrong 0 at every size
+#      exit 0 and #wrong 0 at every size, and the rxe packet counters grew
 #   5. ring-bench N=2, 16 MiB, over verbs and over tcp in the same guest:
 #      both right; busbw of both and busbw_verbs / ib_write_bw as "# bar:" lines
 #      (TCG numbers: for comparing runs of this suite, not hardware)
@@ -125,15 +125,20 @@ bench() {
 }
 # csv_rows FILE: rank 0's CSV rows (without the header)
 csv_rows() { sed -n 's/^\[0\] \([0-9][0-9]*,.*\)$/\1/p' "$1"; }
+# packets sent by all rxe devices so far (rxe's hw counter): what ran over RDMA
+pkts() { cat /sys/class/infiniband/*/ports/*/hw_counters/sent_pkts 2>/dev/null | awk '{s += $1} END {print s + 0}'; }
 
 for np in 2 4; do
     for codec in none fp16 bf16; do
         t0=$SECONDS
+        p0=$(pkts)
         bench $np $codec "$T/b" "$TP" -b 4K -e 1M -f 16 -n 3 -w 1
+        sent=$(($(pkts) - p0))
         rows=$(csv_rows "$T/b" | wc -l)
         bad=$(csv_rows "$T/b" | awk -F, '$7 != 0' | wc -l)
-        ok $((brc == 0 && rows == 3 && bad == 0 ? 0 : 1)) \
-            "ring-bench $TP N=$np codec $codec -c, 4K..1M: exit $brc, $rows sizes, $bad with #wrong != 0 ($((SECONDS - t0)) s)"
+        # at least 4 calls of 1 MiB, each rank sending >= 1 MiB of it (fp16: half): >= 256 packets
+        ok $((brc == 0 && rows == 3 && bad == 0 && sent >= 256 ? 0 : 1)) \
+            "ring-bench $TP N=$np codec $codec -c, 4K..1M: exit $brc, $rows sizes, $bad with #wrong != 0, $sent RDMA packets (need >= 256) ($((SECONDS - t0)) s)"
         if [ $brc != 0 ] || [ "$rows" != 3 ] || [ "$bad" != 0 ]; then
             show "$T/b" 8
             show "$T/b.err" 8
@@ -146,13 +151,17 @@ note "t+$(elapsed) s"
 declare -A BUSBW
 for tp in "$TP" tcp; do
     t0=$SECONDS
+    p0=$(pkts)
     bench 2 none "$T/big" "$tp" -b 16M -e 16M -n 4 -w 1
+    sent=$(($(pkts) - p0))
     row=$(csv_rows "$T/big" | head -n 1)
     wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
     # busbw in GB/s (1e9 B/s) -> MB/s (1e6 B/s), as perftest prints
     BUSBW[$tp]=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {printf "%.1f", $6 * 1000}')
-    ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 ? 0 : 1)) \
-        "ring-bench $tp N=2 16 MiB -c: exit $brc, #wrong ${wrong:-?}, busbw ${BUSBW[$tp]:-?} MB/s ($((SECONDS - t0)) s)"
+    # verbs: 4 timed calls (+ warm-up, check), each rank sending 16 MiB = 4096+ packets per call; tcp: none
+    if [ "$tp" = tcp ]; then want="no RDMA packets"; good=$((sent == 0)); else want=">= 32768 RDMA packets"; good=$((sent >= 32768)); fi
+    ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && good ? 0 : 1)) \
+        "ring-bench $tp N=2 16 MiB -c: exit $brc, #wrong ${wrong:-?}, busbw ${BUSBW[$tp]:-?} MB/s, $sent RDMA packets ($want) ($((SECONDS - t0)) s)"
     [ $brc = 0 ] || { show "$T/big" 8; show "$T/big.err" 8; }
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
