@@ -12,8 +12,8 @@
  * the data over verbs.
  *
  * Every correctness case also checks that the data really went through the
- * RDMA devices: the rxe packet counters (/sys/class/infiniband/DEV/ports/P/
- * hw_counters/sent_pkts) must grow by at least the packets the ring has to
+ * RDMA devices: the packet counters (/sys/class/infiniband/DEV/ports/P/
+ * hw_counters/sent_pkts on rxe, counters/port_xmit_packets otherwise) must grow by at least the packets the ring has to
  * move, and with at least as many devices as ranks, rank r's traffic must
  * leave through the (r mod k)-th active device and through no other.
  *
@@ -141,22 +141,27 @@ static int find_active_devices(char *why, size_t len)
 #endif
 }
 
-/* sent_pkts of every active device; -1 where the counter cannot be read */
+/* packets sent by every active device: rxe's hw_counters/sent_pkts, else the
+ * standard port counter (hardware HCAs); -1 where neither can be read */
 static void read_counters(long long *c)
 {
-    for (int d = 0; d < ndevs; d++) {
-        char path[256];
-        FILE *f;
+    static const char *const names[] = {"hw_counters/sent_pkts", "counters/port_xmit_packets"};
 
+    for (int d = 0; d < ndevs; d++) {
         c[d] = -1;
-        snprintf(path, sizeof(path), "/sys/class/infiniband/%.63s/ports/%d/hw_counters/sent_pkts",
-                 devs[d].name, devs[d].port);
-        f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        if (fscanf(f, "%lld", &c[d]) != 1)
-            c[d] = -1;
-        fclose(f);
+        for (int k = 0; k < 2 && c[d] < 0; k++) {
+            char path[256];
+            FILE *f;
+
+            snprintf(path, sizeof(path), "/sys/class/infiniband/%.63s/ports/%d/%s", devs[d].name,
+                     devs[d].port, names[k]);
+            f = fopen(path, "r");
+            if (f == NULL)
+                continue;
+            if (fscanf(f, "%lld", &c[d]) != 1)
+                c[d] = -1;
+            fclose(f);
+        }
     }
 }
 
@@ -592,8 +597,8 @@ int main(void)
         diag("transport %s; active RDMA devices:%s", transport, list);
     }
     if (!counters_readable())
-        bail("cannot read /sys/class/infiniband/DEV/ports/P/hw_counters/sent_pkts of every "
-             "active device: the traffic checks need them (rxe has them)");
+        bail("cannot read /sys/class/infiniband/DEV/ports/P/hw_counters/sent_pkts (rxe) or "
+             "counters/port_xmit_packets of every active device: the traffic checks need them");
 
     /* correctness, N=2 and N=4, each codec */
     for (int ci = 0; ci < 3; ci++) {
