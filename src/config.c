@@ -66,8 +66,9 @@ static const config_entry_t config_table[] = {
     {"gid-index", "RING_IB_GID_INDEX", CONFIG_INT, "-1", "", FIELD(gid_index), -1, 255,
      "verbs on RoCE: the GID table index; -1 = the first RoCE v2 GID holding an IPv4 "
      "address"},
-    {"ib-timeout", "RING_IB_TIMEOUT", CONFIG_INT, "14", "", FIELD(ib_timeout), 1, 31,
-     "verbs: QP ACK timeout, 4.096 us x 2^N per try (14 = 67 ms)"},
+    {"ib-timeout", "RING_IB_TIMEOUT", CONFIG_INT, "18", "", FIELD(ib_timeout), 1, 31,
+     "verbs: QP ACK timeout, 4.096 us x 2^N per try (18 = 1.07 s; shorter ones retransmit "
+     "spuriously on a loaded host, and Soft-RoCE mishandles some retransmitted writes)"},
     {"ib-retry-count", "RING_IB_RETRY_CNT", CONFIG_INT, "7", "", FIELD(ib_retry_count), 0, 7,
      "verbs: retransmissions of an unacknowledged write before it fails naming the peer"},
     {"codec", "RING_CODEC", CONFIG_CHOICE, "none", "none|fp16|bf16", FIELD(codec), 0, 0,

@@ -2,12 +2,12 @@
 # tests/verbs-guest.sh BUILDDIR SRCDIR - the verbs suite, run INSIDE the
 # tools/rxe-vm guest (tests/verbs.test boots it with --ndev 4), printing TAP:
 #   1. the guest's rxe devices are active
-#   2. ib_write_bw rxe0 -> rxe1 (perftest, RC RDMA WRITE), 16 MiB messages
-#      (1 MiB if 16 MiB fails), a few seconds: the reference bandwidth
+#   2. ib_write_bw rxe0 -> rxe1 (perftest, RC RDMA WRITE), 64 KiB and 16 MiB
+#      messages, 3 s each: the better one is the reference bandwidth
 #   3. tests/t-verbs, its TAP lines renumbered into this one
 #   4. ring-bench over verbs, N=2 and N=4, codecs none, fp16, bf16, with -c:
 #      exit 0 and #wrong 0 at every size, and the rxe packet counters grew
-#   5. ring-bench N=2, 16 MiB, over verbs and over tcp in the same guest:
+#   5. ring-bench N=2, 16 MiB, registered buffers, over verbs and over tcp:
 #      both right; busbw of both and busbw_verbs / ib_write_bw as "# bar:" lines
 #      (TCG numbers: for comparing runs of this suite, not hardware)
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
@@ -61,8 +61,11 @@ wait_listen() {
     done
     return 1
 }
+# the reference is the better of 64 KiB messages (perftest's default regime, usually the
+# fastest under rxe) and 16 MiB ones (the ring's allreduce size)
 IBBW=
-for size in 16777216 1048576; do
+IBALL=
+for size in 65536 16777216; do
     timeout 90 ib_write_bw -d "$DEV1" -x "$GID" -s $size -D 3 -p 18515 >"$T/ibsrv" 2>&1 &
     spid=$!
     wait_listen 18515 $spid || note "the ib_write_bw server is not listening on port 18515 after 30 s"
@@ -73,19 +76,22 @@ for size in 16777216 1048576; do
     # the result line: #bytes #iterations BW-peak BW-average MsgRate
     bw=$(awk -v s=$size '$1 == s && NF >= 5 {printf "%.1f", $4 * 1.048576}' "$T/ibcli" | tail -n 1)
     if [ $crc = 0 ] && [ $src = 0 ] && [ -n "$bw" ]; then
-        IBBW=$bw
-        IBSIZE=$size
-        break
+        IBALL="$IBALL $((size >> 10)) KiB: $bw MB/s;"
+        if [ -z "$IBBW" ] || awk -v a="$bw" -v b="$IBBW" 'BEGIN { exit !(a > b) }'; then
+            IBBW=$bw
+            IBSIZE=$size
+        fi
+        continue
     fi
     note "ib_write_bw with $size-byte messages failed (client $crc, server $src):"
     show "$T/ibcli" 8
     show "$T/ibsrv" 4
 done
 if [ -n "$IBBW" ]; then
-    ok 0 "ib_write_bw $DEV0 -> $DEV1, $((IBSIZE >> 20)) MiB messages, 3 s: $IBBW MB/s"
-    echo "# bar: ib_write_bw $DEV0 -> $DEV1 $((IBSIZE >> 20)) MiB messages: $IBBW MB/s"
+    ok 0 "ib_write_bw $DEV0 -> $DEV1, 3 s each:$IBALL best $IBBW MB/s"
+    echo "# bar: ib_write_bw $DEV0 -> $DEV1, best of 64 KiB and 16 MiB messages ($((IBSIZE >> 10)) KiB): $IBBW MB/s"
 else
-    ok 1 "ib_write_bw $DEV0 -> $DEV1 (16 MiB, then 1 MiB messages)"
+    ok 1 "ib_write_bw $DEV0 -> $DEV1 (64 KiB and 16 MiB messages)"
 fi
 note "t+$(elapsed) s"
 
@@ -164,7 +170,9 @@ declare -A BUSBW
 for tp in "$TP" tcp; do
     t0=$SECONDS
     p0=$(pkts)
-    bench 2 none "$T/big" "$tp" -b 16M -e 16M -n 4 -w 1
+    # --register: the buffers are registered (ring_comm_register), so verbs sends them
+    # without a bounce copy, as an application that cares about bandwidth would
+    bench 2 none "$T/big" "$tp" -b 16M -e 16M -n 4 -w 1 --register
     sent=$(($(pkts) - p0))
     row=$(csv_rows "$T/big" | head -n 1)
     wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')

@@ -32,8 +32,8 @@
 #include "verbs_hca.h"
 #include "verbs_record.h"
 
-#define VB_SLOTS 16
-#define VB_SLOT_BYTES (256 * 1024)
+#define VB_SLOTS 32
+#define VB_SLOT_BYTES (64 * 1024)
 #define VB_CREDIT_BATCH 4          /* freed slots returned together */
 #define VB_RQ_EXTRA 8              /* receive WRs beyond nslots: credit writes */
 #define VB_SQ_DEPTH (VB_SLOTS + 8) /* data writes + credit writes */
