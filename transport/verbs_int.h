@@ -32,9 +32,16 @@
 #include "verbs_hca.h"
 #include "verbs_record.h"
 
+/* receive slots per endpoint, and their size: what one side may have in flight. 64 KiB
+ * writes (16 packets at MTU 4096) stay clear of Soft-RoCE's trouble with retransmitted long
+ * writes; CPPFLAGS=-DVB_SLOT_BYTES=... tries others */
+#ifndef VB_SLOTS
 #define VB_SLOTS 32
+#endif
+#ifndef VB_SLOT_BYTES
 #define VB_SLOT_BYTES (64 * 1024)
-#define VB_CREDIT_BATCH 4          /* freed slots returned together */
+#endif
+#define VB_CREDIT_BATCH (VB_SLOTS / 4) /* freed slots returned together */
 #define VB_RQ_EXTRA 8              /* receive WRs beyond nslots: credit writes */
 #define VB_SQ_DEPTH (VB_SLOTS + 8) /* data writes + credit writes */
 #define VB_MAX_EPS 256
