@@ -15,7 +15,7 @@ AC_DEFUN([RING_CHECK_VERBS], [
       [AC_MSG_ERROR([--with-verbs=yes but libibverbs was not found: apt-get install libibverbs-dev])])
   ])
   AS_IF([test "$ring_have_verbs" = 1],
-    [ring_verbs_summary="libibverbs found ($VERBS_LIBS); the verbs transport is not written yet"],
+    [ring_verbs_summary="yes ($VERBS_LIBS): the verbs transport is built"],
     [ring_verbs_summary="no (--with-verbs=$with_verbs)"])
   AC_DEFINE_UNQUOTED([RING_HAVE_VERBS], [$ring_have_verbs], [1 if the verbs transport is built])
   AM_CONDITIONAL([HAVE_VERBS], [test "$ring_have_verbs" = 1])

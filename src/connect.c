@@ -173,7 +173,21 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         }
         return RING_OK;
     }
-    RING_CHECK(check_other_transport(comm, hc, -1, comm->tp_ops->ep_peer(hc->ep)));
+    status = check_other_transport(comm, hc, -1, comm->tp_ops->ep_peer(hc->ep));
+    if (status != RING_OK) {
+        /* our hello tells a verbs peer which transport this one runs, before we leave */
+        char msg[1024];
+
+        snprintf(msg, sizeof(msg), "%s", ring_last_error());
+        ring_hello_fill(comm, 0, 0, &mine);
+        ring_hello_encode(&mine, hc->out);
+        hc->sreq.iov[0].iov_base = hc->out;
+        hc->sreq.iov[0].iov_len = RING_HELLO_BYTES;
+        hc->sreq.iovcnt = 1;
+        if (comm->tp_ops->post_send(hc->ep, &hc->sreq) == RING_OK)
+            connect_flush_reply(comm, hc);
+        return ring_error_set(status, "%s", msg);
+    }
     if (hc->rreq.status != RING_OK || hc->rreq.bytes != RING_HELLO_BYTES ||
         ring_hello_decode(hc->in, &theirs) != 0) {
         /* a port scanner, a health check or garbage: not fatal, just not ours */

@@ -714,6 +714,27 @@ int main(void)
         }
     }
 
+    /* a peer on the other transport: refused at once on both sides, naming the transport */
+    if (strcmp(transport, "verbs") == 0) {
+        static const h_setting_t mixed[] = {{1, "transport", "tcp"}, {0, NULL, NULL}};
+        const h_run_t *run = run_ring(2, &c, transport, mixed, "20s", NULL, 0, 60);
+
+        for (int r = 0; r < 2; r++) {
+            char d[96];
+
+            if (!ok(outcome(&run->r[r]) > 0 && run->r[r].t_end < 15.0,
+                    "rank 0 on verbs, rank 1 on tcp: rank %d fails at once (%s at %.2f s)", r,
+                    h_describe(&run->r[r], d, sizeof(d)), run->r[r].t_end))
+                h_diag(run);
+            like(run->r[r].msg, "--transport", "mixed transports: rank %d's message says so", r);
+        }
+    } else {
+        skip("mixed transports: only over verbs");
+        skip("mixed transports: only over verbs");
+        skip("mixed transports: only over verbs");
+        skip("mixed transports: only over verbs");
+    }
+
     /* failures: size mismatch (small, and larger than a slot), a peer killed mid-round */
     size_mismatch(2, 1, 1024, 1000);
     size_mismatch(4, 2, 4u << 20, (4u << 20) + 4096);

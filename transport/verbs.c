@@ -517,6 +517,7 @@ static int vb_deliver(ring_tp_ep_t *ep)
             req->bytes = ep->rx_msg_bytes;
             ep->rx_msg_bytes = 0;
             if (ep->rx_overflow) {
+                ep->rx_overflow = 0;
                 /* as tcp: this receive and every later one fail, sends still work */
                 ep->rx_broken = 1;
                 req_finish(req, RING_ERR_MISMATCH, 0);
