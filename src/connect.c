@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "comm_int.h"
+#include "le.h"
 #include "log.h"
 #include "verbs_record.h"
 
@@ -80,9 +81,7 @@ static ring_status_t check_other_transport(ring_comm_t *comm, hello_conn_t *hc, 
                                            const char *addr)
 {
     char who[400];
-    const unsigned char *m = hc->in;
-    uint32_t magic = (uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 |
-                     (uint32_t)m[3] << 24;
+    uint32_t magic = le_get32(hc->in);
 
     if (rank >= 0)
         snprintf(who, sizeof(who), "rank %d (%s)", rank, addr);

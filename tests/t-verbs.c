@@ -42,6 +42,7 @@
 #include <infiniband/verbs.h>
 #endif
 
+#include "cuda/ring_cuda.h"
 #include "harness.h"
 #include "tap.h"
 
@@ -58,6 +59,7 @@ enum kind {
     K_CHECK, /* the ops, each checked against the exact sum */
     K_LOOP,  /* allreduce `count` floats again and again; h_ready after the first */
     K_SIZE,  /* one allreduce of `count` floats; rank odd_rank uses odd_count */
+    K_GPUDIRECT, /* register `count` floats of CUDA device memory (a dma-buf), then drop it */
 };
 
 typedef struct vop {
@@ -328,6 +330,23 @@ static int v_child(int rank, int n, const ring_config_t *cfg, void *arg)
                 h_msg("finished %d allreduces without an error", i);
         }
         break;
+    case K_GPUDIRECT: {
+        void *dev = NULL;
+
+        if (ring_cuda_malloc(count * sizeof(float), &dev) != 0) {
+            code = fail_at(RING_ERR_NO_MEMORY, "cudaMalloc");
+            break;
+        }
+        st = ring_comm_register(comm, dev, count * sizeof(float));
+        if (st != RING_OK)
+            code = fail_at(st, "ring_comm_register of device memory");
+        else if ((st = ring_comm_deregister(comm, dev)) != RING_OK)
+            code = fail_at(st, "ring_comm_deregister of device memory");
+        else
+            h_msg("registered and deregistered %zu bytes of device memory", count * 4);
+        (void)ring_cuda_free(dev);
+        break;
+    }
     }
     free(buf);
     ring_comm_close(comm);
@@ -712,6 +731,24 @@ int main(void)
                 h_diag(run);
             like(run->r[r].msg, "mlx5_99", "ib-dev=mlx5_99: rank %d's message names it", r);
         }
+    }
+
+    /* GPUDirect RDMA: CUDA device memory registered as a dma-buf (needs a GPU) */
+    if (ring_cuda_available()) {
+        static vcase_t g = {.kind = K_GPUDIRECT, .count = 1 << 20};
+        const h_run_t *run = run_ring(2, &g, transport, NULL, "20s", NULL, 0, 60);
+
+        for (int r = 0; r < 2; r++) {
+            char d[96];
+
+            if (!ok(outcome(&run->r[r]) == 0, "GPUDirect: rank %d registers 4 MiB of device "
+                    "memory with ibv_reg_dmabuf_mr (%s)", r,
+                    h_describe(&run->r[r], d, sizeof(d))))
+                h_diag(run);
+        }
+    } else {
+        skip("GPUDirect RDMA registration: no CUDA device here");
+        skip("GPUDirect RDMA registration: no CUDA device here");
     }
 
     /* a peer on the other transport: refused at once on both sides, naming the transport */

@@ -7,7 +7,8 @@
 #   3. tests/t-verbs, its TAP lines renumbered into this one
 #   4. ring-bench over verbs, N=2 and N=4, codecs none, fp16, bf16, with -c:
 #      exit 0 and #wrong 0 at every size, and the rxe packet counters grew
-#   5. ring-bench N=2, 16 MiB, registered buffers, over verbs and over tcp:
+#   5. ring-bench N=2, 16 MiB, registered buffers (over verbs: sent without a
+#      copy, as rank 0's transport counts), over verbs and over tcp:
 #      both right; busbw of both and busbw_verbs / ib_write_bw as "# bar:" lines
 #      (TCG numbers: for comparing runs of this suite, not hardware)
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
@@ -172,8 +173,14 @@ for tp in "$TP" tcp; do
     p0=$(pkts)
     # --register: the buffers are registered (ring_comm_register), so verbs sends them
     # without a bounce copy, as an application that cares about bandwidth would
-    bench 2 none "$T/big" "$tp" -b 16M -e 16M -n 4 -w 1 --register
+    bench 2 none "$T/big" "$tp" -b 16M -e 16M -n 4 -w 1 --register --log-level debug
     sent=$(($(pkts) - p0))
+    if [ "$tp" = verbs ]; then
+        # rank 0's verbs transport counts, at close, what left without a copy
+        read -r direct bounced <<<"$(sed -n 's/^\[0\].*verbs: sent \([0-9]*\) bytes straight from registered memory, \([0-9]*\) through.*/\1 \2/p' "$T/big.err" | tail -n 1)"
+        ok $((${direct:-0} >= 5 * 16777216 && ${bounced:-1} < 1048576 ? 0 : 1)) \
+            "ring-bench --register over verbs: rank 0 sent ${direct:-?} bytes straight from the registered buffers (need >= 5 x 16 MiB: warm-up and timed calls) and ${bounced:-?} through the bounce slots (need < 1 MiB)"
+    fi
     row=$(csv_rows "$T/big" | head -n 1)
     wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
     # busbw in GB/s (1e9 B/s) -> MB/s (1e6 B/s), as perftest prints

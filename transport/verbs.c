@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "le.h"
 #include "log.h"
 #include "tcp.h"
 #include "verbs.h"
@@ -300,8 +301,7 @@ static void vb_boot_refused(ring_tp_ep_t *ep)
 {
     const char *peer = ring_tcp_ops.ep_peer(ep->boot);
     ring_tp_req_t *r = &ep->rec_recv;
-    uint32_t magic = (uint32_t)ep->rec_in[0] | (uint32_t)ep->rec_in[1] << 8 |
-                     (uint32_t)ep->rec_in[2] << 16 | (uint32_t)ep->rec_in[3] << 24;
+    uint32_t magic = le_get32(ep->rec_in);
 
     if ((r->status == RING_OK || r->status == RING_ERR_MISMATCH) && magic == RING_HELLO_MAGIC)
         vb_ep_fail(ep, RING_ERR_PROTOCOL, 0,
@@ -603,17 +603,23 @@ static int vb_poll_cq(ring_tp_ep_t *ep)
     return moved;
 }
 
-static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
+/* A request starts afresh; on a failed endpoint it fails at once with the sticky error. */
+static ring_status_t vb_req_start(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
     req->done = 0;
     req->status = RING_OK;
     req->sys_errno = 0;
     req->offset = 0;
     req->bytes = 0;
-    if (ep->state == VB_EP_FAILED) {
-        req_finish(req, ep->error, ep->error_errno);
-        return ep->error;
-    }
+    if (ep->state != VB_EP_FAILED)
+        return RING_OK;
+    req_finish(req, ep->error, ep->error_errno);
+    return ep->error;
+}
+
+static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    RING_CHECK(vb_req_start(ep, req));
     if (req_len(req) > UINT32_MAX)
         return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large",
                               req_len(req));
@@ -625,15 +631,7 @@ static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
 
 static ring_status_t vb_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
-    req->done = 0;
-    req->status = RING_OK;
-    req->sys_errno = 0;
-    req->offset = 0;
-    req->bytes = 0;
-    if (ep->state == VB_EP_FAILED) {
-        req_finish(req, ep->error, ep->error_errno);
-        return ep->error;
-    }
+    RING_CHECK(vb_req_start(ep, req));
     if (ep->rx_broken) {
         req_finish(req, RING_ERR_MISMATCH, 0);
         return RING_ERR_MISMATCH;

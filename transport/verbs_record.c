@@ -9,48 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "le.h"
 #include "verbs_record.h"
-
-static void put16(unsigned char *p, uint16_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint16_t get16(const unsigned char *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t v = 0;
-
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
 
 /* offsets: magic 0, version 4, link_layer 6, mtu 7, lid 8, port 10, gid_index 11,
  * qpn 12, psn 16, rkey 20, addr 24, nslots 32, slot_bytes 36, gid 40, dev_name 56,
@@ -58,19 +18,19 @@ static uint64_t get64(const unsigned char *p)
 void vb_record_encode(const vb_record_t *r, unsigned char out[VB_RECORD_BYTES])
 {
     memset(out, 0, VB_RECORD_BYTES);
-    put32(out + 0, VB_RECORD_MAGIC);
-    put16(out + 4, VB_RECORD_VERSION);
+    le_put32(out + 0, VB_RECORD_MAGIC);
+    le_put16(out + 4, VB_RECORD_VERSION);
     out[6] = r->link_layer;
     out[7] = r->mtu;
-    put16(out + 8, r->lid);
+    le_put16(out + 8, r->lid);
     out[10] = r->port;
     out[11] = r->gid_index;
-    put32(out + 12, r->qpn);
-    put32(out + 16, r->psn);
-    put32(out + 20, r->rkey);
-    put64(out + 24, r->addr);
-    put32(out + 32, r->nslots);
-    put32(out + 36, r->slot_bytes);
+    le_put32(out + 12, r->qpn);
+    le_put32(out + 16, r->psn);
+    le_put32(out + 20, r->rkey);
+    le_put64(out + 24, r->addr);
+    le_put32(out + 32, r->nslots);
+    le_put32(out + 36, r->slot_bytes);
     memcpy(out + 40, r->gid, 16);
     memcpy(out + 56, r->dev_name, strnlen(r->dev_name, VB_DEV_NAME_MAX - 1));
 }
@@ -78,8 +38,8 @@ void vb_record_encode(const vb_record_t *r, unsigned char out[VB_RECORD_BYTES])
 int vb_record_decode(const unsigned char in[VB_RECORD_BYTES], vb_record_t *r, char *err,
                      size_t errlen)
 {
-    uint32_t magic = get32(in);
-    uint16_t version = get16(in + 4);
+    uint32_t magic = le_get32(in);
+    uint16_t version = le_get16(in + 4);
 
     memset(r, 0, sizeof(*r));
     if (magic != VB_RECORD_MAGIC) {
@@ -93,15 +53,15 @@ int vb_record_decode(const unsigned char in[VB_RECORD_BYTES], vb_record_t *r, ch
     }
     r->link_layer = in[6];
     r->mtu = in[7];
-    r->lid = get16(in + 8);
+    r->lid = le_get16(in + 8);
     r->port = in[10];
     r->gid_index = in[11];
-    r->qpn = get32(in + 12);
-    r->psn = get32(in + 16);
-    r->rkey = get32(in + 20);
-    r->addr = get64(in + 24);
-    r->nslots = get32(in + 32);
-    r->slot_bytes = get32(in + 36);
+    r->qpn = le_get32(in + 12);
+    r->psn = le_get32(in + 16);
+    r->rkey = le_get32(in + 20);
+    r->addr = le_get64(in + 24);
+    r->nslots = le_get32(in + 32);
+    r->slot_bytes = le_get32(in + 36);
     memcpy(r->gid, in + 40, 16);
     memcpy(r->dev_name, in + 56, VB_DEV_NAME_MAX);
     if (r->link_layer != 1 && r->link_layer != 2)
