@@ -603,6 +603,28 @@ static void test_mlp_errors(const fmnist_t *data)
     ok(rc == 0 && isfinite(loss) && loss > 0 && acc >= 0.0 && acc <= 1.0,
        "evaluate over %zu test samples (not a multiple of the batch): loss %.3f, accuracy %.3f",
        w->ntest, loss, acc);
+    {
+        /* peers evaluating together: the parts add up to the whole test set */
+        double sum = 0, part_loss;
+        size_t right = 0, count = 0, part_right, part_count;
+        int parts_ok = 1;
+
+        for (size_t p = 0; p < 3; p++) {
+            parts_ok &= w->ops->evaluate_part(w, p, 3, &part_loss, &part_right, &part_count, err,
+                                              sizeof(err)) == 0;
+            sum += part_loss;
+            right += part_right;
+            count += part_count;
+        }
+        ok(parts_ok && count == w->ntest && fabs(sum / (double)count - loss) < 1e-9 * loss &&
+               fabs((double)right / (double)count - acc) < 1e-12,
+           "3 parts of the test set: %zu samples, loss %.6f and accuracy %.4f as evaluate's",
+           count, sum / (double)(count ? count : 1), (double)right / (double)(count ? count : 1));
+        err[0] = 0;
+        ok(w->ops->evaluate_part(w, 3, 3, &part_loss, &part_right, &part_count, err,
+                                 sizeof(err)) < 0 && strstr(err, "part 3 of 3") != NULL,
+           "a part beyond the parts is refused: %s", err);
+    }
     w->ops->destroy(w);
 
     s.nhidden = WL_MAX_HIDDEN + 1;

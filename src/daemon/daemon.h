@@ -88,7 +88,11 @@ typedef struct ckpt_pos {
 } ckpt_pos_t;
 int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params, int final,
                      char *path, size_t path_len, char *err, size_t errlen);
+/* rank 0 alone evaluates the whole test set (bounded/async: the rounds go on meanwhile) */
 int run_evaluate(run_t *r, char *err, size_t errlen);
+/* lockstep: every peer evaluates its share of the test set, then an exact allreduce of the
+ * sums, so no peer waits on rank 0 for a whole evaluation (which may outlast --timeout) */
+int run_evaluate_shared(run_t *r, char *err, size_t errlen);
 
 /* evaluator.c: the --role evaluator main loop. Returns the exit code. */
 int evaluator_main(const daemon_opts_t *opt, const ring_config_t *cfg);

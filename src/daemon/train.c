@@ -11,7 +11,9 @@
  *   4. the same SGD update on every peer: the parameters stay bitwise
  *      identical across the ring.
  * A stop request (signal, --max-time on any peer) is part of step 2's
- * values, so every peer stops after the same step.
+ * values, so every peer stops after the same step; so is rank 0's decision
+ * to evaluate after the step, which every peer then does on its share of
+ * the test set (run_evaluate_shared).
  */
 #include "config.h"
 
@@ -26,10 +28,11 @@
 #include "daemon/straggler.h"
 
 /* the control values of a step, summed over the peers (exact) */
-enum { CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_LOSS, CTL_CORRECT, CTL_SAMPLES, CTL_COUNT };
+enum { CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_EVAL, CTL_LOSS, CTL_CORRECT, CTL_SAMPLES, CTL_COUNT };
 
 #define TENSOR_GRADIENT 1u
 #define TENSOR_CONTROL 2u
+#define TENSOR_EVAL 3u
 /* give up after this many consecutive steps with an inf/NaN gradient */
 #define NONFINITE_STREAK_MAX 5
 
@@ -52,9 +55,11 @@ static int ring_fail(run_t *r, const char *what, char *err, size_t errlen)
     return -1;
 }
 
-/* One step. Returns 0, or -1 with err; sets r->stop when the peers agreed to stop.
+/* One step. Returns 0, or -1 with err; sets r->stop when the peers agreed to stop, and
+ * *eval when rank 0 asked (want_eval) for an evaluation after it.
  * ctl holds CTL_COUNT values and then one idle time per peer. */
-static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errlen)
+static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *streak, char *err,
+                      size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
     const uint32_t *idx = shard_batch(&r->shard, r->step_in_epoch, o->batch_size);
@@ -73,6 +78,7 @@ static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errle
     memset(ctl, 0, (CTL_COUNT + (size_t)r->world) * sizeof(float));
     ctl[CTL_STOP_SIGNAL] = signals_stop_requested() ? 1.0f : 0.0f;
     ctl[CTL_STOP_TIME] = o->max_time_s > 0 && t1 - r->t_start >= o->max_time_s ? 1.0f : 0.0f;
+    ctl[CTL_EVAL] = want_eval ? 1.0f : 0.0f;
     ctl[CTL_LOSS] = (float)loss;
     ctl[CTL_CORRECT] = (float)correct;
     ctl[CTL_SAMPLES] = (float)o->batch_size;
@@ -111,6 +117,7 @@ static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errle
     (void)ring_comm_get_stats(r->comm, &after);
 
     memcpy(r->peer_wait, ctl + CTL_COUNT, (size_t)r->world * sizeof(float));
+    *eval = ctl[CTL_EVAL] > 0;
     r->step++;
     r->step_in_epoch++;
     r->total_samples += (uint64_t)ctl[CTL_SAMPLES];
@@ -132,21 +139,21 @@ static int train_step(run_t *r, float *ctl, int *streak, char *err, size_t errle
     return 0;
 }
 
-/* rank 0's evaluation and checkpoint after a step or at an epoch's end */
-static int after_step(run_t *r, int epoch_end, double *last_eval, double *last_ckpt, char *err,
+/* After a step (eval: the peers agreed on it) or at an epoch's end: every peer
+ * evaluates its share, rank 0 checkpoints. */
+static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, char *err,
                       size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
     double now = daemon_now(), t0 = now;
-    int eval, ckpt;
+    int ckpt;
 
-    if (r->rank != 0)
-        return 0;
-    eval = epoch_end ? o->eval_every.per_epoch : every_due(&o->eval_every, r->step, now, last_eval);
-    ckpt = o->checkpoint_dir[0] != '\0' &&
+    if (epoch_end)
+        eval = o->eval_every.per_epoch; /* the same on every peer */
+    ckpt = r->rank == 0 && o->checkpoint_dir[0] != '\0' &&
            (epoch_end ? o->checkpoint_every.per_epoch
                       : every_due(&o->checkpoint_every, r->step, now, last_ckpt));
-    if (eval && r->w->ntest > 0 && run_evaluate(r, err, errlen) != 0)
+    if (eval && r->w->ntest > 0 && run_evaluate_shared(r, err, errlen) != 0)
         return -1;
     if (ckpt && run_checkpoint(r, 0, err, errlen) != 0)
         return -1;
@@ -177,29 +184,34 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
     while (r->stop == STOP_NONE && r->epoch < (uint64_t)o->epochs) {
         shard_set_epoch(&r->shard, r->epoch);
         while (r->stop == STOP_NONE && r->step_in_epoch < steps_per_epoch) {
-            if (train_step(r, ctl, &streak, err, errlen) != 0)
+            /* rank 0 decides (its clock for --eval-every DURATION); the step tells everyone */
+            int want = r->rank == 0 && r->w->ntest > 0 &&
+                       every_due(&o->eval_every, r->step + 1, daemon_now(), &last_eval);
+            int eval = 0;
+
+            if (train_step(r, ctl, want, &eval, &streak, err, errlen) != 0)
                 return -1;
             progress_step(r);
-            if (r->stop == STOP_NONE &&
-                after_step(r, 0, &last_eval, &last_ckpt, err, errlen) != 0)
+            if (r->stop == STOP_NONE && after_step(r, 0, eval, &last_ckpt, err, errlen) != 0)
                 return -1;
         }
         if (r->step_in_epoch >= steps_per_epoch) { /* also a resume into a shorter epoch */
             r->epoch++;
             r->step_in_epoch = 0;
             if (r->stop == STOP_NONE && r->epoch < (uint64_t)o->epochs &&
-                after_step(r, 1, &last_eval, &last_ckpt, err, errlen) != 0)
+                after_step(r, 1, 0, &last_ckpt, err, errlen) != 0)
                 return -1;
         }
     }
     if (r->stop == STOP_NONE)
         r->stop = STOP_DONE;
-    /* the end: rank 0 evaluates the final parameters and writes the final checkpoint */
-    if (r->rank == 0) {
+    /* the end: every peer evaluates the final parameters (its share; test_step is the
+     * same everywhere), rank 0 writes the final checkpoint */
+    {
         double t0 = daemon_now();
-        if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate(r, err, errlen) != 0)
+        if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate_shared(r, err, errlen) != 0)
             return -1;
-        if (o->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
+        if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
             return -1;
         r->other_s += daemon_now() - t0;
     }
@@ -222,12 +234,8 @@ int train_run(run_t *r, char *err, size_t errlen)
     return rc;
 }
 
-int run_evaluate(run_t *r, char *err, size_t errlen)
+static void eval_record(run_t *r, double loss, double acc)
 {
-    double loss, acc;
-
-    if (r->w->ops->evaluate(r->w, &loss, &acc, err, errlen) != 0)
-        return -1;
     r->test_loss = loss;
     r->test_acc = acc;
     r->test_step = r->step;
@@ -236,8 +244,45 @@ int run_evaluate(run_t *r, char *err, size_t errlen)
     if (r->chatty)
         progress_line(r, "epoch %" PRIu64 " step %" PRIu64 ": test accuracy %.2f%%, loss %.4f",
                       r->epoch + (r->step_in_epoch > 0), r->step, 100 * acc, loss);
-    if (r->metrics != NULL)
+    if (r->metrics != NULL && r->rank == 0)
         metrics_eval(r->metrics, r->step, r->epoch, training_time(r), loss, acc);
+}
+
+int run_evaluate(run_t *r, char *err, size_t errlen)
+{
+    double loss, acc;
+
+    if (r->w->ops->evaluate(r->w, &loss, &acc, err, errlen) != 0)
+        return -1;
+    eval_record(r, loss, acc);
+    return 0;
+}
+
+int run_evaluate_shared(run_t *r, char *err, size_t errlen)
+{
+    double loss_sum;
+    size_t correct, count;
+    float sums[3];
+    ring_request_t *req;
+
+    if (r->world == 1 || r->comm == NULL)
+        return run_evaluate(r, err, errlen);
+    if (r->w->ops->evaluate_part(r->w, (size_t)r->rank, (size_t)r->world, &loss_sum, &correct,
+                                 &count, err, errlen) != 0)
+        return -1;
+    /* counts below 2^24 add exactly in float; the loss sum to float precision */
+    sums[0] = (float)loss_sum;
+    sums[1] = (float)correct;
+    sums[2] = (float)count;
+    if (ring_allreduce_start_flags(r->comm, sums, sums, 3, RING_FLOAT32, RING_SUM, TENSOR_EVAL,
+                                   RING_CALL_EXACT, &req) != RING_OK ||
+        ring_request_wait(req) != RING_OK)
+        return ring_fail(r, "evaluation allreduce", err, errlen);
+    if (!(sums[2] > 0)) {
+        snprintf(err, errlen, "step %" PRIu64 ": the peers evaluated no test samples", r->step);
+        return -1;
+    }
+    eval_record(r, (double)sums[0] / sums[2], (double)sums[1] / sums[2]);
     return 0;
 }
 

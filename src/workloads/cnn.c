@@ -351,14 +351,14 @@ static int cnn_train_step(workload_t *w, const uint32_t *idx, int n, double *los
     return 0;
 }
 
-/* Sum of the losses and the number right of test samples [start, start + n). */
-static int cnn_eval_chunk(cnn_t *m, size_t start, int n, double *loss_sum, int *right,
-                          char *err, size_t errlen)
+/* Sum of the losses and the number right of test samples part + (start + i) * nparts, i < n. */
+static int cnn_eval_chunk(cnn_t *m, size_t part, size_t nparts, size_t start, int n,
+                          double *loss_sum, int *right, char *err, size_t errlen)
 {
     double mean;
 
     for (int i = 0; i < n; i++)
-        m->idx[i] = (uint32_t)(start + (size_t)i);
+        m->idx[i] = (uint32_t)(part + (start + (size_t)i) * nparts);
     fmnist_batch(m->data->test_images, m->data->test_labels, m->idx, n, m->x, m->y);
     if (m->gpu)
         return cnn_gpu_forward(m->gpu, m->x, m->y, n, 0.0f, loss_sum, right, err, errlen);
@@ -368,37 +368,56 @@ static int cnn_eval_chunk(cnn_t *m, size_t start, int n, double *loss_sum, int *
     return 0;
 }
 
-static int cnn_evaluate(workload_t *w, double *loss, double *accuracy, char *err, size_t errlen)
+static int cnn_evaluate_part(workload_t *w, size_t part, size_t nparts, double *loss_sum,
+                             size_t *correct, size_t *count, char *err, size_t errlen)
 {
     cnn_t *m = (cnn_t *)w;
-    double loss_sum = 0.0;
-    size_t correct = 0;
+    size_t total = w->ntest > part ? (w->ntest - part + nparts - 1) / nparts : 0;
     char why[WL_ERR_MAX];
+
+    *loss_sum = 0.0;
+    *correct = 0;
+    *count = total;
+    if (w->ntest == 0 || nparts == 0 || part >= nparts) {
+        snprintf(err, errlen, "fmnist-cnn: no test samples to evaluate (part %zu of %zu of %zu)",
+                 part, nparts, w->ntest);
+        return -1;
+    }
+    if (m->gpu && cnn_gpu_load_params(m->gpu, w->params, why, sizeof(why)) < 0)
+        goto gpu_failed;
+    for (size_t start = 0; start < total; start += (size_t)m->rows) {
+        int n = total - start < (size_t)m->rows ? (int)(total - start) : m->rows;
+        double chunk_loss;
+        int chunk_right;
+
+        if (cnn_eval_chunk(m, part, nparts, start, n, &chunk_loss, &chunk_right, why,
+                           sizeof(why)) < 0)
+            goto gpu_failed;
+        *loss_sum += chunk_loss;
+        *correct += (size_t)chunk_right;
+    }
+    return 0;
+gpu_failed:
+    snprintf(err, errlen, "fmnist-cnn on cuda: %s", why);
+    return -1;
+}
+
+static int cnn_evaluate(workload_t *w, double *loss, double *accuracy, char *err, size_t errlen)
+{
+    double loss_sum;
+    size_t correct, count;
 
     if (w->ntest == 0) {
         snprintf(err, errlen, "fmnist-cnn: the dataset has no test samples");
         return -1;
     }
-    if (m->gpu && cnn_gpu_load_params(m->gpu, w->params, why, sizeof(why)) < 0)
-        goto gpu_failed;
-    for (size_t start = 0; start < w->ntest; start += (size_t)m->rows) {
-        int n = w->ntest - start < (size_t)m->rows ? (int)(w->ntest - start) : m->rows;
-        double chunk_loss;
-        int chunk_right;
-
-        if (cnn_eval_chunk(m, start, n, &chunk_loss, &chunk_right, why, sizeof(why)) < 0)
-            goto gpu_failed;
-        loss_sum += chunk_loss;
-        correct += (size_t)chunk_right;
-    }
+    if (cnn_evaluate_part(w, 0, 1, &loss_sum, &correct, &count, err, errlen) != 0)
+        return -1;
     if (loss)
-        *loss = loss_sum / (double)w->ntest;
+        *loss = loss_sum / (double)count;
     if (accuracy)
-        *accuracy = (double)correct / (double)w->ntest;
+        *accuracy = (double)correct / (double)count;
     return 0;
-gpu_failed:
-    snprintf(err, errlen, "fmnist-cnn on cuda: %s", why);
-    return -1;
 }
 
 const workload_ops_t wl_fmnist_cnn = {
@@ -408,5 +427,6 @@ const workload_ops_t wl_fmnist_cnn = {
     .create = cnn_create,
     .train_step = cnn_train_step,
     .evaluate = cnn_evaluate,
+    .evaluate_part = cnn_evaluate_part,
     .destroy = cnn_destroy,
 };

@@ -272,34 +272,52 @@ static int mlp_train_step(workload_t *w, const uint32_t *idx, int n, double *los
     return 0;
 }
 
-static int mlp_evaluate(workload_t *w, double *loss, double *accuracy, char *err, size_t errlen)
+static int mlp_evaluate_part(workload_t *w, size_t part, size_t nparts, double *loss_sum,
+                             size_t *correct, size_t *count, char *err, size_t errlen)
 {
     mlp_t *m = (mlp_t *)w;
-    double loss_sum = 0.0;
-    size_t correct = 0;
+    size_t total = w->ntest > part ? (w->ntest - part + nparts - 1) / nparts : 0;
+
+    *loss_sum = 0.0;
+    *correct = 0;
+    *count = total;
+    if (w->ntest == 0 || nparts == 0 || part >= nparts) {
+        snprintf(err, errlen, "fmnist-mlp: no test samples to evaluate (part %zu of %zu of %zu)",
+                 part, nparts, w->ntest);
+        return -1;
+    }
+    for (size_t start = 0; start < total; start += (size_t)m->rows) {
+        int n = total - start < (size_t)m->rows ? (int)(total - start) : m->rows;
+        double chunk_loss;
+        int chunk_correct;
+
+        for (int i = 0; i < n; i++)
+            m->idx[i] = (uint32_t)(part + (start + (size_t)i) * nparts);
+        fmnist_batch(m->data->test_images, m->data->test_labels, m->idx, n, m->act[0], m->y);
+        mlp_forward(m, n);
+        dense_softmax_xent(m->act[m->nlayers], m->y, n, FMNIST_CLASSES, NULL, &chunk_loss,
+                           &chunk_correct);
+        *loss_sum += chunk_loss * n;
+        *correct += (size_t)chunk_correct;
+    }
+    return 0;
+}
+
+static int mlp_evaluate(workload_t *w, double *loss, double *accuracy, char *err, size_t errlen)
+{
+    double loss_sum;
+    size_t correct, count;
 
     if (w->ntest == 0) {
         snprintf(err, errlen, "fmnist-mlp: the dataset has no test samples");
         return -1;
     }
-    for (size_t start = 0; start < w->ntest; start += (size_t)m->rows) {
-        int n = w->ntest - start < (size_t)m->rows ? (int)(w->ntest - start) : m->rows;
-        double chunk_loss;
-        int chunk_correct;
-
-        for (int i = 0; i < n; i++)
-            m->idx[i] = (uint32_t)(start + (size_t)i);
-        fmnist_batch(m->data->test_images, m->data->test_labels, m->idx, n, m->act[0], m->y);
-        mlp_forward(m, n);
-        dense_softmax_xent(m->act[m->nlayers], m->y, n, FMNIST_CLASSES, NULL, &chunk_loss,
-                           &chunk_correct);
-        loss_sum += chunk_loss * n;
-        correct += (size_t)chunk_correct;
-    }
+    if (mlp_evaluate_part(w, 0, 1, &loss_sum, &correct, &count, err, errlen) != 0)
+        return -1;
     if (loss)
-        *loss = loss_sum / (double)w->ntest;
+        *loss = loss_sum / (double)count;
     if (accuracy)
-        *accuracy = (double)correct / (double)w->ntest;
+        *accuracy = (double)correct / (double)count;
     return 0;
 }
 
@@ -309,5 +327,6 @@ const workload_ops_t wl_fmnist_mlp = {
     .create = mlp_create,
     .train_step = mlp_train_step,
     .evaluate = mlp_evaluate,
+    .evaluate_part = mlp_evaluate_part,
     .destroy = mlp_destroy,
 };

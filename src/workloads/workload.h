@@ -72,6 +72,13 @@ struct workload_ops {
                       char *err, size_t errlen);
     /* Mean loss and accuracy (0..1) over the whole test set at w->params. */
     int (*evaluate)(workload_t *w, double *loss, double *accuracy, char *err, size_t errlen);
+    /*
+     * One part of the test set, for peers that evaluate together: the test
+     * samples i with i mod nparts == part. *loss_sum gets the sum of their
+     * losses, *correct the number predicted right, *count how many there were.
+     */
+    int (*evaluate_part)(workload_t *w, size_t part, size_t nparts, double *loss_sum,
+                         size_t *correct, size_t *count, char *err, size_t errlen);
     void (*destroy)(workload_t *w);
 };
 
