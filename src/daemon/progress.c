@@ -53,10 +53,12 @@ void progress_start(const run_t *r)
     pg.at_samples = r->total_samples;
     pg.at_epoch = r->epoch;
     if (pg.style != PROGRESS_OFF) {
-        printf("ringd: training %s (%zu parameters) on %d peer%s, codec %s, batch %d per peer, "
-               "%" PRIu64 " steps per epoch%s\n",
-               r->w->shape, r->w->nparams, r->world, r->world > 1 ? "s" : "", r->cfg->codec,
-               o->batch_size, per_epoch, r->step > 0 ? " (resumed)" : "");
+        printf("ringd: training %s (%zu parameters) on %d peer%s%s%s, codec %s, batch %d per "
+               "peer, %" PRIu64 " steps per epoch%s\n",
+               r->w->shape, r->w->nparams, r->world, r->world > 1 ? "s" : "",
+               r->comm != NULL && r->world > 1 ? " over " : "",
+               r->comm != NULL && r->world > 1 ? ring_comm_transport(r->comm) : "",
+               r->cfg->codec, o->batch_size, per_epoch, r->step > 0 ? " (resumed)" : "");
         fflush(stdout);
     }
 }
