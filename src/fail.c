@@ -90,6 +90,7 @@ static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
     slot->req.iov[0].iov_base = slot->hdr;
     slot->req.iov[0].iov_len = RING_FRAME_BYTES;
     slot->req.iovcnt = 1;
+    slot->req.urgent = f->type == RING_FRAME_ABORT; /* ahead of the data this peer gives up */
     slot->posted = comm->tp_ops->post_send(ep, &slot->req) == RING_OK;
 }
 

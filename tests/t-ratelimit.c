@@ -406,6 +406,29 @@ static void test_bucket(void)
     ok(rreq[NMSG - 1].done && wall < 0.25,
        "rate 0 is unlimited: 4 MiB in %.1f ms", wall * 1e3);
     pair_close(&p);
+
+    /* 4. an urgent send (an ABORT notice) overtakes queued sends not yet begun */
+    if (pair_open(&p, 0) != 0)
+        bail("cannot open a tcp pair on 127.0.0.1: %s", ring_last_error());
+    for (int m = 0; m < 3; m++) {
+        memset(&rreq[m], 0, sizeof(rreq[m]));
+        rreq[m].iov[0] = (struct iovec){dst[m], MSG};
+        rreq[m].iovcnt = 1;
+        p.ops->post_recv(p.rx, &rreq[m]);
+    }
+    for (int m = 0; m < 3; m++) {
+        memset(&sreq[m], 0, sizeof(sreq[m]));
+        sreq[m].iov[0] = (struct iovec){src[m], m < 2 ? MSG : 8};
+        sreq[m].iovcnt = 1;
+        sreq[m].urgent = m == 2; /* posted last, before any progress: goes first */
+        p.ops->post_send(p.tx, &sreq[m]);
+    }
+    pair_run_until(&p, &rreq[2].done, h_now() + 10, NULL);
+    ok(rreq[0].done && rreq[0].bytes == 8 && memcmp(dst[0], src[2], 8) == 0 &&
+           rreq[1].bytes == MSG && memcmp(dst[1], src[0], MSG) == 0 && rreq[2].bytes == MSG,
+       "an urgent message overtakes the queued ones (arrived as message 1: %zu bytes)",
+       rreq[0].bytes);
+    pair_close(&p);
 }
 
 /* ---- a real ring: N=2, 16 MiB fp32 ----------------------------------------------------- */
@@ -530,10 +553,10 @@ int main(void)
     double t0 = h_now();
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(27);
+    plan(28);
     test_parse_rate(); /* 4 */
     test_config();     /* 9 */
-    test_bucket();     /* 7 */
+    test_bucket();     /* 8 */
     test_ring();       /* 7 */
     diag("t-ratelimit: %.1f s", h_now() - t0);
     return done_testing();

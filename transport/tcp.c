@@ -217,6 +217,19 @@ static ring_status_t tcp_post(ring_tp_ep_t *ep, ring_tp_req_t *req, ring_tp_req_
         req->done = 1;
         return ep->error;
     }
+    if (req->urgent && *head != NULL) {
+        /* before every queued message, except one already partly written */
+        ring_tp_req_t *after = (*head)->offset > 0 ? *head : NULL;
+
+        req->next = after != NULL ? after->next : *head;
+        if (after != NULL)
+            after->next = req;
+        else
+            *head = req;
+        if (req->next == NULL)
+            *tail = req;
+        return RING_OK;
+    }
     if (*tail != NULL)
         (*tail)->next = req;
     else

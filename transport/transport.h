@@ -40,6 +40,9 @@ typedef struct ring_tp_req {
     /* filled by the caller before posting */
     struct iovec iov[RING_TP_IOV_MAX];
     int iovcnt;
+    /* a send that may overtake queued sends not yet begun: an ABORT notice, which
+     * ends the stream, must not wait behind data a dying peer will never finish */
+    int urgent;
     /* set by the transport */
     int done;               /* 1 once finished, successfully or not */
     ring_status_t status;   /* RING_OK or why it failed */

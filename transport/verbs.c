@@ -404,11 +404,11 @@ static int vb_post_write(ring_tp_ep_t *ep, uint32_t imm, uint64_t wr_id, struct 
 }
 
 /* Return freed slots to the sender, in batches (a write with immediate, no data). */
-static int vb_return_credits(ring_tp_ep_t *ep, int force)
+static int vb_return_credits(ring_tp_ep_t *ep)
 {
     uint32_t n = ep->rx_unreturned;
 
-    if (n == 0 || (!force && n < VB_CREDIT_BATCH) || ep->sq_out >= VB_SQ_DEPTH)
+    if (n < VB_CREDIT_BATCH || ep->sq_out >= VB_SQ_DEPTH)
         return 0;
     if (vb_post_write(ep, VB_IMM_CREDIT | n, VB_WR_CREDIT, NULL, 0, ep->theirs.addr) != 0)
         return 0;
@@ -527,7 +527,7 @@ static int vb_deliver(ring_tp_ep_t *ep)
             }
         }
     }
-    moved |= vb_return_credits(ep, 0);
+    moved |= vb_return_credits(ep);
     return moved;
 }
 
@@ -623,7 +623,20 @@ static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
     if (req_len(req) > UINT32_MAX)
         return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large",
                               req_len(req));
-    push(&ep->sq_head, &ep->sq_tail, req);
+    if (req->urgent && ep->sq_head != NULL) {
+        /* before every queued message, except one already partly posted */
+        ring_tp_req_t *after = ep->sq_head->offset > 0 ? ep->sq_head : NULL;
+
+        req->next = after != NULL ? after->next : ep->sq_head;
+        if (after != NULL)
+            after->next = req;
+        else
+            ep->sq_head = req;
+        if (req->next == NULL)
+            ep->sq_tail = req;
+    } else {
+        push(&ep->sq_head, &ep->sq_tail, req);
+    }
     if (ep->state == VB_EP_OPEN)
         (void)vb_push_tx(ep);
     return RING_OK;
