@@ -4,7 +4,8 @@
  *
  * Contract:
  * - Endpoints carry messages: a message posted with post_send arrives whole,
- *   in order, at the peer's recv posted on the matching endpoint. A message
+ *   in order, at the peer's recv posted on the matching endpoint (an urgent
+ *   one may go before earlier ones not yet begun, never into one). A message
  *   larger than the receive's capacity fails that receive with
  *   RING_ERR_MISMATCH (req->bytes says how large it was) after filling the
  *   capacity, and fails every later receive on the endpoint (sends still
