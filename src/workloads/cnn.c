@@ -402,31 +402,13 @@ gpu_failed:
     return -1;
 }
 
-static int cnn_evaluate(workload_t *w, double *loss, double *accuracy, char *err, size_t errlen)
-{
-    double loss_sum;
-    size_t correct, count;
-
-    if (w->ntest == 0) {
-        snprintf(err, errlen, "fmnist-cnn: the dataset has no test samples");
-        return -1;
-    }
-    if (cnn_evaluate_part(w, 0, 1, &loss_sum, &correct, &count, err, errlen) != 0)
-        return -1;
-    if (loss)
-        *loss = loss_sum / (double)count;
-    if (accuracy)
-        *accuracy = (double)correct / (double)count;
-    return 0;
-}
-
 const workload_ops_t wl_fmnist_cnn = {
     .name = "fmnist-cnn",
     .doc = "CNN on Fashion-MNIST (conv5x5-pool-conv5x5-pool-dense), c16-c32-d128 unless "
            "widths are given; CPU (BLAS) or --device cuda (cuDNN)",
     .create = cnn_create,
     .train_step = cnn_train_step,
-    .evaluate = cnn_evaluate,
+    .evaluate = wl_evaluate_whole,
     .evaluate_part = cnn_evaluate_part,
     .destroy = cnn_destroy,
 };

@@ -303,30 +303,12 @@ static int mlp_evaluate_part(workload_t *w, size_t part, size_t nparts, double *
     return 0;
 }
 
-static int mlp_evaluate(workload_t *w, double *loss, double *accuracy, char *err, size_t errlen)
-{
-    double loss_sum;
-    size_t correct, count;
-
-    if (w->ntest == 0) {
-        snprintf(err, errlen, "fmnist-mlp: the dataset has no test samples");
-        return -1;
-    }
-    if (mlp_evaluate_part(w, 0, 1, &loss_sum, &correct, &count, err, errlen) != 0)
-        return -1;
-    if (loss)
-        *loss = loss_sum / (double)count;
-    if (accuracy)
-        *accuracy = (double)correct / (double)count;
-    return 0;
-}
-
 const workload_ops_t wl_fmnist_mlp = {
     .name = "fmnist-mlp",
     .doc = "ReLU MLP on Fashion-MNIST, 784-256-128-10 unless hidden widths are given (CPU, BLAS)",
     .create = mlp_create,
     .train_step = mlp_train_step,
-    .evaluate = mlp_evaluate,
+    .evaluate = wl_evaluate_whole,
     .evaluate_part = mlp_evaluate_part,
     .destroy = mlp_destroy,
 };

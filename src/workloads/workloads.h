@@ -11,4 +11,7 @@ extern const workload_ops_t wl_fmnist_mlp;   /* mlp.c: 784-H1-...-10 MLP on Fash
 extern const workload_ops_t wl_fmnist_cnn;   /* cnn.c: small CNN on Fashion-MNIST */
 extern const workload_ops_t wl_synthetic;    /* synthetic.c: no data, tunable size and compute */
 
+/* evaluate.c: the evaluate op of a workload with a test set, from its evaluate_part */
+int wl_evaluate_whole(workload_t *w, double *loss, double *accuracy, char *err, size_t errlen);
+
 #endif /* RING_WORKLOADS_H */
