@@ -44,7 +44,7 @@ static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
 {
     ch->part = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
     /* chunks are sized by what travels: 2 bytes an element with a codec */
-    ring_sched_init(&ch->sched, comm->rank, comm->size, ch->part.len,
+    ring_sched_init(&ch->sched, comm->pos, comm->size, ch->part.len,
                     ring_enc_elem_bytes(comm, req), comm->cfg.chunk_bytes);
     ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
     return ring_enc_channel_reserve(comm, ch, req);

@@ -10,6 +10,8 @@
 
 #include "comm_int.h"
 #include "log.h"
+#include "rendezvous.h"
+#include "ring_order.h"
 
 static void comm_free(ring_comm_t *comm)
 {
@@ -28,11 +30,55 @@ static void comm_free(ring_comm_t *comm)
     ring_dev_comm_free(comm); /* hook: device.c's host staging */
     if (comm->listener != NULL)
         comm->tp_ops->listener_close(comm->listener);
+    ring_rendezvous_close(comm);
     if (comm->tp != NULL)
         comm->tp_ops->fini(comm->tp);
+    for (int r = 0; comm->hosts != NULL && r < comm->size; r++)
+        free(comm->hosts[r]);
+    free(comm->hosts);
+    free(comm->order);
     free(comm->peers);
     ring_config_free(&comm->cfg);
     free(comm);
+}
+
+/* The peer list the user gave: each rank's host is its entry's host. */
+static ring_status_t comm_static_peers(ring_comm_t *comm)
+{
+    const ring_config_t *cfg = &comm->cfg;
+
+    RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
+                                &comm->peers));
+    comm->hosts = calloc((size_t)comm->size, sizeof(*comm->hosts));
+    if (comm->hosts == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
+    for (int r = 0; r < comm->size; r++)
+        if ((comm->hosts[r] = strdup(comm->peers[r].host)) == NULL)
+            return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
+    return RING_OK;
+}
+
+/* This peer's place on the ring and its neighbours (--ring-order). */
+static ring_status_t comm_place(ring_comm_t *comm)
+{
+    comm->order = malloc((size_t)comm->size * sizeof(*comm->order));
+    if (comm->order == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
+    if (strcmp(comm->cfg.ring_order, "rank") == 0)
+        ring_order_by_rank(comm->size, comm->order);
+    else if (ring_order_by_host((const char *const *)comm->hosts, comm->size, comm->order) != 0)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
+    for (int p = 0; p < comm->size; p++)
+        if (comm->order[p] == comm->rank)
+            comm->pos = p;
+    comm->left_rank = comm->order[(comm->pos + comm->size - 1) % comm->size];
+    comm->right_rank = comm->order[(comm->pos + 1) % comm->size];
+    ring_order_describe((const char *const *)comm->hosts, comm->order, comm->size,
+                        comm->order_desc, sizeof(comm->order_desc));
+    ring_peer_format(&comm->peers[comm->left_rank], comm->left_addr, sizeof(comm->left_addr));
+    ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr, sizeof(comm->right_addr));
+    ring_log(RING_LOG_INFO, "ring order (%s): %s", comm->cfg.ring_order, comm->order_desc);
+    return RING_OK;
 }
 
 static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
@@ -54,8 +100,6 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     ring_log_set_rank(cfg->rank);
     comm->rank = cfg->rank;
     comm->size = cfg->world_size;
-    comm->left_rank = (cfg->rank + cfg->world_size - 1) % cfg->world_size;
-    comm->right_rank = (cfg->rank + 1) % cfg->world_size;
     comm->nchannels = cfg->channels;
     comm->nstreams = cfg->tcp_streams;
     comm->codec = strcmp(cfg->codec, "fp16") == 0   ? RING_CODEC_FP16
@@ -71,6 +115,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
     if (comm->size == 1) {
         comm->tp_ops = ring_tp_find("tcp");
+        comm->left_rank = comm->right_rank = comm->pos = 0;
         return RING_OK; /* a ring of one needs no peers, no sockets and no RDMA device */
     }
     comm->tp_ops = ring_tp_choose(cfg->transport, &params, why, sizeof(why));
@@ -79,10 +124,6 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                               cfg->transport, ring_tp_names());
     if (why[0] != '\0')
         ring_log(RING_LOG_INFO, "transport auto: tcp, because %s", why);
-    RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
-                                &comm->peers));
-    ring_peer_format(&comm->peers[comm->left_rank], comm->left_addr, sizeof(comm->left_addr));
-    ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr, sizeof(comm->right_addr));
     for (int c = 0; c < comm->nchannels; c++) {
         comm->channels[c].index = c;
         RING_CHECK(ring_enc_channel_alloc(comm, &comm->channels[c]));
@@ -92,6 +133,11 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                                   "bytes", RING_WINDOW, cfg->chunk_bytes);
     }
     RING_CHECK(comm->tp_ops->init(&params, &comm->tp));
+    if (ring_config_uses_rendezvous(cfg))
+        RING_CHECK(ring_rendezvous(comm));
+    else
+        RING_CHECK(comm_static_peers(comm));
+    RING_CHECK(comm_place(comm));
     /* frame headers live in the channels' slots: registered, they need no copy either */
     if (comm->tp_ops->reg_mem(comm->tp, comm->channels, sizeof(comm->channels)) != RING_OK)
         ring_log(RING_LOG_DEBUG, "%s", ring_last_error());
@@ -141,6 +187,11 @@ int ring_comm_size(const ring_comm_t *comm)
 const char *ring_comm_transport(const ring_comm_t *comm)
 {
     return comm->tp_ops->name;
+}
+
+const char *ring_comm_ring_order(const ring_comm_t *comm)
+{
+    return comm->order_desc;
 }
 
 ring_status_t ring_comm_register(ring_comm_t *comm, void *buf, size_t bytes)

@@ -101,8 +101,15 @@ struct ring_request {
 struct ring_comm {
     ring_config_t cfg;
     int rank, size;
-    int left_rank, right_rank;
+    int pos;                               /* place on the ring (ring_order.c); the
+                                            * schedule runs on places, not ranks */
+    int *order;                            /* order[place] = rank */
+    int left_rank, right_rank;             /* ranks at places pos-1 and pos+1 */
     ring_peer_addr_t *peers;
+    char **hosts;                          /* each rank's host: the ring's order groups by it */
+    char order_desc[512];                  /* "hostA[0-1] -> hostB[2-3]" */
+    struct ring_store *store;              /* the rendezvous store while rank 0 owns it */
+    struct ring_store_server *store_server; /* rank 0's tcp store, up until close */
     char left_addr[300], right_addr[300];
     const ring_tp_ops_t *tp_ops;
     ring_tp_t *tp;

@@ -19,7 +19,9 @@
 #include "log.h"
 #include "parse.h"
 #include "verbs_hca.h"
+#include "iface.h"
 #include "peers.h"
+#include "rendezvous.h"
 
 typedef enum config_type {
     CONFIG_INT,
@@ -71,6 +73,18 @@ static const config_entry_t config_table[] = {
      "spuriously on a loaded host, and Soft-RoCE mishandles some retransmitted writes)"},
     {"ib-retry-count", "RING_IB_RETRY_CNT", CONFIG_INT, "7", "", FIELD(ib_retry_count), 0, 7,
      "verbs: retransmissions of an unacknowledged write before it fails naming the peer"},
+    {"rendezvous", "RING_RENDEZVOUS", CONFIG_STRING, "", "tcp://HOST:PORT|file:///DIR",
+     FIELD(rendezvous), 0, 0,
+     "how peers find each other instead of --peers: tcp://HOST:PORT = rank 0 serves a small "
+     "store on PORT of HOST (its own host), file:///DIR = files in a directory every peer "
+     "shares; a launcher's MASTER_ADDR or Slurm node list sets it (see --print-env)"},
+    {"ring-order", "RING_RING_ORDER", CONFIG_CHOICE, "host", "host|rank", FIELD(ring_order), 0,
+     0, "order of the ring: host = the peers of one host next to each other (the ring crosses "
+        "each host boundary once), in rank order within a host; rank = rank order"},
+    {"iface", "RING_SOCKET_IFNAME", CONFIG_STRING, "", "IFACE,...", FIELD(iface), 0, 0,
+     "tcp: interfaces whose addresses peers publish at a rendezvous, as NCCL_SOCKET_IFNAME: "
+     "name prefixes, '=' first for exact names, '^' first to exclude; empty = every interface "
+     "but lo and docker*, or lo when every peer is on one host"},
     {"codec", "RING_CODEC", CONFIG_CHOICE, "none", "none|fp16|bf16", FIELD(codec), 0, 0,
      "what a gradient travels as: fp32 (none), or fp16/bf16 with fp32 accumulation"},
     {"lz4", "RING_LZ4", CONFIG_CHOICE, "off", "off|on|auto", FIELD(lz4), 0, 0,
@@ -115,7 +129,7 @@ static const config_entry_t config_table[] = {
 
 _Static_assert(CONFIG_COUNT <= sizeof(((ring_config_t *)0)->source), "source[] too small");
 
-static const char *const source_names[] = {"default", "environment", "flag", "api"};
+static const char *const source_names[] = {"default", "environment", "flag", "api", "launcher"};
 
 static const config_entry_t *config_find(const char *name)
 {
@@ -252,6 +266,56 @@ ring_status_t ring_config_set(ring_config_t *cfg, const char *name, const char *
 
 extern char **environ;
 
+/* A launcher's value for a setting no RING_* variable gave. */
+static ring_status_t config_from_launcher(ring_config_t *cfg, const char *name, const char *value)
+{
+    const config_entry_t *e = config_find(name);
+
+    if (cfg->source[e - config_table] != RING_SRC_DEFAULT || value[0] == '\0')
+        return RING_OK;
+    RING_CHECK(config_apply(cfg, e, value));
+    cfg->source[e - config_table] = RING_SRC_LAUNCHER;
+    return RING_OK;
+}
+
+static ring_status_t config_apply_launcher(ring_config_t *cfg)
+{
+    ring_launch_t *l = &cfg->launch;
+    char num[16];
+
+    RING_CHECK(ring_launch_detect(l, cfg->port_lo));
+    if (l->rank >= 0) {
+        snprintf(num, sizeof(num), "%d", l->rank);
+        RING_CHECK(config_from_launcher(cfg, "rank", num));
+    }
+    if (l->world_size > 0) {
+        snprintf(num, sizeof(num), "%d", l->world_size);
+        RING_CHECK(config_from_launcher(cfg, "world-size", num));
+    }
+    RING_CHECK(config_from_launcher(cfg, "peers", l->peers));
+    if (cfg->source[config_find("peers") - config_table] == RING_SRC_DEFAULT)
+        RING_CHECK(config_from_launcher(cfg, "rendezvous", l->rendezvous));
+    return config_from_launcher(cfg, "job-id", l->job_id);
+}
+
+ring_config_source_t ring_config_source(const ring_config_t *cfg, const char *name)
+{
+    const config_entry_t *e = config_find(name);
+
+    return e != NULL ? (ring_config_source_t)cfg->source[e - config_table] : RING_SRC_DEFAULT;
+}
+
+int ring_config_uses_rendezvous(const ring_config_t *cfg)
+{
+    ring_config_source_t rs = cfg->source[config_find("rendezvous") - config_table];
+    ring_config_source_t ps = cfg->source[config_find("peers") - config_table];
+
+    if (cfg->rendezvous[0] == '\0')
+        return 0;
+    /* a launcher's guess loses to a peer list the user gave */
+    return !(rs == RING_SRC_LAUNCHER && ps != RING_SRC_DEFAULT && ps != RING_SRC_LAUNCHER);
+}
+
 ring_status_t ring_config_load_env(ring_config_t *cfg)
 {
     for (size_t i = 0; i < CONFIG_COUNT; i++) {
@@ -268,7 +332,7 @@ ring_status_t ring_config_load_env(ring_config_t *cfg)
             cfg->source[config_find("log-level") - config_table] = RING_SRC_ENV;
         }
     }
-    return RING_OK;
+    return config_apply_launcher(cfg);
 }
 
 /* Variables other parts of ringd read; not in this table, but not typos either. */
@@ -351,7 +415,14 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
     if (cfg->chunk_bytes < 64 || cfg->chunk_bytes > (1u << 30))
         return ring_error_set(RING_ERR_INVALID, "chunk size %zu is out of range 64..1G bytes "
                               "(--chunk-size, RING_CHUNK_SIZE)", cfg->chunk_bytes);
-    if (cfg->world_size > 1) {
+    if (cfg->world_size > 1 && ring_config_uses_rendezvous(cfg)) {
+        ring_rdzv_url_t url;
+        char why[300];
+
+        if (ring_rdzv_url_parse(cfg->rendezvous, &url, why, sizeof(why)) != 0)
+            return ring_error_set(RING_ERR_INVALID, "--rendezvous / RING_RENDEZVOUS '%s': %s",
+                                  cfg->rendezvous, why);
+    } else if (cfg->world_size > 1) {
         ring_peer_addr_t *addrs;
         RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
                                     &addrs));
@@ -361,6 +432,11 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
         return ring_error_set(RING_ERR_INVALID, "timeouts must be positive "
                               "(--timeout %g, --connect-timeout %g)", cfg->timeout_s,
                               cfg->connect_timeout_s);
+    {
+        char why[300];
+        if (ring_iface_spec_check(cfg->iface, why, sizeof(why)) != 0)
+            return ring_error_set(RING_ERR_INVALID, "%s (--iface)", why);
+    }
     {
         vb_hca_spec_t hca;
         char why[256];
@@ -416,12 +492,33 @@ void ring_config_print_help(FILE *out)
     }
 }
 
+/* The launcher variable behind a setting, for --print-config. */
+static const char *config_launcher_var(const ring_config_t *cfg, const config_entry_t *e)
+{
+    const ring_launch_t *l = &cfg->launch;
+
+    if (strcmp(e->name, "rank") == 0)
+        return l->rank_var;
+    if (strcmp(e->name, "world-size") == 0)
+        return l->world_var;
+    if (strcmp(e->name, "peers") == 0)
+        return l->peers_var;
+    if (strcmp(e->name, "rendezvous") == 0)
+        return l->rendezvous_why;
+    if (strcmp(e->name, "job-id") == 0)
+        return l->job_var;
+    return "";
+}
+
 void ring_config_print(const ring_config_t *cfg, FILE *out)
 {
     for (size_t i = 0; i < CONFIG_COUNT; i++) {
         char value[512];
         config_format(cfg, &config_table[i], value, sizeof(value));
-        fprintf(out, "%-16s %-24s (%s, %s)\n", config_table[i].name, value[0] ? value : "\"\"",
-                source_names[cfg->source[i] < 4 ? cfg->source[i] : 0], config_table[i].env);
+        fprintf(out, "%-16s %-24s (%s%s%s, %s)\n", config_table[i].name,
+                value[0] ? value : "\"\"", source_names[cfg->source[i] < 5 ? cfg->source[i] : 0],
+                cfg->source[i] == RING_SRC_LAUNCHER ? " " : "",
+                cfg->source[i] == RING_SRC_LAUNCHER ? config_launcher_var(cfg, &config_table[i])
+                                                    : "", config_table[i].env);
     }
 }

@@ -329,7 +329,10 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
     cs->comm = comm;
     if (strcmp(bind, "*") == 0)
         bind = "";
-    RING_CHECK_GOTO(comm->tp_ops->listen(comm->tp, bind, me->port, &comm->listener), status, out);
+    /* a rendezvous listened already, to publish its port */
+    if (comm->listener == NULL)
+        RING_CHECK_GOTO(comm->tp_ops->listen(comm->tp, bind, me->port, &comm->listener), status,
+                        out);
     for (int i = 0; i < total; i++)
         RING_CHECK_GOTO(connect_start(cs, i), status, out);
     while (cs->nout < total || cs->accepted < total) {

@@ -42,6 +42,11 @@ static void default_listener_close(ring_tp_listener_t *l)
 {
 }
 
+static int default_listener_port(const ring_tp_listener_t *l)
+{
+    return -1;
+}
+
 static ring_status_t default_connect(ring_tp_t *tp, const char *host, int port,
                                      ring_tp_ep_t **ep_p)
 {
@@ -95,6 +100,7 @@ static const ring_tp_ops_t tp_defaults = {
     .listen = default_listen,
     .accept = default_accept,
     .listener_close = default_listener_close,
+    .listener_port = default_listener_port,
     .connect = default_connect,
     .post_send = default_post,
     .post_recv = default_post,
@@ -133,6 +139,7 @@ static void tp_fill_defaults(void)
         TP_FILL(dst, src, listen);
         TP_FILL(dst, src, accept);
         TP_FILL(dst, src, listener_close);
+        TP_FILL(dst, src, listener_port);
         TP_FILL(dst, src, connect);
         TP_FILL(dst, src, post_send);
         TP_FILL(dst, src, post_recv);

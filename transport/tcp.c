@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -144,6 +145,20 @@ static ring_status_t tcp_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
     tcp_set_options(fd, l->tp->params.sockbuf);
     tcp_format_addr((struct sockaddr *)&ss, peer, sizeof(peer));
     return tcp_ep_create(l->tp, fd, TCP_EP_OPEN, peer, ep_p);
+}
+
+static int tcp_listener_port(const ring_tp_listener_t *l)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    if (getsockname(l->fd, (struct sockaddr *)&ss, &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return -1;
 }
 
 static void tcp_listener_close(ring_tp_listener_t *l)
@@ -369,6 +384,7 @@ const ring_tp_ops_t ring_tcp_ops = {
     .listen = tcp_listen,
     .accept = tcp_accept,
     .listener_close = tcp_listener_close,
+    .listener_port = tcp_listener_port,
     .connect = tcp_connect,
     .post_send = tcp_post_send,
     .post_recv = tcp_post_recv,

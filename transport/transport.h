@@ -90,6 +90,8 @@ typedef struct ring_tp_ops {
     /* RING_OK with *ep_p == NULL means nothing is waiting: call again later. */
     ring_status_t (*accept)(ring_tp_listener_t *l, ring_tp_ep_t **ep_p);
     void (*listener_close)(ring_tp_listener_t *l);
+    /* The port the listener is bound to (after port 0 chose one), or -1. */
+    int (*listener_port)(const ring_tp_listener_t *l);
 
     /* Start connecting; the endpoint is usable at once (see the contract). */
     ring_status_t (*connect)(ring_tp_t *tp, const char *host, int port, ring_tp_ep_t **ep_p);

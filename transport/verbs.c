@@ -198,6 +198,11 @@ static ring_status_t vb_listen(ring_tp_t *tp_, const char *host, int port,
     return RING_OK;
 }
 
+static int vb_listener_port(const ring_tp_listener_t *l)
+{
+    return ring_tcp_ops.listener_port(l->tcp);
+}
+
 static void vb_listener_close(ring_tp_listener_t *l)
 {
     if (l == NULL)
@@ -752,6 +757,7 @@ const ring_tp_ops_t ring_verbs_ops = {
     .listen = vb_listen,
     .accept = vb_accept,
     .listener_close = vb_listener_close,
+    .listener_port = vb_listener_port,
     .connect = vb_connect,
     .post_send = vb_post_send,
     .post_recv = vb_post_recv,

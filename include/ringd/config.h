@@ -6,8 +6,9 @@
  * unit and a one-line doc, all kept in one table inside libringd, so
  * parsers, --help and --print-config cannot drift apart.
  *
- * Precedence: defaults < environment < flags (ring_config_set calls made
- * after ring_config_load_env win).
+ * Precedence: defaults < a launcher's variables (ringd/launch.h) < RING_*
+ * variables < flags (ring_config_set calls made after ring_config_load_env
+ * win).
  */
 #ifndef RINGD_CONFIG_H
 #define RINGD_CONFIG_H
@@ -15,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <ringd/launch.h>
 #include <ringd/status.h>
 
 #ifdef __cplusplus
@@ -28,7 +30,8 @@ typedef enum ring_config_source {
     RING_SRC_DEFAULT = 0,
     RING_SRC_ENV,
     RING_SRC_FLAG,
-    RING_SRC_API
+    RING_SRC_API,
+    RING_SRC_LAUNCHER    /* a launcher's variables (ringd/launch.h), below RING_* ones */
 } ring_config_source_t;
 
 typedef struct ring_config {
@@ -56,6 +59,10 @@ typedef struct ring_config {
     int gid_index;            /* verbs: GID table index, -1 = an IPv4-mapped RoCE v2 GID */
     int ib_timeout;           /* verbs: QP ACK timeout exponent (4.096 us x 2^N) */
     int ib_retry_count;       /* verbs: retransmissions before a write fails */
+    char rendezvous[RING_CONFIG_STR_MAX]; /* "tcp://HOST:PORT", "file:///DIR" or "" (peers) */
+    char ring_order[8];       /* "host": peers of a host adjacent, or "rank" */
+    char iface[RING_CONFIG_STR_MAX]; /* RING_SOCKET_IFNAME: interfaces tcp may use */
+    ring_launch_t launch;     /* what ring_config_load_env found in the launcher's variables */
     /* Where each table entry's value came from, indexed like the table. */
     unsigned char source[32];
 } ring_config_t;
@@ -80,7 +87,9 @@ ring_status_t ring_config_set(ring_config_t *cfg, const char *name, const char *
 
 /*
  * Read every RING_* variable of the table from the environment (programs
- * call ring_config_check_env to warn about unknown ones).
+ * call ring_config_check_env to warn about unknown ones), then what a
+ * launcher says (rank, world size, rendezvous, job id: ringd/launch.h,
+ * kept in cfg->launch) for the settings no RING_* variable gave.
  * RING_DEBUG=1 is a shorthand for RING_LOG_LEVEL=debug.
  */
 ring_status_t ring_config_load_env(ring_config_t *cfg);
@@ -112,6 +121,13 @@ void ring_config_print_help(FILE *out);
 
 /* Print the effective value of every setting and where it came from. */
 void ring_config_print(const ring_config_t *cfg, FILE *out);
+
+/* Where the value of setting name came from (RING_SRC_DEFAULT for an unknown name). */
+ring_config_source_t ring_config_source(const ring_config_t *cfg, const char *name);
+
+/* 1 when the peers meet through cfg->rendezvous, 0 when through the static
+ * peer list: a peer list given by the user beats a launcher's rendezvous. */
+int ring_config_uses_rendezvous(const ring_config_t *cfg);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
  *   progress.c   what rank 0 prints: bar or lines, and the summary table
  *   metrics.c    one JSON line per step
  *   signals.c    SIGINT/SIGTERM: stop after this step
+ *   print_env.c  --print-env: what the launcher says and what ringd uses
  */
 #ifndef RINGD_DAEMON_H
 #define RINGD_DAEMON_H
@@ -93,6 +94,9 @@ int run_evaluate(run_t *r, char *err, size_t errlen);
 /* lockstep: every peer evaluates its share of the test set, then an exact allreduce of the
  * sums, so no peer waits on rank 0 for a whole evaluation (which may outlast --timeout) */
 int run_evaluate_shared(run_t *r, char *err, size_t errlen);
+
+/* print_env.c: the --print-env report. */
+void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out);
 
 /* evaluator.c: the --role evaluator main loop. Returns the exit code. */
 int evaluator_main(const daemon_opts_t *opt, const ring_config_t *cfg);

@@ -43,6 +43,8 @@ static void usage(FILE *out)
         "\n"
         "Other options:\n"
         "  --print-config   print every effective setting and where it came from, then exit\n"
+        "  --print-env      print what the launcher's variables say (rank, world size, local\n"
+        "                   rank, rendezvous, job id) and what ringd uses, then exit\n"
         "  -h, --help       this text\n"
         "  --version        print the version\n"
         "  Value options also accept --opt=VALUE. Flags win over RING_* variables, which\n"
@@ -89,7 +91,7 @@ static int spin_flag_given(int argc, char **argv)
 
 /* Settings from defaults, environment and argv. 0, 1 (exit 0 now), or 2 (usage error). */
 static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config_t *cfg,
-                          int *print_config)
+                          int *print_config, int *print_env_only)
 {
     char err[DAEMON_ERR_MAX];
     int i = 1, rc;
@@ -105,6 +107,9 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
         fprintf(stderr, "ringd: %s\n", err);
         return 2;
     }
+    /* TF_CONFIG's evaluator task; RING_ROLE and --role still win */
+    if (strcmp(cfg->launch.role, "evaluator") == 0 && getenv("RING_ROLE") == NULL)
+        opt->role = ROLE_EVALUATOR;
     while (i < argc) {
         const char *a = argv[i];
 
@@ -118,6 +123,11 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
         }
         if (strcmp(a, "--print-config") == 0) {
             *print_config = 1;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--print-env") == 0) {
+            *print_env_only = 1;
             i++;
             continue;
         }
@@ -143,6 +153,8 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
      * for the network there takes CPU the gradients need (measured: 1.5x samples/s) */
     if (opt->mode != MODE_LOCKSTEP && getenv("RING_SPIN_US") == NULL && !spin_flag_given(argc, argv))
         (void)ring_config_set(cfg, "spin-us", "0", RING_SRC_DEFAULT);
+    if (*print_env_only)
+        return 0; /* report what was found, valid or not */
     /* no ring given at all: train alone */
     if (cfg->world_size == 0 && cfg->rank < 0 && (cfg->peers == NULL || !cfg->peers[0])) {
         (void)ring_config_set(cfg, "world-size", "1", RING_SRC_DEFAULT);
@@ -186,6 +198,8 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
         fprintf(stderr, "ringd[rank %d]: %s\n", r.rank, ring_last_error());
         return 1;
     }
+    if (r.rank == 0 && r.world > 1 && opt->progress != PROGRESS_OFF)
+        printf("ringd: ring order (%s): %s\n", cfg->ring_order, ring_comm_ring_order(r.comm));
     /* after the ring is up: a peer that cannot load its data closes the ring, and the
      * others hear of it at once instead of waiting for a connect timeout */
     daemon_opts_workload(opt, &s);
@@ -233,14 +247,21 @@ int main(int argc, char **argv)
 {
     daemon_opts_t opt;
     ring_config_t cfg;
-    int print_config = 0, rc;
+    int print_config = 0, print_env_only = 0, rc;
 
-    rc = parse_settings(argc, argv, &opt, &cfg, &print_config);
+    rc = parse_settings(argc, argv, &opt, &cfg, &print_config, &print_env_only);
     if (rc != 0) {
         ring_config_free(&cfg);
         return rc == 1 ? 0 : 2;
     }
     check_env();
+    if (print_env_only) {
+        print_env(&opt, &cfg, stdout);
+        ring_config_free(&cfg);
+        return 0;
+    }
+    if (cfg.launch.note[0] != '\0' && cfg.rank <= 0)
+        fprintf(stderr, "ringd: note: %s\n", cfg.launch.note);
     if (print_config) {
         printf("# ringd %s: effective settings (value, source, environment variable)\n",
                ring_version());

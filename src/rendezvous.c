@@ -1,0 +1,370 @@
+/*
+ * rendezvous.c - how peers meet without a peer list. Each peer listens
+ * first (on port 0 unless --port was given, so peers of one host never
+ * collide), then publishes one record under "rank/<r>":
+ *
+ *   ringd-rendezvous 1
+ *   world 4
+ *   transport tcp
+ *   nonce 8a1f...        (tells this peer's record from another's)
+ *   host node07          (gethostname: the ring's order groups by it)
+ *   port 40123
+ *   addr 10.1.2.7        (the addresses --iface allows, best first;
+ *   addr 127.0.0.1        loopback last, used when every peer is local)
+ *
+ * and waits for all N records (the barrier). Then every peer picks the
+ * same address for each rank: loopback when all peers share a host name,
+ * else the first non-loopback address.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "comm_int.h"
+#include "iface.h"
+#include "log.h"
+#include "parse.h"
+#include "rendezvous.h"
+#include "store.h"
+
+#define RDZV_ADDRS 8
+#define RDZV_RECORD_MAX 2048
+
+typedef struct rdzv_record {
+    int world;
+    char transport[16];
+    char nonce[40];
+    char host[RING_HOST_MAX];
+    int port;
+    char addr[RDZV_ADDRS][RING_HOST_MAX]; /* numeric, or --bind's host name */
+    int naddr;
+} rdzv_record_t;
+
+int ring_rdzv_url_parse(const char *url, ring_rdzv_url_t *u, char *why, size_t len)
+{
+    memset(u, 0, sizeof(*u));
+    if (strncmp(url, "file://", 7) == 0) {
+        const char *path = url + 7;
+        if (path[0] != '/') {
+            snprintf(why, len, "file:// needs an absolute directory, as in file:///shared/dir");
+            return -1;
+        }
+        if (strlen(path) >= sizeof(u->path) - 64) {
+            snprintf(why, len, "the directory name is too long");
+            return -1;
+        }
+        u->kind = RING_RDZV_FILE;
+        snprintf(u->path, sizeof(u->path), "%s", path);
+        return 0;
+    }
+    if (strncmp(url, "tcp://", 6) == 0) {
+        const char *h = url + 6, *colon, *end;
+        long port;
+
+        if (h[0] == '[') {
+            end = strchr(h, ']');
+            if (end == NULL || end[1] != ':') {
+                snprintf(why, len, "an IPv6 host needs brackets and a port: tcp://[::1]:29500");
+                return -1;
+            }
+            h++;
+            colon = end + 1;
+        } else {
+            colon = strrchr(h, ':');
+            end = colon;
+            if (colon == NULL || memchr(h, ':', (size_t)(colon - h)) != NULL) {
+                snprintf(why, len, "expected tcp://HOST:PORT (IPv6 as tcp://[ADDR]:PORT)");
+                return -1;
+            }
+        }
+        if (end == h || (size_t)(end - h) >= sizeof(u->host)) {
+            snprintf(why, len, "the host is empty or too long");
+            return -1;
+        }
+        if (ring_parse_long(colon + 1, &port) != 0 || port < 1 || port > 65535) {
+            snprintf(why, len, "the port must be 1..65535");
+            return -1;
+        }
+        u->kind = RING_RDZV_TCP;
+        memcpy(u->host, h, (size_t)(end - h));
+        u->port = (int)port;
+        return 0;
+    }
+    snprintf(why, len, "expected tcp://HOST:PORT or file:///DIR");
+    return -1;
+}
+
+/* Listen where --bind or --iface says (else on every address), on port 0
+ * unless --port was set; fill rec with what others need to reach us. */
+static ring_status_t rdzv_listen(ring_comm_t *comm, rdzv_record_t *rec)
+{
+    const ring_config_t *cfg = &comm->cfg;
+    ring_iface_addr_t a[RDZV_ADDRS];
+    char why[300], bind[RING_CONFIG_STR_MAX] = "";
+    int n = 0, lo = 0, hi = 0;
+    ring_status_t st = RING_ERR_IO;
+
+    if (cfg->bind[0] != '\0' && strcmp(cfg->bind, "*") != 0) {
+        char spec[RING_CONFIG_STR_MAX + 2];
+        snprintf(spec, sizeof(spec), "=%s", cfg->bind);
+        /* an interface name stands for its addresses, anything else for itself */
+        n = ring_iface_spec_check(spec, NULL, 0) == 0
+                ? ring_iface_addrs(spec, a, RDZV_ADDRS, NULL, 0) : 0;
+        snprintf(bind, sizeof(bind), "%s", n > 0 ? a[0].addr : cfg->bind);
+    } else if (cfg->iface[0] != '\0') {
+        n = ring_iface_addrs(cfg->iface, a, RDZV_ADDRS, why, sizeof(why));
+        if (n <= 0)
+            return ring_error_set(RING_ERR_INVALID, "%s (--iface / RING_SOCKET_IFNAME)", why);
+        snprintf(bind, sizeof(bind), "%s", a[0].addr);
+    } else {
+        /* every address: publish the default rule's ones, loopback last */
+        n = ring_iface_addrs("", a, RDZV_ADDRS - 1, why, sizeof(why));
+        if (n < 0)
+            return ring_error_set(RING_ERR_IO, "%s", why);
+        snprintf(a[n].addr, sizeof(a[n].addr), "127.0.0.1");
+        a[n++].loopback = 1;
+    }
+    if (ring_config_source(cfg, "port") != RING_SRC_DEFAULT) {
+        lo = cfg->port_lo;
+        hi = cfg->port_hi;
+    }
+    for (int port = lo; port <= hi && st != RING_OK; port++)
+        st = comm->tp_ops->listen(comm->tp, bind, port, &comm->listener);
+    RING_CHECK(st);
+    rec->port = comm->tp_ops->listener_port(comm->listener);
+    if (rec->port <= 0)
+        return ring_error_set(RING_ERR_IO, "rendezvous: cannot learn the port this peer "
+                              "listens on");
+    for (int i = 0; i < n; i++)
+        snprintf(rec->addr[i], sizeof(rec->addr[i]), "%s", a[i].addr);
+    rec->naddr = n;
+    if (n <= 0) { /* --bind named a host, not an interface */
+        snprintf(rec->addr[0], sizeof(rec->addr[0]), "%s", bind);
+        rec->naddr = 1;
+    }
+    return RING_OK;
+}
+
+static void rdzv_format(const rdzv_record_t *rec, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "ringd-rendezvous 1\nworld %d\ntransport %s\n"
+                                   "nonce %s\nhost %s\nport %d\n", rec->world, rec->transport,
+                                   rec->nonce, rec->host, rec->port);
+    for (int i = 0; i < rec->naddr && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "addr %s\n", rec->addr[i]);
+}
+
+/* Parse a record; 0, or -1 with what is wrong in why. */
+static int rdzv_parse(char *text, rdzv_record_t *rec, char *why, size_t len)
+{
+    char *save = NULL, *line;
+    int have = 0;
+    long v;
+
+    memset(rec, 0, sizeof(*rec));
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        char *val = strchr(line, ' ');
+        if (val == NULL)
+            break;
+        *val++ = '\0';
+        if (strcmp(line, "ringd-rendezvous") == 0) {
+            if (strcmp(val, "1") != 0) {
+                snprintf(why, len, "record version %s (this ringd speaks 1)", val);
+                return -1;
+            }
+            have |= 1;
+        } else if (strcmp(line, "world") == 0 && ring_parse_long(val, &v) == 0) {
+            rec->world = (int)v;
+            have |= 2;
+        } else if (strcmp(line, "transport") == 0) {
+            snprintf(rec->transport, sizeof(rec->transport), "%s", val);
+        } else if (strcmp(line, "nonce") == 0) {
+            snprintf(rec->nonce, sizeof(rec->nonce), "%s", val);
+        } else if (strcmp(line, "host") == 0) {
+            snprintf(rec->host, sizeof(rec->host), "%s", val);
+            have |= 4;
+        } else if (strcmp(line, "port") == 0 && ring_parse_long(val, &v) == 0 && v > 0 &&
+                   v < 65536) {
+            rec->port = (int)v;
+            have |= 8;
+        } else if (strcmp(line, "addr") == 0 && rec->naddr < RDZV_ADDRS) {
+            snprintf(rec->addr[rec->naddr++], sizeof(rec->addr[0]), "%s", val);
+        }
+    }
+    if (have != 15 || rec->naddr == 0) {
+        snprintf(why, len, "not a ringd rendezvous record (from another program, or garbled)");
+        return -1;
+    }
+    return 0;
+}
+
+/* "rank 2", "ranks 2, 5 and 3 more" for the ranks whose records are missing. */
+static void rdzv_missing(ring_store_t *store, int n, int from, char *buf, size_t len, int *count)
+{
+    size_t used = 0;
+
+    *count = 0;
+    buf[0] = '\0';
+    for (int r = from; r < n; r++) {
+        char key[32];
+        int present = 1;
+
+        snprintf(key, sizeof(key), "rank/%d", r);
+        if (store->ops->check(store, key, &present) != RING_OK)
+            present = 0;
+        if (present)
+            continue;
+        if (++*count <= 8 && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%d", *count > 1 ? ", " : "", r);
+    }
+    if (*count > 8 && used < len)
+        snprintf(buf + used, len - used, " and %d more", *count - 8);
+}
+
+static ring_status_t rdzv_open_store(ring_comm_t *comm, const ring_rdzv_url_t *url,
+                                     double deadline)
+{
+    const ring_config_t *cfg = &comm->cfg;
+
+    if (url->kind == RING_RDZV_FILE)
+        return ring_store_file_open(url->path, cfg->job_id, cfg->rank == 0, &comm->store);
+    if (cfg->rank == 0)
+        RING_CHECK(ring_store_server_start(url->port, cfg->job_id, &comm->store_server));
+    return ring_store_tcp_open(url->host, url->port, cfg->job_id, deadline, &comm->store);
+}
+
+/* Every rank's record, in rank order; a missing one is named when time is up. */
+static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double deadline,
+                                 double started)
+{
+    ring_store_t *store = comm->store;
+    char *text = malloc(RDZV_RECORD_MAX);
+    ring_status_t st = RING_OK;
+
+    if (text == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous");
+    for (int r = 0; r < comm->size && st == RING_OK; r++) {
+        char key[32], why[200], missing[200];
+        int count;
+
+        snprintf(key, sizeof(key), "rank/%d", r);
+        st = store->ops->get(store, key, text, RDZV_RECORD_MAX, deadline);
+        if (st == RING_ERR_TIMED_OUT) {
+            rdzv_missing(store, comm->size, r, missing, sizeof(missing), &count);
+            st = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous %s: timed out after %.0f s: "
+                                "%d of %d peers arrived; missing: rank%s %s (is it running, "
+                                "with the same --job-id '%s' and world size?)", store->where,
+                                ring_now() - started, comm->size - count, comm->size,
+                                count > 1 ? "s" : "", missing, comm->cfg.job_id);
+        } else if (st == RING_OK && rdzv_parse(text, &recs[r], why, sizeof(why)) != 0) {
+            st = ring_error_set(RING_ERR_PROTOCOL, "rendezvous %s: the entry of rank %d: %s",
+                                store->where, r, why);
+        } else if (st == RING_OK && recs[r].world != comm->size) {
+            st = ring_error_set(RING_ERR_MISMATCH, "settings mismatch with rank %d (host %s): "
+                                "its world size is %d, this peer's %d", r, recs[r].host,
+                                recs[r].world, comm->size);
+        } else if (st == RING_OK && strcmp(recs[r].transport, comm->tp_ops->name) != 0) {
+            st = ring_error_set(RING_ERR_MISMATCH, "settings mismatch with rank %d (host %s): it "
+                                "runs the %s transport, this peer %s: every peer needs the same "
+                                "--transport (RING_TRANSPORT)", r, recs[r].host,
+                                recs[r].transport, comm->tp_ops->name);
+        }
+    }
+    free(text);
+    return st;
+}
+
+/* The address every peer uses for rank r (the same choice everywhere). */
+static ring_status_t rdzv_choose(const rdzv_record_t *rec, int r, int all_local,
+                                 ring_peer_addr_t *out)
+{
+    const char *pick = NULL;
+
+    for (int i = 0; i < rec->naddr && pick == NULL; i++)
+        if (all_local ? strcmp(rec->addr[i], "127.0.0.1") == 0
+                      : strcmp(rec->addr[i], "127.0.0.1") != 0 && strcmp(rec->addr[i], "::1") != 0)
+            pick = rec->addr[i];
+    if (pick == NULL && all_local)
+        pick = rec->addr[0];
+    if (pick == NULL)
+        return ring_error_set(RING_ERR_INVALID, "rank %d (host %s) published no address other "
+                              "peers can reach: only loopback passed its --iface / "
+                              "RING_SOCKET_IFNAME (the default leaves out lo and docker*)", r,
+                              rec->host);
+    snprintf(out->host, sizeof(out->host), "%s", pick);
+    out->port = rec->port;
+    return RING_OK;
+}
+
+ring_status_t ring_rendezvous(ring_comm_t *comm)
+{
+    const ring_config_t *cfg = &comm->cfg;
+    double started = ring_now(), deadline = started + cfg->connect_timeout_s;
+    ring_rdzv_url_t url;
+    rdzv_record_t mine, *recs;
+    char why[300], text[RDZV_RECORD_MAX], key[32];
+    int all_local = 1;
+    ring_status_t st;
+
+    if (ring_rdzv_url_parse(cfg->rendezvous, &url, why, sizeof(why)) != 0)
+        return ring_error_set(RING_ERR_INVALID, "--rendezvous '%s': %s", cfg->rendezvous, why);
+    memset(&mine, 0, sizeof(mine));
+    mine.world = comm->size;
+    snprintf(mine.transport, sizeof(mine.transport), "%s", comm->tp_ops->name);
+    snprintf(mine.nonce, sizeof(mine.nonce), "%lx-%lx", (long)getpid(),
+             (long)(ring_now() * 1e6) ^ (long)clock());
+    if (gethostname(mine.host, sizeof(mine.host)) != 0)
+        snprintf(mine.host, sizeof(mine.host), "unknown");
+    mine.host[sizeof(mine.host) - 1] = '\0';
+    RING_CHECK(rdzv_listen(comm, &mine));
+    RING_CHECK(rdzv_open_store(comm, &url, deadline));
+    rdzv_format(&mine, text, sizeof(text));
+    snprintf(key, sizeof(key), "rank/%d", comm->rank);
+    RING_CHECK(comm->store->ops->set(comm->store, key, text));
+
+    recs = calloc((size_t)comm->size, sizeof(*recs));
+    comm->peers = calloc((size_t)comm->size, sizeof(*comm->peers));
+    comm->hosts = calloc((size_t)comm->size, sizeof(*comm->hosts));
+    if (recs == NULL || comm->peers == NULL || comm->hosts == NULL) {
+        free(recs);
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
+    }
+    st = rdzv_gather(comm, recs, deadline, started);
+    if (st == RING_OK && strcmp(recs[comm->rank].nonce, mine.nonce) != 0)
+        st = ring_error_set(RING_ERR_MISMATCH, "rendezvous %s: another peer (host %s) also "
+                            "claims rank %d: check the ranks the launcher gives",
+                            comm->store->where, recs[comm->rank].host, comm->rank);
+    for (int r = 0; r < comm->size && st == RING_OK; r++)
+        all_local &= strcmp(recs[r].host, recs[0].host) == 0;
+    for (int r = 0; r < comm->size && st == RING_OK; r++) {
+        st = rdzv_choose(&recs[r], r, all_local, &comm->peers[r]);
+        if (st == RING_OK && (comm->hosts[r] = strdup(recs[r].host)) == NULL)
+            st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
+    }
+    if (st == RING_OK)
+        ring_log(RING_LOG_INFO, "rendezvous %s: %d peers in %.2f s", comm->store->where,
+                 comm->size, ring_now() - started);
+    free(recs);
+    /* everyone has what it needs from the store; only rank 0's server stays up,
+     * for peers still reading */
+    if (comm->store != NULL && (comm->rank != 0 || url.kind != RING_RDZV_FILE)) {
+        comm->store->ops->close(comm->store);
+        comm->store = NULL;
+    }
+    return st;
+}
+
+void ring_rendezvous_close(ring_comm_t *comm)
+{
+    if (comm->store != NULL)
+        comm->store->ops->close(comm->store);
+    comm->store = NULL;
+    ring_store_server_stop(comm->store_server);
+    comm->store_server = NULL;
+}

@@ -1,0 +1,70 @@
+/*
+ * store.h - the small key-value stores peers meet through (rendezvous.c):
+ * set a key, wait for a key, ask whether a key exists. Two kinds:
+ *
+ *   tcp   rank 0 runs a server thread (store_server.c) for the life of
+ *         the communicator; every peer, rank 0 too, is a client
+ *         (store_tcp.c). Its wire format is below.
+ *   file  one file per key in DIR/JOB/, written atomically (temporary
+ *         file, fsync, rename), polled by the readers (store_file.c),
+ *         like Gloo's FileStore.
+ *
+ * Both are scoped by the job id: two jobs never see each other's keys, and
+ * a client of the tcp store from another job is refused, told why.
+ *
+ * The tcp wire format, little-endian. A request is
+ *   "RKV1", op (1 byte), key length (2 bytes), value length (4 bytes),
+ *   key, value
+ * with op 'H' hello (key = job id; the first request), 'S' set, 'G' get
+ * (answered when the key exists), 'C' check. A reply is
+ *   "RKV1", status (1 byte), length (4 bytes), data
+ * with status 'O' done, 'V' the value, 'N' no such key, 'E' an error text.
+ */
+#ifndef RING_STORE_H
+#define RING_STORE_H
+
+#include <stddef.h>
+
+#include <ringd/status.h>
+
+#define RING_STORE_MAGIC "RKV1"
+#define RING_STORE_REQ_HDR 11
+#define RING_STORE_REP_HDR 9
+#define RING_STORE_KEY_MAX 512
+#define RING_STORE_VALUE_MAX 65536
+
+typedef struct ring_store ring_store_t;
+
+typedef struct ring_store_ops {
+    const char *kind;
+    ring_status_t (*set)(ring_store_t *s, const char *key, const char *value);
+    /* Wait until key exists, at most until deadline (ring_now() time):
+     * RING_ERR_TIMED_OUT then, without a message. */
+    ring_status_t (*get)(ring_store_t *s, const char *key, char *value, size_t len,
+                         double deadline);
+    ring_status_t (*check)(ring_store_t *s, const char *key, int *present);
+    void (*close)(ring_store_t *s);
+} ring_store_ops_t;
+
+struct ring_store {
+    const ring_store_ops_t *ops;
+    char where[300];   /* "tcp://host:port" or "file:///dir", for messages */
+};
+
+/* Connect to the tcp store at host:port for job, retrying until deadline
+ * (the server may not be up yet). */
+ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, double deadline,
+                                  ring_store_t **s_p);
+
+/* The server side: listen on port (every address) and serve job's keys in
+ * a thread until ring_store_server_stop. */
+typedef struct ring_store_server ring_store_server_t;
+ring_status_t ring_store_server_start(int port, const char *job, ring_store_server_t **srv_p);
+void ring_store_server_stop(ring_store_server_t *srv);
+
+/* The file store in dir (created if missing, with a subdirectory per job).
+ * The owner (rank 0) removes the job's files when it closes. */
+ring_status_t ring_store_file_open(const char *dir, const char *job, int owner,
+                                   ring_store_t **s_p);
+
+#endif /* RING_STORE_H */

@@ -1,0 +1,380 @@
+/*
+ * store_server.c - the tcp store's server (wire format: store.h): one
+ * thread, one poll() loop over the listening socket, the clients and a
+ * pipe that stops it. A get for a missing key is parked until a set makes
+ * it; a client that sends what is not a ringd store request is answered
+ * with an error and dropped, and the server goes on.
+ *
+ * Keys are few (a handful per peer) and looked up by a linear search.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "le.h"
+#include "log.h"
+#include "store.h"
+
+typedef struct kv {
+    char *key, *value;
+} kv_t;
+
+typedef struct client {
+    int fd;
+    int hello;                  /* its hello named our job */
+    unsigned char *in;          /* request bytes received so far */
+    size_t in_len, in_cap;
+    unsigned char *out;         /* reply bytes not yet sent */
+    size_t out_len, out_cap;
+    char *waiting;              /* key of a parked get, or NULL */
+    int closing;                /* drop once out is sent */
+} client_t;
+
+struct ring_store_server {
+    pthread_t thread;
+    int listen_fd, stop_pipe[2];
+    char job[RING_STORE_KEY_MAX + 1];
+    kv_t *kv;
+    size_t nkv, kv_cap;
+    client_t *clients;
+    size_t nclients, clients_cap;
+};
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    size_t cap2 = *cap ? *cap : 16;
+    void *q;
+
+    if (need <= *cap)
+        return 0;
+    while (cap2 < need)
+        cap2 *= 2;
+    q = realloc(*p, cap2 * elem);
+    if (q == NULL)
+        return -1;
+    *p = q;
+    *cap = cap2;
+    return 0;
+}
+
+static void reply(client_t *c, char status, const char *data, size_t len)
+{
+    unsigned char hdr[RING_STORE_REP_HDR];
+
+    if (grow((void **)&c->out, &c->out_cap, c->out_len + sizeof(hdr) + len, 1) != 0) {
+        c->closing = 1;
+        return;
+    }
+    memcpy(hdr, RING_STORE_MAGIC, 4);
+    hdr[4] = (unsigned char)status;
+    le_put32(hdr + 5, (uint32_t)len);
+    memcpy(c->out + c->out_len, hdr, sizeof(hdr));
+    memcpy(c->out + c->out_len + sizeof(hdr), data, len);
+    c->out_len += sizeof(hdr) + len;
+}
+
+static void reply_error(client_t *c, const char *msg)
+{
+    reply(c, 'E', msg, strlen(msg));
+    c->closing = 1;
+}
+
+static kv_t *kv_find(ring_store_server_t *srv, const char *key)
+{
+    for (size_t i = 0; i < srv->nkv; i++)
+        if (strcmp(srv->kv[i].key, key) == 0)
+            return &srv->kv[i];
+    return NULL;
+}
+
+static int kv_set(ring_store_server_t *srv, const char *key, const char *value)
+{
+    kv_t *e = kv_find(srv, key);
+    char *v = strdup(value);
+
+    if (v == NULL)
+        return -1;
+    if (e == NULL) {
+        if (grow((void **)&srv->kv, &srv->kv_cap, srv->nkv + 1, sizeof(kv_t)) != 0 ||
+            (srv->kv[srv->nkv].key = strdup(key)) == NULL) {
+            free(v);
+            return -1;
+        }
+        e = &srv->kv[srv->nkv++];
+    } else {
+        free(e->value);
+    }
+    e->value = v;
+    /* answer every get parked on this key */
+    for (size_t i = 0; i < srv->nclients; i++) {
+        client_t *c = &srv->clients[i];
+        if (c->waiting != NULL && strcmp(c->waiting, key) == 0) {
+            reply(c, 'V', v, strlen(v));
+            free(c->waiting);
+            c->waiting = NULL;
+        }
+    }
+    return 0;
+}
+
+/* Handle one complete request: op, NUL-terminated key and value. */
+static void handle(ring_store_server_t *srv, client_t *c, char op, char *key, char *value)
+{
+    kv_t *e;
+    char msg[RING_STORE_KEY_MAX * 2 + 128];
+
+    if (op == 'H') {
+        if (strcmp(key, srv->job) != 0) {
+            snprintf(msg, sizeof(msg), "this store serves job '%s', and this peer is in job "
+                     "'%s': every peer of a job needs the same --job-id (RING_JOB_ID)", srv->job,
+                     key);
+            reply_error(c, msg);
+            return;
+        }
+        c->hello = 1;
+        reply(c, 'O', "", 0);
+        return;
+    }
+    if (!c->hello) {
+        reply_error(c, "a ringd store client must say hello first");
+        return;
+    }
+    switch (op) {
+    case 'S':
+        if (kv_set(srv, key, value) != 0)
+            reply_error(c, "the store is out of memory");
+        else
+            reply(c, 'O', "", 0);
+        return;
+    case 'G':
+        e = kv_find(srv, key);
+        if (e != NULL) {
+            reply(c, 'V', e->value, strlen(e->value));
+        } else {
+            free(c->waiting);
+            c->waiting = strdup(key);
+            if (c->waiting == NULL)
+                reply_error(c, "the store is out of memory");
+        }
+        return;
+    case 'C':
+        reply(c, kv_find(srv, key) != NULL ? 'O' : 'N', "", 0);
+        return;
+    default:
+        snprintf(msg, sizeof(msg), "unknown request 0x%02x", (unsigned char)op);
+        reply_error(c, msg);
+    }
+}
+
+/* Take every complete request out of c->in. */
+static void parse_requests(ring_store_server_t *srv, client_t *c)
+{
+    size_t off = 0;
+
+    while (!c->closing && c->in_len - off >= RING_STORE_REQ_HDR) {
+        unsigned char *h = c->in + off;
+        size_t klen = le_get16(h + 5), vlen = le_get32(h + 7);
+        char *key, *value;
+
+        if (memcmp(h, RING_STORE_MAGIC, 4) != 0 || klen > RING_STORE_KEY_MAX ||
+            vlen > RING_STORE_VALUE_MAX) {
+            ring_log(RING_LOG_WARN, "rendezvous store: dropping a client that sent something "
+                     "other than a ringd store request");
+            reply_error(c, "not a ringd store request");
+            break;
+        }
+        if (c->in_len - off < RING_STORE_REQ_HDR + klen + vlen)
+            break;
+        key = strndup((char *)h + RING_STORE_REQ_HDR, klen);
+        value = strndup((char *)h + RING_STORE_REQ_HDR + klen, vlen);
+        if (key == NULL || value == NULL)
+            reply_error(c, "the store is out of memory");
+        else
+            handle(srv, c, (char)h[4], key, value);
+        free(key);
+        free(value);
+        off += RING_STORE_REQ_HDR + klen + vlen;
+    }
+    memmove(c->in, c->in + off, c->in_len - off);
+    c->in_len -= off;
+}
+
+static void client_drop(ring_store_server_t *srv, size_t i)
+{
+    client_t *c = &srv->clients[i];
+
+    close(c->fd);
+    free(c->in);
+    free(c->out);
+    free(c->waiting);
+    srv->clients[i] = srv->clients[--srv->nclients];
+}
+
+/* Read what c sent, answer it, send what is pending: 0, or -1 to drop it. */
+static int client_io(ring_store_server_t *srv, client_t *c, short revents)
+{
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        ssize_t n;
+
+        if (grow((void **)&c->in, &c->in_cap, c->in_len + 4096, 1) != 0)
+            return -1;
+        n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return -1;
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            parse_requests(srv, c);
+        }
+    }
+    if (c->out_len > 0) {
+        ssize_t n = send(c->fd, c->out, c->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return -1;
+        if (n > 0) {
+            memmove(c->out, c->out + n, c->out_len - (size_t)n);
+            c->out_len -= (size_t)n;
+        }
+    }
+    return c->closing && c->out_len == 0 ? -1 : 0;
+}
+
+static void *server_main(void *arg)
+{
+    ring_store_server_t *srv = arg;
+    struct pollfd *pfd = NULL;
+    size_t pfd_cap = 0;
+
+    for (;;) {
+        size_t n = srv->nclients;
+
+        if (grow((void **)&pfd, &pfd_cap, n + 2, sizeof(*pfd)) != 0)
+            break;
+        pfd[0] = (struct pollfd){.fd = srv->stop_pipe[0], .events = POLLIN};
+        pfd[1] = (struct pollfd){.fd = srv->listen_fd, .events = POLLIN};
+        for (size_t i = 0; i < n; i++)
+            pfd[i + 2] = (struct pollfd){.fd = srv->clients[i].fd,
+                                         .events = (short)(POLLIN |
+                                                           (srv->clients[i].out_len ? POLLOUT : 0))};
+        if (poll(pfd, n + 2, 1000) < 0 && errno != EINTR)
+            break;
+        if (pfd[0].revents)
+            break;
+        /* clients first: dropping one moves the last into its place */
+        for (size_t i = n; i-- > 0;)
+            if (pfd[i + 2].revents != 0 &&
+                client_io(srv, &srv->clients[i], pfd[i + 2].revents) != 0)
+                client_drop(srv, i);
+        /* a set may have answered parked gets of other clients: send those too */
+        for (size_t i = srv->nclients; i-- > 0;)
+            if (srv->clients[i].out_len > 0 && client_io(srv, &srv->clients[i], 0) != 0)
+                client_drop(srv, i);
+        if (pfd[1].revents & POLLIN) {
+            int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd >= 0) {
+                if (grow((void **)&srv->clients, &srv->clients_cap, srv->nclients + 1,
+                         sizeof(client_t)) != 0) {
+                    close(fd);
+                    continue;
+                }
+                srv->clients[srv->nclients++] = (client_t){.fd = fd};
+            }
+        }
+    }
+    free(pfd);
+    return NULL;
+}
+
+/* Listen on port of every address: IPv6 with IPv4 mapped, or IPv4 alone. */
+static int server_listen(int port, int *err)
+{
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+                              .sin6_addr = IN6ADDR_ANY_INIT};
+    struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_ANY)};
+    int one = 1, zero = 0, fd;
+
+    fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd >= 0) {
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&a6, sizeof(a6)) == 0 && listen(fd, 1024) == 0)
+            return fd;
+        *err = errno;
+        close(fd);
+        if (*err == EADDRINUSE)
+            return -1;
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&a4, sizeof(a4)) == 0 && listen(fd, 1024) == 0)
+        return fd;
+    *err = errno;
+    close(fd);
+    return -1;
+}
+
+ring_status_t ring_store_server_start(int port, const char *job, ring_store_server_t **srv_p)
+{
+    ring_store_server_t *srv = calloc(1, sizeof(*srv));
+    int err = 0;
+
+    if (srv == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous store");
+    snprintf(srv->job, sizeof(srv->job), "%s", job);
+    srv->listen_fd = server_listen(port, &err);
+    if (srv->listen_fd < 0) {
+        free(srv);
+        return ring_error_set(RING_ERR_IO, "rank 0 cannot serve the rendezvous store on port "
+                              "%d: %s%s", port, strerror(err), err == EADDRINUSE
+                              ? " (another job or program has it: choose another port in "
+                                "RING_RENDEZVOUS=tcp://HOST:PORT or MASTER_PORT)" : "");
+    }
+    if (pipe2(srv->stop_pipe, O_CLOEXEC) != 0) {
+        close(srv->listen_fd);
+        free(srv);
+        return ring_error_set(RING_ERR_IO, "rendezvous store: pipe: %s", strerror(errno));
+    }
+    if (pthread_create(&srv->thread, NULL, server_main, srv) != 0) {
+        close(srv->listen_fd);
+        close(srv->stop_pipe[0]);
+        close(srv->stop_pipe[1]);
+        free(srv);
+        return ring_error_set(RING_ERR_NO_RESOURCE, "rendezvous store: cannot start its thread");
+    }
+    *srv_p = srv;
+    return RING_OK;
+}
+
+void ring_store_server_stop(ring_store_server_t *srv)
+{
+    if (srv == NULL)
+        return;
+    (void)!write(srv->stop_pipe[1], "x", 1);
+    pthread_join(srv->thread, NULL);
+    while (srv->nclients > 0)
+        client_drop(srv, srv->nclients - 1);
+    for (size_t i = 0; i < srv->nkv; i++) {
+        free(srv->kv[i].key);
+        free(srv->kv[i].value);
+    }
+    free(srv->kv);
+    free(srv->clients);
+    close(srv->listen_fd);
+    close(srv->stop_pipe[0]);
+    close(srv->stop_pipe[1]);
+    free(srv);
+}

@@ -1,0 +1,236 @@
+/*
+ * store_tcp.c - the client of the tcp store (wire format: store.h). One
+ * blocking socket; every read and write waits in poll() no longer than the
+ * caller's deadline.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "errors.h"
+#include "le.h"
+#include "store.h"
+
+typedef struct store_tcp {
+    ring_store_t base;
+    int fd;
+    double op_timeout; /* for set and check, which the server answers at once */
+} store_tcp_t;
+
+/* Move len bytes in or out before deadline: 0, or -1 with errno (ETIMEDOUT, or 0 = closed). */
+static int io_all(int fd, void *buf, size_t len, int out, double deadline)
+{
+    unsigned char *p = buf;
+
+    while (len > 0) {
+        struct pollfd pfd = {.fd = fd, .events = out ? POLLOUT : POLLIN};
+        double left = deadline - ring_now();
+        ssize_t n;
+
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (poll(&pfd, 1, left > 1.0 ? 1000 : (int)(left * 1000) + 1) < 0 && errno != EINTR)
+            return -1;
+        if (pfd.revents == 0)
+            continue;
+        n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+        if (n == 0) {
+            errno = 0;
+            return -1;
+        }
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static ring_status_t io_error(store_tcp_t *st, const char *what)
+{
+    if (errno == ETIMEDOUT)
+        return RING_ERR_TIMED_OUT;
+    return ring_error_set(RING_ERR_IO, "rendezvous store %s: %s: %s", st->base.where, what,
+                          errno == 0 ? "the store closed the connection (did rank 0 exit?)"
+                                     : strerror(errno));
+}
+
+/* One request and its reply; a 'V' or 'E' reply's data lands in data. */
+static ring_status_t store_call(store_tcp_t *st, char op, const char *key, const char *value,
+                                double deadline, char *status, char *data, size_t len)
+{
+    size_t klen = strlen(key), vlen = value != NULL ? strlen(value) : 0;
+    unsigned char hdr[RING_STORE_REQ_HDR], rep[RING_STORE_REP_HDR];
+    uint32_t rlen;
+
+    if (klen > RING_STORE_KEY_MAX || vlen > RING_STORE_VALUE_MAX)
+        return ring_error_set(RING_ERR_INVALID, "rendezvous store: key or value too long");
+    memcpy(hdr, RING_STORE_MAGIC, 4);
+    hdr[4] = (unsigned char)op;
+    le_put16(hdr + 5, (uint16_t)klen);
+    le_put32(hdr + 7, (uint32_t)vlen);
+    if (io_all(st->fd, hdr, sizeof(hdr), 1, deadline) != 0 ||
+        io_all(st->fd, (void *)key, klen, 1, deadline) != 0 ||
+        io_all(st->fd, (void *)value, vlen, 1, deadline) != 0)
+        return io_error(st, "sending a request");
+    if (io_all(st->fd, rep, sizeof(rep), 0, deadline) != 0)
+        return io_error(st, "waiting for its reply");
+    if (memcmp(rep, RING_STORE_MAGIC, 4) != 0)
+        return ring_error_set(RING_ERR_PROTOCOL, "the program at %s is not a ringd rendezvous "
+                              "store (it answered bytes %02x %02x %02x %02x)", st->base.where,
+                              rep[0], rep[1], rep[2], rep[3]);
+    *status = (char)rep[4];
+    rlen = le_get32(rep + 5);
+    if (rlen > RING_STORE_VALUE_MAX || rlen >= len)
+        return ring_error_set(RING_ERR_PROTOCOL, "rendezvous store %s: a reply of %u bytes is "
+                              "too long", st->base.where, rlen);
+    if (io_all(st->fd, data, rlen, 0, deadline) != 0)
+        return io_error(st, "reading its reply");
+    data[rlen] = '\0';
+    if (*status == 'E')
+        return ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s: %s", st->base.where, data);
+    return RING_OK;
+}
+
+static ring_status_t tcp_set(ring_store_t *s, const char *key, const char *value)
+{
+    store_tcp_t *st = (store_tcp_t *)s;
+    char status, data[RING_STORE_KEY_MAX];
+
+    RING_CHECK(store_call(st, 'S', key, value, ring_now() + st->op_timeout, &status, data,
+                          sizeof(data)));
+    return RING_OK;
+}
+
+static ring_status_t tcp_get(ring_store_t *s, const char *key, char *value, size_t len,
+                             double deadline)
+{
+    store_tcp_t *st = (store_tcp_t *)s;
+    char status;
+
+    RING_CHECK(store_call(st, 'G', key, NULL, deadline, &status, value, len));
+    if (status != 'V')
+        return ring_error_set(RING_ERR_PROTOCOL, "rendezvous store %s: unexpected reply '%c' to "
+                              "a get", st->base.where, status);
+    return RING_OK;
+}
+
+static ring_status_t tcp_check(ring_store_t *s, const char *key, int *present)
+{
+    store_tcp_t *st = (store_tcp_t *)s;
+    char status, data[RING_STORE_KEY_MAX];
+
+    RING_CHECK(store_call(st, 'C', key, NULL, ring_now() + st->op_timeout, &status, data,
+                          sizeof(data)));
+    *present = status == 'O';
+    return RING_OK;
+}
+
+static void tcp_close(ring_store_t *s)
+{
+    store_tcp_t *st = (store_tcp_t *)s;
+
+    if (st->fd >= 0)
+        close(st->fd);
+    free(st);
+}
+
+static const ring_store_ops_t store_tcp_ops = {"tcp", tcp_set, tcp_get, tcp_check, tcp_close};
+
+/* One connection attempt: a connected fd, or -1 with errno / a resolver error in err. */
+static int tcp_dial(const char *host, int port, double deadline, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
+    char service[16];
+    int fd = -1, rc, e = ECONNREFUSED;
+
+    snprintf(service, sizeof(service), "%d", port);
+    rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
+        return -1;
+    }
+    for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+            continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno == EINPROGRESS) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            double left = deadline - ring_now();
+            int soerr = ETIMEDOUT;
+            socklen_t sl = sizeof(soerr);
+
+            if (left > 0 && poll(&pfd, 1, left > 1.0 ? 1000 : (int)(left * 1000) + 1) > 0)
+                (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+            errno = soerr;
+        } else {
+            errno = 0;
+        }
+        if (errno != 0) {
+            e = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        snprintf(err, errlen, "%s", strerror(e));
+    return fd;
+}
+
+ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, double deadline,
+                                  ring_store_t **s_p)
+{
+    store_tcp_t *st = calloc(1, sizeof(*st));
+    double started = ring_now(), backoff = 0.02;
+    char err[256] = "no answer", status, data[1024];
+    ring_status_t rs;
+
+    if (st == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a rendezvous store");
+    st->base.ops = &store_tcp_ops;
+    snprintf(st->base.where, sizeof(st->base.where), strchr(host, ':') != NULL
+             ? "tcp://[%s]:%d" : "tcp://%s:%d", host, port);
+    st->op_timeout = 30.0;
+    for (;;) {
+        st->fd = tcp_dial(host, port, deadline, err, sizeof(err));
+        if (st->fd >= 0)
+            break;
+        if (ring_now() + backoff > deadline) {
+            rs = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: no store answered at %s within "
+                                "%.0f s (%s); rank 0 serves it on its host: is rank 0 running, "
+                                "and is that its host and port?", st->base.where,
+                                ring_now() - started, err);
+            free(st);
+            return rs;
+        }
+        /* rank 0 may not be listening yet: try again, backing off */
+        usleep((useconds_t)(backoff * 1e6));
+        backoff = backoff < 0.5 ? backoff * 2 : 0.5;
+    }
+    rs = store_call(st, 'H', job, NULL, ring_now() + st->op_timeout, &status, data,
+                    sizeof(data));
+    if (rs == RING_ERR_TIMED_OUT)
+        rs = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: the program at %s accepted the "
+                            "connection but never answered a ringd store's hello",
+                            st->base.where);
+    if (rs != RING_OK) {
+        tcp_close(&st->base);
+        return rs;
+    }
+    *s_p = &st->base;
+    return RING_OK;
+}
