@@ -204,7 +204,8 @@ static int rdzv_parse(char *text, rdzv_record_t *rec, char *why, size_t len)
     return 0;
 }
 
-/* "rank 2", "ranks 2, 5 and 3 more" for the ranks whose records are missing. */
+/* "2", "2, 5 and 3 more": the ranks whose records are missing. When the
+ * store cannot say any more (rank 0 stopped it), only rank from is named. */
 static void rdzv_missing(ring_store_t *store, int n, int from, char *buf, size_t len, int *count)
 {
     size_t used = 0;
@@ -216,8 +217,11 @@ static void rdzv_missing(ring_store_t *store, int n, int from, char *buf, size_t
         int present = 1;
 
         snprintf(key, sizeof(key), "rank/%d", r);
-        if (store->ops->check(store, key, &present) != RING_OK)
-            present = 0;
+        if (store->ops->check(store, key, &present) != RING_OK) {
+            snprintf(buf, len, "%d", from);
+            *count = 1;
+            return;
+        }
         if (present)
             continue;
         if (++*count <= 8 && used < len)
@@ -307,7 +311,7 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     const ring_config_t *cfg = &comm->cfg;
     double started = ring_now(), deadline = started + cfg->connect_timeout_s;
     ring_rdzv_url_t url;
-    rdzv_record_t mine, *recs;
+    rdzv_record_t mine, *recs = NULL;
     char why[300], text[RDZV_RECORD_MAX], key[32];
     int all_local = 1;
     ring_status_t st;
@@ -323,17 +327,23 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
         snprintf(mine.host, sizeof(mine.host), "unknown");
     mine.host[sizeof(mine.host) - 1] = '\0';
     RING_CHECK(rdzv_listen(comm, &mine));
-    RING_CHECK(rdzv_open_store(comm, &url, deadline));
+    st = rdzv_open_store(comm, &url, deadline);
+    if (st != RING_OK)
+        goto out;
     rdzv_format(&mine, text, sizeof(text));
     snprintf(key, sizeof(key), "rank/%d", comm->rank);
-    RING_CHECK(comm->store->ops->set(comm->store, key, text));
-
+    st = comm->store->ops->set(comm->store, key, text);
+    if (st == RING_ERR_MISMATCH)
+        st = ring_error_set(st, "rendezvous %s: another peer already claims rank %d: check "
+                            "the ranks the launcher gives", comm->store->where, comm->rank);
+    if (st != RING_OK)
+        goto out;
     recs = calloc((size_t)comm->size, sizeof(*recs));
     comm->peers = calloc((size_t)comm->size, sizeof(*comm->peers));
     comm->hosts = calloc((size_t)comm->size, sizeof(*comm->hosts));
     if (recs == NULL || comm->peers == NULL || comm->hosts == NULL) {
-        free(recs);
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
+        st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
+        goto out;
     }
     st = rdzv_gather(comm, recs, deadline, started);
     if (st == RING_OK && strcmp(recs[comm->rank].nonce, mine.nonce) != 0)
@@ -350,12 +360,17 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     if (st == RING_OK)
         ring_log(RING_LOG_INFO, "rendezvous %s: %d peers in %.2f s", comm->store->where,
                  comm->size, ring_now() - started);
+out:
     free(recs);
-    /* everyone has what it needs from the store; only rank 0's server stays up,
-     * for peers still reading */
-    if (comm->store != NULL && (comm->rank != 0 || url.kind != RING_RDZV_FILE)) {
-        comm->store->ops->close(comm->store);
+    /* this peer has what it needs from the store; rank 0 keeps serving the
+     * others (and cleans up the file store at close) */
+    if (comm->store != NULL && (st != RING_OK || comm->rank != 0 || url.kind != RING_RDZV_FILE)) {
+        comm->store->ops->close(comm->store, 0);
         comm->store = NULL;
+    }
+    if (st != RING_OK && comm->store_server != NULL) {
+        ring_store_server_stop(comm->store_server, ring_last_error());
+        comm->store_server = NULL;
     }
     return st;
 }
@@ -363,8 +378,8 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
 void ring_rendezvous_close(ring_comm_t *comm)
 {
     if (comm->store != NULL)
-        comm->store->ops->close(comm->store);
+        comm->store->ops->close(comm->store, 1);
     comm->store = NULL;
-    ring_store_server_stop(comm->store_server);
+    ring_store_server_stop(comm->store_server, NULL);
     comm->store_server = NULL;
 }

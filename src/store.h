@@ -15,7 +15,8 @@
  * The tcp wire format, little-endian. A request is
  *   "RKV1", op (1 byte), key length (2 bytes), value length (4 bytes),
  *   key, value
- * with op 'H' hello (key = job id; the first request), 'S' set, 'G' get
+ * with op 'H' hello (key = job id; the first request), 'S' set (refused
+ * for a key another client set: two peers claiming one rank), 'G' get
  * (answered when the key exists), 'C' check. A reply is
  *   "RKV1", status (1 byte), length (4 bytes), data
  * with status 'O' done, 'V' the value, 'N' no such key, 'E' an error text.
@@ -43,7 +44,9 @@ typedef struct ring_store_ops {
     ring_status_t (*get)(ring_store_t *s, const char *key, char *value, size_t len,
                          double deadline);
     ring_status_t (*check)(ring_store_t *s, const char *key, int *present);
-    void (*close)(ring_store_t *s);
+    /* clean: the owner of a file store removes the job's files (after a
+     * rendezvous that worked; after a failed one they stay for the others) */
+    void (*close)(ring_store_t *s, int clean);
 } ring_store_ops_t;
 
 struct ring_store {
@@ -60,7 +63,8 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, d
  * a thread until ring_store_server_stop. */
 typedef struct ring_store_server ring_store_server_t;
 ring_status_t ring_store_server_start(int port, const char *job, ring_store_server_t **srv_p);
-void ring_store_server_stop(ring_store_server_t *srv);
+/* Stop serving; clients still waiting for a key are told why (NULL: nothing). */
+void ring_store_server_stop(ring_store_server_t *srv, const char *why);
 
 /* The file store in dir (created if missing, with a subdirectory per job).
  * The owner (rank 0) removes the job's files when it closes. */

@@ -103,13 +103,13 @@ static ring_status_t file_check(ring_store_t *s, const char *key, int *present)
     return RING_OK;
 }
 
-static void file_close(ring_store_t *s)
+static void file_close(ring_store_t *s, int clean)
 {
     store_file_t *sf = (store_file_t *)s;
     DIR *d;
     struct dirent *e;
 
-    if (sf->owner && (d = opendir(sf->dir)) != NULL) {
+    if (clean && sf->owner && (d = opendir(sf->dir)) != NULL) {
         char path[4400];
         while ((e = readdir(d)) != NULL) {
             if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)

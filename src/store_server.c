@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "errors.h"
@@ -27,10 +28,12 @@
 
 typedef struct kv {
     char *key, *value;
+    unsigned long setter; /* the client that set it: no other may overwrite it */
 } kv_t;
 
 typedef struct client {
     int fd;
+    unsigned long id;           /* unique for the server's life */
     int hello;                  /* its hello named our job */
     unsigned char *in;          /* request bytes received so far */
     size_t in_len, in_cap;
@@ -48,6 +51,8 @@ struct ring_store_server {
     size_t nkv, kv_cap;
     client_t *clients;
     size_t nclients, clients_cap;
+    unsigned long next_id;
+    char stop_why[1024];        /* told to the clients still waiting when it stops */
 };
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -97,11 +102,16 @@ static kv_t *kv_find(ring_store_server_t *srv, const char *key)
     return NULL;
 }
 
-static int kv_set(ring_store_server_t *srv, const char *key, const char *value)
+/* 0, -1 out of memory, -2 the key is another client's */
+static int kv_set(ring_store_server_t *srv, unsigned long setter, const char *key,
+                  const char *value)
 {
     kv_t *e = kv_find(srv, key);
-    char *v = strdup(value);
+    char *v;
 
+    if (e != NULL && e->setter != setter)
+        return -2;
+    v = strdup(value);
     if (v == NULL)
         return -1;
     if (e == NULL) {
@@ -115,6 +125,7 @@ static int kv_set(ring_store_server_t *srv, const char *key, const char *value)
         free(e->value);
     }
     e->value = v;
+    e->setter = setter;
     /* answer every get parked on this key */
     for (size_t i = 0; i < srv->nclients; i++) {
         client_t *c = &srv->clients[i];
@@ -151,10 +162,17 @@ static void handle(ring_store_server_t *srv, client_t *c, char op, char *key, ch
     }
     switch (op) {
     case 'S':
-        if (kv_set(srv, key, value) != 0)
-            reply_error(c, "the store is out of memory");
-        else
+        switch (kv_set(srv, c->id, key, value)) {
+        case 0:
             reply(c, 'O', "", 0);
+            break;
+        case -2:
+            snprintf(msg, sizeof(msg), "key '%s' was already set by another client", key);
+            reply(c, 'E', msg, strlen(msg)); /* the client may go on; this set failed */
+            break;
+        default:
+            reply_error(c, "the store is out of memory");
+        }
         return;
     case 'G':
         e = kv_find(srv, key);
@@ -248,6 +266,32 @@ static int client_io(ring_store_server_t *srv, client_t *c, short revents)
     return c->closing && c->out_len == 0 ? -1 : 0;
 }
 
+/* Stopping: a client still waiting for a key hears why (rank 0 gave up),
+ * instead of a bare closed connection. At most a second, then close. */
+static void server_tell_waiters(ring_store_server_t *srv)
+{
+    double end;
+    struct timespec ts;
+
+    if (srv->stop_why[0] == '\0')
+        return;
+    for (size_t i = 0; i < srv->nclients; i++)
+        if (srv->clients[i].waiting != NULL)
+            reply(&srv->clients[i], 'E', srv->stop_why, strlen(srv->stop_why));
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    end = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + 1.0;
+    for (;;) {
+        size_t pending = 0;
+        for (size_t i = 0; i < srv->nclients; i++)
+            if (srv->clients[i].out_len > 0 && client_io(srv, &srv->clients[i], 0) == 0)
+                pending += srv->clients[i].out_len > 0;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if (pending == 0 || (double)ts.tv_sec + ts.tv_nsec * 1e-9 > end)
+            break;
+        poll(NULL, 0, 10);
+    }
+}
+
 static void *server_main(void *arg)
 {
     ring_store_server_t *srv = arg;
@@ -286,11 +330,12 @@ static void *server_main(void *arg)
                     close(fd);
                     continue;
                 }
-                srv->clients[srv->nclients++] = (client_t){.fd = fd};
+                srv->clients[srv->nclients++] = (client_t){.fd = fd, .id = ++srv->next_id};
             }
         }
     }
     free(pfd);
+    server_tell_waiters(srv);
     return NULL;
 }
 
@@ -359,10 +404,13 @@ ring_status_t ring_store_server_start(int port, const char *job, ring_store_serv
     return RING_OK;
 }
 
-void ring_store_server_stop(ring_store_server_t *srv)
+void ring_store_server_stop(ring_store_server_t *srv, const char *why)
 {
     if (srv == NULL)
         return;
+    if (why != NULL)
+        snprintf(srv->stop_why, sizeof(srv->stop_why), "rank 0, which serves this store, gave "
+                 "up: %s", why);
     (void)!write(srv->stop_pipe[1], "x", 1);
     pthread_join(srv->thread, NULL);
     while (srv->nclients > 0)

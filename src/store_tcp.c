@@ -139,10 +139,11 @@ static ring_status_t tcp_check(ring_store_t *s, const char *key, int *present)
     return RING_OK;
 }
 
-static void tcp_close(ring_store_t *s)
+static void tcp_close(ring_store_t *s, int clean)
 {
     store_tcp_t *st = (store_tcp_t *)s;
 
+    (void)clean;
     if (st->fd >= 0)
         close(st->fd);
     free(st);
@@ -228,7 +229,7 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, d
                             "connection but never answered a ringd store's hello",
                             st->base.where);
     if (rs != RING_OK) {
-        tcp_close(&st->base);
+        tcp_close(&st->base, 0);
         return rs;
     }
     *s_p = &st->base;
