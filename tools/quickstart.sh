@@ -33,7 +33,7 @@ build_root=${BUILD_ROOT:-$top/_build}
 # plots ring-exp.test checks); the last line is for tests/verbs.test (a QEMU guest
 # with Soft-RoCE, see tools/rxe-vm).
 packages=(build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev libjansson-dev
-    libibverbs-dev libopenblas-dev dataset-fashion-mnist clang iproute2 procps gnuplot-nox
+    libibverbs-dev libopenblas-dev dataset-fashion-mnist clang iproute2 util-linux procps python3 gnuplot-nox
     qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers librdmacm1
     ibverbs-utils perftest rdmacm-utils)
 
