@@ -283,7 +283,9 @@ static ring_status_t config_apply_launcher(ring_config_t *cfg)
     ring_launch_t *l = &cfg->launch;
     char num[16];
 
-    RING_CHECK(ring_launch_detect(l, cfg->port_lo));
+    /* RING_PORT, when set, is the store's port; else the job id picks one */
+    RING_CHECK(ring_launch_detect(l, ring_config_source(cfg, "port") == RING_SRC_ENV
+                                         ? cfg->port_lo : 0));
     if (l->rank >= 0) {
         snprintf(num, sizeof(num), "%d", l->rank);
         RING_CHECK(config_from_launcher(cfg, "rank", num));

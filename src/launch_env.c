@@ -62,6 +62,9 @@ static ring_status_t detect_plain(ring_launch_t *l, const launcher_vars_t *v, in
     r = env_int(v->rank, 0, 65535, &rank, &status);
     if (r <= 0)
         return status;
+    /* RING_RANK alone (the table applies it) leaves the world size to a launcher below */
+    if (strcmp(v->name, "ring") == 0 && getenv("RING_WORLD_SIZE") == NULL)
+        return RING_OK;
     if (env_int(size_var, 1, 65536, &size, &status) < 0)
         return status;
     if (size == 0 && strcmp(v->name, "slurm") == 0) {
@@ -158,6 +161,7 @@ static ring_status_t rendezvous_default(ring_launch_t *l, int port)
 {
     const char *addr = getenv("MASTER_ADDR");
     char first[RING_HOST_NAME_MAX];
+    const char *port_note = "";
     long p;
     ring_status_t status = RING_OK;
 
@@ -168,7 +172,8 @@ static ring_status_t rendezvous_default(ring_launch_t *l, int port)
         if (r < 0)
             return status;
         /* under torchrun its agent's own store holds MASTER_PORT */
-        if (r > 0 && getenv("TORCHELASTIC_RUN_ID") != NULL && p < 65535) {
+        if (r > 0 && strcmp(l->launcher, "torchrun") == 0 &&
+            getenv("TORCHELASTIC_RUN_ID") != NULL && p < 65535) {
             p++;
             snprintf(l->rendezvous_why, sizeof(l->rendezvous_why),
                      "MASTER_ADDR, MASTER_PORT+1 (torchrun's agent holds MASTER_PORT)");
@@ -176,22 +181,33 @@ static ring_status_t rendezvous_default(ring_launch_t *l, int port)
             snprintf(l->rendezvous_why, sizeof(l->rendezvous_why), "MASTER_ADDR, %s",
                      r > 0 ? "MASTER_PORT" : "--port (no MASTER_PORT)");
         }
-        snprintf(l->rendezvous, sizeof(l->rendezvous), strchr(addr, ':') != NULL
-                 ? "tcp://[%s]:%d" : "tcp://%s:%d", addr, r > 0 ? (int)p : port);
+        if (port <= 0)
+            port = RING_LAUNCH_PORT;
+        /* an IPv6 MASTER_ADDR may come with its brackets or without */
+        if (addr[0] == '[' && addr[strlen(addr) - 1] == ']')
+            snprintf(l->rendezvous, sizeof(l->rendezvous), "tcp://%s:%d", addr,
+                     r > 0 ? (int)p : port);
+        else
+            snprintf(l->rendezvous, sizeof(l->rendezvous), strchr(addr, ':') != NULL
+                     ? "tcp://[%s]:%d" : "tcp://%s:%d", addr, r > 0 ? (int)p : port);
         return RING_OK;
     }
-    if (l->job_id[0] != '\0')
+    if (port <= 0 && l->job_id[0] != '\0') {
         port = port_from_job(l->job_id);
+        port_note = "; port from the job id";
+    } else if (port <= 0) {
+        port = RING_LAUNCH_PORT;
+    }
     if (strcmp(l->launcher, "slurm") == 0) {
         RING_CHECK(slurm_nodes(l, first, sizeof(first)));
         if (l->nhosts == 1 || first[0] == '\0') {
             snprintf(l->rendezvous, sizeof(l->rendezvous), "tcp://127.0.0.1:%d", port);
-            snprintf(l->rendezvous_why, sizeof(l->rendezvous_why),
-                     "a one-node Slurm step; port from the job id");
+            snprintf(l->rendezvous_why, sizeof(l->rendezvous_why), "a one-node Slurm step%s",
+                     port_note);
         } else {
             snprintf(l->rendezvous, sizeof(l->rendezvous), "tcp://%s:%d", first, port);
             snprintf(l->rendezvous_why, sizeof(l->rendezvous_why),
-                     "the first node of the Slurm step; port from the job id");
+                     "the first node of the Slurm step%s", port_note);
         }
         return RING_OK;
     }
@@ -200,8 +216,7 @@ static ring_status_t rendezvous_default(ring_launch_t *l, int port)
         snprintf(l->rendezvous_why, sizeof(l->rendezvous_why),
                  "every rank is on this host (%s)%s", strcmp(l->launcher, "openmpi") == 0
                  ? "OMPI_COMM_WORLD_LOCAL_SIZE" : strcmp(l->launcher, "pmi") == 0
-                 ? "MPI_LOCALNRANKS" : "LOCAL_WORLD_SIZE",
-                 l->job_id[0] != '\0' ? "; port from the job id" : "");
+                 ? "MPI_LOCALNRANKS" : "LOCAL_WORLD_SIZE", port_note);
     }
     return RING_OK;
 }

@@ -75,14 +75,17 @@ void ring_order_describe(const char *const *hosts, const int *order, int n, char
                          size_t len)
 {
     size_t used = 0;
+    int p = 0;
 
+    if (len == 0)
+        return;
     buf[0] = '\0';
-    for (int p = 0; p < n && used + 1 < len;) {
+    while (p < n && used < len) {
         const char *h = hosts[order[p]];
-        int q = p, comma = 0;
-        int w = snprintf(buf + used, len - used, "%s%s[", p ? " -> " : "", h);
+        int q = p, comma = 0, w;
 
-        used = w < 0 ? used : used + (size_t)w;
+        w = snprintf(buf + used, len - used, "%s%s[", p ? " -> " : "", h);
+        used = w < 0 ? len : used + (size_t)w;
         /* this host's ranks, consecutive ranks as runs */
         while (q < n && strcmp(hosts[order[q]], h) == 0) {
             int first = order[q];
@@ -93,10 +96,13 @@ void ring_order_describe(const char *const *hosts, const int *order, int n, char
             comma = 1;
             q++;
         }
-        if (used < len)
-            used += (size_t)snprintf(buf + used, len - used, "]");
+        if (used < len) {
+            w = snprintf(buf + used, len - used, "]");
+            used = w < 0 ? len : used + (size_t)w;
+        }
         p = q;
     }
-    if (used >= len && len > 4)
+    /* cut short, or exactly full with hosts left over: say so */
+    if ((used >= len || p < n) && len > 4)
         memcpy(buf + len - 4, "...", 4);
 }

@@ -28,23 +28,6 @@
 
 extern char **environ;
 
-/* ok(), for a known bug: a failure is marked TODO (with why) and does not
- * fail the test; a pass is a plain ok, so tap-driver reports the fix. */
-static int todo_ok(int cond, const char *why, const char *fmt, ...) TAP_PRINTF(3, 4);
-static int todo_ok(int cond, const char *why, const char *fmt, ...)
-{
-    char desc[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(desc, sizeof(desc), fmt, ap);
-    va_end(ap);
-    ok(cond, "%s%s%s", desc, cond ? "" : " # TODO ", cond ? "" : why);
-    if (!cond)
-        tap_failed--;
-    return cond;
-}
-
 /* ---- the environment ------------------------------------------------- */
 
 static const char *const env_prefixes[] = {"RING_", "OMPI_", "PMI_", "MPI_LOCAL", "SLURM_",
@@ -102,13 +85,14 @@ static void only_env(const char *name, ...)
 
 /* ---- detection ------------------------------------------------------- */
 
-#define PORT 29500 /* the port argument of ring_launch_detect, i.e. --port */
+#define PORT 29500 /* RING_LAUNCH_PORT: the store's port when nothing chooses one */
 
 static ring_launch_t L;
 
+/* as ring_config_load_env calls it without RING_PORT: the job id may pick the port */
 static ring_status_t detect(void)
 {
-    return ring_launch_detect(&L, PORT);
+    return ring_launch_detect(&L, 0);
 }
 
 /* The tcp port of a rendezvous URL, or -1 when it does not parse as one. */
@@ -223,15 +207,16 @@ static void test_openmpi(void)
     port = url_port(L.rendezvous);
     is_str(url_host(L.rendezvous), "127.0.0.1", "openmpi with a job id: store on 127.0.0.1");
     ok(job_port_ok(port), "openmpi: the port from the job id is in 20000..31999 (%d)", port);
-    ok(port != PORT, "openmpi: the job id's port replaces the port argument");
+    ok(port != PORT, "openmpi: the job id's port replaces the default port");
     like(L.rendezvous_why, "job id", "openmpi: the reason says the port is from the job id");
     snprintf(first, sizeof(first), "%s", L.rendezvous);
     setenv("OMPI_COMM_WORLD_RANK", "0", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
     ok(detect() == RING_OK && strcmp(L.rendezvous, first) == 0,
        "openmpi: every rank of the job derives the same store (%s)", L.rendezvous);
-    ok(ring_launch_detect(&L, 40000) == RING_OK && strcmp(L.rendezvous, first) == 0,
-       "openmpi: the job id's port does not depend on the port argument");
+    ok(ring_launch_detect(&L, 40000) == RING_OK &&
+           strcmp(L.rendezvous, "tcp://127.0.0.1:40000") == 0,
+       "openmpi: a port given (RING_PORT) beats the job id's (%s)", L.rendezvous);
     setenv("OMPI_MCA_ess_base_jobid", "3735879682", 1);
     ok(detect() == RING_OK && job_port_ok(url_port(L.rendezvous)) &&
            strcmp(L.rendezvous, first) != 0,
@@ -484,8 +469,10 @@ static void test_precedence(void)
     found("RING_RANK and every launcher", "ring", 3, "RING_RANK", 6, "RING_WORLD_SIZE");
     is_int(L.local_rank, 0, "ring: local rank from RING_LOCAL_RANK");
     is_str(L.local_var, "RING_LOCAL_RANK", "ring: the local rank's variable");
+    /* RING_RANK alone: the table applies it, and the world size still comes from Slurm */
     only_env("RING_RANK", "1", "SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "2", NULL);
-    found("RING_RANK without RING_WORLD_SIZE", "ring", 1, "RING_RANK", 0, "");
+    found("RING_RANK without RING_WORLD_SIZE", "slurm", 0, "SLURM_PROCID", 2,
+          "SLURM_STEP_NUM_TASKS");
 
     only_env("SLURM_PROCID", "1", "SLURM_STEP_NUM_TASKS", "4", "SLURM_STEP_NODELIST",
              "node[01-04]", "SLURM_JOB_ID", "9", "MASTER_ADDR", "trainer-0", "MASTER_PORT",
@@ -1007,9 +994,8 @@ static void test_order(void)
         }
         ok(bad_over == 0, "describe with every buffer size 1..%zu: never past the buffer",
            flen + 2);
-        todo_ok(bad_cut == 0, "ring_order_describe drops the hosts that do not fit without "
-                "'...' when the text so far fills the buffer exactly",
-                "describe with every buffer size 5..%zu: the text, or cut with '...'", flen + 2);
+        ok(bad_cut == 0, "describe with every buffer size 5..%zu: the text, or cut with '...'",
+           flen + 2);
         if (bad_cut != 0) {
             ring_order_describe(hosts, order, 4, buf, (size_t)worst_len);
             diag("%d sizes wrong, first len %d: '%s' (full '%s')", bad_cut, worst_len, buf,
@@ -1017,8 +1003,7 @@ static void test_order(void)
         }
     }
     ring_order_describe(two, (const int[]){0, 1}, 2, buf, 5);
-    todo_ok(strcmp(buf, "a...") == 0, "the cut is not marked when 'a[0]' fills the buffer",
-            "'a[0] -> b[1]' in 5 bytes: 'a...' (got '%s')", buf);
+    ok(strcmp(buf, "a...") == 0, "'a[0] -> b[1]' in 5 bytes: 'a...' (got '%s')", buf);
 }
 
 int main(void)

@@ -59,9 +59,13 @@ typedef struct ring_launch {
     char note[RING_LAUNCH_STR]; /* one line worth telling the user, or "" */
 } ring_launch_t;
 
+#define RING_LAUNCH_PORT 29500 /* the store's port when nothing else gives one */
+
 /*
  * Read the launcher variables of the environment into *l. port is the
- * store port when no variable names one (MASTER_PORT). RING_ERR_INVALID
+ * store's port when no variable names one (MASTER_PORT); 0 lets the job id
+ * choose one (20000..31999, so two jobs sharing a first host do not collide),
+ * else RING_LAUNCH_PORT. RING_ERR_INVALID
  * with a message naming the variable when one is malformed (a rank that is
  * not a number, TF_CONFIG that is not the JSON it should be).
  */
