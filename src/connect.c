@@ -27,7 +27,7 @@ typedef struct hello_conn {
     ring_tp_ep_t *ep;
     ring_tp_req_t sreq, rreq;
     unsigned char out[RING_HELLO_BYTES], in[RING_HELLO_BYTES];
-    double started, retry_at;
+    double started, retry_at, backoff;
     int state; /* 0 idle (retry pending), 1 in flight, 2 established */
 } hello_conn_t;
 
@@ -120,7 +120,10 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
         comm->tp_ops->ep_close(hc->ep);
         hc->ep = NULL;
         hc->state = 0;
-        hc->retry_at = now + 0.05 + 0.002 * (double)(rand() % 50);
+        /* 10 ms at first (a neighbour a moment late), doubling to 200 ms, with
+         * jitter so a whole job's retries do not arrive in step */
+        hc->backoff = hc->backoff > 0 ? (hc->backoff < 0.1 ? hc->backoff * 2 : 0.2) : 0.01;
+        hc->retry_at = now + hc->backoff * (1.0 + 0.01 * (double)(rand() % 50));
         return RING_OK;
     }
     if (ring_hello_decode(hc->in, &theirs) != 0)

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -323,8 +324,10 @@ static void *server_main(void *arg)
             if (srv->clients[i].out_len > 0 && client_io(srv, &srv->clients[i], 0) != 0)
                 client_drop(srv, i);
         if (pfd[1].revents & POLLIN) {
-            int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
             if (fd >= 0) {
+                /* replies are small and must not wait for the client's delayed ACK */
+                (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                 if (grow((void **)&srv->clients, &srv->clients_cap, srv->nclients + 1,
                          sizeof(client_t)) != 0) {
                     close(fd);

@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,18 +75,27 @@ static ring_status_t store_call(store_tcp_t *st, char op, const char *key, const
                                 double deadline, char *status, char *data, size_t len)
 {
     size_t klen = strlen(key), vlen = value != NULL ? strlen(value) : 0;
-    unsigned char hdr[RING_STORE_REQ_HDR], rep[RING_STORE_REP_HDR];
+    unsigned char *req, rep[RING_STORE_REP_HDR];
     uint32_t rlen;
+    int sent;
 
     if (klen > RING_STORE_KEY_MAX || vlen > RING_STORE_VALUE_MAX)
         return ring_error_set(RING_ERR_INVALID, "rendezvous store: key or value too long");
-    memcpy(hdr, RING_STORE_MAGIC, 4);
-    hdr[4] = (unsigned char)op;
-    le_put16(hdr + 5, (uint16_t)klen);
-    le_put32(hdr + 7, (uint32_t)vlen);
-    if (io_all(st->fd, hdr, sizeof(hdr), 1, deadline) != 0 ||
-        io_all(st->fd, (void *)key, klen, 1, deadline) != 0 ||
-        io_all(st->fd, (void *)value, vlen, 1, deadline) != 0)
+    /* one write per request: with Nagle's algorithm, a second small write
+     * would wait for the server's delayed ACK (40 ms a request) */
+    req = malloc(RING_STORE_REQ_HDR + klen + vlen);
+    if (req == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a store request");
+    memcpy(req, RING_STORE_MAGIC, 4);
+    req[4] = (unsigned char)op;
+    le_put16(req + 5, (uint16_t)klen);
+    le_put32(req + 7, (uint32_t)vlen);
+    memcpy(req + RING_STORE_REQ_HDR, key, klen);
+    if (vlen > 0)
+        memcpy(req + RING_STORE_REQ_HDR + klen, value, vlen);
+    sent = io_all(st->fd, req, RING_STORE_REQ_HDR + klen + vlen, 1, deadline);
+    free(req);
+    if (sent != 0)
         return io_error(st, "sending a request");
     if (io_all(st->fd, rep, sizeof(rep), 0, deadline) != 0)
         return io_error(st, "waiting for its reply");
@@ -156,7 +167,7 @@ static int tcp_dial(const char *host, int port, double deadline, char *err, size
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
     char service[16];
-    int fd = -1, rc, e = ECONNREFUSED;
+    int fd = -1, rc, e = ECONNREFUSED, one = 1;
 
     snprintf(service, sizeof(service), "%d", port);
     rc = getaddrinfo(host, service, &hints, &res);
@@ -168,6 +179,7 @@ static int tcp_dial(const char *host, int port, double deadline, char *err, size
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
             continue;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno == EINPROGRESS) {
             struct pollfd pfd = {.fd = fd, .events = POLLOUT};
             double left = deadline - ring_now();
@@ -196,7 +208,7 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, d
                                   ring_store_t **s_p)
 {
     store_tcp_t *st = calloc(1, sizeof(*st));
-    double started = ring_now(), backoff = 0.02;
+    double started = ring_now(), backoff = 0.005;
     char err[256] = "no answer", status, data[1024];
     ring_status_t rs;
 
@@ -220,7 +232,7 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, d
         }
         /* rank 0 may not be listening yet: try again, backing off */
         usleep((useconds_t)(backoff * 1e6));
-        backoff = backoff < 0.5 ? backoff * 2 : 0.5;
+        backoff = backoff < 0.1 ? backoff * 2 : 0.2;
     }
     rs = store_call(st, 'H', job, NULL, ring_now() + st->op_timeout, &status, data,
                     sizeof(data));

@@ -101,7 +101,7 @@ awk -F, '{ n[$1]++; s[$1] += $2; q[$1] += $2 * $2 }
         printf "%-18s %9s %7s %s\n", "system", "mean", "sd", base ? "vs mpirun" : ""
         for (k in n) {
             m = s[k] / n[k]; v = q[k] / n[k] - m * m
-            printf "%-18s %9.1f %7.1f %s\n", k, m, v > 0 ? sqrt(v) : 0, base ? sprintf("%.2fx", m / base) : ""
+            printf "%-18s %9.1f %7.1f %s\n", k, m, (v > 0 ? sqrt(v) : 0), (base ? sprintf("%.2fx", m / base) : "")
         }
     }' "$OUT/times.csv" | (read -r h; echo "$h"; sort)
 [ -s "$OUT/err" ] && { echo "# errors (first lines of $OUT/err):"; head -5 "$OUT/err"; }
