@@ -50,8 +50,9 @@ static void bench_usage(FILE *out)
 {
     fprintf(out,
             "Usage: ring-launch -n N -- ring-bench [options]\n"
-            "       ring-bench [options]   (under any launcher that sets RING_RANK,\n"
-            "                              RING_WORLD_SIZE and RING_PEERS)\n"
+            "       mpirun -np N ring-bench [options], srun -n N ring-bench [options]\n"
+            "       ring-bench [options]   (with RING_RANK, RING_WORLD_SIZE and RING_PEERS\n"
+            "                              or RING_RENDEZVOUS set; see ringd --print-env)\n"
             "\n"
             "Measures ring allreduce of float32 buffers, size by size, and prints a\n"
             "table on rank 0: bytes, count, dtype, time (us, slowest rank's mean per\n"

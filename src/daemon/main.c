@@ -31,7 +31,9 @@ static void usage(FILE *out)
         "shard of the data, the gradients are averaged over the ring every step (fp16 on the\n"
         "wire by default) and every peer applies the same update, so the parameters stay\n"
         "identical everywhere. Rank 0 prints progress, evaluates and writes checkpoints.\n"
-        "Without --rank/--world-size/--peers (or RING_RANK, ...) ringd trains alone.\n"
+        "Rank, world size and peers come from flags, RING_* variables, or the launcher\n"
+        "that started ringd (srun, mpirun, torchrun, TF_CONFIG, a Kubernetes indexed Job;\n"
+        "see --print-env); with none of them ringd trains alone.\n"
         "\n"
         "Training options (flag, environment variable, default):\n");
     daemon_opts_print_help(out);
