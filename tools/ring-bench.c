@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ringd/ringd.h>
 
@@ -77,6 +78,9 @@ static void bench_usage(FILE *out)
             "      --sparse-shared   zeros at the same places on every peer (default: each\n"
             "                        peer's own, so the sums are denser than the inputs)\n"
             "      --csv             print CSV: bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong\n"
+            "      --sweep ARGS...   (first) sizes x codecs x N x link rate in many rings,\n"
+            "                        with CSV, plots and the alpha-beta fit: the ring-sweep\n"
+            "                        driver; see ring-bench --sweep --help\n"
             "  -h, --help            this text\n"
             "      --version         print the version\n"
             "\n"
@@ -314,6 +318,34 @@ static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t bytes, fl
     return wrong_all > 0 ? 1 : 0;
 }
 
+/*
+ * ring-bench --sweep ARGS: the sweep is a driver that starts many rings
+ * (tools/ring-sweep, a script); exec it with the remaining arguments. It
+ * is looked for in $RING_SWEEP, next to this program, in the source tree's
+ * tools/ (an uninstalled build), then on PATH.
+ */
+static int run_sweep(int argc, char **argv)
+{
+    const char *env = getenv("RING_SWEEP");
+    const char *slash = strrchr(argv[0], '/');
+    char path[4096];
+
+    argv[1] = "ring-sweep";
+    if (env != NULL && *env != '\0')
+        execv(env, argv + 1);
+    if (slash != NULL) {
+        snprintf(path, sizeof(path), "%.*s/ring-sweep", (int)(slash - argv[0]), argv[0]);
+        execv(path, argv + 1);
+    }
+#ifdef RING_TOOLS_DIR
+    execv(RING_TOOLS_DIR "/ring-sweep", argv + 1);
+#endif
+    execvp("ring-sweep", argv + 1);
+    fprintf(stderr, "ring-bench: --sweep needs the ring-sweep script (tools/ring-sweep; set "
+                    "RING_SWEEP=/path/to/ring-sweep): %s\n", strerror(errno));
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     bench_opts_t o = {.min_bytes = 4096, .max_bytes = 256u << 20, .factor = 4, .warmup = 3,
@@ -323,6 +355,8 @@ int main(int argc, char **argv)
     float *sbuf = NULL, *rbuf = NULL, *slots = NULL;
     int rc, failed = 0;
 
+    if (argc > 1 && strcmp(argv[1], "--sweep") == 0)
+        return run_sweep(argc, argv);
     /* help and version must work whatever the environment holds */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
