@@ -101,6 +101,15 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     comm->rank = cfg->rank;
     comm->size = cfg->world_size;
     comm->nchannels = cfg->channels;
+    if (strcmp(cfg->autotune, "on") == 0 && cfg->world_size > 1) {
+        if (ring_autotune_parse(cfg->autotune_chunks, cfg->autotune_channels, &comm->autotune,
+                                why, sizeof(why)) != 0)
+            return ring_error_set(RING_ERR_INVALID, "%s", why);
+        /* connect every channel and size the buffers for every chunk a candidate uses */
+        comm->autotuned = 1;
+        comm->nchannels = comm->autotune.max_channels;
+        comm->cfg.chunk_bytes = comm->autotune.max_chunk;
+    }
     comm->nstreams = cfg->tcp_streams;
     comm->codec = strcmp(cfg->codec, "fp16") == 0   ? RING_CODEC_FP16
                   : strcmp(cfg->codec, "bf16") == 0 ? RING_CODEC_BF16
@@ -127,10 +136,10 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     for (int c = 0; c < comm->nchannels; c++) {
         comm->channels[c].index = c;
         RING_CHECK(ring_enc_channel_alloc(comm, &comm->channels[c]));
-        comm->channels[c].stage = malloc(RING_WINDOW * cfg->chunk_bytes);
+        comm->channels[c].stage = malloc(RING_WINDOW * comm->cfg.chunk_bytes);
         if (comm->channels[c].stage == NULL)
             return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d staging chunks of %zu "
-                                  "bytes", RING_WINDOW, cfg->chunk_bytes);
+                                  "bytes", RING_WINDOW, comm->cfg.chunk_bytes);
     }
     RING_CHECK(comm->tp_ops->init(&params, &comm->tp));
     if (ring_config_uses_rendezvous(cfg))
@@ -143,6 +152,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         ring_log(RING_LOG_DEBUG, "%s", ring_last_error());
     RING_CHECK(ring_connect_ring(comm));
     ring_channel_post_back(comm, &comm->channels[0]);
+    if (comm->autotuned)
+        RING_CHECK(ring_autotune(comm));
     return RING_OK;
 }
 
@@ -192,6 +203,11 @@ const char *ring_comm_transport(const ring_comm_t *comm)
 const char *ring_comm_ring_order(const ring_comm_t *comm)
 {
     return comm->order_desc;
+}
+
+const char *ring_comm_autotune_report(const ring_comm_t *comm)
+{
+    return comm->autotune_desc;
 }
 
 ring_status_t ring_comm_register(ring_comm_t *comm, void *buf, size_t bytes)

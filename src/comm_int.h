@@ -9,6 +9,7 @@
 #include <ringd/comm.h>
 
 #include "errors.h"
+#include "autotune.h"
 #include "peers.h"
 #include "schedule.h"
 #include "transport.h"
@@ -111,6 +112,9 @@ struct ring_comm {
     struct ring_store *store;              /* the rendezvous store while rank 0 owns it */
     struct ring_store_server *store_server; /* rank 0's tcp store, up until close */
     char left_addr[300], right_addr[300];
+    int autotuned;                         /* --autotune on: the hello says chunk 0 */
+    ring_autotune_space_t autotune;        /* its candidates (autotune.c) */
+    char autotune_desc[1024];              /* what it chose and measured, or "" */
     const ring_tp_ops_t *tp_ops;
     ring_tp_t *tp;
     ring_tp_listener_t *listener;

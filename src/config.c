@@ -19,6 +19,7 @@
 #include "log.h"
 #include "parse.h"
 #include "verbs_hca.h"
+#include "autotune.h"
 #include "iface.h"
 #include "peers.h"
 #include "rendezvous.h"
@@ -85,6 +86,18 @@ static const config_entry_t config_table[] = {
      "tcp: interfaces whose addresses peers publish at a rendezvous, as NCCL_SOCKET_IFNAME: "
      "name prefixes, '=' first for exact names, '^' first to exclude; empty = every interface "
      "but lo and docker*, or lo when every peer is on one host"},
+    {"autotune", "RING_AUTOTUNE", CONFIG_CHOICE, "off", "off|on", FIELD(autotune), 0, 0,
+     "at start-up, time allreduces of --autotune-bytes with every chunk size of "
+     "--autotune-chunks and channel count of --autotune-channels on the real ring, and keep "
+     "the fastest (rank 0's timing decides; the choice is logged); --chunk-size and "
+     "--channels are then ignored"},
+    {"autotune-chunks", "RING_AUTOTUNE_CHUNKS", CONFIG_STRING, "64K,256K,1M", "SIZE,...",
+     FIELD(autotune_chunks), 0, 0, "autotune: the chunk sizes to try (4K..64M)"},
+    {"autotune-channels", "RING_AUTOTUNE_CHANNELS", CONFIG_STRING, "1,2,4", "N,...",
+     FIELD(autotune_channels), 0, 0,
+     "autotune: the channel counts to try; the ring connects the largest"},
+    {"autotune-bytes", "RING_AUTOTUNE_BYTES", CONFIG_SIZE, "16M", "bytes", FIELD(autotune_bytes),
+     0, 0, "autotune: the buffer of each timed allreduce (1 warm-up + 3 timed per candidate)"},
     {"codec", "RING_CODEC", CONFIG_CHOICE, "none", "none|fp16|bf16", FIELD(codec), 0, 0,
      "what a gradient travels as: fp32 (none), or fp16/bf16 with fp32 accumulation"},
     {"lz4", "RING_LZ4", CONFIG_CHOICE, "off", "off|on|auto", FIELD(lz4), 0, 0,
@@ -442,6 +455,17 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
     {
         vb_hca_spec_t hca;
         char why[256];
+    if (strcmp(cfg->autotune, "on") == 0) {
+        ring_autotune_space_t sp;
+        char bad[300];
+
+        if (ring_autotune_parse(cfg->autotune_chunks, cfg->autotune_channels, &sp, bad,
+                                sizeof(bad)) != 0)
+            return ring_error_set(RING_ERR_INVALID, "%s", bad);
+        if (cfg->autotune_bytes < 4096 || cfg->autotune_bytes > (1u << 30))
+            return ring_error_set(RING_ERR_INVALID, "--autotune-bytes %zu is out of range "
+                                  "4K..1G", cfg->autotune_bytes);
+    }
 
         if (vb_hca_parse(cfg->ib_dev, &hca, why, sizeof(why)) != 0)
             return ring_error_set(RING_ERR_INVALID, "%s (RING_IB_HCA / --ib-dev)", why);

@@ -35,7 +35,8 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->stream = (uint32_t)stream;
     h->channels = (uint32_t)comm->nchannels;
     h->streams = (uint32_t)comm->nstreams;
-    h->chunk_bytes = comm->cfg.chunk_bytes;
+    /* autotuned: the chunk size is chosen later, together; 0 says so */
+    h->chunk_bytes = comm->autotuned ? 0 : comm->cfg.chunk_bytes;
     h->transport = strcmp(comm->tp_ops->name, "verbs") == 0 ? 2 : 1;
     h->codec = (uint8_t)comm->codec;
     h->fp16_scaling = (uint8_t)comm->fp16_scaling;
@@ -67,6 +68,12 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
                               theirs->rank, peer_addr, comm->rank, mine->job_text, theirs->rank,
                               theirs->job_text);
     HELLO_DIFF(world_size, "world size (RING_WORLD_SIZE)", "%u");
+    if ((mine->chunk_bytes == 0) != (theirs->chunk_bytes == 0))
+        return ring_error_set(RING_ERR_MISMATCH,
+                              "settings mismatch with rank %u (%s): autotune differs: rank %d has "
+                              "it %s, rank %u %s (RING_AUTOTUNE)", theirs->rank, peer_addr,
+                              comm->rank, mine->chunk_bytes == 0 ? "on" : "off", theirs->rank,
+                              theirs->chunk_bytes == 0 ? "on" : "off");
     HELLO_DIFF(peers_hash, "peer list (RING_PEERS)", "hash %016" PRIx64);
     HELLO_DIFF(channels, "channels (RING_CHANNELS)", "%u");
     HELLO_DIFF(streams, "tcp streams (RING_TCP_STREAMS)", "%u");

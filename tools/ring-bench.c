@@ -416,6 +416,8 @@ int main(int argc, char **argv)
                    o.inplace ? "in place" : "out of place", o.sparsity,
                    o.sparse_shared ? " (shared)" : "");
             printf("# algbw and busbw count the user's float32 bytes, whatever the codec\n");
+            if (ring_comm_autotune_report(comm)[0] != '\0')
+                printf("# %s\n", ring_comm_autotune_report(comm));
             printf("# %10s %12s %8s %12s %10s %10s %8s\n", "bytes", "count", "dtype", "time(us)",
                    "algbw", "busbw", "#wrong");
         }

@@ -69,6 +69,9 @@ const char *ring_comm_transport(const ring_comm_t *comm);
 /* The ring's order by host, "hostA[0-1] -> hostB[2,3]" (--ring-order). */
 const char *ring_comm_ring_order(const ring_comm_t *comm);
 
+/* What --autotune chose and measured ("" when it did not run). */
+const char *ring_comm_autotune_report(const ring_comm_t *comm);
+
 /*
  * Register a buffer this peer will pass to allreduces again and again (like
  * ncclCommRegister): over verbs its bytes then leave without a copy, and

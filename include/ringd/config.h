@@ -62,9 +62,13 @@ typedef struct ring_config {
     char rendezvous[RING_CONFIG_STR_MAX]; /* "tcp://HOST:PORT", "file:///DIR" or "" (peers) */
     char ring_order[8];       /* "host": peers of a host adjacent, or "rank" */
     char iface[RING_CONFIG_STR_MAX]; /* RING_SOCKET_IFNAME: interfaces tcp may use */
+    char autotune[4];         /* "on": time chunk sizes x channels at start-up, keep the best */
+    char autotune_chunks[RING_CONFIG_STR_MAX];   /* "64K,256K,1M" */
+    char autotune_channels[RING_CONFIG_STR_MAX]; /* "1,2,4" */
+    size_t autotune_bytes;    /* buffer size of each timed allreduce */
     ring_launch_t launch;     /* what ring_config_load_env found in the launcher's variables */
     /* Where each table entry's value came from, indexed like the table. */
-    unsigned char source[32];
+    unsigned char source[64];
 } ring_config_t;
 
 /* Fill cfg with the defaults. Never fails; cfg must be released with ring_config_free. */

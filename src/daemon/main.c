@@ -200,8 +200,11 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
         fprintf(stderr, "ringd[rank %d]: %s\n", r.rank, ring_last_error());
         return 1;
     }
-    if (r.rank == 0 && r.world > 1 && opt->progress != PROGRESS_OFF)
+    if (r.rank == 0 && r.world > 1 && opt->progress != PROGRESS_OFF) {
         printf("ringd: ring order (%s): %s\n", cfg->ring_order, ring_comm_ring_order(r.comm));
+        if (ring_comm_autotune_report(r.comm)[0] != '\0')
+            printf("ringd: %s\n", ring_comm_autotune_report(r.comm));
+    }
     /* after the ring is up: a peer that cannot load its data closes the ring, and the
      * others hear of it at once instead of waiting for a connect timeout */
     daemon_opts_workload(opt, &s);
