@@ -253,7 +253,7 @@ static void test_bucket(void)
     static unsigned char src[NMSG][MSG], dst[NMSG][MSG];
     ring_tp_req_t sreq[NMSG], rreq[NMSG], s_ctrl, r_ctrl, s_late, r_late;
     unsigned char ctrl_out[64] = "ABORT", ctrl_in[256], late_out[1000], late_in[1000];
-    const double rate = 4e6; /* bytes/s: burst max(64K, 40K) = 64K */
+    const double rate = 2e6; /* bytes/s: burst max(64K, 20K) = 64K; 4 MiB take ~2 s */
     pair_t p;
     double t0, c0, t_last = 0, wall, cpu;
     long loops = 0;
@@ -267,7 +267,8 @@ static void test_bucket(void)
             src[m][i] = (unsigned char)(m * 31 + i * 7);
     memset(dst, 0, sizeof(dst));
 
-    /* 1. 16 x 256 KiB at 4 MB/s: (4 MiB + prefixes - 64 KiB of burst) / rate = 1.033 s */
+    /* 1. 16 x 256 KiB at 2 MB/s: (4 MiB + prefixes - 64 KiB of burst) / rate = 2.07 s: the
+     *    cap holds within 10 % over 2 s */
     for (int m = 0; m < NMSG; m++) {
         memset(&rreq[m], 0, sizeof(rreq[m]));
         rreq[m].iov[0] = (struct iovec){dst[m], MSG};
@@ -294,15 +295,15 @@ static void test_bucket(void)
     cpu = cpu_now() - c0;
     for (int m = 0; m < NMSG; m++)
         bad += rreq[m].status != RING_OK || rreq[m].bytes != MSG || memcmp(src[m], dst[m], MSG);
-    ok(all && !bad, "transport at 4 MB/s: 16 x 256 KiB arrive whole and intact");
+    ok(all && !bad, "transport at 2 MB/s: 16 x 256 KiB arrive whole and intact");
     {
         double want = (NMSG * (MSG + 4.0) - 65536) / rate;
         ok(wall > 0.9 * want && wall < 1.1 * want,
-           "transport at 4 MB/s: 4 MiB take %.3f s, want %.3f s +-10%% (%.2f MB/s)", wall, want,
+           "transport at 2 MB/s: 4 MiB take %.3f s, want %.3f s +-10%% (%.2f MB/s)", wall, want,
            NMSG * (double)MSG / wall / 1e6);
     }
     ok(cpu < 0.2 * wall && loops < 2000,
-       "transport at 4 MB/s: no busy loop (CPU %.3f s of %.3f s, %ld progress/wait rounds)", cpu,
+       "transport at 2 MB/s: no busy loop (CPU %.3f s of %.3f s, %ld progress/wait rounds)", cpu,
        wall, loops);
 
     /* 2. the bucket is empty now (nothing sent since): a 64-byte control message
@@ -359,10 +360,10 @@ static void test_bucket(void)
         done_ctrl = r_ctrl.done && r_ctrl.status == RING_OK;
         t_last = h_now() - t0;
         ok(done_ctrl && rreq[3].done && t_last < 0.1,
-           "a notice queued behind 1 MiB of data pulls it through: %.1f ms, not 250", t_last * 1e3);
+           "a notice queued behind 1 MiB of data pulls it through: %.1f ms, not 500", t_last * 1e3);
     }
     {
-        /* ... but what it pulled is owed: 1000 bytes now wait for the debt (~0.25 s) */
+        /* ... but what it pulled is owed: 1000 bytes now wait for the debt (~0.5 s) */
         int arrived;
 
         memset(&r_late, 0, sizeof(r_late));
@@ -375,13 +376,13 @@ static void test_bucket(void)
         s_late.iovcnt = 1;
         t0 = h_now();
         p.ops->post_send(p.tx, &s_late);
-        pair_run_until(&p, &r_late.done, t0 + 0.15, NULL);
+        pair_run_until(&p, &r_late.done, t0 + 0.3, NULL);
         arrived = r_late.done;
         pair_run_until(&p, &r_late.done, t0 + 5, NULL);
         t_last = h_now() - t0;
-        ok(!arrived && r_late.done && r_late.status == RING_OK && t_last > 0.15 && t_last < 0.5,
+        ok(!arrived && r_late.done && r_late.status == RING_OK && t_last > 0.3 && t_last < 1.0,
            "the debt is paid: 1000 bytes after the pulled 1 MiB arrive after %.0f ms "
-           "(~250 expected)", t_last * 1e3);
+           "(~500 expected)", t_last * 1e3);
     }
     pair_close(&p);
 
