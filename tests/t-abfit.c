@@ -145,9 +145,29 @@ static void test_pairs(void)
     }
     rc = ring_abfit_fit(p, 2 * np, &r, err, sizeof(err));
     is_int(rc, RING_ABFIT_OK, "alpha -1 us under 2 %% noise: fitted, not refused");
-    ok(r.alpha_us < 0 && r.alpha_us + 2 * r.alpha_se_us >= 0 && r.alpha_unresolved,
-       "alpha %.3g +- %.3g us: within 2 standard errors of 0, flagged unresolved", r.alpha_us,
+    ok(r.alpha_us < 0 && r.alpha_us + r.t95 * r.alpha_se_us >= 0 && r.alpha_unresolved &&
+           fabs(r.t95 - 1.96 - 2.4 / 96) < 1e-12,
+       "alpha %.3g +- %.3g us: 0 within its 95%% interval, flagged unresolved", r.alpha_us,
        r.alpha_se_us);
+}
+
+/* four points (2 degrees of freedom): the 95 % interval is 4.303 standard
+ * errors wide on each side, not 2 */
+static void test_few_points(void)
+{
+    ring_abfit_point_t p[4];
+    ring_abfit_result_t r;
+    char err[512];
+    size_t k = 0;
+    int rc;
+
+    for (int n = 2; n <= 3; n++)
+        for (double s = MiB; s <= 4 * MiB; s *= 4, k++)
+            p[k] = (ring_abfit_point_t){n, s, ring_abfit_predict(10, 8e-3, n, s), (long)k + 2};
+    p[0].time_us *= 0.99; /* n=2, 1 MiB: 1 % fast */
+    rc = ring_abfit_fit(p, 4, &r, err, sizeof(err));
+    ok(rc == RING_ABFIT_OK && r.t95 == 4.303, "4 points: fitted, t = %.3f for 2 degrees of freedom",
+       r.t95);
 }
 
 static int fails_with(const ring_abfit_point_t *p, size_t np, const char *want, const char *what)
@@ -198,7 +218,7 @@ static void test_degenerate(void)
 
     /* exact data with alpha = -200 us (all times still positive): clearly negative */
     k = synth(p, -200, 0.1e9, 0, 0);
-    fails_with(p, k, "negative by more than 2 standard errors", "alpha clearly negative");
+    fails_with(p, k, "negative beyond its 95 % confidence interval", "alpha clearly negative");
 
     /* bad points (the CSV reader refuses these first; the fit checks too) */
     k = synth(p, 50, 1e9, 0, 0);
@@ -320,11 +340,12 @@ static void test_csv(void)
 
 int main(void)
 {
-    plan(76);
+    plan(77);
     test_predict();
     test_exact();
     test_noise();
     test_pairs();
+    test_few_points();
     test_degenerate();
     test_csv();
     return done_testing();

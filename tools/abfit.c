@@ -40,6 +40,24 @@ double ring_abfit_predict(double alpha_us, double slope, int n, double bytes)
 /* ---- the fit ---------------------------------------------------------------- */
 
 /*
+ * Student's t quantile 0.975 for dof degrees of freedom: a sweep has a handful
+ * of points, and with 2 degrees of freedom "2 standard errors" is an 82 %
+ * interval, not a 95 % one. Exact to 3 decimals up to 30, then 1.96 + 2.4/dof
+ * (within 0.002 of the true value beyond).
+ */
+static double abfit_t95(size_t dof)
+{
+    static const double t[] = {0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                               2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                               2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+                               2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+
+    if (dof < sizeof(t) / sizeof(t[0]))
+        return t[dof];
+    return 1.96 + 2.4 / (double)dof;
+}
+
+/*
  * Why weights 1/t^2. The points span two orders of magnitude in time (1 MiB
  * on 2 peers to 64 MiB on 8), and timing noise on a shared machine is
  * roughly proportional to the time measured (a busy core slows a whole
@@ -168,14 +186,15 @@ int ring_abfit_fit(const ring_abfit_point_t *pts, size_t npts, ring_abfit_result
             r.slope, r.slope == 0 ? "infinite" : "negative");
     r.bw_Bps = 1e6 / r.slope;
     r.bw_se_Bps = r.bw_Bps * (r.slope_se / r.slope);
+    r.t95 = abfit_t95(npts - 2);
     if (r.alpha_us < 0) {
-        if (r.alpha_us + 2.0 * r.alpha_se_us < 0)
+        if (r.alpha_us + r.t95 * r.alpha_se_us < 0)
             return abfit_err(
                 RING_ABFIT_NO_FIT, err, errlen,
-                "the data do not follow the model: alpha = %.4g +- %.4g us is negative by more "
-                "than 2 standard errors (the times grow less with n than the bandwidth term "
-                "alone says)",
-                r.alpha_us, r.alpha_se_us);
+                "the data do not follow the model: alpha = %.4g +- %.4g us (with B = %.4g GB/s) "
+                "is negative beyond its 95 %% confidence interval (%.3g standard errors for %zu "
+                "degrees of freedom): the times grow less with n than the bandwidth term alone says",
+                r.alpha_us, r.alpha_se_us, r.bw_Bps / 1e9, r.t95, npts - 2);
         r.alpha_unresolved = 1;
     }
     *res_p = r;

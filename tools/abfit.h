@@ -49,8 +49,11 @@ typedef struct ring_abfit_result {
     size_t points;                /* measurements used */
     size_t distinct;              /* distinct (n, bytes) pairs among them */
     int n_min, n_max;             /* range of n */
-    int alpha_unresolved;         /* alpha < 0 but within 2 standard errors of 0: the
-                                     latency term is too small for these data to see */
+    double t95;                   /* Student's t for a 95 % two-sided interval on
+                                     points - 2 degrees of freedom: alpha +- t95 x
+                                     alpha_se_us is alpha's 95 % confidence interval */
+    int alpha_unresolved;         /* alpha < 0 but its 95 % confidence interval holds 0:
+                                     the latency term is too small for these data to see */
 } ring_abfit_result_t;
 
 /* The model's time in microseconds for n peers and `bytes`. */
@@ -61,8 +64,8 @@ double ring_abfit_predict(double alpha_us, double slope, int n, double bytes);
  * why), with standard errors from the covariance of the fit. Fails with a
  * message when there are fewer than 3 distinct (n, bytes) points, only one
  * value of n, a design where alpha and 1/B cannot be told apart, B <= 0 (the
- * data do not follow the model), or alpha clearly negative (more than 2
- * standard errors below 0). A point with n < 2 or t <= 0 is an error naming
+ * data do not follow the model), or alpha clearly negative (0 outside its
+ * 95 % confidence interval). A point with n < 2 or t <= 0 is an error naming
  * its line. R^2 is 1 - sum w r^2 / sum w (t - tw)^2 with w = 1/t^2 and tw the
  * weighted mean time: the share of the weighted variation the model explains.
  */

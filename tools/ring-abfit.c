@@ -53,8 +53,8 @@ static void abfit_usage(FILE *out)
                  "  bw_GBps,bw_se_GBps,bw_Gbps,bw_se_Gbps,r2,max_abs_error_pct,alpha_resolved\n"
                  "(one line), then one row of kind 'fit' (the columns from points on), then\n"
                  "with --predictions one row of kind 'point' per input row used (line to\n"
-                 "error_pct). alpha_resolved is 0 when alpha came out negative but within 2\n"
-                 "standard errors of 0: the latency term is too small for the data to show.\n"
+                 "error_pct). alpha_resolved is 0 when alpha came out negative but its 95 %%\n"
+                 "confidence interval holds 0: the latency term is too small for the data.\n"
                  "\n"
                  "The fit needs at least 3 distinct (n, bytes) points and two values of n\n"
                  "(with one n, alpha cannot be told apart from a fixed cost per call).\n"
@@ -107,9 +107,8 @@ static void abfit_print_text(const ring_abfit_point_t *pts, const ring_abfit_res
     printf("  max |error|  %.2f %% (line %ld: n=%d, bytes=%.0f)\n", r->max_abs_err_pct, w->line,
            w->n, w->bytes);
     if (r->alpha_unresolved)
-        printf(
-            "  note: alpha < 0 but within 2 standard errors of 0: these times do not resolve the "
-            "per-step latency (try smaller sizes)\n");
+        printf("  note: alpha < 0 but its 95 %% confidence interval holds 0: these times do not "
+               "resolve the per-step latency (try smaller sizes)\n");
     if (!predictions)
         return;
     printf("\n%8s %5s %14s %14s %14s %9s\n", "line", "n", "bytes", "time_us", "model_us", "error%");
