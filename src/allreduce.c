@@ -218,6 +218,11 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
         return ring_comm_fail_from_frame(comm, &f, left);
     if (f.type == RING_FRAME_CLOSE)
         return fail_closed(comm, req, sf->step, left);
+    if (f.type == RING_FRAME_DOCTOR) /* doctor.c's frames: a peer runs the ring doctor */
+        return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent a ring doctor frame: it runs "
+                              "the ring doctor, this peer an allreduce; every peer must run the "
+                              "ring doctor at the same point (ringd --doctor, ring-bench "
+                              "--doctor), or none", phase, left, addr);
     if (f.round != req->round || f.count != req->count || f.dtype != req->dtype ||
         f.op != req->op || f.tensor_id != req->tensor_id) {
         fault.status = RING_ERR_MISMATCH;

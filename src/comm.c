@@ -28,6 +28,7 @@ static void comm_free(ring_comm_t *comm)
     }
     ring_enc_comm_free(comm);
     ring_dev_comm_free(comm); /* hook: device.c's host staging */
+    ring_doctor_free(comm);   /* hook: doctor.c's requests, after the endpoints are closed */
     if (comm->listener != NULL)
         comm->tp_ops->listener_close(comm->listener);
     ring_rendezvous_close(comm);

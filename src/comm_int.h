@@ -139,6 +139,10 @@ struct ring_comm {
     ring_status_t error;
     char error_msg[1024];
     ring_slot_t abort_right, abort_left;
+    /* doctor.c: its state (requests and buffers the transport may still hold
+     * after a failure, so freed with the comm), and whether it is running */
+    struct ring_doctor *doctor;
+    int doctor_running;
 };
 
 /* handshake.c */
@@ -194,6 +198,9 @@ ring_status_t ring_dev_request_begin(ring_comm_t *comm, ring_request_t *req);
 ring_status_t ring_dev_request_finish(ring_comm_t *comm, ring_request_t *req,
                                       ring_status_t status);
 void ring_dev_comm_free(ring_comm_t *comm);
+
+/* doctor.c */
+void ring_doctor_free(ring_comm_t *comm);
 
 /* allreduce.c */
 ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited);

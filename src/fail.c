@@ -185,8 +185,12 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     if ((ring_status_t)f->status == RING_ERR_TIMED_OUT && culprit == comm->rank &&
         ring_comm_active_request(comm) != NULL)
         return ring_comm_fail_timeout(comm, ring_comm_active_request(comm), comm->cfg.timeout_s);
-    /* the origin's round and step say where the ring broke, whatever this peer is doing */
-    ring_phase_format_round(comm, f->round, step, phase, sizeof(phase));
+    /* the origin's round and step say where the ring broke, whatever this peer is doing;
+     * during the ring doctor (doctor.c) no peer is in a round */
+    if (comm->doctor_running)
+        snprintf(phase, sizeof(phase), "ring doctor");
+    else
+        ring_phase_format_round(comm, f->round, step, phase, sizeof(phase));
     ring_rank_addr(comm, culprit, addr, sizeof(addr));
     if ((int)f->origin_rank != from_rank)
         snprintf(via, sizeof(via), ", reported through rank %d", from_rank);
@@ -194,8 +198,9 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     case RING_ERR_REMOTE:
         if (f->sys_errno == RING_CAUSE_CLOSED)
             snprintf(comm->error_msg, sizeof(comm->error_msg),
-                     "%s: rank %d (%s) closed its communicator during this allreduce (seen by "
-                     "rank %u%s)", phase, culprit, addr, f->origin_rank, via);
+                     "%s: rank %d (%s) closed its communicator during %s (seen by rank %u%s)",
+                     phase, culprit, addr, comm->doctor_running ? "the ring doctor" : "this allreduce",
+                     f->origin_rank, via);
         else
             snprintf(comm->error_msg, sizeof(comm->error_msg),
                      "%s: %s by rank %d (%s) (seen by rank %u%s)", phase,

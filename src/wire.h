@@ -53,7 +53,8 @@ typedef enum ring_codec {
 typedef enum ring_frame_type {
     RING_FRAME_DATA = 1,
     RING_FRAME_ABORT = 2,
-    RING_FRAME_CLOSE = 3
+    RING_FRAME_CLOSE = 3,
+    RING_FRAME_DOCTOR = 4 /* the ring doctor's measurements (doctor.c), before any allreduce */
 } ring_frame_type_t;
 
 /* sys_errno of an ABORT: the culprit closed its communicator (not a crash) */

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <ringd/status.h>
 #include <ringd/config.h>
 
@@ -141,6 +142,61 @@ typedef struct ring_comm_stats {
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */
 ring_status_t ring_comm_get_stats(const ring_comm_t *comm, ring_comm_stats_t *stats_p);
+
+/*
+ * The ring doctor: every edge of the ring (a peer and its right neighbour,
+ * the direction its data flows) measured on its own, the others idle, so a
+ * slow link shows as itself instead of slowing every measurement the way a
+ * whole-ring allreduce would. The protocol is described in src/doctor.c.
+ */
+#define RING_DOCTOR_NAME_MAX 320
+#define RING_DOCTOR_DEFAULT_BYTES ((size_t)8 << 20)
+#define RING_DOCTOR_SLOW 0.8 /* an edge below this fraction of the median bandwidth is slow */
+
+typedef struct ring_edge_report {
+    int from_rank, to_rank;                /* data flows from_rank -> to_rank, its right
+                                            * neighbour on the ring */
+    char from_host[RING_DOCTOR_NAME_MAX];  /* the host as the ring knows it: the host name a
+                                            * rendezvous published, else the peer list's host */
+    char to_host[RING_DOCTOR_NAME_MAX];
+    char from_addr[RING_DOCTOR_NAME_MAX];  /* "host:port" the peer listens on */
+    char to_addr[RING_DOCTOR_NAME_MAX];
+    double bytes_per_s;                    /* bytes / second of the best lap (its bursts back
+                                            * to back, timed as a whole) */
+    double latency_s;                      /* one way: half the median round trip of a
+                                            * 64-byte frame */
+    double median_ratio;                   /* bytes_per_s / the median over all edges */
+    size_t burst_bytes;                    /* bytes of a timed burst (fewer than asked on an
+                                            * edge too slow to move them in 0.2 s) */
+    int bursts;                            /* timed bursts, over all laps */
+    int slow;                              /* median_ratio < RING_DOCTOR_SLOW */
+} ring_edge_report_t;
+
+/*
+ * Measure every edge of the ring: bandwidth (bursts of up to `bytes`, 0 =
+ * RING_DOCTOR_DEFAULT_BYTES, at least 4 KiB) and one-way latency. A
+ * collective: every peer calls it at the same point, with no allreduce in
+ * flight (right after ring_comm_open, or between allreduces); peers may pass
+ * different sizes (each sender picks its own bursts). On success edges[p],
+ * for every place p = 0..size-1 on the ring, holds the edge from the peer at
+ * place p to the one at place p+1 (mod size), the same on every peer, with
+ * slow set where the bandwidth is more than 20% below the median. A ring of
+ * one has no edges: edges[0] then says 0 -> 0 with no bursts.
+ * Blocks for a fraction of a second per fast edge, a few seconds per slow one
+ * (5 laps round the ring); every wait is bounded by the timeout setting. A
+ * failure (a peer that dies, hangs, leaves or runs allreduces instead) is
+ * the comm's sticky error, naming the peer as usual.
+ */
+ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report_t *edges);
+
+/*
+ * Print the doctor's report for comm (its size entries): a table (edge, from
+ * rank and host, to rank and host, MB/s, latency in us, bursts, flag), the
+ * median, and a final line per slow edge ("slow edge: rank 2 (h2) -> rank 3
+ * (h3): 48 MB/s, 49% of the median 98 MB/s") or "no slow edge: ...".
+ * Returns the number of slow edges.
+ */
+int ring_doctor_print(const ring_comm_t *comm, const ring_edge_report_t *edges, FILE *out);
 
 /* Version of the library, e.g. "0.1.0". */
 const char *ring_version(void);
