@@ -6,6 +6,8 @@
  * on rank 0: bytes, count, dtype, time per call in microseconds (the
  * slowest rank's mean), algbw = bytes / time and busbw = algbw * 2(N-1)/N
  * in GB/s (1e9 bytes/s), and #wrong from the correctness check (-c).
+ * With --doctor it runs the ring doctor instead (ring_comm_doctor): every
+ * ring edge measured on its own, slow ones named.
  */
 #include "config.h"
 
@@ -37,6 +39,8 @@ typedef struct bench_opts {
     int sparse_shared;  /* every peer has its zeros at the same places */
     double tolerance;   /* relative, for -c; set from the codec */
     ring_op_t op;
+    int doctor;         /* --doctor: measure every ring edge instead */
+    size_t doctor_bytes;
 } bench_opts_t;
 
 static double bench_now(void)
@@ -78,6 +82,15 @@ static void bench_usage(FILE *out)
             "      --sparse-shared   zeros at the same places on every peer (default: each\n"
             "                        peer's own, so the sums are denser than the inputs)\n"
             "      --csv             print CSV: bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong\n"
+            "      --doctor          the ring doctor instead: measure every edge of the ring\n"
+            "                        (a peer to its right neighbour) on its own, the others\n"
+            "                        idle: bandwidth (bursts back to back, the best of 5 laps\n"
+            "                        round the ring) and one-way latency (half the median\n"
+            "                        round trip of a 64-byte frame). Rank 0 prints a table and\n"
+            "                        names every edge more than 20%% below the median\n"
+            "                        bandwidth, both peers with rank and host\n"
+            "      --doctor-bytes SIZE  bytes per burst (default 8M; less on an edge too slow\n"
+            "                        to move them in 0.2 s)\n"
             "      --sweep ARGS...   (first) sizes x codecs x N x link rate in many rings,\n"
             "                        with CSV, plots and the alpha-beta fit: the ring-sweep\n"
             "                        driver; see ring-bench --sweep --help\n"
@@ -89,10 +102,13 @@ static void bench_usage(FILE *out)
     fprintf(out,
             "\n"
             "Exit status: 0 on success; 1 when an allreduce failed or a check found\n"
-            "wrong values (the message names the peer and phase); 2 on bad usage.\n"
+            "wrong values (the message names the peer and phase); 2 on bad usage;\n"
+            "3 with --doctor when it found a slow edge (on every rank: all know the\n"
+            "results; the measurement itself succeeded).\n"
             "\n"
             "Example:\n"
-            "  ring-launch -n 4 -- ring-bench -b 1M -e 256M -f 4 -c\n");
+            "  ring-launch -n 4 -- ring-bench -b 1M -e 256M -f 4 -c\n"
+            "  ring-launch -n 4 -- ring-bench --doctor\n");
 }
 
 /* -h/--help and --version are handled in main, before the environment is read. */
@@ -106,6 +122,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         {"csv", no_argument, NULL, 'C'}, {"inplace", no_argument, NULL, 'I'},
         {"sparsity", required_argument, NULL, 'S'},
         {"sparse-shared", no_argument, NULL, 'Z'}, {"register", no_argument, NULL, 'R'},
+        {"doctor", no_argument, NULL, 'D'}, {"doctor-bytes", required_argument, NULL, 'Y'},
         {NULL, 0, NULL, 0}};
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0, opt;
@@ -162,6 +179,13 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         }
         case 'I': o->inplace = 1; break;
         case 'R': o->register_bufs = 1; break;
+        case 'D': o->doctor = 1; break;
+        case 'Y':
+            if (ring_parse_size(optarg, &o->doctor_bytes) != 0 || o->doctor_bytes < 4096)
+                bad = "--doctor-bytes";
+            else
+                o->doctor = 1;
+            break;
         default:
             fprintf(stderr, "ring-bench: unknown option; see ring-bench --help\n");
             free(rest);
@@ -346,6 +370,35 @@ static int run_sweep(int argc, char **argv)
     return 2;
 }
 
+/* --doctor: every ring edge on its own; rank 0 prints the report. 0, 3 (slow edge) or 1. */
+static int bench_doctor(ring_comm_t *comm, const bench_opts_t *o)
+{
+    int n = ring_comm_size(comm), slow = 0;
+    ring_edge_report_t *edges = calloc((size_t)n, sizeof(*edges));
+
+    if (edges == NULL) {
+        fprintf(stderr, "ring-bench: rank %d: out of memory for %d edge reports\n",
+                ring_comm_rank(comm), n);
+        return 1;
+    }
+    if (ring_comm_doctor(comm, o->doctor_bytes, edges) != RING_OK) {
+        fprintf(stderr, "ring-bench: rank %d: %s\n", ring_comm_rank(comm), ring_last_error());
+        free(edges);
+        return 1;
+    }
+    if (ring_comm_rank(comm) == 0) {
+        printf("# ring-bench --doctor (ringd %s): %d peers, transport %s, bursts of up to %zu "
+               "bytes\n", ring_version(), n, ring_comm_transport(comm),
+               o->doctor_bytes > 0 ? o->doctor_bytes : RING_DOCTOR_DEFAULT_BYTES);
+        slow = ring_doctor_print(comm, edges, stdout);
+    } else {
+        for (int p = 0; p < n; p++)
+            slow += edges[p].slow;
+    }
+    free(edges);
+    return slow > 0 ? 3 : 0;
+}
+
 int main(int argc, char **argv)
 {
     bench_opts_t o = {.min_bytes = 4096, .max_bytes = 256u << 20, .factor = 4, .warmup = 3,
@@ -381,6 +434,15 @@ int main(int argc, char **argv)
     if (ring_config_validate(&cfg) != RING_OK) {
         fprintf(stderr, "ring-bench: %s\n", ring_last_error());
         rc = 2;
+        goto out;
+    }
+    if (o.doctor) {
+        if (ring_comm_open(&cfg, &comm) != RING_OK) {
+            fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, ring_last_error());
+            rc = 1;
+        } else {
+            rc = bench_doctor(comm, &o);
+        }
         goto out;
     }
     if (posix_memalign((void **)&sbuf, 4096, o.max_bytes + 64) != 0 ||

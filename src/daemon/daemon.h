@@ -12,6 +12,7 @@
  *   metrics.c    one JSON line per step
  *   signals.c    SIGINT/SIGTERM: stop after this step
  *   print_env.c  --print-env: what the launcher says and what ringd uses
+ *   doctor.c     --doctor: every ring edge measured before training
  */
 #ifndef RINGD_DAEMON_H
 #define RINGD_DAEMON_H
@@ -97,6 +98,10 @@ int run_evaluate_shared(run_t *r, char *err, size_t errlen);
 
 /* print_env.c: the --print-env report. */
 void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out);
+
+/* doctor.c: --doctor, the ring doctor before training; rank 0 prints the report.
+ * 0, 3 when it found a slow edge, 1 when it failed (said on stderr). */
+int doctor_main(const daemon_opts_t *opt, ring_comm_t *comm, int rank);
 
 /* evaluator.c: the --role evaluator main loop. Returns the exit code. */
 int evaluator_main(const daemon_opts_t *opt, const ring_config_t *cfg);

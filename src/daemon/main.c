@@ -6,7 +6,8 @@
  * checkpoints (evaluator.c).
  *
  * Exit status: 0 done (also after SIGINT/SIGTERM: stopped cleanly),
- * 1 a run-time failure (ring, data, checkpoint), 2 a usage error.
+ * 1 a run-time failure (ring, data, checkpoint), 2 a usage error, 3 the
+ * ring doctor (--doctor-only) found a slow edge.
  */
 #include "config.h"
 
@@ -62,13 +63,15 @@ static void usage(FILE *out)
         "signal aborts at once.\n"
         "\n"
         "Exit status: 0 done or stopped cleanly, 1 run-time failure (the message names the\n"
-        "peer, file or setting), 2 usage error.\n"
+        "peer, file or setting), 2 usage error, 3 --doctor-only found a slow edge (every\n"
+        "peer; --doctor reports it and trains anyway).\n"
         "\n"
         "Examples:\n"
         "  ring-launch -n 4 -- ringd --workload fmnist-mlp --epochs 5\n"
         "  ring-launch -n 4 -- ringd --checkpoint-dir ckpt --max-time 10m   # run again to resume\n"
         "  ringd --role evaluator --checkpoint-dir ckpt                     # alongside them\n"
-        "  ring-launch -n 2 -- ringd --workload synthetic --params 25M --compute-ms 50\n");
+        "  ring-launch -n 2 -- ringd --workload synthetic --params 25M --compute-ms 50\n"
+        "  ring-launch -n 4 -- ringd --doctor-only                          # check the links\n");
 }
 
 /* a warning for every RING_* variable nobody reads (a typo, usually) */
@@ -204,6 +207,14 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
         printf("ringd: ring order (%s): %s\n", cfg->ring_order, ring_comm_ring_order(r.comm));
         if (ring_comm_autotune_report(r.comm)[0] != '\0')
             printf("ringd: %s\n", ring_comm_autotune_report(r.comm));
+    }
+    if (opt->doctor || opt->doctor_only) {
+        /* before the first allreduce: every peer runs it at the same point */
+        int d = doctor_main(opt, r.comm, r.rank);
+        if (d == 1 || opt->doctor_only) {
+            rc = d;
+            goto out;
+        }
     }
     /* after the ring is up: a peer that cannot load its data closes the ring, and the
      * others hear of it at once instead of waiting for a connect timeout */

@@ -32,7 +32,8 @@ typedef enum opt_type {
     OPT_PAIR,     /* int[2]: "A,B" */
     OPT_EVERY,    /* every_t: N (steps), DURATION with a unit, or "epoch" */
     OPT_STRAGGLER, /* "RANK:FACTOR" into straggler_rank/straggler_factor ("" = none) */
-    OPT_JITTER    /* "P:FACTOR" into jitter_p/jitter_factor ("" = none) */
+    OPT_JITTER,   /* "P:FACTOR" into jitter_p/jitter_factor ("" = none) */
+    OPT_SIZE      /* size_t bytes with binary K/M/G suffixes, as the ring's sizes (8M = 8 MiB) */
 } opt_type_t;
 
 typedef struct opt_entry {
@@ -159,6 +160,16 @@ static const opt_entry_t opt_table[] = {
      OFIELD(log_interval_s), 0, 0, "at most one plain progress line per DURATION"},
     {"poll-interval", "RING_POLL_INTERVAL", OPT_DURATION, "1s", "DURATION",
      OFIELD(poll_interval_s), 0, 0, "evaluator: how often to look for new checkpoints"},
+    {"doctor", "RING_DOCTOR", OPT_SWITCH, "off", "on|off", OFIELD(doctor), 0, 0,
+     "before training, the ring doctor measures every ring edge (a peer to its right "
+     "neighbour) on its own: bandwidth and one-way latency; rank 0 prints the table and names "
+     "every edge more than 20% below the median bandwidth, then training starts"},
+    {"doctor-only", "RING_DOCTOR_ONLY", OPT_SWITCH, "off", "on|off", OFIELD(doctor_only), 0, 0,
+     "run the ring doctor (as --doctor) and exit without training: 0, or 3 when it found a "
+     "slow edge"},
+    {"doctor-bytes", "RING_DOCTOR_BYTES", OPT_SIZE, "8M", "SIZE", OFIELD(doctor_bytes), 4096, 0,
+     "the ring doctor's bursts (binary K/M/G; fewer bytes on an edge too slow to move them in "
+     "0.2 s)"},
 };
 
 #define OPT_COUNT_ENTRIES (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -354,6 +365,12 @@ static int opt_apply(daemon_opts_t *o, const opt_entry_t *e, const char *v, char
             return bad(e, v, "not on or off", err, errlen);
         *(int *)field = k;
         return 0;
+    case OPT_SIZE:
+        if (ring_parse_size(v, (size_t *)field) != 0)
+            return bad(e, v, "not a size", err, errlen);
+        if (*(size_t *)field < (size_t)e->min)
+            return bad(e, v, "too small", err, errlen);
+        return 0;
     case OPT_WIDTHS:
         if (parse_int_list(v, o->hidden, WL_MAX_HIDDEN, e->min, e->max, &o->nhidden) != 0)
             return bad(e, v, "not a comma list of 1 to 8 positive widths", err, errlen);
@@ -541,6 +558,7 @@ static void opt_format(const daemon_opts_t *o, const opt_entry_t *e, char *buf, 
     case OPT_WORD: snprintf(buf, len, "%s", field); break;
     case OPT_CHOICE: word_at(e->unit, *(const int *)field, buf, len); break;
     case OPT_SWITCH: snprintf(buf, len, "%s", *(const int *)field ? "on" : "off"); break;
+    case OPT_SIZE: snprintf(buf, len, "%zu", *(const size_t *)field); break;
     case OPT_WIDTHS: {
         size_t at = 0;
         buf[0] = '\0';

@@ -71,6 +71,9 @@ typedef struct daemon_opts {
     int progress;             /* enum progress_style */
     double log_interval_s;    /* plain progress lines at most this often */
     double poll_interval_s;   /* evaluator: how often it looks for new checkpoints */
+    int doctor;               /* --doctor: the ring doctor before training */
+    int doctor_only;          /* --doctor-only: the ring doctor, no training */
+    size_t doctor_bytes;      /* its bursts */
     unsigned char source[48]; /* where each option's value came from (ring_config_source_t) */
 } daemon_opts_t;
 
