@@ -374,6 +374,7 @@ static int run_sweep(int argc, char **argv)
 static int bench_doctor(ring_comm_t *comm, const bench_opts_t *o)
 {
     int n = ring_comm_size(comm), slow = 0;
+    float one = 1;
     ring_edge_report_t *edges = calloc((size_t)n, sizeof(*edges));
 
     if (edges == NULL) {
@@ -396,6 +397,12 @@ static int bench_doctor(ring_comm_t *comm, const bench_opts_t *o)
             slow += edges[p].slow;
     }
     free(edges);
+    /* a barrier after rank 0 has printed: under a launcher that stops every
+     * peer when one exits non-zero, no peer's exit 3 may cut the report short */
+    if (ring_allreduce(comm, &one, &one, 1, RING_FLOAT32, RING_SUM) != RING_OK) {
+        fprintf(stderr, "ring-bench: rank %d: %s\n", ring_comm_rank(comm), ring_last_error());
+        return 1;
+    }
     return slow > 0 ? 3 : 0;
 }
 

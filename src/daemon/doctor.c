@@ -15,6 +15,7 @@
 int doctor_main(const daemon_opts_t *opt, ring_comm_t *comm, int rank)
 {
     int n = ring_comm_size(comm), slow = 0;
+    float one = 1;
     ring_edge_report_t *edges = calloc((size_t)n, sizeof(*edges));
 
     if (edges == NULL) {
@@ -34,5 +35,11 @@ int doctor_main(const daemon_opts_t *opt, ring_comm_t *comm, int rank)
         ring_doctor_print(comm, edges, stdout);
     }
     free(edges);
+    /* a barrier after rank 0 has printed: under a launcher that stops every peer
+     * when one exits non-zero, no peer's exit 3 may cut the report short */
+    if (ring_allreduce(comm, &one, &one, 1, RING_FLOAT32, RING_SUM) != RING_OK) {
+        fprintf(stderr, "ringd[rank %d]: error: %s\n", rank, ring_last_error());
+        return 1;
+    }
     return slow > 0 ? 3 : 0;
 }
