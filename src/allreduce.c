@@ -19,6 +19,7 @@
 #include "comm_int.h"
 #include "log.h"
 #include "reduce.h"
+#include "timeline.h"
 
 static size_t dtype_size(ring_dtype_t dtype)
 {
@@ -53,6 +54,8 @@ static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
 static void request_begin(ring_comm_t *comm, ring_request_t *req)
 {
     req->started = 1;
+    if (comm->tl != NULL) /* hook: timeline.c */
+        ring_tl_request_begin(comm, req);
     /* hook: device.c stages CUDA device buffers through host memory (nothing for host ones) */
     if (ring_dev_request_begin(comm, req) != RING_OK)
         return;
@@ -69,6 +72,8 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         /* hook: device.c copies a staged result back to the device */
         req->status = ring_dev_request_finish(comm, req,
                                               req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
+        if (comm->tl != NULL) /* hook: timeline.c */
+            ring_tl_request_end(comm, req, req->status);
         return;
     }
     req->wire = ring_enc_wire(comm, req);
@@ -122,7 +127,8 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
     if (req->wire != RING_CODEC_NONE) {
         /* encoded: step 0 encodes now; later steps were encoded when their input arrived */
         if (sf.step == 0)
-            ring_enc_first(comm, ch, req, &sf, q);
+            RING_TL_TIMED(comm, ch, RING_TL_ENCODE, sf.range.len,
+                          ring_enc_first(comm, ch, req, &sf, q));
         frame_fill(comm, ch, req, &sf, &f);
         ring_enc_meta_put(ring_enc_tx_meta(ch, q), &f);
         src = ring_enc_tx_payload(comm, ch, q);
@@ -272,6 +278,25 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
     return frame_error(comm, ch, req, sf, slot);
 }
 
+/* fp32 reduce-scatter: this peer's values plus the received ones. */
+static void reduce_f32(ring_comm_t *comm, const ring_channel_t *ch, ring_request_t *req,
+                       const ring_sched_frame_t *sf, const float *in)
+{
+    float *dst = elem_ptr(req->recvbuf, ch, &sf->range);
+    const float *mine = elem_ptr(req->sendbuf, ch, &sf->range);
+
+    if (sf->last_reduce && req->op == RING_AVG)
+        ring_reduce_sum_scale_f32(dst, mine, in, 1.0f / (float)comm->size, sf->range.len);
+    else
+        ring_reduce_sum_f32(dst, mine, in, sf->range.len);
+    /* an inf or NaN anywhere in the inputs (or an overflow) shows in the owner's sum */
+    if (sf->last_reduce) {
+        int nonfinite = 0;
+        (void)comm->kops->absmax_f32(dst, sf->range.len, &nonfinite);
+        req->nonfinite |= nonfinite;
+    }
+}
+
 static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
                                          ring_request_t *req, uint32_t q)
 {
@@ -288,22 +313,14 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
     RING_CHECK(check_frame(comm, ch, req, &sf, slot, &f));
     req->nonfinite |= (f.flags & RING_FRAME_NONFINITE) != 0;
     if (req->wire != RING_CODEC_NONE) {
-        RING_CHECK(ring_enc_combine(comm, ch, req, &sf, q, &f));
-    } else if (sf.reduce) {
-        float *dst = elem_ptr(req->recvbuf, ch, &sf.range);
-        const float *mine = elem_ptr(req->sendbuf, ch, &sf.range);
-        const float *in = (const float *)slot->req.iov[1].iov_base;
+        ring_status_t status;
 
-        if (sf.last_reduce && req->op == RING_AVG)
-            ring_reduce_sum_scale_f32(dst, mine, in, 1.0f / (float)comm->size, sf.range.len);
-        else
-            ring_reduce_sum_f32(dst, mine, in, sf.range.len);
-        /* an inf or NaN anywhere in the inputs (or an overflow) shows in the owner's sum */
-        if (sf.last_reduce) {
-            int nonfinite = 0;
-            (void)comm->kops->absmax_f32(dst, sf.range.len, &nonfinite);
-            req->nonfinite |= nonfinite;
-        }
+        RING_TL_TIMED(comm, ch, sf.reduce ? RING_TL_REDUCE : RING_TL_DECODE, sf.range.len,
+                      status = ring_enc_combine(comm, ch, req, &sf, q, &f));
+        RING_CHECK(status);
+    } else if (sf.reduce) {
+        RING_TL_TIMED(comm, ch, RING_TL_REDUCE, sf.range.len,
+                      reduce_f32(comm, ch, req, &sf, (const float *)slot->req.iov[1].iov_base));
     }
     return RING_OK;
 }
@@ -333,16 +350,30 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
         slot->posted = 0;
         ch->sends_done++;
         (*moved)++;
+        if (comm->tl != NULL) /* hook: timeline.c ends the last step */
+            ring_tl_channel_moved(comm, ch);
     }
     while (ch->recvs_done < ch->next_recv && ch->recv[ch->recvs_done % RING_WINDOW].req.done &&
            recv_output_free(req, ch, ch->recvs_done)) {
-        RING_CHECK(channel_retire_recv(comm, ch, req, ch->recvs_done));
+        ring_status_t status;
+        const ring_tp_req_t *in = &ch->recv[ch->recvs_done % RING_WINDOW].req;
+
+        RING_TL_TIMED(comm, ch, RING_TL_RECV,
+                      in->bytes > RING_FRAME_BYTES ? in->bytes - RING_FRAME_BYTES : 0,
+                      status = channel_retire_recv(comm, ch, req, ch->recvs_done));
+        RING_CHECK(status);
         ch->recvs_done++;
         (*moved)++;
+        if (comm->tl != NULL) /* hook: timeline.c ends a step at its last chunk */
+            ring_tl_channel_moved(comm, ch);
     }
     while (ch->next_send < s->nframes && ch->next_send - ch->sends_done < RING_WINDOW &&
            (ch->next_send < nchunks || ch->next_send - nchunks < ch->recvs_done)) {
-        RING_CHECK(channel_post_send(comm, ch, req, ch->next_send));
+        ring_status_t status;
+
+        RING_TL_TIMED(comm, ch, RING_TL_SEND, 0,
+                      status = channel_post_send(comm, ch, req, ch->next_send));
+        RING_CHECK(status);
         ch->next_send++;
         (*moved)++;
     }
@@ -395,6 +426,8 @@ static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t
     status = ring_dev_request_finish(comm, req, status);
     req->done = 1;
     req->status = status;
+    if (comm->tl != NULL) /* hook: timeline.c writes the allreduce's events */
+        ring_tl_request_end(comm, req, status);
 }
 
 /* The oldest request that has not finished, in start order. */
@@ -416,7 +449,10 @@ int ring_comm_progress(ring_comm_t *comm)
 
     if (comm->error != RING_OK)
         return -1;
-    moved = comm->size > 1 ? comm->tp_ops->progress(comm->tp) : 0;
+    moved = 0;
+    if (comm->size > 1) /* hook: timeline.c; a pass that moved nothing was a wait */
+        RING_TL_TIMED(comm, NULL, moved > 0 ? RING_TL_IO : RING_TL_WAIT, 0,
+                      moved = comm->tp_ops->progress(comm->tp));
     /* start the next request first, so a notice already waiting is blamed on it */
     req = next_unfinished(comm);
     if (req != NULL && !req->started) {
@@ -519,7 +555,7 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
         if (now < spin_until) {
             /* spinning keeps latency low; yielding lets another peer on an
              * oversubscribed host run the step we are waiting for */
-            sched_yield();
+            RING_TL_TIMED(comm, NULL, RING_TL_WAIT, 0, sched_yield());
             comm->stats.wait_s += ring_now() - now;
             continue;
         }
@@ -531,7 +567,7 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
         {
             double left = comm->cfg.timeout_s - (now - last_progress);
             int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
-            comm->tp_ops->wait(comm->tp, ms);
+            RING_TL_TIMED(comm, NULL, RING_TL_WAIT, 0, comm->tp_ops->wait(comm->tp, ms));
             comm->stats.wait_s += ring_now() - now;
         }
     }

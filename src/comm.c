@@ -12,9 +12,11 @@
 #include "log.h"
 #include "rendezvous.h"
 #include "ring_order.h"
+#include "timeline.h"
 
 static void comm_free(ring_comm_t *comm)
 {
+    ring_tl_close(comm); /* hook: timeline.c writes out what it buffered */
     for (int c = 0; c < RING_MAX_CHANNELS; c++) {
         ring_channel_t *ch = &comm->channels[c];
         for (int s = 0; s < RING_MAX_STREAMS; s++) {
@@ -123,6 +125,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                               strcmp(getenv("RING_FAULT"), "lz4-corrupt") == 0;
     comm->kops = ring_codec_ops();
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
+    RING_CHECK(ring_tl_open(comm)); /* hook: timeline.c, --timeline (a bad path fails here) */
     if (comm->size == 1) {
         comm->tp_ops = ring_tp_find("tcp");
         comm->left_rank = comm->right_rank = comm->pos = 0;

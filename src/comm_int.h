@@ -53,6 +53,9 @@ typedef struct ring_residual {
     float *r;                              /* count floats; NULL = slot free */
 } ring_residual_t;
 
+/* timeline.c: --timeline, NULL when off */
+typedef struct ring_timeline ring_timeline_t;
+
 typedef struct ring_channel {
     int index;
     ring_tp_ep_t *right[RING_MAX_STREAMS]; /* data goes out on these (we connected) */
@@ -126,6 +129,7 @@ struct ring_comm {
     const ring_codec_ops_t *kops;          /* conversion kernels for this CPU */
     ring_lz4_track_t lz4_track[RING_LZ4_TRACKS];
     ring_comm_stats_t stats;
+    ring_timeline_t *tl;                   /* timeline.c: --timeline; NULL when off */
     int fault_lz4_corrupt;                 /* RING_FAULT=lz4-corrupt: a test's fault injection */
     ring_residual_t residuals[RING_EF_TENSORS];
     void *dev_stage;                       /* device.c: host staging for CUDA buffers, grow-only */

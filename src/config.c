@@ -136,6 +136,14 @@ static const config_entry_t config_table[] = {
      FIELD(rate_limit_bps), 0, 0,
      "bandwidth cap per connection, sending side; tc-style units (kbit, mbit, gbit are "
      "bits/s; kbps, mbps, gbps and a plain number are bytes/s); 0 = unlimited"},
+    {"timeline", "RING_TIMELINE", CONFIG_STRING, "", "FILE", FIELD(timeline), 0, 0,
+     "write a Chrome trace-event JSON (chrome://tracing, Perfetto) of every allreduce, per "
+     "ring step and phase, to FILE; {rank} in FILE is replaced by the rank (without it only "
+     "rank 0 writes); ring-launch --timeline merges the ranks' files; empty = off"},
+    {"timeline-max-events", "RING_TIMELINE_MAX_EVENTS", CONFIG_INT, "100000", "",
+     FIELD(timeline_max_events), 10, INT_MAX,
+     "--timeline: stop recording after this many events (about 200 bytes each), ending the "
+     "file with an event that says so"},
 };
 
 #define CONFIG_COUNT (sizeof(config_table) / sizeof(config_table[0]))

@@ -27,6 +27,7 @@
 #include "comm_int.h"
 #include "half.h"
 #include "log.h"
+#include "timeline.h"
 
 #define ENC_HEADROOM_EXP 15 /* scaled fp16 values stay below 2^15 (fp16 max is 65504) */
 #define ENC_EXP_LIMIT 100   /* keeps 2^e and its products inside fp32's normal range */
@@ -331,9 +332,10 @@ static void enc_compress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *
         t->skip--; /* auto: not shrinking lately; try again after a pause */
         return;
     }
-    packed = LZ4_compress_fast((const char *)enc_tx_slot(comm, ch, q),
-                                  (char *)ch->zbuf + (size_t)enc_slot(ch, q) * ch->zcap, raw,
-                                  (int)ch->zcap, LZ4_ACCELERATION);
+    RING_TL_TIMED(comm, ch, RING_TL_LZ4, raw, /* hook: timeline.c */
+                  packed = LZ4_compress_fast((const char *)enc_tx_slot(comm, ch, q),
+                                             (char *)ch->zbuf + (size_t)enc_slot(ch, q) * ch->zcap,
+                                             raw, (int)ch->zcap, LZ4_ACCELERATION));
     /* worth it only when it saves an eighth: lz4 gives dense fp16 back at ~0.996 */
     if (packed > 0 && packed < raw - raw / 8) {
         meta->lz4 = meta->in_zbuf = 1;
@@ -415,7 +417,8 @@ static ring_status_t enc_payload(ring_comm_t *comm, ring_channel_t *ch, const ri
         *in_p = (const uint16_t *)stage;
         return RING_OK;
     }
-    got = LZ4_decompress_safe(stage, (char *)ch->unz, (int)in_meta->bytes, want);
+    RING_TL_TIMED(comm, ch, RING_TL_LZ4, in_meta->bytes, /* hook: timeline.c */
+                  got = LZ4_decompress_safe(stage, (char *)ch->unz, (int)in_meta->bytes, want));
     if (got != want) {
         char phase[96], addr[300];
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->left_rank,

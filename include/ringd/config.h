@@ -62,6 +62,8 @@ typedef struct ring_config {
     char rendezvous[RING_CONFIG_STR_MAX]; /* "tcp://HOST:PORT", "file:///DIR" or "" (peers) */
     char ring_order[8];       /* "host": peers of a host adjacent, or "rank" */
     char iface[RING_CONFIG_STR_MAX]; /* RING_SOCKET_IFNAME: interfaces tcp may use */
+    char timeline[RING_CONFIG_STR_MAX]; /* trace-event JSON file, {rank} replaced; "" = off */
+    int timeline_max_events;  /* the timeline stops after this many events */
     char autotune[4];         /* "on": time chunk sizes x channels at start-up, keep the best */
     char autotune_chunks[RING_CONFIG_STR_MAX];   /* "64K,256K,1M" */
     char autotune_channels[RING_CONFIG_STR_MAX]; /* "1,2,4" */
