@@ -3,7 +3,9 @@
  * The launcher picks N TCP ports, starts each rank in its own process group
  * with RING_* variables describing the ring, relays the ranks' output with a
  * "[rank] " prefix and tears the whole job down as soon as one rank fails,
- * so a broken ring never leaves peers blocked forever on a dead neighbour. */
+ * so a broken ring never leaves peers blocked forever on a dead neighbour.
+ * With --timeline it merges the ranks' trace-event files once they have
+ * exited (timeline-merge.c). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -26,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "timeline-merge.h"
+
 #ifdef PACKAGE_VERSION
 #define LAUNCH_VERSION PACKAGE_VERSION  /* follow configure.ac when built */
 #else
@@ -42,6 +46,9 @@ struct launch_opts {
     double grace, timeout;        /* seconds; timeout 0 = none */
     const char *host;
     int prefix;
+    const char *timeline;         /* --timeline FILE, or NULL */
+    char *timeline_parts;         /* FILE.{rank}.part: RING_TIMELINE of the ranks */
+    char **merge;                 /* --merge-timeline OUT IN...: NULL-terminated */
     char **argv;                  /* PROGRAM and its arguments */
 };
 
@@ -71,7 +78,9 @@ static char launch_out[LAUNCH_LINE_MAX + 32];
 
 static const char launch_usage_text[] =
     "usage: ring-launch -n N [--host ADDR] [--base-port P] [--grace SECS]\n"
-    "                   [--timeout SECS] [--no-prefix] -- PROGRAM [ARGS...]\n"
+    "                   [--timeout SECS] [--no-prefix] [--timeline FILE]\n"
+    "                   -- PROGRAM [ARGS...]\n"
+    "       ring-launch --merge-timeline OUT IN...\n"
     "       ring-launch --help | --version\n";
 
 static const char launch_help_text[] =
@@ -85,6 +94,20 @@ static const char launch_help_text[] =
     "  --grace SECS    after SIGTERM, wait SECS before SIGKILL (default 5)\n"
     "  --timeout SECS  kill the whole job after SECS; 0 = never (default 0)\n"
     "  --no-prefix     relay output without the \"[RANK] \" line prefix\n"
+    "  --timeline FILE give every rank RING_TIMELINE=FILE.{rank}.part, so that\n"
+    "                  programs built on libringd (ring-bench, ringd) write a\n"
+    "                  Chrome trace-event timeline of their allreduces; once\n"
+    "                  the ranks have exited (also after a failure) merge the\n"
+    "                  parts into FILE and delete them. Open FILE in\n"
+    "                  chrome://tracing or ui.perfetto.dev: one process per\n"
+    "                  rank, one thread per channel. Timestamps are moved so\n"
+    "                  that the job's first event is at 0; ranks share the\n"
+    "                  monotonic clock of this host, so they line up\n"
+    "  --merge-timeline OUT IN...\n"
+    "                  merge timeline files (written with --timeline FILE\n"
+    "                  and {rank} in FILE, e.g. by srun or mpirun ranks) into\n"
+    "                  OUT, as --timeline does, and exit. The ranks of other\n"
+    "                  hosts keep their own clocks: no offset is applied\n"
     "  -h, --help      show this help and exit\n"
     "  --version       show the version and exit\n"
     "  Value options also accept --opt=VALUE; SECS may be fractional.\n"
@@ -95,6 +118,7 @@ static const char launch_help_text[] =
     "  RING_PEERS       comma-separated HOST:PORT of every rank in rank\n"
     "                   order, e.g. 127.0.0.1:4000,127.0.0.1:4001;\n"
     "                   IPv6 hosts are bracketed: [::1]:4000\n"
+    "  RING_TIMELINE    FILE.{rank}.part, with --timeline FILE\n"
     "\nBEHAVIOUR\n"
     "  Each rank runs in its own process group with stdin from /dev/null.\n"
     "  Its stdout and stderr are relayed line by line to the launcher's\n"
@@ -114,7 +138,8 @@ static const char launch_help_text[] =
     "\nEXAMPLES\n"
     "  ring-launch -n 4 -- ./ringd-bench --size 1M\n"
     "  ring-launch -n 2 --host ::1 --timeout 60 -- ./ring-test\n"
-    "  ring-launch -n 3 --base-port 9000 -- sh -c 'echo $RING_PEERS'\n";
+    "  ring-launch -n 3 --base-port 9000 -- sh -c 'echo $RING_PEERS'\n"
+    "  ring-launch -n 4 --timeline trace.json -- ring-bench -e 64M\n";
 
 static long long launch_clock_now(void)
 {
@@ -187,6 +212,16 @@ static void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
             exit(0);
         } else if (strcmp(a, "--no-prefix") == 0) {
             o->prefix = 0;
+        } else if (strcmp(a, "--merge-timeline") == 0) {
+            if (i != 1 || argc < 4)
+                launch_usage_die("--merge-timeline OUT IN... takes the whole command line");
+            o->merge = argv + 2;
+            return;
+        } else if ((v = launch_opt_take(argc, argv, &i, "--timeline"))) {
+            if (*v == '\0' || strstr(v, "{rank}") != NULL)
+                launch_usage_die("--timeline FILE names the merged file: not empty, no "
+                                 "{rank} in it");
+            o->timeline = v;
         } else if ((v = launch_opt_take(argc, argv, &i, "-n"))) {
             o->n = (long)launch_num_parse(v, "-n", 1, LAUNCH_MAX_RANKS, 1);
         } else if ((v = launch_opt_take(argc, argv, &i, "--host"))) {
@@ -309,6 +344,8 @@ static void launch_child_exec(const struct launch_opts *o, long rank,
          dup2(out_fd, 1) == 1 && dup2(err_fd, 2) == 2;
     snprintf(num, sizeof(num), "%ld", rank);
     snprintf(wsize, sizeof(wsize), "%ld", o->n);
+    /* ring-launch's --timeline beats a RING_TIMELINE of the caller's */
+    ok = ok && (!o->timeline || (setenv("RING_TIMELINE", o->timeline_parts, 1) == 0));
     ok = ok && setenv("RING_RANK", num, 1) == 0 &&
          setenv("RING_LOCAL_RANK", num, 1) == 0 &&
          setenv("RING_WORLD_SIZE", wsize, 1) == 0 &&
@@ -676,6 +713,95 @@ static void launch_state_free(struct launch_state *st)
     free(st->kids);
 }
 
+/* FILE.R.part: what libringd of rank R makes of RING_TIMELINE=FILE.{rank}.part */
+static char *launch_timeline_part(const struct launch_opts *o, long rank)
+{
+    char *p;
+    return asprintf(&p, "%s.%ld.part", o->timeline, rank) < 0 ? NULL : p;
+}
+
+/* The ranks' RING_TIMELINE; parts an earlier job left must not join this one. */
+static int launch_timeline_prepare(struct launch_opts *o)
+{
+    long r;
+    if (!o->timeline)
+        return 0;
+    if (asprintf(&o->timeline_parts, "%s.{rank}.part", o->timeline) < 0) {
+        o->timeline_parts = NULL;
+        return -1;
+    }
+    for (r = 0; r < o->n; r++) {
+        char *p = launch_timeline_part(o, r);
+        if (!p)
+            return -1;
+        if (unlink(p) != 0 && errno != ENOENT)
+            fprintf(stderr, "ring-launch: cannot remove the old %s: %s\n", p,
+                    strerror(errno));
+        free(p);
+    }
+    return 0;
+}
+
+/* Merges the parts the ranks wrote into FILE and deletes them; 0 or 1. */
+static int launch_timeline_merge(const struct launch_opts *o)
+{
+    char **parts = calloc((size_t)o->n + 1, sizeof(*parts));
+    long r, found = 0, first_missing = -1, events = 0;
+    int rc = 0;
+    if (!parts) {
+        fputs("ring-launch: out of memory\n", stderr);
+        return 1;
+    }
+    for (r = 0; r < o->n; r++) {
+        char *p = launch_timeline_part(o, r);
+        if (p && access(p, F_OK) == 0) {
+            parts[found++] = p;
+            continue;
+        }
+        if (first_missing < 0)
+            first_missing = r;
+        free(p);
+    }
+    if (found == 0) {
+        fprintf(stderr, "ring-launch: --timeline: no rank wrote %s (does PROGRAM use "
+                "libringd? a --timeline flag of its own beats RING_TIMELINE)\n",
+                o->timeline_parts);
+    } else {
+        if (found < o->n)
+            fprintf(stderr, "ring-launch: --timeline: %ld of %ld ranks wrote no "
+                    "timeline (rank %ld first)\n", o->n - found, o->n, first_missing);
+        if (tl_merge_files(o->timeline, parts, (int)found, "ring-launch", &events) != 0) {
+            fprintf(stderr, "ring-launch: the ranks' timelines stay in %s\n",
+                    o->timeline_parts);
+            rc = 1;
+        } else {
+            for (r = 0; r < found; r++)
+                if (unlink(parts[r]) != 0)
+                    fprintf(stderr, "ring-launch: cannot remove %s: %s\n", parts[r],
+                            strerror(errno));
+            fprintf(stderr, "ring-launch: timeline of %ld rank%s (%ld events) in %s\n",
+                    found, found == 1 ? "" : "s", events, o->timeline);
+        }
+    }
+    for (r = 0; r < found; r++)
+        free(parts[r]);
+    free(parts);
+    return rc;
+}
+
+static int launch_merge_only(char **merge)
+{
+    int nin = 0;
+    long events = 0;
+    while (merge[1 + nin])
+        nin++;
+    if (tl_merge_files(merge[0], merge + 1, nin, "ring-launch", &events) != 0)
+        return 1;
+    fprintf(stderr, "ring-launch: %d timeline%s (%ld events) merged into %s\n", nin,
+            nin == 1 ? "" : "s", events, merge[0]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct launch_state st = { .first_rank = -1 };
@@ -684,6 +810,12 @@ int main(int argc, char **argv)
     int rc;
 
     launch_opts_parse(argc, argv, &st.opt);
+    if (st.opt.merge)
+        return launch_merge_only(st.opt.merge);
+    if (launch_timeline_prepare(&st.opt) != 0) {
+        fputs("ring-launch: out of memory\n", stderr);
+        return 1;
+    }
     launch_fds_prepare(st.opt.n);
     ports = calloc((size_t)st.opt.n, sizeof(*ports));
     st.kids = calloc((size_t)st.opt.n, sizeof(*st.kids));
@@ -697,6 +829,7 @@ int main(int argc, char **argv)
         free(probe_fds);
         free(peers);
         free(ports);
+        free(st.opt.timeline_parts);
         launch_state_free(&st);
         return 1;
     }
@@ -707,6 +840,10 @@ int main(int argc, char **argv)
     } else {
         rc = launch_result_report(&st);
     }
+    /* after the ranks: a failed job's timeline shows where it stopped */
+    if (st.opt.timeline && launch_timeline_merge(&st.opt) != 0 && rc == 0)
+        rc = 1;
+    free(st.opt.timeline_parts);
     free(probe_fds);
     free(peers);
     free(ports);
