@@ -355,6 +355,11 @@ static int run_sweep(int argc, char **argv)
     char path[4096];
 
     argv[1] = "ring-sweep";
+    /* the sweep runs this build's ring-bench, not whichever it would find first */
+    if (slash != NULL) {
+        snprintf(path, sizeof(path), "%.*s", (int)(slash - argv[0]), argv[0]);
+        (void)setenv("RINGD_BUILD", path, 0);
+    }
     if (env != NULL && *env != '\0')
         execv(env, argv + 1);
     if (slash != NULL) {
