@@ -205,10 +205,16 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
         /* MSG_NOSIGNAL: a dead peer is an error status, never a SIGPIPE */
         sent = sendmsg(ep->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (sent < 0) {
-            if (errno == EINTR)
+            int err = errno;
+
+            if (err == EINTR)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                io_fail_errno(ep, errno);
+            if (err != EAGAIN && err != EWOULDBLOCK) {
+                /* the peer is gone, but what it sent before going (an ABORT saying
+                 * why) may still be unread: deliver it before failing the endpoint */
+                (void)tcp_ep_progress_rx(ep);
+                io_fail_errno(ep, err);
+            }
             break;
         }
         completed |= sent > 0;
