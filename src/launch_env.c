@@ -15,6 +15,7 @@
 #include "hostlist.h"
 #include "launch_int.h"
 #include "parse.h"
+#include "wire.h"
 
 /* 0 when var is unset or empty, 1 with *out set, or an error naming var. */
 static int env_int(const char *var, long min, long max, long *out, ring_status_t *status)
@@ -106,11 +107,7 @@ static ring_status_t detect_plain(ring_launch_t *l, const launcher_vars_t *v, in
  * do not fight over one port: 20000..31999, below Linux's ephemeral range. */
 static int port_from_job(const char *job)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-
-    for (const char *p = job; *p != '\0'; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    return 20000 + (int)(h % 12000u);
+    return 20000 + (int)(ring_hash_bytes(RING_HASH_INIT, job, strlen(job)) % 12000u);
 }
 
 /* The Slurm step's node list: how many hosts, and the first (the store's host). */
