@@ -68,6 +68,9 @@ need() {
         skip "${missing[*]} not found: apt-get install -y --no-install-recommends munge slurmctld slurmd slurm-client"
     fi
     [ "$(id -u)" = 0 ] || skip "needs root (slurmd runs the tasks as the submitting user)"
+    # slurmd 22.05 initialises its cgroup plugin even with proctrack/linuxproc
+    awk '$2 ~ "^/sys/fs/cgroup" { found = 1 } END { exit !found }' /proc/mounts ||
+        skip "no cgroup filesystem under /sys/fs/cgroup (a bare chroot?): slurmd 22.05 cannot start without one"
 }
 
 lab_dir() {
