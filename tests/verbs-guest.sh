@@ -11,6 +11,7 @@
 #      copy, as rank 0's transport counts), over verbs and over tcp:
 #      both right; busbw of both and busbw_verbs / ib_write_bw as "# bar:" lines
 #      (TCG numbers: for comparing runs of this suite, not hardware)
+#   6. ring-bench N=2, 4 MiB, --rate-limit 50mbit over verbs: busbw at the cap
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
 # TAP was printed (failures are "not ok" lines), 2 on bad usage.
 # Env: T_VERBS_TRANSPORT (default verbs) runs the ring steps over another
@@ -192,6 +193,22 @@ for tp in "$TP" tcp; do
     [ $brc = 0 ] || { show "$T/big" 8; show "$T/big.err" 8; }
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# ---- 6. --rate-limit over verbs ------------------------------------------------
+# 50mbit = 6.25 MB/s per connection: N=2 sends 4 MiB each way per call, so busbw
+# (N=2: bytes / time) is the cap when the limit holds; a limit that posts
+# writes regardless would run at the guest's RDMA speed (tens of MB/s and up)
+t0=$SECONDS
+p0=$(pkts)
+bench 2 none "$T/rl" "$TP" -b 4M -e 4M -n 3 -w 1 --rate-limit 50mbit
+sent=$(($(pkts) - p0))
+row=$(csv_rows "$T/rl" | head -n 1)
+wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
+RLBW=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {printf "%.2f", $6 * 1000}')
+within=$(awk -v x="${RLBW:-0}" 'BEGIN { print (x >= 0.5 * 6.25 && x <= 1.1 * 6.25) ? 0 : 1 }')
+ok $((brc == 0 && ${wrong:-1} == 0 && within == 0 && sent >= 4096 ? 0 : 1)) \
+    "ring-bench $TP N=2 4 MiB --rate-limit 50mbit: exit $brc, #wrong ${wrong:-?}, busbw ${RLBW:-?} MB/s (need 3.1-6.9: the cap is 6.25), $sent RDMA packets (need >= 4096) ($((SECONDS - t0)) s)"
+[ $brc = 0 ] || { show "$T/rl" 8; show "$T/rl.err" 8; }
 echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
 echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"
 

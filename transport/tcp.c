@@ -72,7 +72,7 @@ static ring_status_t tcp_ep_create(tcp_tp_t *tp, int fd, tcp_ep_state_t state,
     ep->tp = tp;
     ep->fd = fd;
     ep->state = state;
-    tcp_ep_rate_init(ep, tp->params.rate_limit_bps, tcp_now());
+    ring_bucket_init(&ep->tx_bucket, tp->params.rate_limit_bps, ring_bucket_now());
     snprintf(ep->peer, sizeof(ep->peer), "%s", peer);
     tp->eps[tp->neps++] = ep;
     *ep_p = ep;
@@ -305,7 +305,7 @@ int tcp_wait_fds(ring_tp_t *tp_, struct pollfd *pfd, int *timeout_ms_p)
 {
     tcp_tp_t *tp = (tcp_tp_t *)tp_;
     int n = 0, timeout_ms = *timeout_ms_p;
-    double now = tp->params.rate_limit_bps > 0 ? tcp_now() : 0;
+    double now = tp->params.rate_limit_bps > 0 ? ring_bucket_now() : 0;
 
     for (int i = 0; i < tp->nlisteners; i++)
         pfd[n++] = (struct pollfd){.fd = tp->listeners[i]->fd, .events = POLLIN};

@@ -10,14 +10,12 @@
 #include <sys/socket.h>
 
 #include "tcp.h"
+#include "token_bucket.h"
 #include "transport.h"
 
 #define TCP_RX_STAGE 16384   /* greedy read size for headers and small messages */
 #define TCP_TX_IOV 64        /* messages are coalesced into one sendmsg up to this */
 #define TCP_CTRL_BYTES 256   /* messages this small (payload) bypass the rate limit */
-#define TCP_BURST_MIN 65536  /* rate limit: smallest bucket, bytes */
-#define TCP_BURST_S 0.01     /* rate limit: bucket of this many seconds at the rate */
-#define TCP_QUANTUM_MAX_S 0.1 /* rate limit: a write at least this often on a busy link */
 
 typedef enum tcp_ep_state {
     TCP_EP_CONNECTING,
@@ -47,14 +45,10 @@ struct ring_tp_ep {
     int rx_broken;           /* an oversized message: receives fail, sends still work */
     char peer[80];           /* "host:port" */
     ring_tp_req_t *sq_head, *sq_tail;
-    /* send side: rate limit (tx_rate 0 = none); a token bucket in bytes */
+    /* send side: rate limit (--rate-limit; tx_bucket.rate 0 = none) */
     size_t tx_queued;        /* unsent bytes in the send queue, prefixes included */
     int tx_ctrl;             /* messages of TCP_CTRL_BYTES or less in the send queue */
-    double tx_rate;          /* bytes/s */
-    double tx_burst;         /* bucket size, bytes */
-    double tx_quantum;       /* smallest write worth waking up for, bytes */
-    double tx_tokens;        /* may be negative: debt from control messages */
-    double tx_refilled;      /* CLOCK_MONOTONIC seconds of the last refill */
+    ring_bucket_t tx_bucket; /* tokens may go negative: debt from control messages */
     ring_tp_req_t *rq_head, *rq_tail;
     /* receive side: current message and the staging buffer */
     size_t rx_msg_len;       /* payload length of the message in progress */
@@ -72,8 +66,6 @@ void tcp_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 void tcp_set_options(int fd, size_t sockbuf);
 
 /* tcp_io.c */
-double tcp_now(void);        /* CLOCK_MONOTONIC seconds */
-void tcp_ep_rate_init(ring_tp_ep_t *ep, double rate, double now);
 /* Bytes ep may write now (SIZE_MAX when not rate limited). 0: the bucket is
  * short, and *delay_s (when not NULL) says how long until it will not be. */
 size_t tcp_ep_tx_allowance(ring_tp_ep_t *ep, double now, double *delay_s);

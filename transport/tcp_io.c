@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -70,35 +69,7 @@ static void io_fail_errno(ring_tp_ep_t *ep, int err)
     tcp_ep_fail(ep, err == ENOMEM || err == ENOBUFS ? RING_ERR_IO : RING_ERR_REMOTE, err);
 }
 
-/* ---- rate limit: a token bucket per endpoint, in bytes ---------------- */
-
-double tcp_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void tcp_ep_rate_init(ring_tp_ep_t *ep, double rate, double now)
-{
-    if (!(rate > 0))
-        return;
-    ep->tx_rate = rate;
-    ep->tx_burst = rate * TCP_BURST_S > TCP_BURST_MIN ? rate * TCP_BURST_S : TCP_BURST_MIN;
-    /* Waiting for a full bucket would lose the tokens that arrive while
-     * poll() oversleeps; half a bucket leaves 5 ms (at least) of slack while
-     * keeping writes, and wake-ups, few. On a slow link, a write at least
-     * every 100 ms instead, so the peer sees data trickle in (its timeout
-     * counts time without progress). */
-    ep->tx_quantum = ep->tx_burst / 2;
-    if (ep->tx_quantum > rate * TCP_QUANTUM_MAX_S)
-        ep->tx_quantum = rate * TCP_QUANTUM_MAX_S;
-    if (ep->tx_quantum < 1)
-        ep->tx_quantum = 1;
-    ep->tx_tokens = ep->tx_burst;
-    ep->tx_refilled = now;
-}
+/* ---- rate limit: the endpoint's token bucket (token_bucket.c) -------- */
 
 /* Bytes from the head of the queue to the end of its last control message
  * (0 when there is none): they go out without waiting for tokens. */
@@ -122,28 +93,21 @@ static size_t tx_urgent_bytes(const ring_tp_ep_t *ep)
 
 size_t tcp_ep_tx_allowance(ring_tp_ep_t *ep, double now, double *delay_s)
 {
-    size_t urgent, need;
+    ring_bucket_t *b = &ep->tx_bucket;
+    size_t urgent;
+    double delay;
 
     if (delay_s != NULL)
         *delay_s = 0;
-    if (ep->tx_rate <= 0)
+    if (!ring_bucket_on(b))
         return SIZE_MAX;
-    if (now > ep->tx_refilled) {
-        ep->tx_tokens += (now - ep->tx_refilled) * ep->tx_rate;
-        if (ep->tx_tokens > ep->tx_burst)
-            ep->tx_tokens = ep->tx_burst;
-        ep->tx_refilled = now;
-    }
-    /* Write when the bucket holds the whole queue or a quantum of it: fewer,
-     * larger writes and wake-ups than a trickle of whatever just arrived. */
-    need = (double)ep->tx_queued < ep->tx_quantum ? ep->tx_queued : (size_t)ep->tx_quantum;
-    if (need == 0)
-        need = 1; /* never a zero delay: that would be a 1 ms poll loop */
-    if (ep->tx_tokens >= (double)need)
-        return ep->tx_tokens >= (double)(SIZE_MAX / 2) ? SIZE_MAX / 2 : (size_t)ep->tx_tokens;
+    ring_bucket_refill(b, now);
+    delay = ring_bucket_delay(b, (double)ep->tx_queued);
+    if (delay == 0)
+        return b->tokens >= (double)(SIZE_MAX / 2) ? SIZE_MAX / 2 : (size_t)b->tokens;
     urgent = ep->tx_ctrl > 0 ? tx_urgent_bytes(ep) : 0;
     if (urgent == 0 && delay_s != NULL)
-        *delay_s = ((double)need - ep->tx_tokens) / ep->tx_rate;
+        *delay_s = delay;
     return urgent;
 }
 
@@ -191,7 +155,7 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
     struct iovec iov[TCP_TX_IOV];
     struct msghdr msg;
     int completed = 0;
-    double now = ep->tx_rate > 0 ? tcp_now() : 0;
+    double now = ring_bucket_on(&ep->tx_bucket) ? ring_bucket_now() : 0;
 
     while (ep->state == TCP_EP_OPEN && ep->sq_head != NULL) {
         ssize_t sent;
@@ -220,8 +184,7 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
         completed |= sent > 0;
         left = (size_t)sent;
         ep->tx_queued -= left;
-        if (ep->tx_rate > 0)
-            ep->tx_tokens -= (double)left;
+        ring_bucket_take(&ep->tx_bucket, (double)left);
         while (left > 0 && ep->sq_head != NULL) {
             ring_tp_req_t *req = ep->sq_head;
             size_t total = sizeof(req->prefix) + req_capacity(req);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,6 +252,7 @@ static ring_status_t vb_ep_create(vb_tp_t *tp, ring_tp_ep_t *boot, ring_tp_ep_t 
     ep->tp = tp;
     ep->boot = boot;
     ep->state = VB_EP_BOOT;
+    ring_bucket_init(&ep->tx_bucket, tp->params.rate_limit_bps, ring_bucket_now());
     tp->eps[tp->neps++] = ep;
     if (vb_qp_create(ep, err, sizeof(err)) != 0 || vb_qp_to_init(ep, err, sizeof(err)) != 0 ||
         vb_qp_post_recvs(ep, VB_SLOTS + VB_RQ_EXTRA, err, sizeof(err)) != 0) {
@@ -464,30 +466,53 @@ static int vb_gather(ring_tp_ep_t *ep, const ring_tp_req_t *req, size_t off, siz
     return n;
 }
 
-/* Post fragments of the queued sends while credits, bounce slots and the SQ allow. */
+/* Seconds until the next fragment may be posted under --rate-limit (0: now).
+ * Fragments of control messages (VB_CTRL_BYTES or less, an ABORT) never wait:
+ * they run the bucket into debt. */
+static double vb_tx_delay(ring_tp_ep_t *ep, uint32_t len)
+{
+    if (!ring_bucket_on(&ep->tx_bucket) || len <= VB_CTRL_BYTES)
+        return 0;
+    ring_bucket_refill(&ep->tx_bucket, ring_bucket_now());
+    return ring_bucket_delay(&ep->tx_bucket, len);
+}
+
+/* Bytes of the next fragment of the send queue's head request. */
+static uint32_t vb_next_fragment(const ring_tp_ep_t *ep)
+{
+    uint32_t frag_max = ep->theirs.slot_bytes < VB_SLOT_BYTES ? ep->theirs.slot_bytes
+                                                              : VB_SLOT_BYTES;
+    size_t left = req_len(ep->sq_head) - ep->sq_head->offset;
+
+    return left < frag_max ? (uint32_t)left : frag_max;
+}
+
+/* Post fragments of the queued sends while credits, bounce slots, the SQ and
+ * the rate limit allow. */
 static int vb_push_tx(ring_tp_ep_t *ep)
 {
     int moved = 0;
-    uint32_t frag_max = ep->theirs.slot_bytes < VB_SLOT_BYTES ? ep->theirs.slot_bytes
-                                                              : VB_SLOT_BYTES;
 
     while (ep->state == VB_EP_OPEN && ep->sq_head != NULL && ep->tx_credits > 0 &&
            ep->tx_posted - ep->tx_completed < VB_SLOTS && ep->sq_out < VB_SQ_DEPTH - 1) {
         ring_tp_req_t *req = ep->sq_head;
-        size_t total = req_len(req), left = total - req->offset;
-        uint32_t len = left < frag_max ? (uint32_t)left : frag_max;
+        size_t total = req_len(req);
+        uint32_t len = vb_next_fragment(ep);
         int last = req->offset + len == total;
         uint32_t slot = ep->tx_posted % VB_SLOTS;
         unsigned char *bounce = ep->tx_bounce + (size_t)slot * VB_SLOT_BYTES;
         uint64_t remote = ep->theirs.addr +
                           (uint64_t)(ep->tx_posted % ep->theirs.nslots) * ep->theirs.slot_bytes;
-
         struct ibv_sge sge[RING_TP_IOV_MAX];
-        int nsge = vb_gather(ep, req, req->offset, len, bounce, sge);
+        int nsge;
 
+        if (vb_tx_delay(ep, len) > 0)
+            break; /* waiting for tokens: vb_wait sleeps until they come */
+        nsge = vb_gather(ep, req, req->offset, len, bounce, sge);
         if (vb_post_write(ep, len | (last ? VB_IMM_LAST : 0), VB_WR_DATA, sge, nsge,
                           remote) != 0)
             return 1;
+        ring_bucket_take(&ep->tx_bucket, len);
         ep->tx_ends_req[slot] = (uint8_t)last;
         ep->tx_posted++;
         ep->tx_credits--;
@@ -709,6 +734,17 @@ static void vb_wait(ring_tp_t *tp_, int timeout_ms)
     if (vb_progress(tp_) > 0)
         return;
     n = tcp_wait_fds(tp->tcp, pfd, &timeout_ms);
+    /* a send held back by --rate-limit: wake up when its tokens are there */
+    for (int i = 0; i < tp->neps; i++) {
+        ring_tp_ep_t *ep = tp->eps[i];
+        double ms;
+
+        if (ep->state != VB_EP_OPEN || ep->sq_head == NULL || !ring_bucket_on(&ep->tx_bucket))
+            continue;
+        ms = ceil(vb_tx_delay(ep, vb_next_fragment(ep)) * 1000.0);
+        if (ms > 0 && (timeout_ms < 0 || ms < (double)timeout_ms))
+            timeout_ms = (int)ms;
+    }
     pfd[n++] = (struct pollfd){.fd = tp->channel->fd, .events = POLLIN};
     if (poll(pfd, (nfds_t)n, timeout_ms) > 0 && (pfd[n - 1].revents & POLLIN)) {
         struct ibv_cq *cq;

@@ -28,6 +28,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "token_bucket.h"
 #include "transport.h"
 #include "verbs_hca.h"
 #include "verbs_record.h"
@@ -45,6 +46,7 @@
 #define VB_RQ_EXTRA 8              /* receive WRs beyond nslots: credit writes */
 #define VB_SQ_DEPTH (VB_SLOTS + 8) /* data writes + credit writes */
 #define VB_MAX_EPS 256
+#define VB_CTRL_BYTES 256          /* fragments this small bypass --rate-limit */
 #define VB_IMM_LAST 0x80000000u
 #define VB_IMM_CREDIT 0x40000000u
 #define VB_IMM_LEN 0x3fffffffu
@@ -145,6 +147,7 @@ struct ring_tp_ep {
     uint32_t tx_completed;     /* ... and completed (their bounce slots are free) */
     uint8_t tx_ends_req[VB_SLOTS]; /* per bounce slot: its fragment ends a request */
     int sq_out;                /* send WRs outstanding */
+    ring_bucket_t tx_bucket;   /* --rate-limit: data fragments wait for tokens */
     ring_tp_req_t *sq_head, *sq_tail;     /* not fully posted yet */
     ring_tp_req_t *fl_head, *fl_tail;     /* fully posted, awaiting the last completion */
 };
