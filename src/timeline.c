@@ -7,7 +7,8 @@
  * step and its allreduce begin at the same microsecond) nest them right.
  *
  * The lines go to a memory buffer, written out when it fills, when an
- * allreduce fails and at ring_comm_close. Every write ends with the closing
+ * allreduce fails, at the end of the first allreduce a second after the
+ * last write (a killed process loses about a second) and at ring_comm_close. Every write ends with the closing
  * "]" and the next one overwrites it (pwrite at the same offset), so the
  * file is valid JSON after each write, even when the process is killed
  * later; only a kill in the middle of a write leaves a torn last line, which
@@ -34,6 +35,7 @@
 
 #define TL_BUF_BYTES (1u << 20) /* written out when fuller than this */
 #define TL_LINE_MAX 1024        /* the longest line we format */
+#define TL_FLUSH_NS 1000000000LL /* written out at least this often while allreduces run */
 
 typedef struct tl_bucket {
     int64_t ns;
@@ -70,6 +72,7 @@ struct ring_timeline {
     int active;            /* a request is in flight */
     uint64_t round;
     int64_t t_begin;
+    int64_t flushed;       /* ring_tl_now() of the last write-out */
     tl_channel_t ch[RING_MAX_CHANNELS];
 };
 
@@ -396,6 +399,7 @@ ring_status_t ring_tl_open(ring_comm_t *comm)
         return ring_error_set(RING_ERR_IO, "cannot write the timeline file '%s' (--timeline, "
                               "RING_TIMELINE): %s", path, strerror(err));
     }
+    tl->flushed = ring_tl_now();
     ring_log(RING_LOG_INFO, "timeline: writing %s", path);
     return RING_OK;
 }
@@ -650,9 +654,11 @@ void ring_tl_request_end(ring_comm_t *comm, const ring_request_t *req, ring_stat
         for (int s = 0; s < tl->nsteps; s++)
             tl_step_write(comm, ch, c, s);
     }
-    /* a failing job keeps what it saw */
-    if (status != RING_OK && status != RING_ERR_NONFINITE)
+    /* a failing job keeps what it saw; a killed one loses about a second */
+    if ((status != RING_OK && status != RING_ERR_NONFINITE) || now - tl->flushed > TL_FLUSH_NS) {
         (void)tl_flush(tl);
+        tl->flushed = now;
+    }
     if (tl->broken)
         tl_finish(comm);
 }
