@@ -110,7 +110,8 @@ struct ring_comm {
     int *order;                            /* order[place] = rank */
     int left_rank, right_rank;             /* ranks at places pos-1 and pos+1 */
     ring_peer_addr_t *peers;
-    char **hosts;                          /* each rank's host: the ring's order groups by it */
+    /* each rank's host (its --host-id at a rendezvous): the ring's order groups by it */
+    char **hosts;
     char order_desc[512];                  /* "hostA[0-1] -> hostB[2-3]" */
     struct ring_store *store;              /* the rendezvous store while rank 0 owns it */
     struct ring_store_server *store_server; /* rank 0's tcp store, up until close */

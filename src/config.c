@@ -82,6 +82,10 @@ static const config_entry_t config_table[] = {
     {"ring-order", "RING_RING_ORDER", CONFIG_CHOICE, "host", "host|rank", FIELD(ring_order), 0,
      0, "order of the ring: host = the peers of one host next to each other (the ring crosses "
         "each host boundary once), in rank order within a host; rank = rank order"},
+    {"host-id", "RING_HOST_ID", CONFIG_STRING, "", "NAME", FIELD(host_id), 0, 0,
+     "at a rendezvous: the name --ring-order host groups this peer by, instead of its host "
+     "name (as NCCL_HOSTID); on Kubernetes, the node's name (spec.nodeName) puts pods of one "
+     "node next to each other; empty = the host name"},
     {"iface", "RING_SOCKET_IFNAME", CONFIG_STRING, "", "IFACE,...", FIELD(iface), 0, 0,
      "tcp: interfaces whose addresses peers publish at a rendezvous, as NCCL_SOCKET_IFNAME: "
      "name prefixes, '=' first for exact names, '^' first to exclude; empty = every interface "
@@ -450,6 +454,16 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
         RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
                                     &addrs));
         free(addrs);
+    }
+    if (cfg->host_id[0] != '\0') {
+        for (const char *c = cfg->host_id; *c != '\0'; c++)
+            if ((unsigned char)*c <= ' ' || *c == 0x7f)
+                return ring_error_set(RING_ERR_INVALID, "--host-id / RING_HOST_ID '%s': a name "
+                                      "without spaces or control characters", cfg->host_id);
+        if (cfg->world_size > 1 && !ring_config_uses_rendezvous(cfg))
+            return ring_error_set(RING_ERR_INVALID, "--host-id / RING_HOST_ID is exchanged at a "
+                                  "rendezvous (--rendezvous, or a launcher's MASTER_ADDR); with "
+                                  "--peers the ring order groups peers by their entries' hosts");
     }
     if (cfg->timeout_s <= 0 || cfg->connect_timeout_s <= 0)
         return ring_error_set(RING_ERR_INVALID, "timeouts must be positive "

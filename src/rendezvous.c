@@ -7,7 +7,8 @@
  *   world 4
  *   transport tcp
  *   nonce 8a1f...        (tells this peer's record from another's)
- *   host node07          (gethostname: the ring's order groups by it)
+ *   host node07          (gethostname: loopback when every peer shares it)
+ *   group node07         (--host-id, else the host: the ring's order groups by it)
  *   port 40123
  *   addr 10.1.2.7        (the addresses --iface allows, best first;
  *   addr 127.0.0.1        loopback last, used when every peer is local)
@@ -41,6 +42,7 @@ typedef struct rdzv_record {
     char transport[16];
     char nonce[40];
     char host[RING_HOST_MAX];
+    char group[RING_HOST_MAX]; /* --host-id, else host */
     int port;
     char addr[RDZV_ADDRS][RING_HOST_MAX]; /* numeric, or --bind's host name */
     int naddr;
@@ -154,8 +156,8 @@ static ring_status_t rdzv_listen(ring_comm_t *comm, rdzv_record_t *rec)
 static void rdzv_format(const rdzv_record_t *rec, char *buf, size_t len)
 {
     size_t used = (size_t)snprintf(buf, len, "ringd-rendezvous 1\nworld %d\ntransport %s\n"
-                                   "nonce %s\nhost %s\nport %d\n", rec->world, rec->transport,
-                                   rec->nonce, rec->host, rec->port);
+                                   "nonce %s\nhost %s\ngroup %s\nport %d\n", rec->world,
+                                   rec->transport, rec->nonce, rec->host, rec->group, rec->port);
     for (int i = 0; i < rec->naddr && used < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "addr %s\n", rec->addr[i]);
 }
@@ -189,6 +191,8 @@ static int rdzv_parse(char *text, rdzv_record_t *rec, char *why, size_t len)
         } else if (strcmp(line, "host") == 0) {
             snprintf(rec->host, sizeof(rec->host), "%s", val);
             have |= 4;
+        } else if (strcmp(line, "group") == 0) {
+            snprintf(rec->group, sizeof(rec->group), "%s", val);
         } else if (strcmp(line, "port") == 0 && ring_parse_long(val, &v) == 0 && v > 0 &&
                    v < 65536) {
             rec->port = (int)v;
@@ -201,6 +205,8 @@ static int rdzv_parse(char *text, rdzv_record_t *rec, char *why, size_t len)
         snprintf(why, len, "not a ringd rendezvous record (from another program, or garbled)");
         return -1;
     }
+    if (rec->group[0] == '\0')
+        snprintf(rec->group, sizeof(rec->group), "%s", rec->host);
     return 0;
 }
 
@@ -326,6 +332,8 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     if (gethostname(mine.host, sizeof(mine.host)) != 0)
         snprintf(mine.host, sizeof(mine.host), "unknown");
     mine.host[sizeof(mine.host) - 1] = '\0';
+    snprintf(mine.group, sizeof(mine.group), "%s",
+             cfg->host_id[0] != '\0' ? cfg->host_id : mine.host);
     RING_CHECK(rdzv_listen(comm, &mine));
     st = rdzv_open_store(comm, &url, deadline);
     if (st != RING_OK)
@@ -354,7 +362,7 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
         all_local &= strcmp(recs[r].host, recs[0].host) == 0;
     for (int r = 0; r < comm->size && st == RING_OK; r++) {
         st = rdzv_choose(&recs[r], r, all_local, &comm->peers[r]);
-        if (st == RING_OK && (comm->hosts[r] = strdup(recs[r].host)) == NULL)
+        if (st == RING_OK && (comm->hosts[r] = strdup(recs[r].group)) == NULL)
             st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
     }
     if (st == RING_OK)

@@ -61,6 +61,7 @@ typedef struct ring_config {
     int ib_retry_count;       /* verbs: retransmissions before a write fails */
     char rendezvous[RING_CONFIG_STR_MAX]; /* "tcp://HOST:PORT", "file:///DIR" or "" (peers) */
     char ring_order[8];       /* "host": peers of a host adjacent, or "rank" */
+    char host_id[RING_CONFIG_STR_MAX]; /* groups peers for ring order instead of the host name */
     char iface[RING_CONFIG_STR_MAX]; /* RING_SOCKET_IFNAME: interfaces tcp may use */
     char timeline[RING_CONFIG_STR_MAX]; /* trace-event JSON file, {rank} replaced; "" = off */
     int timeline_max_events;  /* the timeline stops after this many events */
