@@ -12,6 +12,7 @@
 #      both right; busbw of both and busbw_verbs / ib_write_bw as "# bar:" lines
 #      (TCG numbers: for comparing runs of this suite, not hardware)
 #   6. ring-bench N=2, 4 MiB, --rate-limit 50mbit over verbs: busbw at the cap
+#   7. ring-bench --doctor over verbs, rank 2 rate-limited: its edge is named
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
 # TAP was printed (failures are "not ok" lines), 2 on bad usage.
 # Env: T_VERBS_TRANSPORT (default verbs) runs the ring steps over another
@@ -209,6 +210,22 @@ within=$(awk -v x="${RLBW:-0}" 'BEGIN { print (x >= 0.5 * 6.25 && x <= 1.1 * 6.2
 ok $((brc == 0 && ${wrong:-1} == 0 && within == 0 && sent >= 4096 ? 0 : 1)) \
     "ring-bench $TP N=2 4 MiB --rate-limit 50mbit: exit $brc, #wrong ${wrong:-?}, busbw ${RLBW:-?} MB/s (need 3.1-6.9: the cap is 6.25), $sent RDMA packets (need >= 4096) ($((SECONDS - t0)) s)"
 [ $brc = 0 ] || { show "$T/rl" 8; show "$T/rl.err" 8; }
+# ---- 7. the ring doctor over verbs names a slowed edge --------------------------
+# every rank capped (40mbit = 5 MB/s, well below the guest's RDMA speed) and
+# rank 2 at 8mbit: only the edge rank 2 -> rank 3 may be flagged
+t0=$SECONDS
+(cd "$B" && timeout -k 5 120 ./ring-launch -n 4 --timeout 110 -- bash -c \
+    'if [ "$RING_RANK" = 2 ]; then export RING_RATE_LIMIT=8mbit; else export RING_RATE_LIMIT=40mbit; fi; exec "$@"' \
+    doctor ./ring-bench --transport "$TP" --doctor --doctor-bytes 256K) >"$T/doc" 2>"$T/doc.err"
+drc=$?
+nslow=$(grep -c '^\[0\] slow edge:' "$T/doc")
+ok $((drc == 3 && nslow == 1 ? 0 : 1)) \
+    "ring-bench --doctor over $TP, 4 peers, rank 2 at 8mbit: exit $drc (need 3), $nslow slow edge(s) named (need 1) ($((SECONDS - t0)) s)"
+ok $(grep -q '^\[0\] slow edge: rank 2 (.*) -> rank 3 (' "$T/doc" && grep -q "over $TP" "$T/doc"; echo $?) \
+    "... the slow edge is rank 2 -> rank 3, measured over $TP"
+[ $drc = 3 ] && [ "$nslow" = 1 ] || { show "$T/doc" 12; show "$T/doc.err" 8; }
+note "doctor over $TP, MB/s of edges 0..3: $(sed -n 's/^\[0\] *\([0-9]\) *rank .*) *\([0-9.]*\) .*/\2/p' "$T/doc" | tr '\n' ' ')"
+
 echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
 echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"
 
