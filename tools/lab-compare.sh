@@ -15,8 +15,9 @@ in both directions (tc tbf), and runs, REPS rounds, each in a rotating order:
   ringd-fp32  ring-bench, fp32 on the wire (--codec none)
   ringd-fp16  ring-bench, fp16 on the wire (--codec fp16)
   iperf3      one TCP stream host 0 -> host 1 for 3 s: what the capped link
-              carries as TCP payload (the ceiling: with 1500-byte frames
-              headers take ~4.4% of a tbf rate; iperf3 installed or skipped)
+              carries as TCP payload (the ceiling: headers take ~4.4% of a
+              tbf rate with 1500-byte frames, ~0.7% with MTU=9000 jumbo
+              frames; iperf3 installed or skipped)
 one rank per host, on one buffer size. Prints each run's algbw and busbw
 (GB/s = 1e9 B/s; iperf3's goodput in both columns), then the medians and the
 ratios the bandwidth issue asks for: ringd-fp32 busbw / gloo busbw,
@@ -24,7 +25,8 @@ ringd-fp32 busbw / the nominal cap and / iperf3's goodput, and ringd-fp16
 algbw / ringd-fp32 algbw.
 
 BUILD_DIR holds ring-bench (default: ./build, else .).
-Environment: N (4), RATE (1gbit), BYTES (64M), REPS (3), OUT (/tmp/ringd-lab-compare).
+Environment: N (4), RATE (1gbit), BYTES (64M), REPS (3), MTU (1500; 9000 for
+jumbo frames, as cluster networks use), OUT (/tmp/ringd-lab-compare).
 Needs root, iproute2, g++ and libgloo-dev. The lab is always torn down.
 EOF
 }
@@ -38,6 +40,7 @@ N=${N:-4}
 RATE=${RATE:-1gbit}
 BYTES=${BYTES:-64M}
 REPS=${REPS:-3}
+MTU=${MTU:-1500}
 OUT=${OUT:-/tmp/ringd-lab-compare}
 LAB=$HERE/netns-lab.sh
 [ -x "$B" ] || { echo "lab-compare: no ring-bench in $BUILD" >&2; exit 2; }
@@ -56,6 +59,8 @@ name=cmp$$
 trap '"$LAB" down "$name" > /dev/null 2>&1' EXIT
 eval "$(cat "$OUT/lab.env")"
 "$LAB" cap "$name" "$RATE" > /dev/null || { echo "lab-compare: cannot cap the links" >&2; exit 1; }
+[ "$MTU" = 1500 ] || "$LAB" mtu "$name" "$MTU" > /dev/null ||
+    { echo "lab-compare: cannot set the links' MTU to $MTU" >&2; exit 1; }
 read -r -a addrs <<< "$NETNS_LAB_ADDRS"
 # the cap in GB/s (tc units: kbit/mbit/gbit are bits/s)
 cap_gbs=$(echo "$RATE" | awk '{ v = $0 + 0; u = $0; sub(/^[0-9.]+/, "", u)
@@ -72,8 +77,10 @@ run_gloo() {
     done
     wait
     rm -rf "$store"
-    # bytes count iters time_us algbw busbw ok
-    awk '$1 ~ /^[0-9]+$/ { print $5 "," $6 }' "$OUT/gloo-0.out" | tail -1
+    # bytes count iters time_us algbw busbw ok: GB/s from the time (0.1 us), since the
+    # program rounds its GB/s columns to 3 digits (0.4% at 0.12 GB/s)
+    awk -v n="$N" '$1 ~ /^[0-9]+$/ && $4 > 0 { a = $1 / $4 / 1e3
+        printf "%.4f,%.4f\n", a, a * 2 * (n - 1) / n }' "$OUT/gloo-0.out" | tail -1
 }
 run_ringd() {
     local codec=$1 r
@@ -98,7 +105,7 @@ run_iperf() {
     python3 -c 'import json,sys; g = json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e9; print("%.4f,%.4f" % (g, g))' "$OUT/iperf.json" 2> /dev/null
 }
 
-echo "# N=$N hosts, links capped at $RATE ($cap_gbs GB/s) both ways, $BYTES fp32, $REPS rounds"
+echo "# N=$N hosts, links capped at $RATE ($cap_gbs GB/s) both ways, MTU $MTU, $BYTES fp32, $REPS rounds"
 echo "round,system,algbw_GBps,busbw_GBps" | tee "$OUT/runs.csv"
 systems="gloo ringd-fp32 ringd-fp16 iperf3"
 for round in $(seq 1 "$REPS"); do

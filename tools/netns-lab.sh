@@ -27,6 +27,7 @@ SYNOPSIS
     $prog exec LAB I -- COMMAND [ARG...]
     $prog run N [--name LAB] -- COMMAND [ARG...]
     $prog cap LAB RATE|off
+    $prog mtu LAB BYTES
     $prog down LAB
     $prog list
     $prog --help
@@ -96,6 +97,13 @@ COMMANDS
         uncapped bridge carries 10-14 Gbit/s, so caps above ~5gbit are not
         what limits the links.
 
+    mtu LAB BYTES
+        Sets the MTU of every link (each host's eth0, the hub's vethI and
+        br0) to BYTES (576..65535; 1500 after 'up'). With 9000-byte jumbo
+        frames, as cluster networks use, TCP's headers take 0.7% of a capped
+        link instead of 4.4% at 1500 bytes: iperf3 carries ~987 of a
+        1 Gbit/s cap's 1000 Mbit/s here, against ~950.
+
     down LAB
         Removes everything the lab made: the processes still in its
         namespaces (SIGTERM, then SIGKILL after ${kill_wait} s), its namespaces
@@ -161,6 +169,7 @@ usage: $prog up N [--name LAB]
        $prog exec LAB I -- COMMAND [ARG...]
        $prog run N [--name LAB] -- COMMAND [ARG...]
        $prog cap LAB RATE|off
+       $prog mtu LAB BYTES
        $prog down LAB
        $prog list
        $prog --help     (the manual)
@@ -650,6 +659,31 @@ cmd_cap() {
     return $rc
 }
 
+# --- mtu ------------------------------------------------------------------
+
+cmd_mtu() {
+    [ $# -eq 2 ] || die_usage "mtu: needs LAB and BYTES"
+    local lab=$1 mtu=$2 n i rc=0
+    check_lab_arg "$lab"
+    if ! [[ $mtu =~ ^[0-9]{3,5}$ ]] || ((10#$mtu < 576 || 10#$mtu > 65535)); then
+        die_usage "mtu: invalid BYTES '$2' (576..65535)"
+    fi
+    mtu=$((10#$mtu))
+    n=$(lab_var "$lab" NETNS_LAB_N)
+    [ -n "$n" ] || { say "mtu: no lab '$lab'"; return 1; }
+    [ "$EUID" -eq 0 ] || { say "mtu: needs root"; return 1; }
+    # the bridge's ports first: a bridge takes no MTU above its ports'
+    for ((i = 0; i < n; i++)); do
+        if ! step ip -n "$lab-h$i" link set eth0 mtu "$mtu" ||
+            ! step ip -n "$lab-hub" link set "veth$i" mtu "$mtu"; then
+            say "mtu: $step_err"
+            rc=1
+        fi
+    done
+    step ip -n "$lab-hub" link set br0 mtu "$mtu" || { say "mtu: $step_err"; rc=1; }
+    return $rc
+}
+
 # --- list -----------------------------------------------------------------
 
 cmd_list() {
@@ -677,6 +711,7 @@ case $cmd in
     exec) cmd_exec "$@" ;;
     run) cmd_run "$@" ;;
     cap) cmd_cap "$@" ;;
+    mtu) cmd_mtu "$@" ;;
     down) cmd_down "$@" ;;
     list) cmd_list "$@" ;;
     -h | --help | help) usage ;;
