@@ -8,7 +8,8 @@
  *
  * The lines go to a memory buffer, written out when it fills, when an
  * allreduce fails, at the end of the first allreduce a second after the
- * last write (a killed process loses about a second) and at ring_comm_close. Every write ends with the closing
+ * last write (a killed process loses about a second) and at
+ * ring_comm_close. Every write ends with the closing
  * "]" and the next one overwrites it (pwrite at the same offset), so the
  * file is valid JSON after each write, even when the process is killed
  * later; only a kill in the middle of a write leaves a torn last line, which

@@ -25,6 +25,7 @@
 #include "harness.h"
 #include "parse.h"
 #include "tap.h"
+#include "token_bucket.h"
 #include "transport.h"
 
 static double cpu_now(void)
@@ -245,6 +246,34 @@ static int pair_run_until(pair_t *p, const int *done, double deadline, long *loo
             (*loops)++;
     }
     return *done;
+}
+
+/* The bucket's arithmetic alone (transport/token_bucket.c), at made-up times. */
+static void test_bucket_math(void)
+{
+    ring_bucket_t b, off;
+
+    ring_bucket_init(&b, 1e6, 100.0); /* 1 MB/s: 10 ms = 10 KB < the 64 KiB smallest bucket */
+    ok(b.burst == 65536 && b.quantum == 32768 && b.tokens == 65536 && b.refilled == 100.0,
+       "1 MB/s: a 64 KiB bucket, full, sends of half a bucket (burst %.0f, quantum %.0f)",
+       b.burst, b.quantum);
+    ok(ring_bucket_delay(&b, 100) == 0 && ring_bucket_delay(&b, 1e9) == 0,
+       "a full bucket lets a small queue and a large one start at once");
+    ring_bucket_take(&b, 65536 + 32768); /* a control message ran it into debt */
+    ok(fabs(ring_bucket_delay(&b, 1000) - (32768 + 1000) / 1e6) < 1e-12 &&
+           fabs(ring_bucket_delay(&b, 1e9) - (32768 + 32768) / 1e6) < 1e-12,
+       "in debt: a short queue waits for the debt plus itself, a long one plus a quantum");
+    ring_bucket_refill(&b, 100.05);
+    ok(fabs(b.tokens - (-32768 + 50000)) < 1e-6, "50 ms at 1 MB/s adds 50000 tokens (%.0f)",
+       b.tokens);
+    ring_bucket_refill(&b, 101.0);
+    ok(b.tokens == 65536 && b.refilled == 101.0, "a long pause fills the bucket, no more");
+    ring_bucket_refill(&b, 100.5);
+    ok(b.tokens == 65536 && b.refilled == 101.0, "a clock that seems to go back changes nothing");
+    ring_bucket_init(&off, 0, 5.0);
+    ring_bucket_take(&off, 1e12);
+    ok(!ring_bucket_on(&off) && ring_bucket_delay(&off, 1e12) == 0 && off.tokens == 0,
+       "rate 0 is no limit: never a delay, nothing counted");
 }
 
 static void test_bucket(void)
@@ -554,8 +583,9 @@ int main(void)
     double t0 = h_now();
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(28);
+    plan(35);
     test_parse_rate(); /* 4 */
+    test_bucket_math(); /* 7 */
     test_config();     /* 9 */
     test_bucket();     /* 8 */
     test_ring();       /* 7 */

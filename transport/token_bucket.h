@@ -27,6 +27,11 @@ void ring_bucket_refill(ring_bucket_t *b, double now);
 /* After a refill: 0 when `queued` bytes waiting to go may start now (the
  * bucket holds them all or a quantum of them), else the seconds until so. */
 double ring_bucket_delay(const ring_bucket_t *b, double queued);
-static inline void ring_bucket_take(ring_bucket_t *b, double bytes) { b->tokens -= bytes; }
+/* Bytes that went out (nothing, when unlimited). */
+static inline void ring_bucket_take(ring_bucket_t *b, double bytes)
+{
+    if (b->rate > 0)
+        b->tokens -= bytes;
+}
 
 #endif /* RING_TOKEN_BUCKET_H */
