@@ -75,7 +75,9 @@ ring_status_t ring_peers_parse(const char *list, int world_size, int port_lo, in
     if (*p == '\0')
         return ring_error_set(RING_ERR_INVALID,
                               "no peer list: set RING_PEERS or --peers to host:port,... with one "
-                              "entry per rank (%d), or start under ring-launch", world_size);
+                              "entry per rank (%d), or let peers meet with --rendezvous "
+                              "tcp://HOST:PORT, or start under a launcher (ring-launch, mpirun, "
+                              "srun, torchrun)", world_size);
     addrs = calloc((size_t)world_size, sizeof(*addrs));
     if (addrs == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", world_size);
