@@ -139,6 +139,28 @@ static int write_all(int fd, const void *buf, size_t n, uLong *crc)
     return 0;
 }
 
+int ckpt_dir_prepare(const char *dir, char *err, size_t errlen)
+{
+    struct stat sb;
+
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create checkpoint directory %s (--checkpoint-dir): %s", dir,
+                 strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "checkpoint directory %s (--checkpoint-dir) is not a directory",
+                 dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "cannot write checkpoints into %s (--checkpoint-dir): %s", dir,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int ckpt_write(const char *dir, const ckpt_state_t *st, char *path_out, size_t path_len,
                char *err, size_t errlen)
 {

@@ -44,6 +44,11 @@ typedef struct ckpt_state {
     float *momentum;
 } ckpt_state_t;
 
+/* Before training: make dir (its parent must exist) and check that files can be
+ * made in it, so a bad --checkpoint-dir fails at start, not at the first
+ * checkpoint. 0, or -1 with the reason in err. */
+int ckpt_dir_prepare(const char *dir, char *err, size_t errlen);
+
 /* Write st as DIR/ckpt-<step>.ringd atomically; the path written goes to path_out. */
 int ckpt_write(const char *dir, const ckpt_state_t *st, char *path_out, size_t path_len,
                char *err, size_t errlen);

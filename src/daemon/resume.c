@@ -116,6 +116,8 @@ int resume_start(run_t *r, char *err, size_t errlen)
     int rc = 1;
 
     if (r->rank == 0 && o->checkpoint_dir[0] != '\0') {
+        if (ckpt_dir_prepare(o->checkpoint_dir, err, errlen) != 0)
+            return -1;
         if (o->resume) {
             rc = load_newest(r, err, errlen);
             if (rc < 0)
