@@ -83,4 +83,9 @@ void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out)
     line(out, "use-role", opt->role == ROLE_EVALUATOR ? "evaluator" : "trainer", "");
     line(out, "use-ring-order", cfg->ring_order,
          origin(cfg, "ring-order", "RING_RING_ORDER", "", src, sizeof(src)));
+    if (cfg->host_id[0] != '\0')
+        line(out, "use-host-id", cfg->host_id,
+             origin(cfg, "host-id", "RING_HOST_ID", "", src, sizeof(src)));
+    else
+        line(out, "use-host-id", "-", "the host name");
 }
