@@ -113,7 +113,10 @@ struct ring_comm {
     /* each rank's host (its --host-id at a rendezvous): the ring's order groups by it */
     char **hosts;
     char order_desc[512];                  /* "hostA[0-1] -> hostB[2-3]" */
-    struct ring_store *store;              /* the rendezvous store while rank 0 owns it */
+    /* the rendezvous store: rank 0's file store until close (it cleans up), every
+     * rank's file store until the ring is up (ring_rendezvous_refresh) */
+    struct ring_store *store;
+    int rdzv_all_local;                    /* the rendezvous chose loopback addresses */
     struct ring_store_server *store_server; /* rank 0's tcp store, up until close */
     char left_addr[300], right_addr[300];
     int autotuned;                         /* --autotune on: the hello says chunk 0 */

@@ -17,6 +17,7 @@
 #include "comm_int.h"
 #include "le.h"
 #include "log.h"
+#include "rendezvous.h"
 #include "verbs_record.h"
 
 #define CONNECT_MAX (RING_MAX_CHANNELS * RING_MAX_STREAMS)
@@ -114,12 +115,26 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
         return RING_OK;
     RING_CHECK(check_other_transport(comm, hc, comm->right_rank, comm->right_addr));
     if (hc->rreq.status != RING_OK || hc->rreq.bytes != RING_HELLO_BYTES) {
+        int moved;
+
         /* not listening yet, or it went away during the hello: try again */
         cs->last_refusal = hc->rreq.status;
         cs->last_errno = hc->rreq.sys_errno;
         comm->tp_ops->ep_close(hc->ep);
         hc->ep = NULL;
         hc->state = 0;
+        /* met at a file store: the address may be an earlier run's record */
+        RING_CHECK(ring_rendezvous_refresh(comm, comm->right_rank, &moved));
+        if (moved) {
+            char was[sizeof(comm->right_addr)];
+
+            snprintf(was, sizeof(was), "%s", comm->right_addr);
+            ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr,
+                             sizeof(comm->right_addr));
+            ring_log(RING_LOG_WARN, "rank %d's rendezvous record changed from %s to %s (the "
+                     "first was an earlier run's: give each run its own --job-id)",
+                     comm->right_rank, was, comm->right_addr);
+        }
         /* 10 ms at first (a neighbour a moment late), doubling to 200 ms, with
          * jitter so a whole job's retries do not arrive in step */
         hc->backoff = hc->backoff > 0 ? (hc->backoff < 0.1 ? hc->backoff * 2 : 0.2) : 0.01;
@@ -359,6 +374,7 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
              comm->right_addr, comm->nchannels, comm->nstreams);
 out:
     connect_cleanup(cs, deadline);
+    ring_rendezvous_done(comm);
     /* the ring is up (or failed): nobody else may join, and a stranger's
      * pending connection must not keep waking the data path */
     comm->tp_ops->listener_close(comm->listener);

@@ -360,6 +360,7 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
                             comm->store->where, recs[comm->rank].host, comm->rank);
     for (int r = 0; r < comm->size && st == RING_OK; r++)
         all_local &= strcmp(recs[r].host, recs[0].host) == 0;
+    comm->rdzv_all_local = all_local;
     for (int r = 0; r < comm->size && st == RING_OK; r++) {
         st = rdzv_choose(&recs[r], r, all_local, &comm->peers[r]);
         if (st == RING_OK && (comm->hosts[r] = strdup(recs[r].group)) == NULL)
@@ -370,9 +371,10 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
                  comm->size, ring_now() - started);
 out:
     free(recs);
-    /* this peer has what it needs from the store; rank 0 keeps serving the
-     * others (and cleans up the file store at close) */
-    if (comm->store != NULL && (st != RING_OK || comm->rank != 0 || url.kind != RING_RDZV_FILE)) {
+    /* this peer has what it needs from a tcp store (rank 0 keeps serving the
+     * others); a file store stays open until the ring is up, for refreshes,
+     * and rank 0's until close, when it cleans up */
+    if (comm->store != NULL && (st != RING_OK || url.kind != RING_RDZV_FILE)) {
         comm->store->ops->close(comm->store, 0);
         comm->store = NULL;
     }
@@ -381,6 +383,50 @@ out:
         comm->store_server = NULL;
     }
     return st;
+}
+
+ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
+{
+    ring_store_t *store = comm->store;
+    char key[32], why[200], *text;
+    rdzv_record_t rec;
+    ring_peer_addr_t addr;
+    ring_status_t st;
+
+    *changed = 0;
+    if (store == NULL || strcmp(store->ops->kind, "file") != 0)
+        return RING_OK;
+    if ((text = malloc(RDZV_RECORD_MAX)) == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous");
+    snprintf(key, sizeof(key), "rank/%d", rank);
+    /* a record that is missing, unreadable or of other settings: keep what we have */
+    st = store->ops->get(store, key, text, RDZV_RECORD_MAX, ring_now());
+    if (st == RING_OK && rdzv_parse(text, &rec, why, sizeof(why)) == 0 && rec.world == comm->size &&
+        strcmp(rec.transport, comm->tp_ops->name) == 0 &&
+        rdzv_choose(&rec, rank, comm->rdzv_all_local, &addr) == RING_OK &&
+        (addr.port != comm->peers[rank].port || strcmp(addr.host, comm->peers[rank].host) != 0)) {
+        if (strcmp(rec.group, comm->hosts[rank]) != 0) {
+            free(text);
+            return ring_error_set(RING_ERR_MISMATCH, "rendezvous %s: rank %d's record changed "
+                                  "from host %s to %s after this peer read it: one of them is "
+                                  "from an earlier run of job '%s' (a crashed run leaves its "
+                                  "files): give each run its own --job-id, or empty the "
+                                  "directory", store->where, rank, comm->hosts[rank], rec.group,
+                                  comm->cfg.job_id);
+        }
+        comm->peers[rank] = addr;
+        *changed = 1;
+    }
+    free(text);
+    return RING_OK;
+}
+
+void ring_rendezvous_done(ring_comm_t *comm)
+{
+    if (comm->store != NULL && comm->rank != 0) {
+        comm->store->ops->close(comm->store, 0);
+        comm->store = NULL;
+    }
 }
 
 void ring_rendezvous_close(ring_comm_t *comm)

@@ -28,6 +28,19 @@ struct ring_comm;
  */
 ring_status_t ring_rendezvous(struct ring_comm *comm);
 
+/*
+ * File store only (else *changed = 0): read rank's record again, for when
+ * its address refuses connections. A crashed run of the same job leaves
+ * records behind, and a peer that started before rank's fresh one was
+ * written may have read the old one. *changed = 1 when comm->peers[rank]
+ * now holds a new address. A record that moved to another host fails
+ * (the ring's order could differ between peers).
+ */
+ring_status_t ring_rendezvous_refresh(struct ring_comm *comm, int rank, int *changed);
+
+/* Once the ring is up: close the store, unless this peer owns a file store. */
+void ring_rendezvous_done(struct ring_comm *comm);
+
 /* Stop the store this peer serves (rank 0), remove the job's files. */
 void ring_rendezvous_close(struct ring_comm *comm);
 

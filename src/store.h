@@ -45,7 +45,8 @@ typedef struct ring_store_ops {
                          double deadline);
     ring_status_t (*check)(ring_store_t *s, const char *key, int *present);
     /* clean: the owner of a file store removes the job's files (after a
-     * rendezvous that worked; after a failed one they stay for the others) */
+     * rendezvous that worked; after a failed one they stay for the others,
+     * and the next run's peers read again a record whose address refuses) */
     void (*close)(ring_store_t *s, int clean);
 } ring_store_ops_t;
 

@@ -3,8 +3,9 @@
  * DIR/J/K ('/' in K becomes '.'), written to a temporary name, fsynced and
  * renamed, so a reader sees all of a value or nothing. Readers poll for
  * the file with a backoff up to 100 ms. The owner removes J's directory
- * when it closes; a job that crashed leaves its files behind, so give each
- * run its own job id or directory.
+ * when it closes; a job that crashed leaves its files behind, and a peer
+ * of the next run may read one before it is replaced: the ring's connect
+ * reads a record again when its address refuses (ring_rendezvous_refresh).
  */
 #include "config.h"
 
