@@ -36,6 +36,7 @@
 
 #define RDZV_ADDRS 8
 #define RDZV_RECORD_MAX 2048
+#define RDZV_STALE_GRACE_S 5.0 /* file store: how long a record of other settings may take to change */
 
 typedef struct rdzv_record {
     int world;
@@ -254,17 +255,36 @@ static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double 
                                  double started)
 {
     ring_store_t *store = comm->store;
+    int file = strcmp(store->ops->kind, "file") == 0;
     char *text = malloc(RDZV_RECORD_MAX);
     ring_status_t st = RING_OK;
 
     if (text == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous");
     for (int r = 0; r < comm->size && st == RING_OK; r++) {
-        char key[32], why[200], missing[200];
-        int count;
+        char key[32], why[200] = "", missing[200];
+        const char *hint = "";
+        double grace = 0;
+        int count, bad, same;
 
         snprintf(key, sizeof(key), "rank/%d", r);
-        st = store->ops->get(store, key, text, RDZV_RECORD_MAX, deadline);
+        for (;;) {
+            st = store->ops->get(store, key, text, RDZV_RECORD_MAX, deadline);
+            bad = st == RING_OK && rdzv_parse(text, &recs[r], why, sizeof(why)) != 0;
+            same = st == RING_OK && !bad && recs[r].world == comm->size &&
+                   strcmp(recs[r].transport, comm->tp_ops->name) == 0;
+            if (st != RING_OK || bad || same || !file)
+                break;
+            /* other settings in a file: maybe a crashed run's record, which its
+             * peer replaces when it starts; give it RDZV_STALE_GRACE_S */
+            hint = " (or that is the record of a crashed earlier run, which no peer replaced "
+                   "in time: give each run its own --job-id, or empty the rendezvous directory)";
+            if (grace == 0)
+                grace = ring_now() + RDZV_STALE_GRACE_S;
+            if (ring_now() > grace || ring_now() > deadline)
+                break;
+            usleep(100000);
+        }
         if (st == RING_ERR_TIMED_OUT) {
             rdzv_missing(store, comm->size, r, missing, sizeof(missing), &count);
             st = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous %s: timed out after %.0f s: "
@@ -272,18 +292,18 @@ static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double 
                                 "with the same --job-id '%s' and world size?)", store->where,
                                 ring_now() - started, comm->size - count, comm->size,
                                 count > 1 ? "s" : "", missing, comm->cfg.job_id);
-        } else if (st == RING_OK && rdzv_parse(text, &recs[r], why, sizeof(why)) != 0) {
+        } else if (st == RING_OK && bad) {
             st = ring_error_set(RING_ERR_PROTOCOL, "rendezvous %s: the entry of rank %d: %s",
                                 store->where, r, why);
         } else if (st == RING_OK && recs[r].world != comm->size) {
             st = ring_error_set(RING_ERR_MISMATCH, "settings mismatch with rank %d (host %s): "
-                                "its world size is %d, this peer's %d", r, recs[r].host,
-                                recs[r].world, comm->size);
-        } else if (st == RING_OK && strcmp(recs[r].transport, comm->tp_ops->name) != 0) {
+                                "its world size is %d, this peer's %d%s", r, recs[r].host,
+                                recs[r].world, comm->size, hint);
+        } else if (st == RING_OK && !same) {
             st = ring_error_set(RING_ERR_MISMATCH, "settings mismatch with rank %d (host %s): it "
                                 "runs the %s transport, this peer %s: every peer needs the same "
-                                "--transport (RING_TRANSPORT)", r, recs[r].host,
-                                recs[r].transport, comm->tp_ops->name);
+                                "--transport (RING_TRANSPORT)%s", r, recs[r].host,
+                                recs[r].transport, comm->tp_ops->name, hint);
         }
     }
     free(text);
