@@ -36,7 +36,8 @@
 
 #define RDZV_ADDRS 8
 #define RDZV_RECORD_MAX 2048
-#define RDZV_STALE_GRACE_S 5.0 /* file store: how long a record of other settings may take to change */
+/* file store: how long a record of other settings (a crashed run's?) may take to change */
+#define RDZV_STALE_GRACE_S 5.0
 
 typedef struct rdzv_record {
     int world;
