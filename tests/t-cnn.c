@@ -729,9 +729,21 @@ static void test_gpu(void)
     free_fake(&d);
 }
 
+/* Which GPU a peer takes: pure arithmetic, checked without a GPU. */
+static void test_pick_cuda_device(void)
+{
+    ok(cnn_pick_cuda_device(-1, 3, 2) == 1 && cnn_pick_cuda_device(-1, 5, 4) == 1 &&
+           cnn_pick_cuda_device(-1, 2, 8) == 2,
+       "--cuda-device auto: the local rank modulo the devices");
+    ok(cnn_pick_cuda_device(-1, -1, 4) == 0, "auto without a local rank: device 0");
+    ok(cnn_pick_cuda_device(2, 5, 4) == 2 && cnn_pick_cuda_device(6, 0, 4) == 6,
+       "--cuda-device N wins over the local rank, even out of range (the caller refuses it)");
+}
+
 int main(void)
 {
-    plan(35);
+    plan(38);
+    test_pick_cuda_device();
     test_conv_vs_naive();
     test_conv_grad();
     test_pool();

@@ -37,8 +37,8 @@ int evaluator_main(const daemon_opts_t *opt, const ring_config_t *cfg)
     FILE *metrics = NULL;
     double t0 = daemon_now();
 
-    (void)cfg;
     daemon_opts_workload(opt, &s);
+    s.local_rank = cfg->launch.local_rank; /* --cuda-device auto */
     if (steps == NULL || ops->create(&s, &w, err, sizeof(err)) != 0) {
         fprintf(stderr, "ringd evaluator: %s\n", steps == NULL ? "out of memory" : err);
         free(steps);

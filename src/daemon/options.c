@@ -132,6 +132,11 @@ static const opt_entry_t opt_table[] = {
      "communication/compute overlap is for)"},
     {"device", "RING_DEVICE", OPT_CHOICE, "cpu", "cpu|cuda", OFIELD(device), 0, 0,
      "fmnist-cnn: where the model runs (cuda needs a build with cuDNN and a GPU)"},
+    {"cuda-device", "RING_CUDA_DEVICE", OPT_STRING, "auto", "auto|N", OFIELD(cuda_device), 0, 0,
+     "--device cuda: the GPU this peer runs on; auto = its local rank (the launcher's: "
+     "RING_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK, ...) modulo the "
+     "GPUs it sees, so the peers of a host spread over its GPUs (Horovod's local_rank "
+     "pinning); 0 when no launcher says"},
     {"shuffle", "RING_SHUFFLE", OPT_CHOICE, "on", "off|on", OFIELD(shuffle), 0, 0,
      "shuffle each peer's shard every epoch, seeded by (seed, epoch, rank)"},
     {"data-dir", "RING_DATA_DIR", OPT_STRING, "/usr/share/datasets/fashion-mnist", "DIR",
@@ -492,6 +497,14 @@ int daemon_opts_parse_arg(daemon_opts_t *o, int argc, char **argv, int *i, char 
     return 1;
 }
 
+/* "3" -> 3; -1 for anything but 0..1023 */
+static int cuda_device_index(const char *text)
+{
+    long v;
+
+    return ring_parse_long(text, &v) == 0 && v >= 0 && v <= 1023 ? (int)v : -1;
+}
+
 int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen)
 {
     if (o->role == ROLE_EVALUATOR && o->checkpoint_dir[0] == '\0') {
@@ -506,6 +519,11 @@ int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen)
     if (!(o->momentum < 1.0)) {
         snprintf(err, errlen, "--momentum %g: must be below 1 (the update would grow without "
                               "bound)", o->momentum);
+        return -1;
+    }
+    if (strcmp(o->cuda_device, "auto") != 0 && cuda_device_index(o->cuda_device) < 0) {
+        snprintf(err, errlen, "invalid value '%s' for --cuda-device (RING_CUDA_DEVICE): expected "
+                 "auto or a device index 0..1023", o->cuda_device);
         return -1;
     }
     if (o->device == WL_DEVICE_CUDA && strcmp(o->workload, "fmnist-cnn") != 0) {
@@ -623,4 +641,6 @@ void daemon_opts_workload(const daemon_opts_t *o, wl_settings_t *s)
     s->compute_ms = o->compute_ms;
     s->compute_on = o->compute_on;
     s->device = o->device;
+    s->cuda_device = cuda_device_index(o->cuda_device); /* auto: -1 */
+    s->local_rank = -1;                                 /* the caller knows the launcher */
 }

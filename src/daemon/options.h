@@ -59,6 +59,7 @@ typedef struct daemon_opts {
     double compute_ms;        /* synthetic */
     int compute_on;           /* synthetic: WL_COMPUTE_* */
     int device;               /* WL_DEVICE_* */
+    char cuda_device[32];     /* "auto" or a device index */
     int shuffle;
     char data_dir[OPT_STR_MAX];
     char checkpoint_dir[OPT_STR_MAX];

@@ -125,8 +125,15 @@ static int cnn_alloc_cpu(cnn_t *m, char *err, size_t errlen)
     return 0;
 }
 
+int cnn_pick_cuda_device(int requested, int local_rank, int ndev)
+{
+    if (requested >= 0)
+        return requested;
+    return local_rank >= 0 && ndev > 0 ? local_rank % ndev : 0;
+}
+
 /* The GPU path in place of the CPU scratch, or -1 with "--device cuda: why". */
-static int cnn_open_gpu(cnn_t *m, char *err, size_t errlen)
+static int cnn_open_gpu(cnn_t *m, const wl_settings_t *s, char *err, size_t errlen)
 {
     cnn_gpu_layout_t lay = {
         .h = FMNIST_ROWS, .w = FMNIST_COLS, .k = CNN_KERNEL,
@@ -139,12 +146,20 @@ static int cnn_open_gpu(cnn_t *m, char *err, size_t errlen)
         .nparams = m->wl.nparams,
     };
     char why[WL_ERR_MAX];
+    int ndev = cnn_gpu_device_count(why, sizeof(why));
 
-    if (cnn_gpu_device_count(why, sizeof(why)) == 0) {
+    if (ndev == 0) {
         if (cnn_gpu_built())
             snprintf(err, errlen, "--device cuda: no usable CUDA device (%s)", why);
         else
             snprintf(err, errlen, "--device cuda: ringd was %s", why);
+        return -1;
+    }
+    lay.device = cnn_pick_cuda_device(s->cuda_device, s->local_rank, ndev);
+    if (lay.device >= ndev) {
+        snprintf(err, errlen, "--cuda-device %d: this process sees %d CUDA device%s (0..%d; "
+                 "CUDA_VISIBLE_DEVICES narrows them)", lay.device, ndev, ndev > 1 ? "s" : "",
+                 ndev - 1);
         return -1;
     }
     if (cnn_gpu_create(&lay, m->rows, &m->gpu, why, sizeof(why)) < 0) {
@@ -205,7 +220,7 @@ static int cnn_new(const wl_settings_t *s, cnn_t **out, char *err, size_t errlen
         cnn_destroy(&m->wl);
         return -1;
     }
-    if ((s->device == WL_DEVICE_CUDA ? cnn_open_gpu(m, err, errlen)
+    if ((s->device == WL_DEVICE_CUDA ? cnn_open_gpu(m, s, err, errlen)
                                      : cnn_alloc_cpu(m, err, errlen)) < 0) {
         cnn_destroy(&m->wl);
         return -1;

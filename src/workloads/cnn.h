@@ -58,4 +58,12 @@
 int cnn_create_with_data(const wl_settings_t *s, const fmnist_t *data, workload_t **out,
                          char *err, size_t errlen);
 
+/*
+ * The GPU a peer uses among ndev: the one asked for (requested >= 0, which
+ * may be out of range: the caller says so), else its local rank modulo the
+ * devices (peers of one host spread over its GPUs, as Horovod pins
+ * local_rank), else 0.
+ */
+int cnn_pick_cuda_device(int requested, int local_rank, int ndev);
+
 #endif /* RING_CNN_H */

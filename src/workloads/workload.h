@@ -36,6 +36,8 @@ typedef struct wl_settings {
     double compute_ms;        /* synthetic: time one step's gradient takes */
     int compute_on;           /* synthetic: WL_COMPUTE_CPU or WL_COMPUTE_ACCELERATOR */
     int device;               /* WL_DEVICE_CPU or WL_DEVICE_CUDA */
+    int cuda_device;          /* WL_DEVICE_CUDA: the GPU, or -1 = by local rank */
+    int local_rank;           /* this peer's rank on its host, -1 = unknown */
 } wl_settings_t;
 
 enum { WL_DEVICE_CPU = 0, WL_DEVICE_CUDA = 1 };

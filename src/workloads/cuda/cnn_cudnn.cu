@@ -339,6 +339,8 @@ static int gpu_create(cnn_gpu_t *g, char *err, size_t errlen)
 
     if (cnn_gpu_device_count(reason, sizeof(reason)) == 0)
         return gpu_fail("cudaGetDeviceCount", reason, err, errlen);
+    /* before any handle or buffer: they belong to the current device */
+    TRY_CUDA(cudaSetDevice, (l->device));
     TRY_DNN(cudnnCreate, (&g->dnn));
     TRY_BLAS(cublasCreate, (&g->blas));
     /* FP32 as on the CPU: no TF32 tensor-core rounding of the inputs */

@@ -41,6 +41,7 @@ typedef struct cnn_gpu_layout {
     size_t conv1_w, conv1_b, conv2_w, conv2_b;
     size_t fc1_w, fc1_b, fc2_w, fc2_b;
     size_t nparams;
+    int device;                   /* the CUDA device to run on (cudaSetDevice) */
 } cnn_gpu_layout_t;
 
 typedef struct cnn_gpu cnn_gpu_t;
