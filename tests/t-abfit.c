@@ -232,6 +232,35 @@ static void test_degenerate(void)
     fails_with(p, k, "bytes = -1", "negative size");
 }
 
+/* ring_abfit_fit_nonneg: alpha pinned at 0 only when the free fit finds it clearly < 0 */
+static void test_nonneg(void)
+{
+    ring_abfit_point_t p[64];
+    ring_abfit_result_t r, free_r;
+    char err[512];
+    size_t k;
+    int rc;
+
+    /* a token bucket's advance: every step 100 us ahead of the 1 Gbit/s rate */
+    k = synth(p, -100, 0.125e9, 0.002, 7);
+    rc = ring_abfit_fit_nonneg(p, k, &r, err, sizeof(err));
+    ok(rc == 0 && r.alpha_pinned && r.alpha_unresolved && r.alpha_us == 0 &&
+           r.alpha_free_us < -50 && r.alpha_free_us > -150,
+       "nonneg: alpha -100 us is fixed at 0 (the free fit said %.1f us)", rc == 0 ? r.alpha_free_us : 0);
+    ok(rc == 0 && fabs(r.bw_Bps / 0.125e9 - 1) < 0.05 && r.bw_se_Bps > 0 && r.bw_se_Bps < 0.01e9,
+       "nonneg: B = %.4g GB/s +- %.2g, within 5 %% of 0.125 with alpha's part folded in",
+       rc == 0 ? r.bw_Bps / 1e9 : 0, rc == 0 ? r.bw_se_Bps / 1e9 : 0);
+    ok(rc == 0 && r.max_abs_err_pct < 15 && r.r2 > 0.99,
+       "nonneg: the pinned model still predicts every point within 15 %% (worst %.1f %%)",
+       rc == 0 ? r.max_abs_err_pct : 0);
+    /* data that follow the model: the same fit as ring_abfit_fit */
+    k = synth(p, 40, 1e9, 0.01, 3);
+    rc = ring_abfit_fit_nonneg(p, k, &r, err, sizeof(err)) |
+         ring_abfit_fit(p, k, &free_r, err, sizeof(err));
+    ok(rc == 0 && !r.alpha_pinned && r.alpha_us == free_r.alpha_us && r.bw_Bps == free_r.bw_Bps,
+       "nonneg: a positive alpha is left as the free fit found it");
+}
+
 /* ---- CSV ---------------------------------------------------------------------- */
 
 typedef struct csv_case {
@@ -340,13 +369,14 @@ static void test_csv(void)
 
 int main(void)
 {
-    plan(77);
+    plan(81);
     test_predict();
     test_exact();
     test_noise();
     test_pairs();
     test_few_points();
     test_degenerate();
+    test_nonneg();
     test_csv();
     return done_testing();
 }

@@ -74,8 +74,46 @@ static double abfit_t95(size_t dof)
  * solved; the standard errors come from sigma^2 (X'WX)^-1 with sigma^2 the
  * weighted residual variance on npts - 2 degrees of freedom.
  */
-int ring_abfit_fit(const ring_abfit_point_t *pts, size_t npts, ring_abfit_result_t *res_p,
-                   char *err, size_t errlen)
+/* 1/B alone, with alpha = 0: the weighted least squares of t = x S' / B, S' = 2(N-1)/N S. */
+static void abfit_fit_slope_only(const ring_abfit_point_t *pts, size_t npts,
+                                 ring_abfit_result_t *r)
+{
+    double sxx = 0, sxy = 0, ssr = 0, sw = 0, swy = 0, sst = 0, tw;
+
+    for (size_t i = 0; i < npts; i++) {
+        double t = pts[i].time_us, w = 1.0 / (t * t);
+        double x = 2.0 * (pts[i].n - 1) / pts[i].n * pts[i].bytes;
+        sxx += w * x * x;
+        sxy += w * x * t;
+        sw += w;
+        swy += w * t;
+    }
+    r->alpha_free_us = r->alpha_us;
+    r->alpha_free_se_us = r->alpha_se_us;
+    r->alpha_us = r->alpha_se_us = 0;
+    r->slope = sxy / sxx;
+    tw = swy / sw;
+    r->max_abs_err_pct = 0;
+    for (size_t i = 0; i < npts; i++) {
+        double t = pts[i].time_us, w = 1.0 / (t * t);
+        double m = ring_abfit_predict(0, r->slope, pts[i].n, pts[i].bytes);
+        double e = fabs(m - t) / t * 100.0;
+        ssr += w * (t - m) * (t - m);
+        sst += w * (t - tw) * (t - tw);
+        if (e > r->max_abs_err_pct || i == 0) {
+            r->max_abs_err_pct = e;
+            r->worst = i;
+        }
+    }
+    r->slope_se = sqrt(ssr / (double)(npts - 1) / sxx);
+    r->r2 = sst > 0 ? 1.0 - ssr / sst : (ssr > 0 ? 0.0 : 1.0);
+    r->bw_Bps = 1e6 / r->slope;
+    r->bw_se_Bps = r->bw_Bps * (r->slope_se / r->slope);
+    r->alpha_pinned = r->alpha_unresolved = 1;
+}
+
+static int abfit_fit(const ring_abfit_point_t *pts, size_t npts, int nonneg,
+                     ring_abfit_result_t *res_p, char *err, size_t errlen)
 {
     ring_abfit_result_t r = {0};
     double s1 = 0, s2 = 0, m12 = 0, g1 = 0, g2 = 0, det, th1, th2, inv11, inv22;
@@ -188,6 +226,15 @@ int ring_abfit_fit(const ring_abfit_point_t *pts, size_t npts, ring_abfit_result
     r.bw_se_Bps = r.bw_Bps * (r.slope_se / r.slope);
     r.t95 = abfit_t95(npts - 2);
     if (r.alpha_us < 0) {
+        if (r.alpha_us + r.t95 * r.alpha_se_us < 0 && nonneg) {
+            abfit_fit_slope_only(pts, npts, &r);
+            if (!(r.slope > 0))
+                return abfit_err(RING_ABFIT_NO_FIT, err, errlen,
+                                 "the data do not follow the model: with alpha fixed at 0 the "
+                                 "fitted 1/B is %.4g us/byte", r.slope);
+            *res_p = r;
+            return 0;
+        }
         if (r.alpha_us + r.t95 * r.alpha_se_us < 0)
             return abfit_err(
                 RING_ABFIT_NO_FIT, err, errlen,
@@ -199,6 +246,18 @@ int ring_abfit_fit(const ring_abfit_point_t *pts, size_t npts, ring_abfit_result
     }
     *res_p = r;
     return 0;
+}
+
+int ring_abfit_fit(const ring_abfit_point_t *pts, size_t npts, ring_abfit_result_t *res_p,
+                   char *err, size_t errlen)
+{
+    return abfit_fit(pts, npts, 0, res_p, err, errlen);
+}
+
+int ring_abfit_fit_nonneg(const ring_abfit_point_t *pts, size_t npts, ring_abfit_result_t *res_p,
+                          char *err, size_t errlen)
+{
+    return abfit_fit(pts, npts, 1, res_p, err, errlen);
 }
 
 /* ---- CSV input ---------------------------------------------------------------- */

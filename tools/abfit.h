@@ -53,7 +53,11 @@ typedef struct ring_abfit_result {
                                      points - 2 degrees of freedom: alpha +- t95 x
                                      alpha_se_us is alpha's 95 % confidence interval */
     int alpha_unresolved;         /* alpha < 0 but its 95 % confidence interval holds 0:
-                                     the latency term is too small for these data to see */
+                                     the latency term is too small for these data to see
+                                     (also set when alpha_pinned) */
+    int alpha_pinned;             /* ring_abfit_fit_nonneg: alpha came out clearly < 0 and
+                                     was fixed at 0, B fitted alone */
+    double alpha_free_us, alpha_free_se_us; /* ... what the free fit said, then */
 } ring_abfit_result_t;
 
 /* The model's time in microseconds for n peers and `bytes`. */
@@ -71,6 +75,17 @@ double ring_abfit_predict(double alpha_us, double slope, int n, double bytes);
  */
 int ring_abfit_fit(const ring_abfit_point_t *pts, size_t npts, ring_abfit_result_t *res_p,
                    char *err, size_t errlen); /* RING_ABFIT_OK or RING_ABFIT_NO_FIT */
+
+/*
+ * As ring_abfit_fit, but alpha clearly < 0 is not a refusal: alpha is fixed
+ * at 0 and 1/B fitted alone (weighted least squares on points - 1 degrees of
+ * freedom), with alpha_pinned set and the free fit's alpha kept. For links
+ * capped by a token bucket (--rate-limit, tc tbf): a peer that waits between
+ * ring steps gets tokens meanwhile and sends ahead of the rate, which takes
+ * a little off every step and so looks like a negative latency.
+ */
+int ring_abfit_fit_nonneg(const ring_abfit_point_t *pts, size_t npts, ring_abfit_result_t *res_p,
+                          char *err, size_t errlen);
 
 /* A --where condition: rows whose `column` equals `value` (as text, exactly). */
 typedef struct ring_abfit_filter {

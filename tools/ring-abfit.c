@@ -19,7 +19,8 @@
 
 static void abfit_usage(FILE *out)
 {
-    fprintf(out, "Usage: ring-abfit [--where COLUMN=VALUE]... [--predictions] [--csv] [FILE]\n"
+    fprintf(out, "Usage: ring-abfit [--where COLUMN=VALUE]... [--predictions] [--csv]\n"
+                 "                  [--nonneg-alpha] [FILE]\n"
                  "\n"
                  "Fits the alpha-beta model of the ring allreduce to measured times:\n"
                  "\n"
@@ -45,6 +46,11 @@ static void abfit_usage(FILE *out)
                  "  -p, --predictions         also print, for every row used, the model's time\n"
                  "                            and its error in %% of the measured time\n"
                  "      --csv                 print CSV for scripts (see below)\n"
+                 "      --nonneg-alpha        when alpha comes out clearly negative, fix it at 0\n"
+                 "                            and fit B alone instead of refusing: links capped\n"
+                 "                            by a token bucket (--rate-limit, tc tbf) let a peer\n"
+                 "                            that waited between ring steps send ahead of the\n"
+                 "                            rate, which looks like a negative latency\n"
                  "  -h, --help                this text\n"
                  "      --version             print the version\n"
                  "\n"
@@ -54,7 +60,8 @@ static void abfit_usage(FILE *out)
                  "(one line), then one row of kind 'fit' (the columns from points on), then\n"
                  "with --predictions one row of kind 'point' per input row used (line to\n"
                  "error_pct). alpha_resolved is 0 when alpha came out negative but its 95 %%\n"
-                 "confidence interval holds 0: the latency term is too small for the data.\n"
+                 "confidence interval holds 0: the latency term is too small for the data;\n"
+                 "also when --nonneg-alpha fixed it at 0.\n"
                  "\n"
                  "The fit needs at least 3 distinct (n, bytes) points and two values of n\n"
                  "(with one n, alpha cannot be told apart from a fixed cost per call).\n"
@@ -106,7 +113,12 @@ static void abfit_print_text(const ring_abfit_point_t *pts, const ring_abfit_res
     printf("  R^2          %.6f (weighted)\n", r->r2);
     printf("  max |error|  %.2f %% (line %ld: n=%d, bytes=%.0f)\n", r->max_abs_err_pct, w->line,
            w->n, w->bytes);
-    if (r->alpha_unresolved)
+    if (r->alpha_pinned)
+        printf("  note: alpha fixed at 0 (--nonneg-alpha): the free fit gave %.4g +- %.4g us, "
+               "clearly negative, as links capped by a token bucket do: a peer that waited "
+               "between ring steps sends ahead of the rate\n", r->alpha_free_us,
+               r->alpha_free_se_us);
+    else if (r->alpha_unresolved)
         printf("  note: alpha < 0 but its 95 %% confidence interval holds 0: these times do not "
                "resolve the per-step latency (try smaller sizes)\n");
     if (!predictions)
@@ -141,14 +153,15 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"where", required_argument, NULL, 'w'}, {"predictions", no_argument, NULL, 'p'},
         {"csv", no_argument, NULL, 'C'},         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0}};
+        {"version", no_argument, NULL, 'V'},     {"nonneg-alpha", no_argument, NULL, 'N'},
+        {NULL, 0, NULL, 0}};
     ring_abfit_filter_t filters[ABFIT_MAX_FILTERS];
     size_t nfilters = 0, npts = 0, rows = 0;
     ring_abfit_point_t *pts = NULL;
     ring_abfit_result_t res;
     const char *path = "-", *name = "(standard input)";
     char err[1024];
-    int opt, csv = 0, predictions = 0, rc;
+    int opt, csv = 0, predictions = 0, nonneg = 0, rc;
     FILE *f = stdin;
 
     opterr = 0;
@@ -174,6 +187,7 @@ int main(int argc, char **argv)
         }
         case 'p': predictions = 1; break;
         case 'C': csv = 1; break;
+        case 'N': nonneg = 1; break;
         case 'h': abfit_usage(stdout); return 0;
         case 'V': printf("ring-abfit (ringd) %s\n", PACKAGE_VERSION); return 0;
         case ':':
@@ -218,7 +232,7 @@ int main(int argc, char **argv)
         /* a valid table that selects nothing is a data problem, not bad usage */
         return rc == RING_ABFIT_NO_ROWS ? 1 : 2;
     }
-    if (ring_abfit_fit(pts, npts, &res, err, sizeof(err)) != 0) {
+    if ((nonneg ? ring_abfit_fit_nonneg : ring_abfit_fit)(pts, npts, &res, err, sizeof(err)) != 0) {
         fprintf(stderr, "ring-abfit: %s: cannot fit: %s\n", name, err);
         free(pts);
         return 1;
