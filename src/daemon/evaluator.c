@@ -37,8 +37,7 @@ int evaluator_main(const daemon_opts_t *opt, const ring_config_t *cfg)
     FILE *metrics = NULL;
     double t0 = daemon_now();
 
-    daemon_opts_workload(opt, &s);
-    s.local_rank = cfg->launch.local_rank; /* --cuda-device auto */
+    daemon_opts_workload(opt, cfg->launch.local_rank, &s);
     if (steps == NULL || ops->create(&s, &w, err, sizeof(err)) != 0) {
         fprintf(stderr, "ringd evaluator: %s\n", steps == NULL ? "out of memory" : err);
         free(steps);

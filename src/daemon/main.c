@@ -218,8 +218,7 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
     }
     /* after the ring is up: a peer that cannot load its data closes the ring, and the
      * others hear of it at once instead of waiting for a connect timeout */
-    daemon_opts_workload(opt, &s);
-    s.local_rank = cfg->launch.local_rank; /* --cuda-device auto */
+    daemon_opts_workload(opt, cfg->launch.local_rank, &s);
     if (ops->create(&s, &r.w, err, sizeof(err)) != 0)
         goto fail;
     if (sgd_init(&r.sgd, r.w->nparams, opt->lr, opt->momentum, opt->weight_decay) != 0 ||

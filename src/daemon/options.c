@@ -626,7 +626,7 @@ void daemon_opts_print(const daemon_opts_t *o, FILE *out)
     }
 }
 
-void daemon_opts_workload(const daemon_opts_t *o, wl_settings_t *s)
+void daemon_opts_workload(const daemon_opts_t *o, int local_rank, wl_settings_t *s)
 {
     memset(s, 0, sizeof(*s));
     s->data_dir = o->data_dir;
@@ -642,5 +642,5 @@ void daemon_opts_workload(const daemon_opts_t *o, wl_settings_t *s)
     s->compute_on = o->compute_on;
     s->device = o->device;
     s->cuda_device = cuda_device_index(o->cuda_device); /* auto: -1 */
-    s->local_rank = -1;                                 /* the caller knows the launcher */
+    s->local_rank = local_rank;
 }

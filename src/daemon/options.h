@@ -102,8 +102,9 @@ int daemon_opts_env_known(const char *var, size_t len);
 void daemon_opts_print_help(FILE *out);
 void daemon_opts_print(const daemon_opts_t *o, FILE *out);
 
-/* The workload settings these options describe. */
-void daemon_opts_workload(const daemon_opts_t *o, wl_settings_t *s);
+/* The workload settings these options describe; local_rank is the launcher's
+ * (ring_config_t.launch.local_rank, -1 unknown), for --cuda-device auto. */
+void daemon_opts_workload(const daemon_opts_t *o, int local_rank, wl_settings_t *s);
 
 /* Is a step- or time-based schedule due after step (now: the clock; *last:
  * when it was last due, updated)? Epoch ends are the caller's business. */

@@ -126,8 +126,7 @@ int resume_start(run_t *r, char *err, size_t errlen)
                 /* a corrupt file was partly read into the parameters */
                 workload_t *fresh;
                 wl_settings_t s;
-                daemon_opts_workload(o, &s);
-                s.local_rank = r->cfg->launch.local_rank; /* the same GPU as r->w */
+                daemon_opts_workload(o, r->cfg->launch.local_rank, &s);
                 if (r->w->ops->create(&s, &fresh, err, errlen) != 0)
                     return -1;
                 memcpy(r->w->params, fresh->params, r->w->nparams * sizeof(float));
