@@ -4,7 +4,10 @@
  * left neighbour's, each starting with a hello both ways. Connection
  * refused is retried with backoff until the start-up deadline (the
  * neighbour may not be listening yet); a stranger on the port is ignored
- * with a warning; a settings mismatch fails naming the field.
+ * with a warning; a settings mismatch fails naming the field. Peers that met
+ * at a file store may hold a crashed earlier run's address for the right
+ * neighbour: a refusal or a stranger's answer there reads its record again
+ * (a stranger's answer is an error only after RING_RDZV_STALE_GRACE_S).
  */
 #include "config.h"
 
@@ -39,6 +42,8 @@ typedef struct connect_state {
     int nout, accepted;
     ring_status_t last_refusal;
     int last_errno;
+    double stranger_since;           /* file store: when the right address first answered
+                                        as another peer (0: never) */
 } connect_state_t;
 
 static void hello_post(connect_state_t *cs, hello_conn_t *hc, int channel, int stream,
@@ -99,12 +104,46 @@ static ring_status_t check_other_transport(ring_comm_t *comm, hello_conn_t *hc, 
     return RING_OK;
 }
 
+/*
+ * Met at a file store, the right neighbour's address may be an earlier run's
+ * record (a crashed job leaves its files): read it again. *moved = 1 when it
+ * changed (comm->right_addr updated).
+ */
+static ring_status_t connect_right_moved(ring_comm_t *comm, int *moved)
+{
+    char was[sizeof(comm->right_addr)];
+
+    RING_CHECK(ring_rendezvous_refresh(comm, comm->right_rank, moved));
+    if (!*moved)
+        return RING_OK;
+    snprintf(was, sizeof(was), "%s", comm->right_addr);
+    ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr, sizeof(comm->right_addr));
+    ring_log(RING_LOG_WARN, "rank %d's rendezvous record changed from %s to %s (the first was "
+             "an earlier run's: give each run its own --job-id)", comm->right_rank, was,
+             comm->right_addr);
+    return RING_OK;
+}
+
+/* Drop this attempt and connect again after a backoff (none: at once). */
+static void connect_retry(connect_state_t *cs, hello_conn_t *hc, double now, int backoff)
+{
+    cs->comm->tp_ops->ep_close(hc->ep);
+    hc->ep = NULL;
+    hc->state = 0;
+    /* 10 ms at first (a neighbour a moment late), doubling to 200 ms, with
+     * jitter so a whole job's retries do not arrive in step */
+    hc->backoff = hc->backoff > 0 ? (hc->backoff < 0.1 ? hc->backoff * 2 : 0.2) : 0.01;
+    hc->retry_at = backoff ? now + hc->backoff * (1.0 + 0.01 * (double)(rand() % 50)) : now;
+}
+
 /* A hello reply came back (or the attempt failed) on an outgoing connection. */
 static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now)
 {
     ring_comm_t *comm = cs->comm;
     hello_conn_t *hc = &cs->out[i];
     ring_hello_t mine, theirs;
+    ring_status_t st = RING_OK;
+    int moved;
 
     if (hc->state == 0) {
         if (now >= hc->retry_at)
@@ -115,44 +154,43 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
         return RING_OK;
     RING_CHECK(check_other_transport(comm, hc, comm->right_rank, comm->right_addr));
     if (hc->rreq.status != RING_OK || hc->rreq.bytes != RING_HELLO_BYTES) {
-        int moved;
-
         /* not listening yet, or it went away during the hello: try again */
         cs->last_refusal = hc->rreq.status;
         cs->last_errno = hc->rreq.sys_errno;
-        comm->tp_ops->ep_close(hc->ep);
-        hc->ep = NULL;
-        hc->state = 0;
-        /* met at a file store: the address may be an earlier run's record */
-        RING_CHECK(ring_rendezvous_refresh(comm, comm->right_rank, &moved));
-        if (moved) {
-            char was[sizeof(comm->right_addr)];
-
-            snprintf(was, sizeof(was), "%s", comm->right_addr);
-            ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr,
-                             sizeof(comm->right_addr));
-            ring_log(RING_LOG_WARN, "rank %d's rendezvous record changed from %s to %s (the "
-                     "first was an earlier run's: give each run its own --job-id)",
-                     comm->right_rank, was, comm->right_addr);
-        }
-        /* 10 ms at first (a neighbour a moment late), doubling to 200 ms, with
-         * jitter so a whole job's retries do not arrive in step */
-        hc->backoff = hc->backoff > 0 ? (hc->backoff < 0.1 ? hc->backoff * 2 : 0.2) : 0.01;
-        hc->retry_at = now + hc->backoff * (1.0 + 0.01 * (double)(rand() % 50));
+        RING_CHECK(connect_right_moved(comm, &moved));
+        connect_retry(cs, hc, now, 1);
         return RING_OK;
     }
-    if (ring_hello_decode(hc->in, &theirs) != 0)
-        return ring_error_set(RING_ERR_PROTOCOL,
-                              "rank %d (%s) answered with something that is not a ringd hello: "
-                              "is another program listening on that port?",
-                              comm->right_rank, comm->right_addr);
-    ring_hello_fill(comm, i / comm->nstreams, i % comm->nstreams, &mine);
-    RING_CHECK(ring_hello_check(comm, &mine, &theirs, comm->right_addr));
-    if ((int)theirs.rank != comm->right_rank)
-        return ring_error_set(RING_ERR_MISMATCH,
-                              "%s answered as rank %u, but rank %d's right neighbour is rank %d: "
-                              "the peers disagree on RING_PEERS", comm->right_addr, theirs.rank,
-                              comm->rank, comm->right_rank);
+    if (ring_hello_decode(hc->in, &theirs) != 0) {
+        st = ring_error_set(RING_ERR_PROTOCOL,
+                            "rank %d (%s) answered with something that is not a ringd hello: "
+                            "is another program listening on that port?",
+                            comm->right_rank, comm->right_addr);
+    } else {
+        ring_hello_fill(comm, i / comm->nstreams, i % comm->nstreams, &mine);
+        st = ring_hello_check(comm, &mine, &theirs, comm->right_addr);
+        if (st == RING_OK && (int)theirs.rank != comm->right_rank)
+            st = ring_error_set(RING_ERR_MISMATCH,
+                                "%s answered as rank %u, but rank %d's right neighbour is rank "
+                                "%d: the peers disagree on RING_PEERS", comm->right_addr,
+                                theirs.rank, comm->rank, comm->right_rank);
+    }
+    if (st != RING_OK) {
+        /* an earlier run's address, now another job's port? Read the record
+         * again, and at a file store give the fresh one time to be written */
+        RING_CHECK(connect_right_moved(comm, &moved));
+        if (!moved && ring_rendezvous_file(comm)) {
+            if (cs->stranger_since == 0)
+                cs->stranger_since = now;
+            moved = now - cs->stranger_since < RING_RDZV_STALE_GRACE_S;
+            if (moved)
+                ring_log(RING_LOG_DEBUG, "%s (waiting for a newer record)", ring_last_error());
+        }
+        if (!moved)
+            return st;
+        connect_retry(cs, hc, now, 1);
+        return RING_OK;
+    }
     comm->channels[i / comm->nstreams].right[i % comm->nstreams] = hc->ep;
     hc->state = 2;
     cs->nout++;

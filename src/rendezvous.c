@@ -36,8 +36,6 @@
 
 #define RDZV_ADDRS 8
 #define RDZV_RECORD_MAX 2048
-/* file store: how long a record of other settings (a crashed run's?) may take to change */
-#define RDZV_STALE_GRACE_S 5.0
 
 typedef struct rdzv_record {
     int world;
@@ -277,11 +275,11 @@ static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double 
             if (st != RING_OK || bad || same || !file)
                 break;
             /* other settings in a file: maybe a crashed run's record, which its
-             * peer replaces when it starts; give it RDZV_STALE_GRACE_S */
+             * peer replaces when it starts; give it RING_RDZV_STALE_GRACE_S */
             hint = " (or that is the record of a crashed earlier run, which no peer replaced "
                    "in time: give each run its own --job-id, or empty the rendezvous directory)";
             if (grace == 0)
-                grace = ring_now() + RDZV_STALE_GRACE_S;
+                grace = ring_now() + RING_RDZV_STALE_GRACE_S;
             if (ring_now() > grace || ring_now() > deadline)
                 break;
             usleep(100000);
@@ -312,17 +310,20 @@ static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double 
 }
 
 /* The address every peer uses for rank r (the same choice everywhere). */
+static const char *rdzv_pick(const rdzv_record_t *rec, int all_local)
+{
+    for (int i = 0; i < rec->naddr; i++)
+        if (all_local ? strcmp(rec->addr[i], "127.0.0.1") == 0
+                      : strcmp(rec->addr[i], "127.0.0.1") != 0 && strcmp(rec->addr[i], "::1") != 0)
+            return rec->addr[i];
+    return all_local && rec->naddr > 0 ? rec->addr[0] : NULL;
+}
+
 static ring_status_t rdzv_choose(const rdzv_record_t *rec, int r, int all_local,
                                  ring_peer_addr_t *out)
 {
-    const char *pick = NULL;
+    const char *pick = rdzv_pick(rec, all_local);
 
-    for (int i = 0; i < rec->naddr && pick == NULL; i++)
-        if (all_local ? strcmp(rec->addr[i], "127.0.0.1") == 0
-                      : strcmp(rec->addr[i], "127.0.0.1") != 0 && strcmp(rec->addr[i], "::1") != 0)
-            pick = rec->addr[i];
-    if (pick == NULL && all_local)
-        pick = rec->addr[0];
     if (pick == NULL)
         return ring_error_set(RING_ERR_INVALID, "rank %d (host %s) published no address other "
                               "peers can reach: only loopback passed its --iface / "
@@ -410,8 +411,8 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
 {
     ring_store_t *store = comm->store;
     char key[32], why[200], *text;
+    const char *pick;
     rdzv_record_t rec;
-    ring_peer_addr_t addr;
     ring_status_t st;
 
     *changed = 0;
@@ -420,12 +421,13 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
     if ((text = malloc(RDZV_RECORD_MAX)) == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous");
     snprintf(key, sizeof(key), "rank/%d", rank);
-    /* a record that is missing, unreadable or of other settings: keep what we have */
+    /* a record that is missing, unreadable or of other settings: keep what we
+     * have, and leave the thread's last error alone (the caller's may be set) */
     st = store->ops->get(store, key, text, RDZV_RECORD_MAX, ring_now());
     if (st == RING_OK && rdzv_parse(text, &rec, why, sizeof(why)) == 0 && rec.world == comm->size &&
         strcmp(rec.transport, comm->tp_ops->name) == 0 &&
-        rdzv_choose(&rec, rank, comm->rdzv_all_local, &addr) == RING_OK &&
-        (addr.port != comm->peers[rank].port || strcmp(addr.host, comm->peers[rank].host) != 0)) {
+        (pick = rdzv_pick(&rec, comm->rdzv_all_local)) != NULL &&
+        (rec.port != comm->peers[rank].port || strcmp(pick, comm->peers[rank].host) != 0)) {
         if (strcmp(rec.group, comm->hosts[rank]) != 0) {
             free(text);
             return ring_error_set(RING_ERR_MISMATCH, "rendezvous %s: rank %d's record changed "
@@ -435,11 +437,17 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
                                   "directory", store->where, rank, comm->hosts[rank], rec.group,
                                   comm->cfg.job_id);
         }
-        comm->peers[rank] = addr;
+        snprintf(comm->peers[rank].host, sizeof(comm->peers[rank].host), "%s", pick);
+        comm->peers[rank].port = rec.port;
         *changed = 1;
     }
     free(text);
     return RING_OK;
+}
+
+int ring_rendezvous_file(const ring_comm_t *comm)
+{
+    return comm->store != NULL && strcmp(comm->store->ops->kind, "file") == 0;
 }
 
 void ring_rendezvous_done(ring_comm_t *comm)

@@ -38,6 +38,12 @@ ring_status_t ring_rendezvous(struct ring_comm *comm);
  */
 ring_status_t ring_rendezvous_refresh(struct ring_comm *comm, int rank, int *changed);
 
+/* A file store's record of other settings (a crashed run's?) gets this long to be replaced. */
+#define RING_RDZV_STALE_GRACE_S 5.0
+
+/* 1 while this peer reads a file store (until the ring is up): records may be stale. */
+int ring_rendezvous_file(const struct ring_comm *comm);
+
 /* Once the ring is up: close the store, unless this peer owns a file store. */
 void ring_rendezvous_done(struct ring_comm *comm);
 
