@@ -42,8 +42,11 @@ typedef struct connect_state {
     int nout, accepted;
     ring_status_t last_refusal;
     int last_errno;
-    double stranger_since;           /* file store: when the right address first answered
-                                        as another peer (0: never) */
+    /* file store: when the right address first answered as another peer (0:
+     * never), and what was wrong; an error once RING_RDZV_STALE_GRACE_S passed */
+    double stranger_since;
+    ring_status_t stranger_status;
+    char stranger_error[512];
 } connect_state_t;
 
 static void hello_post(connect_state_t *cs, hello_conn_t *hc, int channel, int stream,
@@ -124,8 +127,8 @@ static ring_status_t connect_right_moved(ring_comm_t *comm, int *moved)
     return RING_OK;
 }
 
-/* Drop this attempt and connect again after a backoff (none: at once). */
-static void connect_retry(connect_state_t *cs, hello_conn_t *hc, double now, int backoff)
+/* Drop this attempt and connect again after a backoff. */
+static void connect_retry(connect_state_t *cs, hello_conn_t *hc, double now)
 {
     cs->comm->tp_ops->ep_close(hc->ep);
     hc->ep = NULL;
@@ -133,7 +136,31 @@ static void connect_retry(connect_state_t *cs, hello_conn_t *hc, double now, int
     /* 10 ms at first (a neighbour a moment late), doubling to 200 ms, with
      * jitter so a whole job's retries do not arrive in step */
     hc->backoff = hc->backoff > 0 ? (hc->backoff < 0.1 ? hc->backoff * 2 : 0.2) : 0.01;
-    hc->retry_at = backoff ? now + hc->backoff * (1.0 + 0.01 * (double)(rand() % 50)) : now;
+    hc->retry_at = now + hc->backoff * (1.0 + 0.01 * (double)(rand() % 50));
+}
+
+/* The right address answered as another peer (st, with its error set): at a
+ * file store, retry while a fresh record may still come; else the error. */
+static ring_status_t connect_stranger(connect_state_t *cs, hello_conn_t *hc, double now,
+                                      ring_status_t st)
+{
+    ring_comm_t *comm = cs->comm;
+    int moved;
+
+    RING_CHECK(connect_right_moved(comm, &moved));
+    if (!moved && !ring_rendezvous_file(comm))
+        return st;
+    if (!moved && cs->stranger_since == 0) {
+        cs->stranger_since = now;
+        cs->stranger_status = st;
+        snprintf(cs->stranger_error, sizeof(cs->stranger_error), "%s", ring_last_error());
+        ring_log(RING_LOG_DEBUG, "%s (waiting up to %g s for a newer rendezvous record)",
+                 cs->stranger_error, RING_RDZV_STALE_GRACE_S);
+    }
+    if (moved)
+        cs->stranger_since = 0;
+    connect_retry(cs, hc, now);
+    return RING_OK;
 }
 
 /* A hello reply came back (or the attempt failed) on an outgoing connection. */
@@ -145,6 +172,9 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     ring_status_t st = RING_OK;
     int moved;
 
+    /* the address answered as another peer, and no newer record came in time */
+    if (cs->stranger_since > 0 && now - cs->stranger_since >= RING_RDZV_STALE_GRACE_S)
+        return ring_error_copy(cs->stranger_status, cs->stranger_error);
     if (hc->state == 0) {
         if (now >= hc->retry_at)
             RING_CHECK(connect_start(cs, i));
@@ -158,7 +188,9 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
         cs->last_refusal = hc->rreq.status;
         cs->last_errno = hc->rreq.sys_errno;
         RING_CHECK(connect_right_moved(comm, &moved));
-        connect_retry(cs, hc, now, 1);
+        if (moved)
+            cs->stranger_since = 0;
+        connect_retry(cs, hc, now);
         return RING_OK;
     }
     if (ring_hello_decode(hc->in, &theirs) != 0) {
@@ -175,22 +207,8 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
                                 "%d: the peers disagree on RING_PEERS", comm->right_addr,
                                 theirs.rank, comm->rank, comm->right_rank);
     }
-    if (st != RING_OK) {
-        /* an earlier run's address, now another job's port? Read the record
-         * again, and at a file store give the fresh one time to be written */
-        RING_CHECK(connect_right_moved(comm, &moved));
-        if (!moved && ring_rendezvous_file(comm)) {
-            if (cs->stranger_since == 0)
-                cs->stranger_since = now;
-            moved = now - cs->stranger_since < RING_RDZV_STALE_GRACE_S;
-            if (moved)
-                ring_log(RING_LOG_DEBUG, "%s (waiting for a newer record)", ring_last_error());
-        }
-        if (!moved)
-            return st;
-        connect_retry(cs, hc, now, 1);
-        return RING_OK;
-    }
+    if (st != RING_OK) /* an earlier run's address, now another job's port? */
+        return connect_stranger(cs, hc, now, st);
     comm->channels[i / comm->nstreams].right[i % comm->nstreams] = hc->ep;
     hc->state = 2;
     cs->nout++;
