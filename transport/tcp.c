@@ -267,7 +267,7 @@ static ring_status_t tcp_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
     req->prefix[3] = (unsigned char)(len >> 24);
     RING_CHECK(tcp_post(ep, req, &ep->sq_head, &ep->sq_tail));
     ep->tx_queued += sizeof(req->prefix) + len;
-    if (len <= TCP_CTRL_BYTES)
+    if (len <= RING_BUCKET_CTRL_BYTES)
         ep->tx_ctrl++;
     return RING_OK;
 }

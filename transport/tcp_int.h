@@ -15,7 +15,6 @@
 
 #define TCP_RX_STAGE 16384   /* greedy read size for headers and small messages */
 #define TCP_TX_IOV 64        /* messages are coalesced into one sendmsg up to this */
-#define TCP_CTRL_BYTES 256   /* messages this small (payload) bypass the rate limit */
 
 typedef enum tcp_ep_state {
     TCP_EP_CONNECTING,
@@ -47,7 +46,7 @@ struct ring_tp_ep {
     ring_tp_req_t *sq_head, *sq_tail;
     /* send side: rate limit (--rate-limit; tx_bucket.rate 0 = none) */
     size_t tx_queued;        /* unsent bytes in the send queue, prefixes included */
-    int tx_ctrl;             /* messages of TCP_CTRL_BYTES or less in the send queue */
+    int tx_ctrl;             /* control-sized messages (RING_BUCKET_CTRL_BYTES) queued */
     ring_bucket_t tx_bucket; /* tokens may go negative: debt from control messages */
     ring_tp_req_t *rq_head, *rq_tail;
     /* receive side: current message and the staging buffer */

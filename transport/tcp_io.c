@@ -83,7 +83,7 @@ static size_t tx_urgent_bytes(const ring_tp_ep_t *ep)
         size_t payload = req_payload(req);
 
         cum += sizeof(req->prefix) + payload - req->offset;
-        if (payload <= TCP_CTRL_BYTES) {
+        if (payload <= RING_BUCKET_CTRL_BYTES) {
             urgent = cum;
             seen++;
         }
@@ -197,7 +197,7 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
                 if (ep->sq_head == NULL)
                     ep->sq_tail = NULL;
                 req->bytes = total - sizeof(req->prefix);
-                if (req->bytes <= TCP_CTRL_BYTES)
+                if (req->bytes <= RING_BUCKET_CTRL_BYTES)
                     ep->tx_ctrl--;
                 req_complete(req, RING_OK, 0);
                 completed++;

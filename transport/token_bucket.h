@@ -9,6 +9,9 @@
 #define RING_BUCKET_MIN 65536      /* smallest bucket, bytes (one verbs fragment) */
 #define RING_BUCKET_S 0.01         /* bucket of this many seconds at the rate */
 #define RING_BUCKET_QUANTUM_MAX_S 0.1 /* a send at least this often on a slow link */
+/* control messages this small (payload bytes: an ABORT, a credit) bypass the limit,
+ * running the bucket into debt, so a failure is never held back behind data */
+#define RING_BUCKET_CTRL_BYTES 256
 
 typedef struct ring_bucket {
     double rate;     /* bytes/s; 0 = no limit */

@@ -12,8 +12,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,11 +467,10 @@ static int vb_gather(ring_tp_ep_t *ep, const ring_tp_req_t *req, size_t off, siz
 }
 
 /* Seconds until the next fragment may be posted under --rate-limit (0: now).
- * Fragments of control messages (VB_CTRL_BYTES or less, an ABORT) never wait:
- * they run the bucket into debt. */
+ * Control-sized fragments (RING_BUCKET_CTRL_BYTES or less) never wait. */
 static double vb_tx_delay(ring_tp_ep_t *ep, uint32_t len)
 {
-    if (!ring_bucket_on(&ep->tx_bucket) || len <= VB_CTRL_BYTES)
+    if (!ring_bucket_on(&ep->tx_bucket) || len <= RING_BUCKET_CTRL_BYTES)
         return 0;
     ring_bucket_refill(&ep->tx_bucket, ring_bucket_now());
     return ring_bucket_delay(&ep->tx_bucket, len);

@@ -46,7 +46,6 @@
 #define VB_RQ_EXTRA 8              /* receive WRs beyond nslots: credit writes */
 #define VB_SQ_DEPTH (VB_SLOTS + 8) /* data writes + credit writes */
 #define VB_MAX_EPS 256
-#define VB_CTRL_BYTES 256          /* fragments this small bypass --rate-limit */
 #define VB_IMM_LAST 0x80000000u
 #define VB_IMM_CREDIT 0x40000000u
 #define VB_IMM_LEN 0x3fffffffu
