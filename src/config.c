@@ -107,6 +107,10 @@ static const config_entry_t config_table[] = {
     {"lz4", "RING_LZ4", CONFIG_CHOICE, "off", "off|on|auto", FIELD(lz4), 0, 0,
      "compress each encoded chunk with lz4 (sent raw when it does not shrink); auto stops "
      "trying on a tensor whose chunks do not shrink and retries now and then"},
+    {"progress-thread", "RING_PROGRESS_THREAD", CONFIG_CHOICE, "off", "off|on",
+     FIELD(progress_thread), 0, 0,
+     "a thread inside libringd advances started requests while the caller computes (the "
+     "Python package turns it on); every call then takes the communicator's lock"},
     {"error-feedback", "RING_ERROR_FEEDBACK", CONFIG_CHOICE, "off", "off|on",
      FIELD(error_feedback), 0, 0,
      "keep what this peer's encoding lost and add it to its next contribution to the same "
@@ -266,6 +270,24 @@ void ring_config_free(ring_config_t *cfg)
         return;
     free(cfg->peers);
     cfg->peers = NULL;
+}
+
+ring_config_t *ring_config_new(void)
+{
+    ring_config_t *cfg = malloc(sizeof(*cfg));
+
+    if (cfg == NULL) {
+        (void)ring_error_set(RING_ERR_NO_MEMORY, "out of memory allocating a configuration");
+        return NULL;
+    }
+    ring_config_init(cfg);
+    return cfg;
+}
+
+void ring_config_delete(ring_config_t *cfg)
+{
+    ring_config_free(cfg);
+    free(cfg);
 }
 
 ring_status_t ring_config_copy(ring_config_t *dst, const ring_config_t *src)
@@ -526,6 +548,21 @@ static void config_format(const ring_config_t *cfg, const config_entry_t *e, cha
         snprintf(buf, len, "%s", field);
         break;
     }
+}
+
+ring_status_t ring_config_get(const ring_config_t *cfg, const char *name, char *buf, size_t len)
+{
+    const config_entry_t *e = config_find(name);
+    char value[4608];
+
+    if (e == NULL)
+        return ring_error_set(RING_ERR_UNSUPPORTED, "unknown setting '%s'", name);
+    config_format(cfg, e, value, sizeof(value));
+    if (buf == NULL || strlen(value) >= len)
+        return ring_error_set(RING_ERR_INVALID, "ring_config_get: the value of --%s needs %zu "
+                              "bytes, the buffer has %zu", e->name, strlen(value) + 1, len);
+    memcpy(buf, value, strlen(value) + 1);
+    return RING_OK;
 }
 
 void ring_config_print_help(FILE *out)

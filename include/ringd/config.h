@@ -43,6 +43,7 @@ typedef struct ring_config {
     char fp16_scaling[4];     /* "on" or "off": a power-of-two scale per fp16 chunk */
     char lz4[8];              /* "off", "on" or "auto": lz4 on encoded chunks */
     char error_feedback[4];   /* "off" or "on" */
+    char progress_thread[4];  /* "on": a thread advances requests (comm.h, Threads) */
     size_t chunk_bytes;       /* bytes per ring chunk on the wire */
     int channels;             /* independent rings over disjoint parts of a buffer */
     int tcp_streams;          /* TCP connections per neighbour and channel */
@@ -76,6 +77,23 @@ typedef struct ring_config {
 
 /* Fill cfg with the defaults. Never fails; cfg must be released with ring_config_free. */
 void ring_config_init(ring_config_t *cfg);
+
+/*
+ * A config on the heap, filled with the defaults (NULL when out of memory),
+ * and its release (contents and struct; accepts NULL). For bindings, so that
+ * none hard-codes sizeof(ring_config_t); read and write it by name with
+ * ring_config_set and ring_config_get. (ring_config_free below releases only
+ * the contents of a config the caller owns, hence the other name.)
+ */
+ring_config_t *ring_config_new(void);
+void ring_config_delete(ring_config_t *cfg);
+
+/*
+ * The effective value of setting name as text, as --print-config shows it
+ * ("fp16", "1048576", "30"), into buf. RING_ERR_UNSUPPORTED for an unknown
+ * name, RING_ERR_INVALID when buf is too small.
+ */
+ring_status_t ring_config_get(const ring_config_t *cfg, const char *name, char *buf, size_t len);
 
 /* Release what the config owns (the peers string). cfg may be reused after ring_config_init. */
 void ring_config_free(ring_config_t *cfg);
