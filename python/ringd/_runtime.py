@@ -1,0 +1,376 @@
+"""The process's communicator, its settings and the collectives' handles.
+
+One communicator per process, opened by init() and closed by shutdown() (or
+at interpreter exit). Requests run in the order they were started, so
+handles are finished in that order too: waiting for one first finishes
+every handle started before it (their results or errors are kept in them).
+At most MAX_REQUESTS (16) requests may be outstanding: starting another
+first finishes the oldest. Calls from several threads are serialised by a
+lock; a wait runs with the GIL released, and holds the lock until it returns
+(bounded by the timeout setting), so another thread's call waits for it.
+"""
+
+import atexit
+import collections
+import threading
+
+from . import _errors, _ringd, _tensor
+
+_lock = threading.RLock()
+_comm = None          # _ringd.Comm while initialized
+_config = None        # the _ringd.Config it was opened with
+_pending = collections.deque()  # Handles started and not finished, oldest first
+_closed_once = False  # shutdown() was called: say so in NotInitializedError
+
+_OPS = {"sum": _ringd.SUM, "avg": _ringd.AVG, "average": _ringd.AVG, "mean": _ringd.AVG}
+
+
+class Handle:
+    """A started collective. wait() blocks until it finishes (GIL released; bounded by the
+    timeout setting) and returns its result or raises its ringd.Error; done() tells without
+    blocking whether it has finished (False while another thread is inside a call)."""
+
+    __slots__ = ("_req", "_finish", "_result", "_error", "_done", "op")
+
+    def __init__(self, req, finish, op):
+        self._req = req        # _ringd.Request: holds the buffers until finished
+        self._finish = finish  # () -> the result, once the request succeeded
+        self._result = None
+        self._error = None
+        self._done = False
+        self.op = op
+
+    def _complete(self):
+        """Wait for the request and keep the outcome (call with _lock held)."""
+        if self._done:
+            return
+        try:
+            self._req.wait()
+            self._result = self._finish()
+        except _errors.NonFiniteError as e:
+            e.tensor = self._finish()
+            self._error = e
+        except _errors.Error as e:
+            self._error = e
+        finally:
+            self._req = None
+            self._finish = None
+            self._done = True
+
+    def wait(self):
+        if not self._done:
+            with _lock:
+                _finish_through(self)
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def done(self):
+        if self._done:
+            return True
+        req = self._req
+        return req is None or req.test()
+
+    def __repr__(self):
+        state = "done" if self._done else "pending"
+        return "<ringd.Handle %s %s>" % (self.op, state)
+
+
+def _finish_through(handle):
+    """Finish the pending handles, oldest first, up to and including handle."""
+    while _pending:
+        h = _pending.popleft()
+        h._complete()
+        if h is handle:
+            return
+    handle._complete()  # not pending (its start failed, or shutdown): nothing to wait for
+
+
+def _not_initialized(what):
+    why = ("ringd.shutdown() was called; call ringd.init() again first" if _closed_once
+           else "call ringd.init() first")
+    return _errors.NotInitializedError("ringd.%s: ringd is not initialized: %s" % (what, why))
+
+
+def _require(what):
+    if _comm is None:
+        raise _not_initialized(what)
+    return _comm
+
+
+def _start(what, start, finish):
+    """Start a request (start() -> _ringd.Request) and return its Handle."""
+    with _lock:
+        _require(what)
+        if len(_pending) >= _ringd.MAX_REQUESTS:
+            _pending.popleft()._complete()
+        try:
+            req = start()
+        except _errors.Error as e:
+            if e.status != "RING_ERR_NO_RESOURCE" or not _pending:
+                raise
+            _pending.popleft()._complete()
+            req = start()
+        h = Handle(req, finish, what)
+        _pending.append(h)
+        return h
+
+
+# ---- settings, init, shutdown -------------------------------------------------------------
+
+def _value_text(value):
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _load_config(overrides):
+    cfg = _ringd.Config()
+    cfg.load_env()
+    # a thread inside libringd advances started requests while Python computes; a libringd
+    # without the setting (older) simply has none
+    try:
+        if cfg.source("progress-thread") == "default":
+            cfg.set("progress-thread", "on", "default")
+    except _errors.Error:
+        pass
+    for key, value in overrides.items():
+        name = key.replace("_", "-")
+        try:
+            cfg.set(name, _value_text(value))
+        except _errors.ConfigError as e:
+            raise _errors.ConfigError("ringd.init(%s=%r): %s" % (key, value, e.message),
+                                      e.status, setting=name) from None
+    # no launcher and no ring given: a ring of one, as the ringd program does
+    if cfg.get("world-size") == "0" and cfg.get("rank") == "-1" and not cfg.get("peers"):
+        cfg.set("world-size", "1", "default")
+        cfg.set("rank", "0", "default")
+        cfg.set("peers", "127.0.0.1:0", "default")
+    cfg.validate()
+    return cfg
+
+
+def init(**overrides):
+    """Join the ring, as the ringd program would: settings from RING_* variables and the
+    launcher's (Open MPI, Slurm, torchrun, TF_CONFIG, a rendezvous), then the keyword
+    overrides (codec="fp16", timeout="30s", world_size=2, ...; underscores are dashes).
+    Blocks until the ring is connected (bounded by connect-timeout). A bad setting raises
+    ringd.ConfigError naming it. Calling it again while initialized does nothing (and
+    raises if given overrides)."""
+    global _comm, _config
+    with _lock:
+        if _comm is not None:
+            if overrides:
+                raise _errors.ConfigError(
+                    "ringd.init: already initialized (rank %d of %d); call ringd.shutdown() "
+                    "before initializing with other settings" % (_comm.rank, _comm.size))
+            return
+        cfg = _load_config(overrides)
+        _comm = _ringd.Comm(cfg)
+        _config = cfg
+
+
+def shutdown():
+    """Finish the started collectives (their errors stay in their handles), leave the ring
+    and free it. Does nothing when not initialized. Runs at interpreter exit too."""
+    global _comm, _closed_once
+    with _lock:
+        if _comm is None:
+            return
+        while _pending:
+            _pending.popleft()._complete()
+        comm, _comm = _comm, None
+        _closed_once = True
+        comm.close()
+
+
+atexit.register(shutdown)
+
+
+def is_initialized():
+    return _comm is not None
+
+
+def rank():
+    return _require("rank").rank
+
+
+def size():
+    return _require("size").size
+
+
+def local_rank():
+    """This peer's rank among those on its host, from the launcher (RING_LOCAL_RANK,
+    OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK...); 0 in a ring of one; -1 when
+    the launcher does not say."""
+    comm = _require("local_rank")
+    lr = _config.launch["local_rank"]
+    if lr >= 0:
+        return lr
+    return 0 if comm.size == 1 else -1
+
+
+def local_size():
+    """The number of peers on this host from the launcher; 1 in a ring of one; 0 when the
+    launcher does not say."""
+    comm = _require("local_size")
+    ls = _config.launch["local_size"]
+    if ls > 0:
+        return ls
+    return 1 if comm.size == 1 else 0
+
+
+def config(sources=False):
+    """The effective settings: {name: value as text}, or {name: (value, source)} with
+    sources=True (source: default, environment, launcher, api)."""
+    with _lock:
+        _require("config")
+        names = _ringd.setting_names()
+        if sources:
+            return {n: (_config.get(n), _config.source(n)) for n in names}
+        return {n: _config.get(n) for n in names}
+
+
+def launcher():
+    """What the launcher's variables said (ringd/launch.h's ring_launch_t, as a dict)."""
+    with _lock:
+        _require("launcher")
+        return dict(_config.launch)
+
+
+def stats():
+    """What this peer has sent since init (ring_comm_get_stats), as a dict."""
+    with _lock:
+        return _require("stats").stats()
+
+
+# ---- collectives ---------------------------------------------------------------------------
+
+def _op_code(op, what):
+    try:
+        return _OPS[op]
+    except (KeyError, TypeError):
+        raise ValueError("ringd.%s: op=%r: expected 'sum' or 'avg'" % (what, op)) from None
+
+
+def _exact(codec, what):
+    if codec is None:
+        return False
+    if codec == "exact":
+        return True
+    raise ValueError("ringd.%s: codec=%r: per call it is None (the codec setting) or 'exact' "
+                     "(the tensor's own dtype on the wire); the wire codec itself is a setting: "
+                     "ringd.init(codec='fp16')" % (what, codec))
+
+
+def allreduce_async(tensor, op="sum", codec=None, out=None, tensor_id=0):
+    """Start an allreduce of tensor (float32, float16 or bfloat16; numpy or CPU torch),
+    in place, or into out. The Handle's wait() returns the result tensor."""
+    opc = _op_code(op, "allreduce")
+    exact = _exact(codec, "allreduce")
+    send = _tensor.as_buffer(tensor, "allreduce: tensor")
+    if out is None or out is tensor:
+        result, recv = tensor, None
+    else:
+        result, recv = out, _tensor.as_buffer(out, "allreduce: out")
+    return _start("allreduce",
+                  lambda: _comm.allreduce_start(send, recv, opc, exact, tensor_id),
+                  lambda: result)
+
+
+def allreduce(tensor, op="sum", codec=None, out=None, tensor_id=0):
+    """Allreduce tensor over every peer (sum or avg), in place or into out; returns the
+    result. Bitwise identical on every peer."""
+    return allreduce_async(tensor, op, codec, out, tensor_id).wait()
+
+
+def broadcast_async(tensor, root=0, tensor_id=0):
+    """Start a broadcast of root's tensor into every peer's tensor (in place; any dtype,
+    moved as bytes). The Handle's wait() returns the tensor."""
+    buf = _tensor.as_buffer(tensor, "broadcast: tensor")
+    return _start("broadcast",
+                  lambda: _comm.broadcast_start(buf, int(root), tensor_id),
+                  lambda: tensor)
+
+
+def broadcast(tensor, root=0, tensor_id=0):
+    """Every peer's tensor becomes root's, bit for bit; returns tensor."""
+    return broadcast_async(tensor, root, tensor_id).wait()
+
+
+def _gather_shape(tensor, sizes, world):
+    shape = _tensor.shape_of(tensor)
+    if sizes is None:
+        if not shape:
+            return (world,), None
+        return (world * shape[0],) + shape[1:], None
+    sizes = [int(s) for s in sizes]
+    if len(sizes) != world:
+        raise ValueError("ringd.allgather: sizes has %d entries for a ring of %d: one first-"
+                         "dimension length per rank" % (len(sizes), world))
+    rows, row_bytes = _tensor.row_count_and_bytes(tensor, "allgather: tensor (with sizes=)")
+    me = _comm.rank
+    if rows != sizes[me]:
+        raise ValueError("ringd.allgather: sizes[%d] (this rank) is %d, the tensor has %d rows"
+                         % (me, sizes[me], rows))
+    return (sum(sizes),) + shape[1:], [s * row_bytes for s in sizes]
+
+
+def allgather_async(tensor, sizes=None, out=None, tensor_id=0):
+    """Start an allgather: the peers' tensors, concatenated in rank order along the first
+    dimension (a 0-d tensor gives shape (size,)). sizes: each rank's first-dimension length
+    when they differ (allgatherv). The Handle's wait() returns the new tensor (or out)."""
+    with _lock:
+        comm = _require("allgather")
+        shape, counts = _gather_shape(tensor, sizes, comm.size)
+        if out is None:
+            out = _tensor.empty(tensor, shape)
+        send = _tensor.as_buffer(tensor, "allgather: tensor")
+        recv = _tensor.as_buffer(out, "allgather: out")
+        result = out
+        return _start("allgather",
+                      lambda: _comm.allgather_start(send, recv, counts, tensor_id),
+                      lambda: result)
+
+
+def allgather(tensor, sizes=None, out=None, tensor_id=0):
+    """Every peer's tensor, concatenated in rank order along the first dimension."""
+    return allgather_async(tensor, sizes, out, tensor_id).wait()
+
+
+def reduce_scatter_async(tensor, op="sum", codec=None, out=None, tensor_id=0):
+    """Start a reduce-scatter: tensor's first dimension is size * n; this rank gets block
+    `rank` (n rows) of the sum (or avg) over the peers. The Handle's wait() returns it."""
+    opc = _op_code(op, "reduce_scatter")
+    exact = _exact(codec, "reduce_scatter")
+    with _lock:
+        comm = _require("reduce_scatter")
+        shape = _tensor.shape_of(tensor)
+        if not shape or shape[0] % comm.size != 0:
+            raise ValueError("ringd.reduce_scatter: the tensor's shape %r: its first dimension "
+                             "must be a multiple of the world size (%d)" % (shape, comm.size))
+        if out is None:
+            out = _tensor.empty(tensor, (shape[0] // comm.size,) + tuple(shape[1:]))
+        send = _tensor.as_buffer(tensor, "reduce_scatter: tensor")
+        recv = _tensor.as_buffer(out, "reduce_scatter: out")
+        result = out
+        return _start("reduce_scatter",
+                      lambda: _comm.reduce_scatter_start(send, recv, opc, exact, tensor_id),
+                      lambda: result)
+
+
+def reduce_scatter(tensor, op="sum", codec=None, out=None, tensor_id=0):
+    """This rank's block of the reduction of tensor over the peers."""
+    return reduce_scatter_async(tensor, op, codec, out, tensor_id).wait()
+
+
+def barrier_async():
+    """Start a barrier; the Handle's wait() returns None once every peer has entered it."""
+    return _start("barrier", lambda: _comm.barrier_start(), lambda: None)
+
+
+def barrier():
+    """Return once every peer has called barrier()."""
+    barrier_async().wait()
