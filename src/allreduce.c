@@ -21,13 +21,6 @@
 #include "reduce.h"
 #include "timeline.h"
 
-static size_t dtype_size(ring_dtype_t dtype)
-{
-    return dtype == RING_FLOAT32 ? 4 : 2;
-}
-
-static const char *const op_names[] = {"sum", "avg"};
-static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};
 
 /* Receiving the back channel: ABORT or CLOSE from the right neighbour. */
 void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch)
@@ -40,13 +33,19 @@ void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch)
     slot->posted = comm->tp_ops->post_recv(ch->right[0], &slot->req) == RING_OK;
 }
 
+static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status);
+
 static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
                                    const ring_request_t *req)
 {
-    ch->part = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
     /* chunks are sized by what travels: 2 bytes an element with a codec */
-    ring_sched_init(&ch->sched, comm->pos, comm->size, ch->part.len,
-                    ring_enc_elem_bytes(comm, req), comm->cfg.chunk_bytes);
+    if (req->coll != RING_COLL_ALLREDUCE) {
+        ring_coll_channel_layout(comm, ch, req); /* collectives.c: rank blocks as segments */
+    } else {
+        ch->part = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
+        ring_sched_init(&ch->sched, comm->pos, comm->size, ch->part.len,
+                        ring_enc_elem_bytes(comm, req), comm->cfg.chunk_bytes);
+    }
     ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
     return ring_enc_channel_reserve(comm, ch, req);
 }
@@ -57,23 +56,21 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
     if (comm->tl != NULL) /* hook: timeline.c */
         ring_tl_request_begin(comm, req);
     /* hook: device.c stages CUDA device buffers through host memory (nothing for host ones) */
-    if (ring_dev_request_begin(comm, req) != RING_OK)
+    if (req->coll == RING_COLL_ALLREDUCE && ring_dev_request_begin(comm, req) != RING_OK)
+        return;
+    /* hook: collectives.c places allgather's own block, reduce-scatter's scratch */
+    if (ring_coll_request_begin(comm, req) != RING_OK)
         return;
     if (comm->size == 1) {
         /* a ring of one: the sum is the input, and so is the average */
         if (req->recvbuf != req->sendbuf)
-            memcpy(req->recvbuf, req->sendbuf, req->count * dtype_size(req->dtype));
+            memcpy(req->recvbuf, req->sendbuf, req->count * ring_dtype_size(req->dtype));
         if (req->dtype == RING_FLOAT32 && req->count > 0) {
             int nonfinite = 0;
             (void)comm->kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
             req->nonfinite = nonfinite;
         }
-        req->done = 1;
-        /* hook: device.c copies a staged result back to the device */
-        req->status = ring_dev_request_finish(comm, req,
-                                              req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
-        if (comm->tl != NULL) /* hook: timeline.c */
-            ring_tl_request_end(comm, req, req->status);
+        request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
         return;
     }
     req->wire = ring_enc_wire(comm, req);
@@ -90,9 +87,11 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         }
 }
 
-static float *elem_ptr(const void *base, const ring_channel_t *ch, const ring_range_t *r)
+/* Where a range of the user's elements starts (fp32 or bytes: what travels unencoded). */
+static void *elem_ptr(const void *base, const ring_channel_t *ch, const ring_request_t *req,
+                      const ring_range_t *r)
 {
-    return (float *)base + ch->part.off + r->off;
+    return (char *)base + (ch->part.off + r->off) * ring_dtype_size(req->dtype);
 }
 
 static void frame_fill(const ring_comm_t *comm, const ring_channel_t *ch,
@@ -102,6 +101,7 @@ static void frame_fill(const ring_comm_t *comm, const ring_channel_t *ch,
     f->type = RING_FRAME_DATA;
     f->dtype = (uint8_t)req->dtype;
     f->op = (uint8_t)req->op;
+    f->coll = (uint8_t)req->coll;
     f->channel = (uint8_t)ch->index;
     f->round = req->round;
     f->count = req->count;
@@ -112,6 +112,8 @@ static void frame_fill(const ring_comm_t *comm, const ring_channel_t *ch,
     f->origin_rank = (uint32_t)comm->rank;
     /* what this peer knows so far; by the end of allgather every peer knows it all */
     f->flags = req->nonfinite ? RING_FRAME_NONFINITE : 0;
+    if (req->coll == RING_COLL_BROADCAST)
+        f->detail = (uint64_t)req->root; /* never encoded: detail is free */
 }
 
 static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
@@ -126,16 +128,17 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
     ring_sched_send_frame(&ch->sched, q, &sf);
     if (req->wire != RING_CODEC_NONE) {
         /* encoded: step 0 encodes now; later steps were encoded when their input arrived */
-        if (sf.step == 0)
+        if (sf.own)
             RING_TL_TIMED(comm, ch, RING_TL_ENCODE, sf.range.len,
                           ring_enc_first(comm, ch, req, &sf, q));
         frame_fill(comm, ch, req, &sf, &f);
         ring_enc_meta_put(ring_enc_tx_meta(ch, q), &f);
         src = ring_enc_tx_payload(comm, ch, q);
     } else {
-        /* step 0 sends this peer's own data; later steps forward what it reduced or received */
+        /* the first step sends this peer's own data; later steps forward what it
+         * reduced or received */
         frame_fill(comm, ch, req, &sf, &f);
-        src = elem_ptr(sf.step == 0 ? req->sendbuf : req->recvbuf, ch, &sf.range);
+        src = elem_ptr(sf.own ? req->sendbuf : req->recvbuf, ch, req, &sf.range);
     }
     ring_frame_encode(&f, slot->hdr);
     comm->stats.frames_sent++;
@@ -168,7 +171,7 @@ static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
      * allgather straight in the result */
     slot->req.iov[1].iov_base = sf.reduce || req->wire != RING_CODEC_NONE
                                     ? ch->stage + (q % RING_WINDOW) * comm->cfg.chunk_bytes
-                                    : (void *)elem_ptr(req->recvbuf, ch, &sf.range);
+                                    : elem_ptr(req->recvbuf, ch, req, &sf.range);
     slot->req.iov[1].iov_len = bytes;
     slot->req.iovcnt = 2;
     slot->posted = 1;
@@ -200,7 +203,16 @@ static ring_status_t fail_closed(ring_comm_t *comm, ring_request_t *req, int ste
     ring_phase_format(comm, req, step, phase, sizeof(phase));
     ring_rank_addr(comm, peer, addr, sizeof(addr));
     return ring_comm_fail(comm, &fault, "%s: rank %d (%s) closed its communicator during this "
-                          "allreduce", phase, peer, addr);
+                          "%s", phase, peer, addr,
+                          req != NULL ? ring_coll_names[req->coll] : "allreduce");
+}
+
+/* The frame belongs to the same call as req: round, collective and arguments. */
+static int frame_matches_call(const ring_request_t *req, const ring_frame_t *f)
+{
+    return f->round == req->round && f->coll == req->coll && f->count == req->count &&
+           f->dtype == req->dtype && f->op == req->op && f->tensor_id == req->tensor_id &&
+           (req->coll != RING_COLL_BROADCAST || f->detail == (uint64_t)req->root);
 }
 
 /* Why a received frame is not the one expected: the slow path, with a message. */
@@ -229,20 +241,19 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
                               "the ring doctor, this peer an allreduce; every peer must run the "
                               "ring doctor at the same point (ringd --doctor, ring-bench "
                               "--doctor), or none", phase, left, addr);
-    if (f.round != req->round || f.count != req->count || f.dtype != req->dtype ||
-        f.op != req->op || f.tensor_id != req->tensor_id) {
+    if (!frame_matches_call(req, &f)) {
+        char mine[160], theirs[160];
+
         fault.status = RING_ERR_MISMATCH;
         fault.theirs = &f;
+        ring_coll_describe(comm, req->coll, req->round, req->count, req->dtype, req->op,
+                           req->tensor_id, req->root, mine, sizeof(mine));
+        ring_coll_describe(comm, (ring_coll_t)f.coll, f.round, f.count, f.dtype, f.op, f.tensor_id,
+                           (int)f.detail, theirs, sizeof(theirs));
         return ring_comm_fail(comm, &fault,
-                              "%s: allreduce arguments differ between rank %d and rank %d (%s): "
-                              "rank %d called allreduce #%llu with count %zu, %s, %s, tensor id "
-                              "%u; rank %d called #%llu with count %llu, %s, %s, tensor id %u",
-                              phase, comm->rank, left, addr, comm->rank,
-                              (unsigned long long)req->round, req->count,
-                              dtype_names[req->dtype], op_names[req->op], req->tensor_id, left,
-                              (unsigned long long)f.round, (unsigned long long)f.count,
-                              f.dtype < RING_DTYPE_COUNT ? dtype_names[f.dtype] : "?",
-                              f.op < RING_OP_COUNT ? op_names[f.op] : "?", f.tensor_id);
+                              "%s: collective arguments differ between rank %d and rank %d (%s): "
+                              "rank %d called %s; rank %d called %s", phase, comm->rank, left,
+                              addr, comm->rank, mine, left, theirs);
     }
     if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||
         f.chunk != (uint32_t)sf->chunk || f.payload_bytes != expect ||
@@ -265,9 +276,7 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
     /* the common case, checked without formatting anything; an lz4 chunk is
      * smaller than its raw size */
     if (slot->req.status == RING_OK && ring_frame_decode(slot->hdr, &f) == 0 &&
-        f.type == RING_FRAME_DATA && f.round == req->round && f.count == req->count &&
-        f.dtype == req->dtype && f.op == req->op && f.tensor_id == req->tensor_id &&
-        f.channel == ch->index && f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
+        f.type == RING_FRAME_DATA && frame_matches_call(req, &f) && f.channel == ch->index && f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
         slot->req.bytes == RING_FRAME_BYTES + f.payload_bytes &&
         (f.payload_bytes == expect ||
          ((f.flags & RING_FRAME_LZ4) && req->wire != RING_CODEC_NONE &&
@@ -282,8 +291,8 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
 static void reduce_f32(ring_comm_t *comm, const ring_channel_t *ch, ring_request_t *req,
                        const ring_sched_frame_t *sf, const float *in)
 {
-    float *dst = elem_ptr(req->recvbuf, ch, &sf->range);
-    const float *mine = elem_ptr(req->sendbuf, ch, &sf->range);
+    float *dst = elem_ptr(req->recvbuf, ch, req, &sf->range);
+    const float *mine = elem_ptr(req->sendbuf, ch, req, &sf->range);
 
     if (sf->last_reduce && req->op == RING_AVG)
         ring_reduce_sum_scale_f32(dst, mine, in, 1.0f / (float)comm->size, sf->range.len);
@@ -332,7 +341,10 @@ static int recv_output_free(const ring_request_t *req, const ring_channel_t *ch,
 {
     uint32_t next = q + (uint32_t)ch->sched.nchunks;
 
-    return req->wire == RING_CODEC_NONE || next >= ch->sched.nframes || q < ch->sends_done;
+    /* reduce-scatter's last step has no next frame, but its reduce still encodes
+     * into the slot (the owner keeps the decoded wire value) */
+    return req->wire == RING_CODEC_NONE || q < ch->sends_done ||
+           (next >= ch->sched.nsend && req->coll != RING_COLL_REDUCE_SCATTER);
 }
 
 static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
@@ -340,12 +352,11 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
 {
     const ring_sched_t *s = &ch->sched;
     uint32_t nchunks = (uint32_t)s->nchunks;
-    uint32_t ag_lag = (uint32_t)(comm->size - 1) * nchunks;
 
     while (ch->sends_done < ch->next_send && ch->send[ch->sends_done % RING_WINDOW].req.done) {
         ring_slot_t *slot = &ch->send[ch->sends_done % RING_WINDOW];
         if (slot->req.status != RING_OK)
-            return fail_link(comm, req, (int)(ch->sends_done / nchunks), comm->right_rank,
+            return fail_link(comm, req, ch->sched.first_step + (int)(ch->sends_done / nchunks), comm->right_rank,
                              ch->right[ch->sends_done % (uint32_t)comm->nstreams], &slot->req);
         slot->posted = 0;
         ch->sends_done++;
@@ -367,8 +378,8 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
         if (comm->tl != NULL) /* hook: timeline.c ends a step at its last chunk */
             ring_tl_channel_moved(comm, ch);
     }
-    while (ch->next_send < s->nframes && ch->next_send - ch->sends_done < RING_WINDOW &&
-           (ch->next_send < nchunks || ch->next_send - nchunks < ch->recvs_done)) {
+    while (ch->next_send < s->nsend && ch->next_send - ch->sends_done < RING_WINDOW &&
+           ring_sched_send_needs(s, ch->next_send) <= ch->recvs_done) {
         ring_status_t status;
 
         RING_TL_TIMED(comm, ch, RING_TL_SEND, 0,
@@ -377,8 +388,8 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
         ch->next_send++;
         (*moved)++;
     }
-    while (ch->next_recv < s->nframes && ch->next_recv - ch->recvs_done < RING_WINDOW &&
-           (ch->next_recv < ag_lag || ch->next_recv - ag_lag < ch->sends_done)) {
+    while (ch->next_recv < s->nrecv && ch->next_recv - ch->recvs_done < RING_WINDOW &&
+           ring_sched_recv_needs(s, ch->next_recv) <= ch->sends_done) {
         RING_CHECK(channel_post_recv(comm, ch, req, ch->next_recv));
         ch->next_recv++;
         (*moved)++;
@@ -398,7 +409,7 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         return RING_OK;
     ch->back.posted = 0;
     for (int c = 0; req != NULL && c < comm->nchannels; c++)
-        pending |= comm->channels[c].sends_done < comm->channels[c].sched.nframes;
+        pending |= comm->channels[c].sends_done < comm->channels[c].sched.nsend;
     ring_phase_format(comm, req, ring_comm_current_step(comm), phase, sizeof(phase));
     ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
@@ -423,7 +434,10 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
 static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status)
 {
     /* hook: device.c copies a staged result back to the device (a failed copy fails it) */
-    status = ring_dev_request_finish(comm, req, status);
+    if (req->coll == RING_COLL_ALLREDUCE)
+        status = ring_dev_request_finish(comm, req, status);
+    ring_coll_request_finish(comm, req, status); /* hook: reduce-scatter's block */
+    comm->requests_finished++;
     req->done = 1;
     req->status = status;
     if (comm->tl != NULL) /* hook: timeline.c writes the allreduce's events */
@@ -476,8 +490,8 @@ int ring_comm_progress(ring_comm_t *comm)
                 ring_channel_t *ch = &comm->channels[c];
                 if (channel_progress(comm, ch, req, &moved) != RING_OK)
                     goto failed;
-                finished &= ch->sends_done == ch->sched.nframes &&
-                            ch->recvs_done == ch->sched.nframes;
+                finished &= ch->sends_done == ch->sched.nsend &&
+                            ch->recvs_done == ch->sched.nrecv;
             }
             if (!finished)
                 break;
@@ -506,24 +520,24 @@ ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, dou
         ring_channel_t *ch = &comm->channels[c];
         uint32_t nchunks = (uint32_t)ch->sched.nchunks;
 
-        if (ch->recvs_done < ch->sched.nframes &&
+        if (ch->recvs_done < ch->sched.nrecv &&
             (ch->recvs_done < ch->next_recv || ch->sends_done == ch->next_send)) {
-            ring_phase_format(comm, req, (int)(ch->recvs_done / nchunks), phase, sizeof(phase));
+            ring_phase_format(comm, req, ch->sched.first_step + (int)(ch->recvs_done / nchunks), phase, sizeof(phase));
             ring_rank_addr(comm, comm->left_rank, addr, sizeof(addr));
             ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->left_rank,
                                   .sys_errno = ETIMEDOUT,
-                                  .step = (int)(ch->recvs_done / nchunks)};
+                                  .step = ch->sched.first_step + (int)(ch->recvs_done / nchunks)};
             return ring_comm_fail(comm, &fault,
                                   "%s: timed out after %.0f s waiting for data from rank %d "
                                   "(%s) (stopped, overloaded or unreachable?)", phase, waited,
                                   comm->left_rank, addr);
         }
-        if (ch->sends_done < ch->sched.nframes) {
-            ring_phase_format(comm, req, (int)(ch->sends_done / nchunks), phase, sizeof(phase));
+        if (ch->sends_done < ch->sched.nsend) {
+            ring_phase_format(comm, req, ch->sched.first_step + (int)(ch->sends_done / nchunks), phase, sizeof(phase));
             ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
             ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->right_rank,
                                   .sys_errno = ETIMEDOUT,
-                                  .step = (int)(ch->sends_done / nchunks)};
+                                  .step = ch->sched.first_step + (int)(ch->sends_done / nchunks)};
             return ring_comm_fail(comm, &fault,
                                   "%s: timed out after %.0f s sending to rank %d (%s), which "
                                   "is not reading (stopped or overloaded?)", phase, waited,

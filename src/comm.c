@@ -10,6 +10,7 @@
 
 #include "comm_int.h"
 #include "log.h"
+#include "progress_thread.h"
 #include "rendezvous.h"
 #include "ring_order.h"
 #include "timeline.h"
@@ -29,6 +30,7 @@ static void comm_free(ring_comm_t *comm)
         ring_enc_channel_free(ch);
     }
     ring_enc_comm_free(comm);
+    ring_coll_comm_free(comm);
     ring_dev_comm_free(comm); /* hook: device.c's host staging */
     ring_doctor_free(comm);   /* hook: doctor.c's requests, after the endpoints are closed */
     if (comm->listener != NULL)
@@ -126,6 +128,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     comm->kops = ring_codec_ops();
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
     RING_CHECK(ring_tl_open(comm)); /* hook: timeline.c, --timeline (a bad path fails here) */
+    RING_CHECK(ring_coll_comm_alloc(comm));
     if (comm->size == 1) {
         comm->tp_ops = ring_tp_find("tcp");
         comm->left_rank = comm->right_rank = comm->pos = 0;
@@ -172,6 +175,8 @@ ring_status_t ring_comm_open(const ring_config_t *cfg, ring_comm_t **comm_p)
     if (comm == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a communicator");
     status = comm_setup(comm, cfg);
+    if (status == RING_OK && comm->size > 1 && strcmp(cfg->progress_thread, "on") == 0)
+        status = ring_progress_start(comm);
     if (status != RING_OK) {
         comm_free(comm);
         return status;
@@ -184,6 +189,7 @@ void ring_comm_close(ring_comm_t *comm)
 {
     if (comm == NULL)
         return;
+    ring_progress_stop(comm);
     if (comm->size > 1 && comm->tp != NULL && comm->error == RING_OK)
         ring_comm_send_close(comm);
     comm_free(comm);
@@ -238,18 +244,49 @@ ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void 
                                       req_p);
 }
 
+ring_status_t ring_request_next(ring_comm_t *comm, ring_request_t **slot_p)
+{
+    ring_request_t *req;
+    size_t *offsets;
+
+    if (comm->error != RING_OK)
+        return ring_error_copy(comm->error, comm->error_msg);
+    if (comm->req_count == RING_MAX_REQUESTS)
+        return ring_error_set(RING_ERR_NO_RESOURCE, "%d requests already started and not "
+                              "waited for", RING_MAX_REQUESTS);
+    req = &comm->reqs[(comm->req_head + comm->req_count) % RING_MAX_REQUESTS];
+    offsets = req->offsets; /* the slot's own table (collectives.c) */
+    memset(req, 0, sizeof(*req));
+    req->offsets = offsets;
+    *slot_p = req;
+    return RING_OK;
+}
+
+ring_status_t ring_request_push(ring_comm_t *comm, ring_request_t *req, ring_request_t **req_p)
+{
+    req->comm = comm;
+    req->round = comm->next_round++;
+    req->in_use = 1;
+    comm->req_count++;
+    if (comm->progress != NULL)
+        ring_progress_kick(comm);
+    else
+        (void)ring_comm_progress(comm);
+    *req_p = req;
+    return RING_OK;
+}
+
 ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                          size_t count, ring_dtype_t dtype, ring_op_t op,
                                          uint32_t tensor_id, unsigned flags,
                                          ring_request_t **req_p)
 {
     ring_request_t *req;
+    ring_status_t status;
 
     if (comm == NULL || req_p == NULL)
         return ring_error_set(RING_ERR_INVALID, "ring_allreduce_start: comm and req_p must not "
                               "be NULL");
-    if (comm->error != RING_OK)
-        return ring_error_copy(comm->error, comm->error_msg);
     if (count > 0 && (sendbuf == NULL || recvbuf == NULL))
         return ring_error_set(RING_ERR_INVALID, "allreduce of %zu elements with a NULL buffer",
                               count);
@@ -261,25 +298,21 @@ ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf,
         return ring_error_set(RING_ERR_INVALID, "allreduce: unknown flags 0x%x", flags);
     if (count > ((size_t)1 << 40))
         return ring_error_set(RING_ERR_INVALID, "allreduce of %zu elements is too large", count);
-    if (comm->req_count == RING_MAX_REQUESTS)
-        return ring_error_set(RING_ERR_NO_RESOURCE, "%d allreduces already started and not "
-                              "waited for", RING_MAX_REQUESTS);
-    req = &comm->reqs[(comm->req_head + comm->req_count) % RING_MAX_REQUESTS];
-    memset(req, 0, sizeof(*req));
-    req->comm = comm;
-    req->sendbuf = sendbuf;
-    req->recvbuf = recvbuf;
-    req->count = count;
-    req->dtype = dtype;
-    req->op = op;
-    req->tensor_id = tensor_id;
-    req->exact = (flags & RING_CALL_EXACT) != 0;
-    req->round = comm->next_round++;
-    req->in_use = 1;
-    comm->req_count++;
-    (void)ring_comm_progress(comm);
-    *req_p = req;
-    return RING_OK;
+    ring_comm_lock(comm);
+    status = ring_request_next(comm, &req);
+    if (status == RING_OK) {
+        req->coll = RING_COLL_ALLREDUCE;
+        req->sendbuf = sendbuf;
+        req->recvbuf = recvbuf;
+        req->count = count;
+        req->dtype = dtype;
+        req->op = op;
+        req->tensor_id = tensor_id;
+        req->exact = (flags & RING_CALL_EXACT) != 0;
+        status = ring_request_push(comm, req, req_p);
+    }
+    ring_comm_unlock(comm);
+    return status;
 }
 
 /* The message for a finished request that failed. */
@@ -299,14 +332,18 @@ static ring_status_t request_error(const ring_request_t *req)
 
 ring_status_t ring_request_test(ring_request_t *req, int *done_p)
 {
+    ring_status_t status = RING_OK;
+
     if (req == NULL || done_p == NULL || !req->in_use)
         return ring_error_set(RING_ERR_INVALID, "ring_request_test: not a live request");
-    if (!req->done)
+    ring_comm_lock(req->comm);
+    if (!req->done && req->comm->progress == NULL)
         (void)ring_comm_progress(req->comm);
     *done_p = req->done;
     if (req->done && req->status != RING_OK)
-        return request_error(req);
-    return RING_OK;
+        status = request_error(req);
+    ring_comm_unlock(req->comm);
+    return status;
 }
 
 ring_status_t ring_request_wait(ring_request_t *req)
@@ -317,8 +354,13 @@ ring_status_t ring_request_wait(ring_request_t *req)
     if (req == NULL || !req->in_use)
         return ring_error_set(RING_ERR_INVALID, "ring_request_wait: not a live request");
     comm = req->comm;
-    /* earlier requests run first; waiting on this one drives them too */
-    status = ring_comm_wait_until(comm, req);
+    ring_comm_lock(comm);
+    /* the progress thread drives it; else earlier requests run first, and
+     * waiting on this one drives them too */
+    if (ring_progress_wait(comm, req) == 0)
+        status = req->status;
+    else
+        status = ring_comm_wait_until(comm, req);
     req->in_use = 0;
     /* release finished requests from the head, in order */
     while (comm->req_count > 0 && !comm->reqs[comm->req_head].in_use) {
@@ -326,8 +368,9 @@ ring_status_t ring_request_wait(ring_request_t *req)
         comm->req_count--;
     }
     if (status != RING_OK)
-        return request_error(req);
-    return RING_OK;
+        status = request_error(req);
+    ring_comm_unlock(comm);
+    return status;
 }
 
 ring_status_t ring_allreduce(ring_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -343,7 +386,9 @@ ring_status_t ring_comm_get_stats(const ring_comm_t *comm, ring_comm_stats_t *st
 {
     if (comm == NULL || stats_p == NULL)
         return ring_error_set(RING_ERR_INVALID, "ring_comm_get_stats: NULL argument");
+    ring_comm_lock((ring_comm_t *)comm);
     *stats_p = comm->stats;
+    ring_comm_unlock((ring_comm_t *)comm);
     return RING_OK;
 }
 

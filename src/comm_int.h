@@ -16,6 +16,10 @@
 #include "wire.h"
 #include "codec.h"
 
+/* The dtype of broadcast and allgather requests: they move bytes, whatever
+ * the user's element type (frames carry it as their dtype). */
+#define RING_DTYPE_BYTES RING_DTYPE_COUNT
+
 #define RING_MAX_CHANNELS 16
 #define RING_MAX_STREAMS 16
 #define RING_WINDOW 4 /* frames in flight per channel and direction */
@@ -74,7 +78,10 @@ typedef struct ring_channel {
     float *local32, *result32;             /* half user buffers: one chunk as fp32 */
     ring_tx_meta_t *tx_meta;
     /* the allreduce in flight */
-    ring_range_t part;                     /* this channel's elements of the buffer */
+    ring_range_t part;                     /* this channel's elements of the buffer (the
+                                            * whole buffer for collectives with segs) */
+    ring_range_t *segs;                    /* collectives.c: size segment ranges of this
+                                            * channel (reduce-scatter, allgather, broadcast) */
     ring_sched_t sched;
     uint32_t next_send, next_recv;         /* next frame to post */
     uint32_t sends_done, recvs_done;       /* frames retired, in order */
@@ -82,9 +89,15 @@ typedef struct ring_channel {
 
 struct ring_request {
     ring_comm_t *comm;
+    ring_coll_t coll;
     const void *sendbuf;
-    void *recvbuf;
-    size_t count;
+    void *recvbuf;             /* reduce-scatter: the comm's scratch of count elements */
+    void *user_recvbuf;        /* reduce-scatter: the caller's block, filled at finish */
+    size_t count;              /* elements of the whole buffer (reduce-scatter: size
+                                * blocks; broadcast, allgather: bytes in all) */
+    int root;                  /* broadcast: the root's rank */
+    size_t *offsets;           /* allgather: size + 1 offsets of each rank's bytes
+                                * (owned by the slot, allocated at open) */
     ring_dtype_t dtype;
     ring_op_t op;
     ring_codec_t wire;         /* what its chunks travel as */
@@ -136,6 +149,10 @@ struct ring_comm {
     ring_timeline_t *tl;                   /* timeline.c: --timeline; NULL when off */
     int fault_lz4_corrupt;                 /* RING_FAULT=lz4-corrupt: a test's fault injection */
     ring_residual_t residuals[RING_EF_TENSORS];
+    void *coll_scratch;                    /* collectives.c: reduce-scatter's partial sums,
+                                            * grow-only */
+    size_t coll_scratch_bytes;
+    unsigned char *barrier_bytes;          /* collectives.c: a barrier's allgather, size bytes */
     void *dev_stage;                       /* device.c: host staging for CUDA buffers, grow-only */
     size_t dev_stage_bytes;
     ring_channel_t channels[RING_MAX_CHANNELS];
@@ -151,6 +168,9 @@ struct ring_comm {
      * after a failure, so freed with the comm), and whether it is running */
     struct ring_doctor *doctor;
     int doctor_running;
+    /* progress.c: the progress thread and its lock, NULL when off */
+    struct ring_progress *progress;
+    uint64_t requests_finished;            /* requests that finished (ok or not) */
 };
 
 /* handshake.c */
@@ -174,8 +194,8 @@ typedef struct ring_fault {
 
 void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int step, char *buf,
                        size_t len);
-void ring_phase_format_round(const ring_comm_t *comm, uint64_t round, int step, char *buf,
-                             size_t len);
+void ring_phase_format_round(const ring_comm_t *comm, uint64_t round, ring_coll_t coll, int step,
+                             char *buf, size_t len);
 ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const char *fmt, ...)
     RING_PRINTF(3, 4);
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank);
@@ -209,6 +229,23 @@ void ring_dev_comm_free(ring_comm_t *comm);
 
 /* doctor.c */
 void ring_doctor_free(ring_comm_t *comm);
+
+/* collectives.c: what is not allreduce */
+extern const char *const ring_coll_names[RING_COLL_COUNT];
+size_t ring_dtype_size(ring_dtype_t dtype); /* 1 for RING_DTYPE_BYTES */
+ring_status_t ring_coll_comm_alloc(ring_comm_t *comm);
+void ring_coll_comm_free(ring_comm_t *comm);
+void ring_coll_channel_layout(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req);
+ring_status_t ring_coll_request_begin(ring_comm_t *comm, ring_request_t *req);
+void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status);
+size_t ring_coll_describe(const ring_comm_t *comm, ring_coll_t coll, uint64_t round, uint64_t count,
+                          unsigned dtype, unsigned op, uint32_t tensor_id, int root, char *buf,
+                          size_t len);
+
+/* comm.c, with the comm's lock held: the next free request slot (zeroed; fill
+ * in the call), then queue it and start it */
+ring_status_t ring_request_next(ring_comm_t *comm, ring_request_t **slot_p);
+ring_status_t ring_request_push(ring_comm_t *comm, ring_request_t *req, ring_request_t **req_p);
 
 /* allreduce.c */
 ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited);

@@ -40,7 +40,7 @@
 
 size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req)
 {
-    return req->wire != RING_CODEC_NONE ? 2 : 4;
+    return req->wire != RING_CODEC_NONE ? 2 : ring_dtype_size(req->dtype);
 }
 
 /* What a request's chunks travel as: the codec, or else the user's dtype. */

@@ -18,8 +18,6 @@
 
 #define NOTICE_LINGER_S 0.2
 
-static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};
-static const char *const op_names[] = {"sum", "avg"};
 
 const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t len)
 {
@@ -48,22 +46,35 @@ int ring_comm_current_step(const ring_comm_t *comm)
     /* the earliest step any channel still has work in */
     for (int c = 0; c < comm->nchannels; c++) {
         const ring_channel_t *ch = &comm->channels[c];
-        uint32_t oldest = ch->recvs_done < ch->sends_done ? ch->recvs_done : ch->sends_done;
+        uint32_t oldest;
         int s;
 
-        if (ch->sched.nchunks == 0 || oldest >= ch->sched.nframes)
+        /* the oldest frame not yet done, either way (a broadcast's root only sends) */
+        if (ch->sched.nchunks == 0 ||
+            (ch->recvs_done >= ch->sched.nrecv && ch->sends_done >= ch->sched.nsend))
             continue;
-        s = (int)(oldest / (uint32_t)ch->sched.nchunks);
+        oldest = ch->recvs_done >= ch->sched.nrecv ? ch->sends_done
+                 : ch->sends_done >= ch->sched.nsend ? ch->recvs_done
+                 : ch->recvs_done < ch->sends_done   ? ch->recvs_done
+                                                     : ch->sends_done;
+        s = ch->sched.first_step + (int)(oldest / (uint32_t)ch->sched.nchunks);
         if (step < 0 || s < step)
             step = s;
     }
     return step;
 }
 
-void ring_phase_format_round(const ring_comm_t *comm, uint64_t round, int step, char *buf,
-                             size_t len)
+void ring_phase_format_round(const ring_comm_t *comm, uint64_t round, ring_coll_t coll, int step,
+                             char *buf, size_t len)
 {
-    if (step < 0)
+    const char *name = coll < RING_COLL_COUNT ? ring_coll_names[coll] : "?";
+
+    if (coll == RING_COLL_BROADCAST || (coll != RING_COLL_ALLREDUCE && step < 0))
+        snprintf(buf, len, "round %llu (%s)", (unsigned long long)round, name);
+    else if (coll != RING_COLL_ALLREDUCE) /* allgather's steps count from 0, as in messages */
+        snprintf(buf, len, "round %llu (%s), step %d", (unsigned long long)round, name,
+                 coll == RING_COLL_ALLGATHER ? step - (comm->size - 1) : step);
+    else if (step < 0)
         snprintf(buf, len, "round %llu", (unsigned long long)round);
     else if (step < comm->size - 1)
         snprintf(buf, len, "round %llu, reduce-scatter step %d", (unsigned long long)round, step);
@@ -78,7 +89,7 @@ void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int s
     if (req == NULL)
         snprintf(buf, len, "between allreduces");
     else
-        ring_phase_format_round(comm, req->round, step, buf, len);
+        ring_phase_format_round(comm, req->round, req->coll, step, buf, len);
 }
 
 static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
@@ -127,6 +138,7 @@ static void notice_fill(const ring_comm_t *comm, const ring_request_t *req, ring
         f->tensor_id = req->tensor_id;
         f->dtype = (uint8_t)req->dtype;
         f->op = (uint8_t)req->op;
+        f->coll = (uint8_t)req->coll;
     }
 }
 
@@ -158,15 +170,11 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     if (fault->theirs != NULL) {
         f.detail = fault->theirs->count;
         f.chunk = fault->theirs->tensor_id;
-        f.flags = (uint16_t)(fault->theirs->dtype | fault->theirs->op << 8);
+        f.flags = (uint16_t)(fault->theirs->dtype |
+                             (fault->theirs->op | fault->theirs->coll << 4) << 8);
     }
     notice_send(comm, &f, -1);
     return ring_error_copy(fault->status, comm->error_msg);
-}
-
-static const char *name_of(const char *const *names, unsigned n, unsigned v)
-{
-    return v < n ? names[v] : "?";
 }
 
 /* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
@@ -175,7 +183,8 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     char phase[96], addr[300], via[64] = "";
     int culprit = f->culprit_rank == UINT32_MAX ? -1 : (int)f->culprit_rank;
     int step = f->step == UINT16_MAX ? -1 : (int)f->step;
-    unsigned their_dtype = f->flags & 0xff, their_op = f->flags >> 8;
+    unsigned their_dtype = f->flags & 0xff, their_op = (f->flags >> 8) & 0x0f;
+    unsigned their_coll = f->flags >> 12;
 
     if (comm->error != RING_OK)
         return ring_error_copy(comm->error, comm->error_msg);
@@ -190,7 +199,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     if (comm->doctor_running)
         snprintf(phase, sizeof(phase), "ring doctor");
     else
-        ring_phase_format_round(comm, f->round, step, phase, sizeof(phase));
+        ring_phase_format_round(comm, f->round, (ring_coll_t)f->coll, step, phase, sizeof(phase));
     ring_rank_addr(comm, culprit, addr, sizeof(addr));
     if ((int)f->origin_rank != from_rank)
         snprintf(via, sizeof(via), ", reported through rank %d", from_rank);
@@ -198,8 +207,11 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     case RING_ERR_REMOTE:
         if (f->sys_errno == RING_CAUSE_CLOSED)
             snprintf(comm->error_msg, sizeof(comm->error_msg),
-                     "%s: rank %d (%s) closed its communicator during %s (seen by rank %u%s)",
-                     phase, culprit, addr, comm->doctor_running ? "the ring doctor" : "this allreduce",
+                     "%s: rank %d (%s) closed its communicator during %s%s (seen by rank %u%s)",
+                     phase, culprit, addr, comm->doctor_running ? "" : "this ",
+                     comm->doctor_running         ? "the ring doctor"
+                     : f->coll < RING_COLL_COUNT ? ring_coll_names[f->coll]
+                                                  : "collective",
                      f->origin_rank, via);
         else
             snprintf(comm->error_msg, sizeof(comm->error_msg),
@@ -212,16 +224,19 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
                  "%s: rank %u timed out waiting for rank %d (%s)%s", phase, f->origin_rank,
                  culprit, addr, via);
         break;
-    case RING_ERR_MISMATCH:
+    case RING_ERR_MISMATCH: {
+        char mine[160], theirs[160];
+
+        /* the broadcast root of the culprit's call is not in the notice */
+        ring_coll_describe(comm, (ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
+                           f->tensor_id, -1, mine, sizeof(mine));
+        ring_coll_describe(comm, (ring_coll_t)their_coll, f->round, f->detail, their_dtype,
+                           their_op, f->chunk, -1, theirs, sizeof(theirs));
         snprintf(comm->error_msg, sizeof(comm->error_msg),
-                 "%s: allreduce arguments differ: rank %u called allreduce #%llu with count "
-                 "%llu, %s, %s, tensor id %u; rank %d (%s) called it with count %llu, %s, %s, "
-                 "tensor id %u%s", phase, f->origin_rank, (unsigned long long)f->round,
-                 (unsigned long long)f->count, name_of(dtype_names, 3, f->dtype),
-                 name_of(op_names, 2, f->op), f->tensor_id, culprit, addr,
-                 (unsigned long long)f->detail, name_of(dtype_names, 3, their_dtype),
-                 name_of(op_names, 2, their_op), f->chunk, via);
+                 "%s: collective arguments differ: rank %u called %s; rank %d (%s) called %s%s",
+                 phase, f->origin_rank, mine, culprit, addr, theirs, via);
         break;
+    }
     default:
         snprintf(comm->error_msg, sizeof(comm->error_msg),
                  "%s: rank %u failed (%s) and stopped the ring%s", phase, f->origin_rank,

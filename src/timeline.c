@@ -451,7 +451,7 @@ void ring_tl_channel_moved(ring_comm_t *comm, const ring_channel_t *ch)
         return;
     /* steps are received in order; the last one ends when the sends are done too */
     target = (int)(ch->recvs_done / (uint32_t)ch->sched.nchunks);
-    if (ch->recvs_done == ch->sched.nframes && ch->sends_done == ch->sched.nframes)
+    if (ch->recvs_done == ch->sched.nrecv && ch->sends_done == ch->sched.nsend)
         target = tl->nsteps;
     else if (target > tl->nsteps - 1)
         target = tl->nsteps - 1;

@@ -57,7 +57,7 @@ void ring_frame_encode(const ring_frame_t *f, unsigned char out[RING_FRAME_BYTES
     le_put32(out + 0, RING_FRAME_MAGIC);
     out[4] = f->type;
     out[5] = f->dtype;
-    out[6] = f->op;
+    out[6] = (uint8_t)((f->op & 0x0fu) | (f->coll & 0x0fu) << 4);
     out[7] = f->channel;
     le_put64(out + 8, f->round);
     le_put64(out + 16, f->count);
@@ -80,7 +80,8 @@ int ring_frame_decode(const unsigned char in[RING_FRAME_BYTES], ring_frame_t *f)
         return -1;
     f->type = in[4];
     f->dtype = in[5];
-    f->op = in[6];
+    f->op = in[6] & 0x0fu;
+    f->coll = in[6] >> 4;
     f->channel = in[7];
     f->round = le_get64(in + 8);
     f->count = le_get64(in + 16);

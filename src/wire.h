@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RING_WIRE_VERSION 1
+#define RING_WIRE_VERSION 2 /* 2: the collective in the op byte */
 #define RING_HELLO_MAGIC 0x48474e52u /* "RNGH" */
 #define RING_FRAME_MAGIC 0x46474e52u /* "RNGF" */
 #define RING_HELLO_BYTES 128
@@ -57,6 +57,15 @@ typedef enum ring_frame_type {
     RING_FRAME_DOCTOR = 4 /* the ring doctor's measurements (doctor.c), before any allreduce */
 } ring_frame_type_t;
 
+/* The collective a DATA frame belongs to (and an ABORT's origin was in). */
+typedef enum ring_coll {
+    RING_COLL_ALLREDUCE = 0,
+    RING_COLL_REDUCE_SCATTER,
+    RING_COLL_ALLGATHER,
+    RING_COLL_BROADCAST,
+    RING_COLL_COUNT
+} ring_coll_t;
+
 /* sys_errno of an ABORT: the culprit closed its communicator (not a crash) */
 #define RING_CAUSE_CLOSED (-1)
 
@@ -64,15 +73,18 @@ typedef enum ring_frame_type {
  * In a DATA frame with a codec, detail carries the chunk's scale and bound:
  * bits 0-31 the fp32 bits of an upper bound of |value| over the chunk,
  * bits 32-39 the exponent e (int8) such that value = wire * 2^e.
- * In an ABORT frame, round/count/dtype/op/tensor_id/step describe the
- * origin's allreduce; for a mismatch, detail/chunk/flags carry the
- * culprit's count, tensor id and dtype | op << 8.
+ * In a broadcast's DATA frames (never encoded) detail is the root's rank.
+ * The op byte carries op in its low 4 bits and coll in its high 4 bits.
+ * In an ABORT frame, round/count/dtype/op/coll/tensor_id/step describe the
+ * origin's collective; for a mismatch, detail/chunk/flags carry the
+ * culprit's count, tensor id and dtype | (op | coll << 4) << 8.
  */
 typedef struct ring_frame {
     uint32_t magic;
     uint8_t type;
     uint8_t dtype;
-    uint8_t op;
+    uint8_t op;              /* ring_op_t, 0..15 */
+    uint8_t coll;            /* ring_coll_t, 0..15: shares the op byte on the wire */
     uint8_t channel;
     uint64_t round;
     uint64_t count;          /* elements of the whole allreduce */

@@ -204,8 +204,8 @@ static void check_structure(int n, size_t count, size_t chunk_bytes, size_t elem
         CHECK(s[r].nchunks == s[0].nchunks,
               "N=%d count=%zu: rank %d has %d chunks, rank 0 has %d", n, count, r, s[r].nchunks,
               s[0].nchunks);
-        CHECK(s[r].nframes == (uint32_t)(2 * (n - 1)) * (uint32_t)s[r].nchunks,
-              "N=%d count=%zu: nframes %" PRIu32 " != 2(N-1)*%d", n, count, s[r].nframes,
+        CHECK(s[r].nsend == s[r].nrecv && s[r].nrecv == (uint32_t)(2 * (n - 1)) * (uint32_t)s[r].nchunks,
+              "N=%d count=%zu: nframes %" PRIu32 " != 2(N-1)*%d", n, count, s[r].nrecv,
               s[r].nchunks);
     }
     /* as many chunks of whole blocks within chunk_bytes as the largest segment needs */
@@ -395,7 +395,7 @@ static long simulate(int n, size_t count, size_t chunk_bytes, int inplace, uint6
         ring_sched_init(&x->s, r, n, count, sizeof(float), chunk_bytes);
         x->sendbuf = malloc((count + 1) * sizeof(uint64_t));
         x->recvbuf = inplace ? x->sendbuf : malloc((count + 1) * sizeof(uint64_t));
-        x->inbox = calloc((size_t)x->s.nframes + 1, sizeof(sent_frame_t));
+        x->inbox = calloc((size_t)x->s.nrecv + 1, sizeof(sent_frame_t));
         if (x->sendbuf == NULL || x->recvbuf == NULL || x->inbox == NULL)
             bail("out of memory");
         for (size_t i = 0; i < count; i++) {
@@ -407,12 +407,12 @@ static long simulate(int n, size_t count, size_t chunk_bytes, int inplace, uint6
     }
     /* frames that do not fit the buffers would crash the simulation: stop there */
     for (int r = 0; r < n; r++) {
-        if (rk[r].s.nframes != rk[0].s.nframes) {
+        if (rk[r].s.nrecv != rk[0].s.nrecv) {
             CHECK(0, "N=%d count=%zu: rank %d has %" PRIu32 " frames, rank 0 %" PRIu32, n, count,
-                  r, rk[r].s.nframes, rk[0].s.nframes);
+                  r, rk[r].s.nrecv, rk[0].s.nrecv);
             done_ranks = n;
         }
-        for (uint32_t q = 0; q < rk[r].s.nframes; q++) {
+        for (uint32_t q = 0; q < rk[r].s.nrecv; q++) {
             ring_sched_frame_t f[2];
             ring_sched_send_frame(&rk[r].s, q, &f[0]);
             ring_sched_recv_frame(&rk[r].s, q, &f[1]);
@@ -434,7 +434,7 @@ static long simulate(int n, size_t count, size_t chunk_bytes, int inplace, uint6
 
     if (n == 1) {
         /* a ring of one: the engine copies the input */
-        CHECK(rk[0].s.nframes == 0, "N=1: %" PRIu32 " frames", rk[0].s.nframes);
+        CHECK(rk[0].s.nrecv == 0, "N=1: %" PRIu32 " frames", rk[0].s.nrecv);
         if (!inplace)
             memcpy(rk[0].recvbuf, rk[0].sendbuf, count * sizeof(uint64_t));
         done_ranks = 1;
@@ -447,7 +447,7 @@ static long simulate(int n, size_t count, size_t chunk_bytes, int inplace, uint6
             int r = (start + t) % n;
             sim_rank_t *x = &rk[r];
             sim_rank_t *right = &rk[(r + 1) % n];
-            uint32_t nc = (uint32_t)x->s.nchunks, nf = x->s.nframes;
+            uint32_t nc = (uint32_t)x->s.nchunks, nf = x->s.nrecv;
             uint32_t ag_lag = (uint32_t)(n - 1) * nc;
             int can[4], ncan = 0, pick;
 
@@ -572,7 +572,7 @@ static long simulate(int n, size_t count, size_t chunk_bytes, int inplace, uint6
             int stuck = 1;
             for (int r = 0; r < n && stuck; r++) {
                 sim_rank_t *x = &rk[r];
-                uint32_t nc = (uint32_t)x->s.nchunks, nf = x->s.nframes;
+                uint32_t nc = (uint32_t)x->s.nchunks, nf = x->s.nrecv;
                 uint32_t ag_lag = (uint32_t)(n - 1) * nc;
                 if ((x->next_send < nf && x->next_send - x->sends_done < RING_WINDOW &&
                      (x->next_send < nc || x->next_send - nc < x->recvs_done)) ||
@@ -593,14 +593,14 @@ static long simulate(int n, size_t count, size_t chunk_bytes, int inplace, uint6
     /* every rank ends with the full sum everywhere; out of place, the input is untouched */
     for (int r = 0; r < n; r++) {
         ring_range_t all = {0, count};
-        check_region(rk[r].recvbuf, all, FULL(n), "final result", n, r, rk[r].s.nframes);
+        check_region(rk[r].recvbuf, all, FULL(n), "final result", n, r, rk[r].s.nrecv);
         if (!inplace)
             check_region(rk[r].sendbuf, all, 1u << r, "input after the allreduce", n, r,
-                         rk[r].s.nframes);
+                         rk[r].s.nrecv);
     }
 
     for (int r = 0; r < n; r++) {
-        for (uint32_t q = 0; q <= rk[r].s.nframes; q++)
+        for (uint32_t q = 0; q <= rk[r].s.nrecv; q++)
             free(rk[r].inbox[q].data);
         free(rk[r].inbox);
         for (int w = 0; w < RING_WINDOW; w++)

@@ -50,7 +50,7 @@ static int hello_equal(const ring_hello_t *a, const ring_hello_t *b)
 
 static int frame_equal(const ring_frame_t *a, const ring_frame_t *b)
 {
-    return a->type == b->type && a->dtype == b->dtype && a->op == b->op &&
+    return a->type == b->type && a->dtype == b->dtype && a->op == b->op && a->coll == b->coll &&
            a->channel == b->channel && a->round == b->round && a->count == b->count &&
            a->tensor_id == b->tensor_id && a->chunk == b->chunk && a->step == b->step &&
            a->flags == b->flags && a->payload_bytes == b->payload_bytes &&
@@ -85,7 +85,8 @@ static void frame_fill_all(ring_frame_t *f, uint64_t v64, uint32_t v32, uint16_t
     f->magic = RING_FRAME_MAGIC;
     f->type = v8;
     f->dtype = v8;
-    f->op = v8;
+    f->op = v8 & 0x0f;
+    f->coll = v8 >> 4;
     f->channel = v8;
     f->round = v64;
     f->count = v64;
@@ -320,7 +321,8 @@ static void test_frame_roundtrip(void)
         memset(&f, 0, sizeof(f));
         f.type = (uint8_t)rng64();
         f.dtype = (uint8_t)rng64();
-        f.op = (uint8_t)rng64();
+        f.op = (uint8_t)(rng64() & 0x0f);
+        f.coll = (uint8_t)(rng64() & 0x0f);
         f.channel = (uint8_t)rng64();
         f.round = rng64();
         f.count = rng64();
@@ -423,7 +425,7 @@ static void test_frame_layout(void)
             switch (field) {
             case 0: g.type = UINT8_MAX; break;
             case 1: g.dtype = UINT8_MAX; break;
-            case 2: g.op = UINT8_MAX; break;
+            case 2: g.op = 0x0f, g.coll = 0x0f; break; /* they share byte 6 */
             case 3: g.channel = UINT8_MAX; break;
             case 4: g.round = UINT64_MAX; break;
             case 5: g.count = UINT64_MAX; break;

@@ -3,11 +3,25 @@
  *
  * Blocking: ring_comm_open blocks until the ring is connected (bounded by
  * connect_timeout_s). ring_allreduce blocks until done (bounded by timeout_s
- * of no progress). ring_allreduce_start never blocks: the request makes
- * progress whenever ring_request_test or ring_request_wait is called on any
- * request of the communicator (there is no hidden thread).
+ * of no progress). ring_allreduce_start never blocks: by default the request
+ * makes progress whenever ring_request_test or ring_request_wait is called
+ * on any request of the communicator (no hidden thread).
  *
- * Threads: a communicator is used by one thread at a time.
+ * Progress thread (setting progress-thread on, RING_PROGRESS_THREAD=on):
+ * ring_comm_open starts one thread per communicator that advances started
+ * requests by itself, so they move while the caller computes (a framework
+ * starting an allreduce per gradient bucket during backward). Locking: the
+ * communicator has one mutex; every call below takes it for its duration
+ * (ring_request_wait releases it while it sleeps on a condition variable
+ * the thread signals when a request finishes or the ring fails); the thread
+ * holds it while it works and while it polls the transport, for at most
+ * 1 ms at a time, so a call waits at most about that long to get in. The
+ * thread enforces timeout_s and fails every request on a dead peer, so a
+ * wait always ends. ring_comm_close stops and joins it first.
+ *
+ * Threads: without the progress thread a communicator is used by one thread
+ * at a time; with it, calls from several threads are serialised by its lock
+ * (a request must still be waited for exactly once).
  *
  * Errors: the first error on a communicator is sticky. It fails the request
  * in flight and every later call with the same status and message (see
@@ -127,6 +141,57 @@ ring_status_t ring_request_test(ring_request_t *req, int *done_p);
 /* Block until the request finishes (bounded by timeout_s without progress),
  * release it and return its status. */
 ring_status_t ring_request_wait(ring_request_t *req);
+
+/*
+ * Other collectives, as frameworks need them (DDP's constructor calls
+ * broadcast and allgather). They are requests like allreduces: started in
+ * the same first-in first-out order, with the same fingerprinted frames
+ * (round, collective, size, root, tensor id), timeouts and named-peer
+ * failures; a peer that calls a different collective at the same point
+ * fails every peer with RING_ERR_MISMATCH naming both calls. Broadcast and
+ * allgather move bytes unchanged whatever the codec setting (bit-exact:
+ * -0.0 stays -0.0, NaN payloads stay), so they take sizes in bytes and any
+ * element type. Host memory only (RING_ERR_UNSUPPORTED for CUDA buffers).
+ */
+
+/* Broadcast `bytes` bytes of buf from rank `root` to every peer, pipelined
+ * along the ring in chunks (root -> root+1 -> ... : N-1 hops, each chunk
+ * forwarded as soon as it arrives). Every peer passes the same bytes and root. */
+ring_status_t ring_broadcast(ring_comm_t *comm, void *buf, size_t bytes, int root);
+ring_status_t ring_broadcast_start(ring_comm_t *comm, void *buf, size_t bytes, int root,
+                                   uint32_t tensor_id, ring_request_t **req_p);
+
+/* Allgather: recvbuf (size * bytes) receives every rank's `bytes` bytes of
+ * sendbuf, rank r's at offset r * bytes. In place when sendbuf ==
+ * recvbuf + rank * bytes. */
+ring_status_t ring_allgather(ring_comm_t *comm, const void *sendbuf, void *recvbuf, size_t bytes);
+ring_status_t ring_allgather_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t bytes, uint32_t tensor_id, ring_request_t **req_p);
+/* Allgather with sizes per rank: rank r contributes bytes[r] (size entries,
+ * the same array contents on every peer; a peer whose sizes differ fails the
+ * ring naming the sizes), placed at offset bytes[0] + ... + bytes[r-1] of
+ * recvbuf. sendbuf holds bytes[rank]. The array is copied. */
+ring_status_t ring_allgatherv_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                    const size_t *bytes, uint32_t tensor_id,
+                                    ring_request_t **req_p);
+
+/* Reduce-scatter: sendbuf holds size * count elements; recvbuf (count
+ * elements) receives block `rank` of the reduction, elements
+ * [rank * count, (rank + 1) * count). It runs the first half of the ring
+ * allreduce, N-1 steps, with the codec (and flags) as allreduce: the owner's
+ * result is what an allreduce would give it. Needs one scratch buffer of the
+ * input's size inside the communicator (grown on demand, kept until close). */
+ring_status_t ring_reduce_scatter(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t count, ring_dtype_t dtype, ring_op_t op);
+ring_status_t ring_reduce_scatter_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t count, ring_dtype_t dtype, ring_op_t op,
+                                        uint32_t tensor_id, unsigned flags,
+                                        ring_request_t **req_p);
+
+/* Barrier: returns once every peer has entered it (an allgather of one byte
+ * per rank: N-1 ring steps). */
+ring_status_t ring_barrier(ring_comm_t *comm);
+ring_status_t ring_barrier_start(ring_comm_t *comm, ring_request_t **req_p);
 
 /* What this peer has sent since the communicator opened (for benchmarks and tests). */
 typedef struct ring_comm_stats {

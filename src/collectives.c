@@ -1,0 +1,348 @@
+/*
+ * collectives.c - broadcast, allgather, reduce-scatter and barrier: requests
+ * of the same engine as allreduce (allreduce.c), over the same frames, each
+ * a part of the ring schedule (schedule.h says which). What is theirs lives
+ * here: checking the call, laying each rank's block out as the schedule's
+ * segments, and the few buffers they need.
+ *
+ *  - broadcast and allgather move bytes (dtype RING_DTYPE_BYTES), never
+ *    encoded, so they are bit-exact whatever --codec says;
+ *  - allgather copies this peer's block into place first (unless it is
+ *    there already), then runs the allgather half of the ring;
+ *  - reduce-scatter runs the reduce-scatter half into the communicator's
+ *    scratch (the partial sums are forwarded from there) and copies this
+ *    peer's block out at the end;
+ *  - barrier is an allgather of one byte per rank: a peer's byte reaches
+ *    every other only through all of them.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_int.h"
+#include "cuda/ring_cuda.h"
+#include "progress_thread.h"
+
+const char *const ring_coll_names[RING_COLL_COUNT] = {"allreduce", "reduce-scatter", "allgather",
+                                                      "broadcast"};
+
+size_t ring_dtype_size(ring_dtype_t dtype)
+{
+    return dtype == RING_FLOAT32 ? 4 : dtype == RING_DTYPE_BYTES ? 1 : 2;
+}
+
+ring_status_t ring_coll_comm_alloc(ring_comm_t *comm)
+{
+    size_t n = (size_t)comm->size;
+
+    for (int c = 0; c < RING_MAX_CHANNELS; c++)
+        if ((comm->channels[c].segs = calloc(n, sizeof(ring_range_t))) == NULL)
+            goto oom;
+    for (int i = 0; i < RING_MAX_REQUESTS; i++)
+        if ((comm->reqs[i].offsets = calloc(n + 1, sizeof(size_t))) == NULL)
+            goto oom;
+    if ((comm->barrier_bytes = calloc(n, 1)) == NULL)
+        goto oom;
+    return RING_OK;
+oom:
+    return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the collectives' tables of %d "
+                          "peers", comm->size);
+}
+
+void ring_coll_comm_free(ring_comm_t *comm)
+{
+    for (int c = 0; c < RING_MAX_CHANNELS; c++)
+        free(comm->channels[c].segs);
+    for (int i = 0; i < RING_MAX_REQUESTS; i++)
+        free(comm->reqs[i].offsets);
+    free(comm->barrier_bytes);
+    free(comm->coll_scratch);
+}
+
+static int place_of(const ring_comm_t *comm, int rank)
+{
+    for (int p = 0; p < comm->size; p++)
+        if (comm->order[p] == rank)
+            return p;
+    return 0;
+}
+
+void ring_coll_channel_layout(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req)
+{
+    int n = comm->size;
+    size_t esize = req->wire != RING_CODEC_NONE ? 2 : ring_dtype_size(req->dtype);
+    ring_sched_kind_t kind = req->coll == RING_COLL_BROADCAST        ? RING_SCHED_BROADCAST
+                             : req->coll == RING_COLL_ALLGATHER      ? RING_SCHED_ALLGATHER
+                                                                     : RING_SCHED_REDUCE_SCATTER;
+    int root_dist = 0;
+
+    /* ranges are absolute: the channel's part is the whole buffer */
+    ch->part.off = 0;
+    ch->part.len = req->count;
+    if (kind == RING_SCHED_BROADCAST) {
+        ch->segs[0] = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
+        root_dist = (comm->pos - place_of(comm, req->root) + n) % n;
+    } else {
+        /* segment s is owned (after reduce-scatter) by the peer at place s - 1: its
+         * rank's block, of which this channel takes its share */
+        for (int s = 0; s < n; s++) {
+            int r = comm->order[(s - 1 + n) % n];
+            size_t off = req->offsets[r], len = req->offsets[r + 1] - off;
+            ring_range_t sub = ring_sched_split(len, comm->nchannels, ch->index, RING_SCHED_ALIGN);
+
+            ch->segs[s].off = off + sub.off;
+            ch->segs[s].len = sub.len;
+        }
+    }
+    ring_sched_init_coll(&ch->sched, kind, comm->pos, n, ch->segs, root_dist, esize,
+                         comm->cfg.chunk_bytes);
+}
+
+ring_status_t ring_coll_request_begin(ring_comm_t *comm, ring_request_t *req)
+{
+    size_t esize = ring_dtype_size(req->dtype);
+
+    if (req->coll == RING_COLL_ALLGATHER) {
+        unsigned char *mine = (unsigned char *)req->recvbuf + req->offsets[comm->rank];
+        size_t bytes = req->offsets[comm->rank + 1] - req->offsets[comm->rank];
+
+        if (req->sendbuf != mine && bytes > 0)
+            memmove(mine, req->sendbuf, bytes);
+        req->sendbuf = req->recvbuf; /* sends read the segments in place */
+    } else if (req->coll == RING_COLL_REDUCE_SCATTER && comm->size > 1) {
+        size_t bytes = req->count * esize;
+
+        if (comm->coll_scratch_bytes < bytes) {
+            void *grown = realloc(comm->coll_scratch, bytes);
+            if (grown == NULL)
+                return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY,
+                                                            .culprit = comm->rank, .step = -1},
+                                      "round %llu: out of memory for reduce-scatter's scratch "
+                                      "of %zu bytes", (unsigned long long)req->round, bytes);
+            comm->coll_scratch = grown;
+            comm->coll_scratch_bytes = bytes;
+        }
+        req->user_recvbuf = req->recvbuf;
+        req->recvbuf = comm->coll_scratch;
+    }
+    return RING_OK;
+}
+
+void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status)
+{
+    if (req->coll != RING_COLL_REDUCE_SCATTER || req->user_recvbuf == NULL)
+        return;
+    /* a non-finite result is still a result; a failed one leaves recvbuf undefined */
+    if (status == RING_OK || status == RING_ERR_NONFINITE) {
+        size_t esize = ring_dtype_size(req->dtype), block = req->count / (size_t)comm->size;
+        memcpy(req->user_recvbuf, (const char *)req->recvbuf + (size_t)comm->rank * block * esize,
+               block * esize);
+    }
+    req->recvbuf = req->user_recvbuf;
+    req->user_recvbuf = NULL;
+}
+
+size_t ring_coll_describe(const ring_comm_t *comm, ring_coll_t coll, uint64_t round, uint64_t count,
+                          unsigned dtype, unsigned op, uint32_t tensor_id, int root, char *buf,
+                          size_t len)
+{
+    static const char *const dtypes[] = {"float32", "float16", "bfloat16", "bytes"};
+    static const char *const ops[] = {"sum", "avg"};
+    const char *name = coll < RING_COLL_COUNT ? ring_coll_names[coll] : "an unknown collective";
+    int n;
+
+    (void)comm;
+    if (coll == RING_COLL_BROADCAST && root >= 0)
+        n = snprintf(buf, len, "%s #%llu of %llu bytes from rank %d, tensor id %u", name,
+                     (unsigned long long)round, (unsigned long long)count, root, tensor_id);
+    else if (coll == RING_COLL_BROADCAST) /* an ABORT notice does not carry the root */
+        n = snprintf(buf, len, "%s #%llu of %llu bytes, tensor id %u", name,
+                     (unsigned long long)round, (unsigned long long)count, tensor_id);
+    else if (coll == RING_COLL_ALLGATHER)
+        n = snprintf(buf, len, "%s #%llu of %llu bytes in all, tensor id %u", name,
+                     (unsigned long long)round, (unsigned long long)count, tensor_id);
+    else
+        n = snprintf(buf, len, "%s #%llu with count %llu, %s, %s, tensor id %u", name,
+                     (unsigned long long)round, (unsigned long long)count,
+                     dtype < 4 ? dtypes[dtype] : "?", op < 2 ? ops[op] : "?", tensor_id);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+/* ---- the public calls ------------------------------------------------------ */
+
+static ring_status_t host_only(const char *what, const void *a, const void *b)
+{
+    if ((a != NULL && ring_cuda_is_device_ptr(a)) || (b != NULL && ring_cuda_is_device_ptr(b)))
+        return ring_error_set(RING_ERR_UNSUPPORTED, "%s: CUDA device buffers are not supported "
+                              "(only allreduce stages them); copy to host memory first", what);
+    return RING_OK;
+}
+
+static ring_status_t coll_start(ring_comm_t *comm, ring_request_t *tmpl, const size_t *bytes,
+                                ring_request_t **req_p)
+{
+    ring_request_t *req;
+    ring_status_t status;
+
+    ring_comm_lock(comm);
+    status = ring_request_next(comm, &req);
+    if (status != RING_OK) {
+        ring_comm_unlock(comm);
+        return status;
+    }
+    {
+        size_t *offsets = req->offsets;
+
+        *req = *tmpl;
+        req->offsets = offsets;
+        offsets[0] = 0;
+        for (int r = 0; r < comm->size; r++)
+            offsets[r + 1] = offsets[r] + (bytes != NULL ? bytes[r] : 0);
+        if (bytes != NULL)
+            req->count = offsets[comm->size];
+    }
+    status = ring_request_push(comm, req, req_p);
+    ring_comm_unlock(comm);
+    return status;
+}
+
+static ring_status_t check_comm(const char *what, ring_comm_t *comm, ring_request_t **req_p)
+{
+    if (comm == NULL || req_p == NULL)
+        return ring_error_set(RING_ERR_INVALID, "%s: comm and req_p must not be NULL", what);
+    return RING_OK;
+}
+
+ring_status_t ring_broadcast_start(ring_comm_t *comm, void *buf, size_t bytes, int root,
+                                   uint32_t tensor_id, ring_request_t **req_p)
+{
+    RING_CHECK(check_comm("ring_broadcast_start", comm, req_p));
+    if (bytes > 0 && buf == NULL)
+        return ring_error_set(RING_ERR_INVALID, "broadcast of %zu bytes with a NULL buffer", bytes);
+    if (root < 0 || root >= comm->size)
+        return ring_error_set(RING_ERR_INVALID, "broadcast: root %d is not a rank of this ring "
+                              "(0..%d)", root, comm->size - 1);
+    RING_CHECK(host_only("broadcast", buf, NULL));
+    return coll_start(comm, &(ring_request_t){.coll = RING_COLL_BROADCAST, .sendbuf = buf,
+                                              .recvbuf = buf, .count = bytes, .root = root,
+                                              .dtype = RING_DTYPE_BYTES, .exact = 1,
+                                              .tensor_id = tensor_id},
+                      NULL, req_p);
+}
+
+ring_status_t ring_allgatherv_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                    const size_t *bytes, uint32_t tensor_id,
+                                    ring_request_t **req_p)
+{
+    size_t total = 0;
+
+    RING_CHECK(check_comm("ring_allgatherv_start", comm, req_p));
+    if (bytes == NULL)
+        return ring_error_set(RING_ERR_INVALID, "allgather: the sizes per rank must not be NULL");
+    for (int r = 0; r < comm->size; r++)
+        total += bytes[r];
+    if ((total > 0 && recvbuf == NULL) || (bytes[comm->rank] > 0 && sendbuf == NULL))
+        return ring_error_set(RING_ERR_INVALID, "allgather of %zu bytes with a NULL buffer", total);
+    RING_CHECK(host_only("allgather", sendbuf, recvbuf));
+    return coll_start(comm, &(ring_request_t){.coll = RING_COLL_ALLGATHER, .sendbuf = sendbuf,
+                                              .recvbuf = recvbuf, .dtype = RING_DTYPE_BYTES,
+                                              .exact = 1, .tensor_id = tensor_id},
+                      bytes, req_p);
+}
+
+ring_status_t ring_allgather_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t bytes, uint32_t tensor_id, ring_request_t **req_p)
+{
+    size_t *sizes;
+    ring_status_t status;
+
+    RING_CHECK(check_comm("ring_allgather_start", comm, req_p));
+    sizes = malloc((size_t)comm->size * sizeof(*sizes));
+    if (sizes == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d sizes", comm->size);
+    for (int r = 0; r < comm->size; r++)
+        sizes[r] = bytes;
+    status = ring_allgatherv_start(comm, sendbuf, recvbuf, sizes, tensor_id, req_p);
+    free(sizes);
+    return status;
+}
+
+ring_status_t ring_reduce_scatter_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t count, ring_dtype_t dtype, ring_op_t op,
+                                        uint32_t tensor_id, unsigned flags,
+                                        ring_request_t **req_p)
+{
+    RING_CHECK(check_comm("ring_reduce_scatter_start", comm, req_p));
+    if (count > 0 && (sendbuf == NULL || recvbuf == NULL))
+        return ring_error_set(RING_ERR_INVALID, "reduce-scatter of %zu elements with a NULL "
+                              "buffer", count);
+    if ((unsigned)op >= RING_OP_COUNT || (unsigned)dtype >= RING_DTYPE_COUNT ||
+        (flags & ~RING_CALL_EXACT) != 0)
+        return ring_error_set(RING_ERR_INVALID, "reduce-scatter: unknown op %d, dtype %d or "
+                              "flags 0x%x", (int)op, (int)dtype, flags);
+    if (count > ((size_t)1 << 40) / (size_t)comm->size)
+        return ring_error_set(RING_ERR_INVALID, "reduce-scatter of %zu elements per rank is too "
+                              "large", count);
+    RING_CHECK(host_only("reduce-scatter", sendbuf, recvbuf));
+    {
+        ring_request_t tmpl = {.coll = RING_COLL_REDUCE_SCATTER, .sendbuf = sendbuf,
+                               .recvbuf = recvbuf, .count = count * (size_t)comm->size,
+                               .dtype = dtype, .op = op, .tensor_id = tensor_id,
+                               .exact = (flags & RING_CALL_EXACT) != 0};
+        size_t *blocks = malloc((size_t)comm->size * sizeof(*blocks));
+        ring_status_t status;
+
+        if (blocks == NULL)
+            return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d sizes", comm->size);
+        for (int r = 0; r < comm->size; r++)
+            blocks[r] = count; /* the offsets are in elements here */
+        status = coll_start(comm, &tmpl, blocks, req_p);
+        free(blocks);
+        return status;
+    }
+}
+
+ring_status_t ring_barrier_start(ring_comm_t *comm, ring_request_t **req_p)
+{
+    RING_CHECK(check_comm("ring_barrier_start", comm, req_p));
+    /* every barrier may use the same bytes: requests run one after the other */
+    return ring_allgather_start(comm, comm->barrier_bytes + comm->rank, comm->barrier_bytes, 1,
+                                UINT32_MAX, req_p);
+}
+
+/* (the request pointer is read after the start call, never as its sibling argument) */
+static ring_status_t wait_started(ring_status_t status, ring_request_t *const *req_p)
+{
+    return status == RING_OK ? ring_request_wait(*req_p) : status;
+}
+
+ring_status_t ring_broadcast(ring_comm_t *comm, void *buf, size_t bytes, int root)
+{
+    ring_request_t *req = NULL;
+
+    return wait_started(ring_broadcast_start(comm, buf, bytes, root, 0, &req), &req);
+}
+
+ring_status_t ring_allgather(ring_comm_t *comm, const void *sendbuf, void *recvbuf, size_t bytes)
+{
+    ring_request_t *req = NULL;
+
+    return wait_started(ring_allgather_start(comm, sendbuf, recvbuf, bytes, 0, &req), &req);
+}
+
+ring_status_t ring_reduce_scatter(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t count, ring_dtype_t dtype, ring_op_t op)
+{
+    ring_request_t *req = NULL;
+
+    return wait_started(ring_reduce_scatter_start(comm, sendbuf, recvbuf, count, dtype, op, 0, 0,
+                                                  &req), &req);
+}
+
+ring_status_t ring_barrier(ring_comm_t *comm)
+{
+    ring_request_t *req = NULL;
+
+    return wait_started(ring_barrier_start(comm, &req), &req);
+}

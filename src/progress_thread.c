@@ -1,0 +1,172 @@
+/*
+ * progress_thread.c - the progress thread. One thread per communicator owns the
+ * engine while requests are pending: it runs ring_comm_progress, sleeps in
+ * the transport's wait for at most PROGRESS_POLL_MS at a time (holding the
+ * lock, so the transport never sees two threads; a caller waits at most that
+ * long for the lock), enforces the timeout as ring_comm_wait_until does, and
+ * wakes the waiters when a request finishes or the ring fails. With nothing
+ * pending it sleeps on a condition variable until a request is queued.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "clock.h"
+#include "progress_thread.h"
+
+#define PROGRESS_POLL_MS 1
+
+struct ring_progress {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t work;   /* a request was queued, or stop */
+    pthread_cond_t done;   /* a request finished, or the ring failed */
+    int stop;
+};
+
+static int has_pending(const ring_comm_t *comm)
+{
+    for (unsigned i = 0; i < comm->req_count; i++)
+        if (!comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS].done)
+            return 1;
+    return 0;
+}
+
+static void *progress_main(void *arg)
+{
+    ring_comm_t *comm = arg;
+    struct ring_progress *p = comm->progress;
+    double last_progress = ring_now(), spin_until = 0;
+    uint64_t finished = comm->requests_finished;
+
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        int moved;
+        double now;
+
+        if (comm->error != RING_OK || !has_pending(comm)) {
+            pthread_cond_wait(&p->work, &p->lock);
+            last_progress = ring_now();
+            spin_until = last_progress + comm->cfg.spin_us * 1e-6;
+            continue;
+        }
+        moved = ring_comm_progress(comm);
+        now = ring_now();
+        if (moved != 0) {
+            /* a request finished or the ring failed: waiters check their request */
+            if (moved < 0 || finished != comm->requests_finished)
+                pthread_cond_broadcast(&p->done);
+            finished = comm->requests_finished;
+            last_progress = now;
+            spin_until = now + comm->cfg.spin_us * 1e-6;
+            continue;
+        }
+        if (now - last_progress > comm->cfg.timeout_s) {
+            ring_comm_fail_timeout(comm, ring_comm_active_request(comm), now - last_progress);
+            ring_comm_progress(comm); /* fails the requests with the sticky error */
+            pthread_cond_broadcast(&p->done);
+            continue;
+        }
+        if (now < spin_until) {
+            /* spin without the lock, so callers get in at once */
+            pthread_mutex_unlock(&p->lock);
+            sched_yield();
+            pthread_mutex_lock(&p->lock);
+            continue;
+        }
+        comm->tp_ops->wait(comm->tp, PROGRESS_POLL_MS);
+        comm->stats.wait_s += ring_now() - now;
+        /* let a caller that queued up for the lock have it */
+        pthread_mutex_unlock(&p->lock);
+        sched_yield();
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+ring_status_t ring_progress_start(ring_comm_t *comm)
+{
+    struct ring_progress *p = calloc(1, sizeof(*p));
+    int err;
+
+    if (p == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the progress thread");
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    comm->progress = p;
+    err = pthread_create(&p->thread, NULL, progress_main, comm);
+    if (err != 0) {
+        comm->progress = NULL;
+        pthread_cond_destroy(&p->done);
+        pthread_cond_destroy(&p->work);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return ring_error_set(RING_ERR_NO_RESOURCE, "could not start the progress thread (errno "
+                              "%d); run without it (--progress-thread off)", err);
+    }
+    return RING_OK;
+}
+
+void ring_progress_stop(ring_comm_t *comm)
+{
+    struct ring_progress *p = comm->progress;
+
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    comm->progress = NULL;
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+void ring_comm_lock(ring_comm_t *comm)
+{
+    if (comm->progress != NULL)
+        pthread_mutex_lock(&comm->progress->lock);
+}
+
+void ring_comm_unlock(ring_comm_t *comm)
+{
+    if (comm->progress != NULL)
+        pthread_mutex_unlock(&comm->progress->lock);
+}
+
+void ring_progress_kick(ring_comm_t *comm)
+{
+    if (comm->progress != NULL)
+        pthread_cond_signal(&comm->progress->work);
+}
+
+int ring_progress_wait(ring_comm_t *comm, ring_request_t *req)
+{
+    struct ring_progress *p = comm->progress;
+
+    if (p == NULL)
+        return -1;
+    /* the thread fails every request on a timeout or a dead peer, so this ends;
+     * the timed wait only guards against a lost wake-up */
+    while (!req->done) {
+        struct timespec until;
+
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&p->done, &p->lock, &until);
+    }
+    return 0;
+}
