@@ -29,15 +29,6 @@ static int check_op(int op, const char *what)
     return -1;
 }
 
-static PyObject *unsupported(const char *fn)
-{
-    char msg[256];
-
-    snprintf(msg, sizeof(msg), "%s is not in this libringd: it was built before that collective "
-             "(update libringd and rebuild)", fn);
-    return ringpy_raise(RING_ERR_UNSUPPORTED, msg, RINGPY_IN_CALL);
-}
-
 /* The input and output of a reduction: same float dtype; in place when recv is None. */
 static int get_reduce_bufs(ringpy_request_t *r, PyObject *send, PyObject *recv, const char *op)
 {
@@ -136,8 +127,6 @@ PyObject *ringpy_comm_reduce_scatter_start(ringpy_comm_t *self, PyObject *args, 
         return NULL;
     if (check_op(op, "reduce_scatter") < 0 || ringpy_comm_check_open(self) < 0)
         return NULL;
-    if (ring_reduce_scatter_start == NULL)
-        return unsupported("ring_reduce_scatter_start");
     if (recv == Py_None || recv == send) {
         PyErr_SetString(PyExc_ValueError, "reduce_scatter: the result needs its own tensor "
                         "(size times smaller than the input)");
@@ -190,8 +179,6 @@ PyObject *ringpy_comm_broadcast_start(ringpy_comm_t *self, PyObject *args, PyObj
         return NULL;
     if (ringpy_comm_check_open(self) < 0)
         return NULL;
-    if (ring_broadcast_start == NULL)
-        return unsupported("ring_broadcast_start");
     if (root < 0 || root >= self->size) {
         PyErr_Format(PyExc_ValueError, "broadcast: root %d is not a rank of this ring (0..%d)",
                      root, self->size - 1);
@@ -275,8 +262,6 @@ PyObject *ringpy_comm_allgather_start(ringpy_comm_t *self, PyObject *args, PyObj
         return NULL;
     if (ringpy_comm_check_open(self) < 0)
         return NULL;
-    if (counts == Py_None ? ring_allgather_start == NULL : ring_allgatherv_start == NULL)
-        return unsupported(counts == Py_None ? "ring_allgather_start" : "ring_allgatherv_start");
     r = ringpy_request_new(self, "allgather");
     if (r == NULL)
         return NULL;
@@ -286,7 +271,10 @@ PyObject *ringpy_comm_allgather_start(ringpy_comm_t *self, PyObject *args, PyObj
     if (ringpy_buf_get(recv, "allgather: out", 1, &r->bufs[1]) < 0)
         goto fail;
     r->nbufs = 2;
-    if (ringpy_buf_check_overlap(&r->bufs[0], &r->bufs[1], "allgather", 0) < 0)
+    /* in place (comm.h): the tensor is this rank's block of out */
+    if (!(counts == Py_None && r->bufs[0].ptr == r->bufs[1].ptr + self->rank * r->bufs[0].nbytes &&
+          r->bufs[1].nbytes == (size_t)self->size * r->bufs[0].nbytes) &&
+        ringpy_buf_check_overlap(&r->bufs[0], &r->bufs[1], "allgather", 0) < 0)
         goto fail;
     if (counts == Py_None) {
         total = (size_t)self->size * r->bufs[0].nbytes;
@@ -327,8 +315,6 @@ PyObject *ringpy_comm_barrier_start(ringpy_comm_t *self, PyObject *unused)
 
     if (ringpy_comm_check_open(self) < 0)
         return NULL;
-    if (ring_barrier_start == NULL)
-        return unsupported("ring_barrier_start");
     r = ringpy_request_new(self, "barrier");
     if (r == NULL)
         return NULL;

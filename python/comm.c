@@ -40,6 +40,18 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         Py_TYPE(self)->tp_free((PyObject *)self);
         return PyErr_NoMemory();
     }
+    if (pthread_cond_init(&self->done, NULL) != 0) {
+        pthread_mutex_destroy(&self->lock);
+        Py_TYPE(self)->tp_free((PyObject *)self);
+        return PyErr_NoMemory();
+    }
+    if (pthread_rwlock_init(&self->closing, NULL) != 0) {
+        pthread_cond_destroy(&self->done);
+        pthread_mutex_destroy(&self->lock);
+        Py_TYPE(self)->tp_free((PyObject *)self);
+        return PyErr_NoMemory();
+    }
+    self->threaded = strcmp(cfg->cfg->progress_thread, "on") == 0;
     Py_INCREF(cfg); /* nobody frees it while the GIL is released */
     Py_BEGIN_ALLOW_THREADS
     st = ring_comm_open(cfg->cfg, &comm);
@@ -57,15 +69,19 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return (PyObject *)self;
 }
 
-/* Close with the GIL released (the goodbye to the neighbours may linger a moment). */
+/* Close with the GIL released (the goodbye to the neighbours may linger a moment),
+ * once the waits in flight outside the mutex have returned (within the timeout). */
 static void comm_close_now(ringpy_comm_t *self)
 {
     Py_BEGIN_ALLOW_THREADS
+    pthread_rwlock_wrlock(&self->closing);
     pthread_mutex_lock(&self->lock);
     ring_comm_close(self->comm); /* cancels what is still pending */
     self->comm = NULL;
     self->live = 0;
+    pthread_cond_broadcast(&self->done);
     pthread_mutex_unlock(&self->lock);
+    pthread_rwlock_unlock(&self->closing);
     Py_END_ALLOW_THREADS
 }
 
@@ -73,6 +89,8 @@ static void comm_dealloc(ringpy_comm_t *self)
 {
     if (self->comm != NULL)
         comm_close_now(self);
+    pthread_rwlock_destroy(&self->closing);
+    pthread_cond_destroy(&self->done);
     pthread_mutex_destroy(&self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -211,6 +229,11 @@ static PyObject *comm_get_closed(ringpy_comm_t *self, void *closure)
     return PyBool_FromLong(self->comm == NULL);
 }
 
+static PyObject *comm_get_threaded(ringpy_comm_t *self, void *closure)
+{
+    return PyBool_FromLong(self->threaded);
+}
+
 static PyObject *comm_get_live(ringpy_comm_t *self, void *closure)
 {
     return PyLong_FromUnsignedLong(self->live);
@@ -248,6 +271,8 @@ static PyGetSetDef comm_getset[] = {
     {"size", (getter)comm_get_size, NULL, "the number of peers", NULL},
     {"closed", (getter)comm_get_closed, NULL, "True after close()", NULL},
     {"live", (getter)comm_get_live, NULL, "requests started and not waited for", NULL},
+    {"threaded", (getter)comm_get_threaded, NULL,
+     "True when libringd's progress thread drives the requests", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -13,6 +13,14 @@
  * two threads never call into one ring_comm_t at once. The mutex is always
  * taken without the GIL and dropped before taking the GIL back (never the
  * other way round), so the two locks cannot deadlock.
+ *
+ * With libringd's progress thread (progress-thread on, ringd.init's default)
+ * a wait does not hold the mutex while it sleeps: libringd serialises calls
+ * itself then and its thread drives the requests, so another Python thread
+ * can start the next collective meanwhile (a framework's backward pass
+ * starting bucket after bucket). A read-write lock keeps close from freeing
+ * the communicator under such a wait. Without the progress thread the wait
+ * itself drives the ring, and holds the mutex.
  */
 #ifndef RINGPY_EXT_H
 #define RINGPY_EXT_H
@@ -22,8 +30,6 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <ringd/ringd.h>
-
-#include "compat.h"
 
 #define RINGPY_MSG_MAX 1024 /* ring_last_error()'s buffer is this long */
 
@@ -89,7 +95,10 @@ typedef struct ringpy_comm {
     PyObject_HEAD
     ring_comm_t *comm;     /* NULL once closed */
     pthread_mutex_t lock;  /* held (without the GIL) around every call into comm */
+    pthread_cond_t done;   /* with lock: a request finished (for a second waiter) */
+    pthread_rwlock_t closing; /* read: a wait outside lock; write: close */
     int rank, size;
+    int threaded;          /* libringd's progress thread runs (progress-thread on) */
     unsigned live;         /* requests started and not yet waited for */
 } ringpy_comm_t;
 
@@ -105,6 +114,7 @@ typedef struct ringpy_request {
     size_t *counts;        /* allgatherv's per-rank byte counts, alive until done */
     const char *op;        /* "allreduce", "broadcast", ... */
     /* set under the comm's lock by whichever thread waits */
+    int waiting;           /* a thread is in ring_request_wait for it (threaded comm) */
     int finished;
     ring_status_t status;
     char msg[RINGPY_MSG_MAX]; /* ring_last_error() when it failed */

@@ -65,14 +65,7 @@ PyMODINIT_FUNC PyInit__ringd(void)
         PyModule_AddIntConstant(m, "MAX_REQUESTS", RING_MAX_REQUESTS) < 0 ||
         PyModule_AddIntConstant(m, "FLOAT32", RING_FLOAT32) < 0 ||
         PyModule_AddIntConstant(m, "FLOAT16", RING_FLOAT16) < 0 ||
-        PyModule_AddIntConstant(m, "BFLOAT16", RING_BFLOAT16) < 0 ||
-        PyModule_AddObject(m, "HAVE_BROADCAST", PyBool_FromLong(ring_broadcast_start != NULL)) < 0 ||
-        PyModule_AddObject(m, "HAVE_ALLGATHER", PyBool_FromLong(ring_allgather_start != NULL)) < 0 ||
-        PyModule_AddObject(m, "HAVE_ALLGATHERV",
-                           PyBool_FromLong(ring_allgatherv_start != NULL)) < 0 ||
-        PyModule_AddObject(m, "HAVE_REDUCE_SCATTER",
-                           PyBool_FromLong(ring_reduce_scatter_start != NULL)) < 0 ||
-        PyModule_AddObject(m, "HAVE_BARRIER", PyBool_FromLong(ring_barrier_start != NULL)) < 0) {
+        PyModule_AddIntConstant(m, "BFLOAT16", RING_BFLOAT16) < 0) {
         Py_DECREF(m);
         return NULL;
     }

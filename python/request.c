@@ -7,6 +7,7 @@
  * second thread waiting on the same request finds it there instead of
  * waiting on a released ring_request_t. ring_request_wait is called with the
  * GIL released; it returns within the timeout setting when a peer dies.
+ * ext.h says which locks a wait holds.
  */
 #include "ext.h"
 
@@ -26,6 +27,7 @@ ringpy_request_t *ringpy_request_new(ringpy_comm_t *comm, const char *op)
     r->nbufs = 0;
     r->counts = NULL;
     r->op = op;
+    r->waiting = 0;
     r->finished = 0;
     r->status = RING_OK;
     r->msg[0] = '\0';
@@ -42,24 +44,63 @@ static void request_release(ringpy_request_t *r)
     r->counts = NULL;
 }
 
-/* Finish r under the comm's lock, without the GIL. */
-static void request_finish_locked(ringpy_request_t *r)
+/* A request that can no longer be waited for: its communicator was closed. */
+static void request_cancel_locked(ringpy_request_t *r)
 {
-    if (r->finished)
-        return;
-    if (r->comm->comm == NULL || r->req == NULL) {
-        r->status = RING_ERR_CANCELED;
-        snprintf(r->msg, sizeof(r->msg),
-                 "%s canceled: the communicator was closed (ringd.shutdown) before it finished",
-                 r->op);
-    } else {
-        r->status = ring_request_wait(r->req);
-        if (r->status != RING_OK)
-            snprintf(r->msg, sizeof(r->msg), "%s", ring_last_error());
-        r->comm->live--;
-    }
+    r->status = RING_ERR_CANCELED;
+    snprintf(r->msg, sizeof(r->msg),
+             "%s canceled: the communicator was closed (ringd.shutdown) before it finished",
+             r->op);
     r->req = NULL;
     r->finished = 1;
+}
+
+/* Keep the outcome of ring_request_wait (under the comm's lock). */
+static void request_done_locked(ringpy_request_t *r, ring_status_t st, const char *msg)
+{
+    r->status = st;
+    if (st != RING_OK)
+        snprintf(r->msg, sizeof(r->msg), "%s", msg);
+    r->req = NULL;
+    r->finished = 1;
+    r->comm->live--;
+    pthread_cond_broadcast(&r->comm->done);
+}
+
+/*
+ * Wait for r without the GIL. Without libringd's progress thread the wait
+ * drives the ring and holds the comm's lock throughout. With it, the lock
+ * is dropped while ring_request_wait sleeps (libringd serialises calls
+ * itself), and the read side of `closing` keeps close away meanwhile. A
+ * second thread waiting for the same request sleeps until the first is done.
+ */
+static void request_finish_nogil(ringpy_request_t *r)
+{
+    ringpy_comm_t *c = r->comm;
+    char msg[RINGPY_MSG_MAX] = "";
+    ring_status_t st;
+
+    pthread_rwlock_rdlock(&c->closing);
+    pthread_mutex_lock(&c->lock);
+    while (r->waiting && !r->finished)
+        pthread_cond_wait(&c->done, &c->lock);
+    if (!r->finished && (c->comm == NULL || r->req == NULL)) {
+        request_cancel_locked(r);
+    } else if (!r->finished && !c->threaded) {
+        st = ring_request_wait(r->req);
+        request_done_locked(r, st, st != RING_OK ? ring_last_error() : "");
+    } else if (!r->finished) {
+        r->waiting = 1;
+        pthread_mutex_unlock(&c->lock);
+        st = ring_request_wait(r->req);
+        if (st != RING_OK)
+            snprintf(msg, sizeof(msg), "%s", ring_last_error());
+        pthread_mutex_lock(&c->lock);
+        r->waiting = 0;
+        request_done_locked(r, st, msg);
+    }
+    pthread_mutex_unlock(&c->lock);
+    pthread_rwlock_unlock(&c->closing);
 }
 
 /* Wait for r (GIL released), keep its result, release its buffers. */
@@ -67,9 +108,7 @@ static void request_finish(ringpy_request_t *r)
 {
     if (!r->finished) {
         Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&r->comm->lock);
-        request_finish_locked(r);
-        pthread_mutex_unlock(&r->comm->lock);
+        request_finish_nogil(r);
         Py_END_ALLOW_THREADS
     }
     request_release(r);
@@ -126,7 +165,7 @@ static PyObject *request_test(ringpy_request_t *self, PyObject *unused)
     if (pthread_mutex_trylock(&self->comm->lock) == 0) {
         if (self->finished || self->comm->comm == NULL || self->req == NULL)
             done = 1;
-        else
+        else if (!self->waiting) /* (being waited for: ring_request_wait owns it) */
             (void)ring_request_test(self->req, &done); /* a failure shows in wait() */
         pthread_mutex_unlock(&self->comm->lock);
     }

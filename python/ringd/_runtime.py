@@ -5,9 +5,13 @@ at interpreter exit). Requests run in the order they were started, so
 handles are finished in that order too: waiting for one first finishes
 every handle started before it (their results or errors are kept in them).
 At most MAX_REQUESTS (16) requests may be outstanding: starting another
-first finishes the oldest. Calls from several threads are serialised by a
-lock; a wait runs with the GIL released, and holds the lock until it returns
-(bounded by the timeout setting), so another thread's call waits for it.
+first finishes the oldest.
+
+Threads: a lock guards the bookkeeping (never held during a wait). A thread
+that waits claims the handles it finishes; another thread waiting for one of
+those sleeps until it is done. Waits run with the GIL released; with
+libringd's progress thread (ringd.init's default) other threads can start
+collectives while one waits, without it their calls wait for the wait.
 """
 
 import atexit
@@ -17,9 +21,10 @@ import threading
 from . import _errors, _ringd, _tensor
 
 _lock = threading.RLock()
+_cond = threading.Condition(_lock)  # a handle finished
 _comm = None          # _ringd.Comm while initialized
 _config = None        # the _ringd.Config it was opened with
-_pending = collections.deque()  # Handles started and not finished, oldest first
+_pending = collections.deque()  # Handles started and not claimed by a waiter, oldest first
 _closed_once = False  # shutdown() was called: say so in NotInitializedError
 
 _OPS = {"sum": _ringd.SUM, "avg": _ringd.AVG, "average": _ringd.AVG, "mean": _ringd.AVG}
@@ -28,9 +33,10 @@ _OPS = {"sum": _ringd.SUM, "avg": _ringd.AVG, "average": _ringd.AVG, "mean": _ri
 class Handle:
     """A started collective. wait() blocks until it finishes (GIL released; bounded by the
     timeout setting) and returns its result or raises its ringd.Error; done() tells without
-    blocking whether it has finished (False while another thread is inside a call)."""
+    blocking whether it has finished (False while another thread is inside a call that
+    holds the communicator)."""
 
-    __slots__ = ("_req", "_finish", "_result", "_error", "_done", "op")
+    __slots__ = ("_req", "_finish", "_result", "_error", "_done", "_claimed", "op")
 
     def __init__(self, req, finish, op):
         self._req = req        # _ringd.Request: holds the buffers until finished
@@ -38,12 +44,12 @@ class Handle:
         self._result = None
         self._error = None
         self._done = False
+        self._claimed = False  # a thread is finishing it
         self.op = op
 
     def _complete(self):
-        """Wait for the request and keep the outcome (call with _lock held)."""
-        if self._done:
-            return
+        """Wait for the request and keep the outcome (by the thread that claimed it,
+        without _lock)."""
         try:
             self._req.wait()
             self._result = self._finish()
@@ -53,14 +59,15 @@ class Handle:
         except _errors.Error as e:
             self._error = e
         finally:
-            self._req = None
-            self._finish = None
-            self._done = True
+            with _cond:
+                self._req = None
+                self._finish = None
+                self._done = True
+                _cond.notify_all()
 
     def wait(self):
         if not self._done:
-            with _lock:
-                _finish_through(self)
+            _finish_through(self)
         if self._error is not None:
             raise self._error
         return self._result
@@ -76,14 +83,30 @@ class Handle:
         return "<ringd.Handle %s %s>" % (self.op, state)
 
 
+def _claim_oldest():
+    """With _lock held: take the oldest pending handle for this thread to finish."""
+    h = _pending.popleft()
+    h._claimed = True
+    return h
+
+
 def _finish_through(handle):
-    """Finish the pending handles, oldest first, up to and including handle."""
-    while _pending:
-        h = _pending.popleft()
-        h._complete()
-        if h is handle:
+    """Finish the pending handles, oldest first, up to and including handle; or sleep
+    until the thread that claimed it has finished it."""
+    batch = []
+    with _cond:
+        if handle._done:
             return
-    handle._complete()  # not pending (its start failed, or shutdown): nothing to wait for
+        if not handle._claimed:
+            while _pending:
+                batch.append(_claim_oldest())
+                if batch[-1] is handle:
+                    break
+    for h in batch:
+        h._complete()
+    with _cond:
+        while not handle._done:  # another thread's wait, bounded by the timeout setting
+            _cond.wait(1.0)
 
 
 def _not_initialized(what):
@@ -99,21 +122,27 @@ def _require(what):
 
 
 def _start(what, start, finish):
-    """Start a request (start() -> _ringd.Request) and return its Handle."""
-    with _lock:
-        _require(what)
-        if len(_pending) >= _ringd.MAX_REQUESTS:
-            _pending.popleft()._complete()
-        try:
-            req = start()
-        except _errors.Error as e:
-            if e.status != "RING_ERR_NO_RESOURCE" or not _pending:
-                raise
-            _pending.popleft()._complete()
-            req = start()
-        h = Handle(req, finish, what)
-        _pending.append(h)
-        return h
+    """Start a request (start() -> _ringd.Request) and return its Handle; with
+    MAX_REQUESTS outstanding, finish the oldest first."""
+    while True:
+        oldest = None
+        with _cond:
+            comm = _require(what)
+            if comm.live < _ringd.MAX_REQUESTS:
+                try:
+                    h = Handle(start(), finish, what)
+                    _pending.append(h)
+                    return h
+                except _errors.Error as e:
+                    # libringd frees slots in start order: a later handle finished first
+                    if e.status != "RING_ERR_NO_RESOURCE" or comm.live == 0:
+                        raise
+            if _pending:
+                oldest = _claim_oldest()
+            else:  # every outstanding one is being finished by another thread
+                _cond.wait(1.0)
+        if oldest is not None:
+            oldest._complete()
 
 
 # ---- settings, init, shutdown -------------------------------------------------------------
@@ -176,14 +205,18 @@ def shutdown():
     """Finish the started collectives (their errors stay in their handles), leave the ring
     and free it. Does nothing when not initialized. Runs at interpreter exit too."""
     global _comm, _closed_once
-    with _lock:
+    with _cond:
         if _comm is None:
             return
-        while _pending:
-            _pending.popleft()._complete()
-        comm, _comm = _comm, None
+        batch = list(_pending)
+        for h in batch:
+            h._claimed = True
+        _pending.clear()
+        comm, _comm = _comm, None  # no new collective from here on
         _closed_once = True
-        comm.close()
+    for h in batch:
+        h._complete()
+    comm.close()  # after the other threads' waits have returned
 
 
 atexit.register(shutdown)
@@ -300,7 +333,8 @@ def broadcast(tensor, root=0, tensor_id=0):
     return broadcast_async(tensor, root, tensor_id).wait()
 
 
-def _gather_shape(tensor, sizes, world):
+def _gather_shape(comm, tensor, sizes):
+    world = comm.size
     shape = _tensor.shape_of(tensor)
     if sizes is None:
         if not shape:
@@ -311,7 +345,7 @@ def _gather_shape(tensor, sizes, world):
         raise ValueError("ringd.allgather: sizes has %d entries for a ring of %d: one first-"
                          "dimension length per rank" % (len(sizes), world))
     rows, row_bytes = _tensor.row_count_and_bytes(tensor, "allgather: tensor (with sizes=)")
-    me = _comm.rank
+    me = comm.rank
     if rows != sizes[me]:
         raise ValueError("ringd.allgather: sizes[%d] (this rank) is %d, the tensor has %d rows"
                          % (me, sizes[me], rows))
@@ -322,17 +356,15 @@ def allgather_async(tensor, sizes=None, out=None, tensor_id=0):
     """Start an allgather: the peers' tensors, concatenated in rank order along the first
     dimension (a 0-d tensor gives shape (size,)). sizes: each rank's first-dimension length
     when they differ (allgatherv). The Handle's wait() returns the new tensor (or out)."""
-    with _lock:
-        comm = _require("allgather")
-        shape, counts = _gather_shape(tensor, sizes, comm.size)
-        if out is None:
-            out = _tensor.empty(tensor, shape)
-        send = _tensor.as_buffer(tensor, "allgather: tensor")
-        recv = _tensor.as_buffer(out, "allgather: out")
-        result = out
-        return _start("allgather",
-                      lambda: _comm.allgather_start(send, recv, counts, tensor_id),
-                      lambda: result)
+    comm = _require("allgather")
+    shape, counts = _gather_shape(comm, tensor, sizes)
+    if out is None:
+        out = _tensor.empty(tensor, shape)
+    send = _tensor.as_buffer(tensor, "allgather: tensor")
+    recv = _tensor.as_buffer(out, "allgather: out")
+    result = out
+    return _start("allgather", lambda: _comm.allgather_start(send, recv, counts, tensor_id),
+                  lambda: result)
 
 
 def allgather(tensor, sizes=None, out=None, tensor_id=0):
@@ -345,20 +377,19 @@ def reduce_scatter_async(tensor, op="sum", codec=None, out=None, tensor_id=0):
     `rank` (n rows) of the sum (or avg) over the peers. The Handle's wait() returns it."""
     opc = _op_code(op, "reduce_scatter")
     exact = _exact(codec, "reduce_scatter")
-    with _lock:
-        comm = _require("reduce_scatter")
-        shape = _tensor.shape_of(tensor)
-        if not shape or shape[0] % comm.size != 0:
-            raise ValueError("ringd.reduce_scatter: the tensor's shape %r: its first dimension "
-                             "must be a multiple of the world size (%d)" % (shape, comm.size))
-        if out is None:
-            out = _tensor.empty(tensor, (shape[0] // comm.size,) + tuple(shape[1:]))
-        send = _tensor.as_buffer(tensor, "reduce_scatter: tensor")
-        recv = _tensor.as_buffer(out, "reduce_scatter: out")
-        result = out
-        return _start("reduce_scatter",
-                      lambda: _comm.reduce_scatter_start(send, recv, opc, exact, tensor_id),
-                      lambda: result)
+    comm = _require("reduce_scatter")
+    shape = _tensor.shape_of(tensor)
+    if not shape or shape[0] % comm.size != 0:
+        raise ValueError("ringd.reduce_scatter: the tensor's shape %r: its first dimension "
+                         "must be a multiple of the world size (%d)" % (shape, comm.size))
+    if out is None:
+        out = _tensor.empty(tensor, (shape[0] // comm.size,) + tuple(shape[1:]))
+    send = _tensor.as_buffer(tensor, "reduce_scatter: tensor")
+    recv = _tensor.as_buffer(out, "reduce_scatter: out")
+    result = out
+    return _start("reduce_scatter",
+                  lambda: _comm.reduce_scatter_start(send, recv, opc, exact, tensor_id),
+                  lambda: result)
 
 
 def reduce_scatter(tensor, op="sum", codec=None, out=None, tensor_id=0):
