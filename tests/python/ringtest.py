@@ -254,8 +254,8 @@ def _merge(tap, tag, n, tmp, codes, output, killed):
 def main(checks, worlds=(1, 2, 3, 4), launcher="ring-launch", env=None, killed=None):
     """Run checks as workers (RINGTEST_WORKER set) or drive them for each world: N, or
     (N, {variable: value}) to run a job with more environment (its TAP lines say so).
-    env(n) -> extra environment for every job; killed(n) -> ranks expected to die by SIGKILL
-    (launcher="env" only)."""
+    env(n) -> extra environment for every job; killed(n, job_env) -> the ranks expected to
+    die by SIGKILL (launcher="env" only)."""
     if os.environ.get("RINGTEST_WORKER"):
         _worker(checks)
         return
@@ -268,7 +268,7 @@ def main(checks, worlds=(1, 2, 3, 4), launcher="ring-launch", env=None, killed=N
         try:
             tag = "N=%d%s:" % (n, "".join(" %s=%s" % kv for kv in sorted(job_env.items())))
             extra = dict(env(n) if env else {}, **job_env)
-            dead = set(killed(n)) if killed else set()
+            dead = set(killed(n, job_env)) if killed else set()
             codes, output, secs = _run_job(script, n, tmp, launcher, extra, tag)
             print("# %s %d peer(s) ran in %.1f s" % (tag, n, secs))
             _merge(tap, tag, n, tmp, codes, output, dead)
