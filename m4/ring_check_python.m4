@@ -34,17 +34,17 @@ AC_DEFUN([RING_CHECK_PYTHON], [
     ring_py_tried=""
     for ring_py in $ring_py_candidates; do
       ring_py_path=$(command -v "$ring_py" 2>/dev/null) || ring_py_path=""
-      AS_IF([test -z "$ring_py_path"], [ring_py_tried="$ring_py_tried $ring_py (not found);"; continue])
+      AS_IF([test -z "$ring_py_path"], [ring_py_tried="${ring_py_tried:+$ring_py_tried,} $ring_py (not found)"; continue])
       AS_IF([echo " $ring_py_tried" | grep -qF " $ring_py_path "], [continue])
       AS_IF(["$ring_py_path" -c 'import sys; assert sys.version_info >= (3, 7); import numpy' \
                >/dev/null 2>&1],
         [ring_py_found=$ring_py_path; break])
-      ring_py_tried="$ring_py_tried $ring_py_path (no numpy);"
+      ring_py_tried="${ring_py_tried:+$ring_py_tried,} $ring_py_path (no numpy)"
     done
     AS_IF([test -n "$ring_py_found"],
-      [AC_MSG_RESULT([$ring_py_found])],
+      [AC_MSG_RESULT([$ring_py_found${ring_py_tried:+ (passed over:$ring_py_tried)}])],
       [AC_MSG_RESULT([none:$ring_py_tried])
-       ring_python_why="no Python 3 with numpy:$ring_py_tried install python3-numpy or pass --with-python=PATH"])
+       ring_python_why="no Python 3 with numpy:$ring_py_tried; install python3-numpy or pass --with-python=PATH"])
   ])
   AS_IF([test -n "$ring_py_found"], [
     PYTHON=$ring_py_found
@@ -81,6 +81,8 @@ AC_DEFUN([RING_CHECK_PYTHON], [
       ring_py_torch="no torch: its tests skip"
     ring_py_numpy=$($PYTHON -c 'import numpy; print(numpy.__version__)' 2>/dev/null)
     ring_python_summary="yes: $PYTHON (numpy $ring_py_numpy, $ring_py_torch) -> $ring_py_dir/ringd"
+    AS_IF([test -n "$ring_py_tried"],
+      [ring_python_summary="$ring_python_summary; passed over:$ring_py_tried"])
     # a sanitizer build's extension needs the ASan runtime loaded first: the
     # Python tests preload it (the interpreter itself is not instrumented)
     AS_IF([test "x$enable_sanitizers" = xyes], [

@@ -30,11 +30,13 @@ jobs=${JOBS:-$(nproc)}
 build_root=${BUILD_ROOT:-$top/_build}
 
 # Debian 12 packages: the toolchain and the libraries ringd uses (gnuplot-nox: the
-# plots ring-exp.test checks); the next line is for tests/verbs.test (a QEMU guest
+# plots ring-exp.test checks; python3-dev, -numpy and -torch: the Python package and
+# tests/python, for /usr/bin/python3); the next line is for tests/verbs.test (a QEMU guest
 # with Soft-RoCE, see tools/rxe-vm), the last for tests/launchers.test (mpirun, and
 # a private Slurm started by tools/slurm-lab.sh).
 packages=(build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev libjansson-dev
     libibverbs-dev libopenblas-dev dataset-fashion-mnist clang iproute2 util-linux procps python3 gnuplot-nox
+    python3-dev python3-numpy python3-torch
     qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers librdmacm1
     ibverbs-utils perftest rdmacm-utils
     openmpi-bin munge slurmctld slurmd slurm-client)
