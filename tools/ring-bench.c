@@ -8,7 +8,8 @@
  * collective's factor in GB/s (1e9 bytes/s), and #wrong from the
  * correctness check (-c). --coll picks the collective (ring-bench-coll.c).
  * With --doctor it runs the ring doctor instead (ring_comm_doctor): every
- * ring edge measured on its own, slow ones named.
+ * ring edge measured on its own, slow ones named; with --overlap it measures
+ * how much of an allreduce hides behind computation (ring-bench-overlap.c).
  */
 #include "config.h"
 
@@ -98,6 +99,29 @@ static void bench_usage(FILE *out)
             "                        bandwidth, both peers with rank and host\n"
             "      --doctor-bytes SIZE  bytes per burst (default 8M; less on an edge too slow\n"
             "                        to move them in 0.2 s)\n"
+            "      --overlap         how much of an allreduce hides behind computation:\n"
+            "                        per size (default 16M and 64M; -b, -e and -f choose\n"
+            "                        others) and per step, ring_allreduce_start, then C ms of\n"
+            "                        single-threaded float arithmetic (64x64 matrix\n"
+            "                        products: the core stays busy), then ring_request_wait.\n"
+            "                        It runs twice, on a communicator with the progress\n"
+            "                        thread off and then on one with it on, and prints per\n"
+            "                        size and mode: compute alone, allreduce alone, the\n"
+            "                        step, its compute part (longer than alone when the\n"
+            "                        thread takes the core from it), the ratio\n"
+            "                        step / max(compute, allreduce) (1.0: the shorter\n"
+            "                        one is hidden entirely; 2.0 when both are equal and\n"
+            "                        nothing overlaps) and the hidden share of the shorter\n"
+            "                        one. -n sets the timed steps (default 10), -w the\n"
+            "                        untimed ones (default 3), -c checks one overlapped\n"
+            "                        result. The header gives the cores online: a progress\n"
+            "                        thread per peer needs a core of its own to overlap (on\n"
+            "                        loopback, moving the bytes is CPU work too;\n"
+            "                        --rate-limit makes the link the bottleneck instead).\n"
+            "                        It opens the two communicators one after the other\n"
+            "                        (progress-thread is set for each, whatever was given)\n"
+            "      --compute-ms MS   --overlap's C (default: the allreduce's own time with\n"
+            "                        the progress thread off, per size, so both are equal)\n"
             "      --sweep ARGS...   (first) sizes x codecs x N x link rate in many rings,\n"
             "                        with CSV, plots and the alpha-beta fit: the ring-sweep\n"
             "                        driver; see ring-bench --sweep --help\n"
@@ -121,6 +145,8 @@ static void bench_usage(FILE *out)
             "      allgather, CSV rows; the size is the whole gathered output\n"
             "  ring-launch -n 4 -- ring-bench --coll broadcast --root 2 -b 64M -e 64M\n"
             "      one size, broadcast from rank 2\n"
+            "  ring-launch -n 2 -- ring-bench --overlap --compute-ms 20\n"
+            "      allreduce of 16M and 64M against 20 ms of computation\n"
             "  ring-launch -n 4 -- ring-bench --doctor\n");
 }
 
@@ -137,6 +163,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         {"sparse-shared", no_argument, NULL, 'Z'}, {"register", no_argument, NULL, 'R'},
         {"doctor", no_argument, NULL, 'D'}, {"doctor-bytes", required_argument, NULL, 'Y'},
         {"coll", required_argument, NULL, 'K'}, {"root", required_argument, NULL, 'r'},
+        {"overlap", no_argument, NULL, 'V'}, {"compute-ms", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0}};
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0, opt;
@@ -160,8 +187,14 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
     while ((opt = getopt_long(nrest, rest, "b:e:f:n:w:t:co:r:", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (opt) {
-        case 'b': if (ring_parse_size(optarg, &o->min_bytes) != 0) bad = "-b"; break;
-        case 'e': if (ring_parse_size(optarg, &o->max_bytes) != 0) bad = "-e"; break;
+        case 'b':
+            if (ring_parse_size(optarg, &o->min_bytes) != 0) bad = "-b";
+            o->sizes_given = 1;
+            break;
+        case 'e':
+            if (ring_parse_size(optarg, &o->max_bytes) != 0) bad = "-e";
+            o->sizes_given = 1;
+            break;
         case 'f': {
             char *end;
             o->factor = strtod(optarg, &end);
@@ -213,6 +246,14 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
             if (ring_parse_long(optarg, &l) != 0 || l < 0 || l > 1000000) bad = "--root";
             else o->root = (int)l;
             break;
+        case 'V': o->overlap = 1; break;
+        case 'M': {
+            char *end;
+            o->compute_ms = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(o->compute_ms > 0 && o->compute_ms <= 1e6))
+                bad = "--compute-ms";
+            break;
+        }
         default:
             fprintf(stderr, "ring-bench: unknown option; see ring-bench --help\n");
             free(rest);
@@ -232,6 +273,19 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         return 2;
     }
     free(rest);
+    if (o->overlap && (o->doctor || (o->coll_given && o->coll != BENCH_ALLREDUCE))) {
+        fprintf(stderr, "ring-bench: --overlap measures allreduce; it takes neither --doctor "
+                "nor --coll %s\n", o->doctor ? "(any)" : bench_coll_name(o->coll));
+        return 2;
+    }
+    if (o->compute_ms > 0 && !o->overlap) {
+        fprintf(stderr, "ring-bench: --compute-ms is --overlap's; see ring-bench --help\n");
+        return 2;
+    }
+    if (o->overlap && !o->sizes_given) {
+        o->min_bytes = (size_t)16 << 20;
+        o->max_bytes = (size_t)64 << 20;
+    }
     if (o->min_bytes > o->max_bytes) {
         fprintf(stderr, "ring-bench: -b %zu is larger than -e %zu\n", o->min_bytes, o->max_bytes);
         return 2;
@@ -492,6 +546,10 @@ int main(int argc, char **argv)
     o.tolerance = strcmp(cfg.codec, "fp16") == 0   ? 0.002 * cfg.world_size
                   : strcmp(cfg.codec, "bf16") == 0 ? 0.016 * cfg.world_size
                                                    : 1e-5;
+    if (o.overlap) {
+        rc = bench_overlap(&o, &cfg);
+        goto out;
+    }
     if (o.doctor) {
         if (ring_comm_open(&cfg, &comm) != RING_OK) {
             fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, ring_last_error());

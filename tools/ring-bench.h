@@ -1,8 +1,9 @@
 /*
  * ring-bench.h - what the parts of ring-bench share: the options, the
  * collectives it measures (ring-bench-coll.c: their shapes, calls, busbw
- * factors and correctness checks). ring-bench.c parses the command line and
- * runs the size loop.
+ * factors and correctness checks) and the overlap measurement
+ * (ring-bench-overlap.c). ring-bench.c parses the command line and runs the
+ * size loop.
  */
 #ifndef RING_BENCH_H
 #define RING_BENCH_H
@@ -22,6 +23,7 @@ typedef enum bench_coll {
 
 typedef struct bench_opts {
     size_t min_bytes, max_bytes;
+    int sizes_given;    /* -b or -e was given (--overlap has its own default sizes) */
     double factor;
     int iters;          /* 0: as many as fit in target_s */
     int warmup;
@@ -39,6 +41,8 @@ typedef struct bench_opts {
     int root;           /* --root, for broadcast */
     int doctor;         /* --doctor: measure every ring edge instead */
     size_t doctor_bytes;
+    int overlap;        /* --overlap: allreduce while the caller computes */
+    double compute_ms;  /* --compute-ms; 0: as long as the allreduce alone */
 } bench_opts_t;
 
 /* ---- ring-bench.c ---------------------------------------------------------- */
@@ -85,5 +89,11 @@ void bench_coll_fill_check(ring_comm_t *comm, const bench_opts_t *o, const bench
                            float *sbuf, float *rbuf);
 size_t bench_coll_verify(ring_comm_t *comm, const bench_opts_t *o, const bench_shape_t *s,
                          const float *sbuf, const float *rbuf);
+
+/* ---- ring-bench-overlap.c: --overlap ---------------------------------------- */
+
+/* Run the overlap measurement (it opens its own two communicators from cfg);
+ * 0, 1 (a failure or wrong values) or 2 (bad usage). */
+int bench_overlap(const bench_opts_t *o, ring_config_t *cfg);
 
 #endif /* RING_BENCH_H */
