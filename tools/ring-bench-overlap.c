@@ -7,9 +7,10 @@
  * is max(compute, allreduce)), if it has a core to run on.
  *
  * The computation is a fixed amount of real work (64x64 float matrix
- * products), calibrated to C ms on an idle ring, not a timed spin: when the
- * progress thread takes the core from it, the compute part of the step gets
- * longer, and the table shows that as "compute in step".
+ * products), calibrated to C ms per size with the ring idle and every peer
+ * computing, not a timed spin: when the progress thread takes the core from
+ * it, the compute part of the step gets longer, and the table shows that as
+ * "compute in step". Both modes run the same amount.
  *
  * The two modes run on two communicators, opened one after the other from
  * the same settings with progress-thread off, then on.
@@ -59,22 +60,32 @@ static void ov_compute(ov_work_t *w, long blocks)
     w->sink = w->c[OV_DIM + 1];
 }
 
-/* Blocks per second on this core, the best of three runs of at least 50 ms. */
-static void ov_calibrate(ov_work_t *w)
+/* Blocks per second on this core while every peer computes too (as in the
+ * steps: peers on one host may share more than the caches), the median of
+ * three runs of at least 50 ms that start together. */
+static ring_status_t ov_calibrate(ring_comm_t *comm, ov_work_t *w)
 {
-    w->blocks_per_s = 0;
+    double rate[3], t;
+
     for (int run = 0; run < 3; run++) {
+        ring_status_t st = ring_barrier(comm);
+        if (st != RING_OK)
+            return st;
         for (long blocks = 1;; blocks *= 2) {
             double t0 = bench_now(), dt;
             ov_compute(w, blocks);
             dt = bench_now() - t0;
             if (dt >= 0.05) {
-                if (blocks / dt > w->blocks_per_s)
-                    w->blocks_per_s = blocks / dt;
+                rate[run] = blocks / dt;
                 break;
             }
         }
     }
+    if (rate[0] > rate[1]) { t = rate[0]; rate[0] = rate[1]; rate[1] = t; }
+    if (rate[1] > rate[2]) { t = rate[1]; rate[1] = rate[2]; rate[2] = t; }
+    if (rate[0] > rate[1]) { t = rate[0]; rate[0] = rate[1]; rate[1] = t; }
+    w->blocks_per_s = rate[1];
+    return RING_OK;
 }
 
 static long ov_blocks(const ov_work_t *w, double ms)
@@ -143,10 +154,12 @@ static ring_status_t ov_steps(ring_comm_t *comm, ov_work_t *w, long blocks, int 
     return RING_OK;
 }
 
-/* Measure one size on comm; *compute_ms is C (set from the allreduce when 0). */
+/* Measure one size on comm. *blocks_p is the computation of a step: 0 the
+ * first time (with the progress thread off), then set to C ms of it, C being
+ * --compute-ms or the allreduce alone; the same blocks serve the other mode. */
 static ring_status_t ov_size(ring_comm_t *comm, const bench_opts_t *o, ov_work_t *w,
                              size_t bytes, float *sbuf, float *rbuf, float *slots,
-                             double *compute_ms, ov_row_t *row)
+                             long *blocks_p, ov_row_t *row)
 {
     size_t count = bytes / sizeof(float);
     int steps = o->iters > 0 ? o->iters : OV_STEPS_DEFAULT, rank = ring_comm_rank(comm);
@@ -162,9 +175,20 @@ static ring_status_t ov_size(ring_comm_t *comm, const bench_opts_t *o, ov_work_t
     for (int i = 0; i < steps; i++)
         OV_CHECK(ring_allreduce(comm, sbuf, rbuf, count, RING_FLOAT32, RING_SUM));
     OV_CHECK(bench_max(comm, slots, (bench_now() - t0) / steps, &row->allreduce));
-    if (*compute_ms <= 0)
-        *compute_ms = row->allreduce * 1e3;
-    blocks = ov_blocks(w, *compute_ms);
+    if (*blocks_p == 0) {
+        double ms = o->compute_ms > 0 ? o->compute_ms : row->allreduce * 1e3;
+        /* the calibration's estimate, corrected by one timed run of it */
+        blocks = ov_blocks(w, ms);
+        OV_CHECK(ring_barrier(comm));
+        t0 = bench_now();
+        ov_compute(w, blocks);
+        mine = (bench_now() - t0) * 1e3;
+        if (mine > 0)
+            blocks = (long)((double)blocks * ms / mine + 0.5);
+        *blocks_p = blocks < 1 ? 1 : blocks;
+    }
+    blocks = *blocks_p;
+    OV_CHECK(ring_barrier(comm));
     /* the compute alone, with every peer doing the same (as in the steps) */
     ov_compute(w, blocks);
     t0 = bench_now();
@@ -245,14 +269,14 @@ int bench_overlap(const bench_opts_t *o, ring_config_t *cfg)
 {
     static const char *const modes[2] = {"off", "on"};
     int nsizes = 0, rc = 0, failed = 0;
-    double *cms = NULL;
+    long *blocks = NULL; /* per size: the computation of a step */
     float *sbuf = NULL, *rbuf = NULL, *slots = NULL;
     ov_work_t *w = NULL;
     ov_host_t host = {0};
 
     for (double b = (double)o->min_bytes; b <= (double)o->max_bytes; b *= o->factor)
         nsizes++;
-    if ((cms = calloc((size_t)nsizes + 1, sizeof(double))) == NULL ||
+    if ((blocks = calloc((size_t)nsizes + 1, sizeof(long))) == NULL ||
         (w = calloc(1, sizeof(*w))) == NULL ||
         (slots = calloc((size_t)cfg->world_size, sizeof(float))) == NULL ||
         posix_memalign((void **)&sbuf, 4096, o->max_bytes + 64) != 0 ||
@@ -279,9 +303,7 @@ int bench_overlap(const bench_opts_t *o, ring_config_t *cfg)
         }
         ring_config_free(&c);
         if (m == 0) {
-            /* calibrate while the peers do the same: as busy as during the steps */
-            ov_calibrate(w);
-            if (ov_host_census(comm, &host) != RING_OK) {
+            if (ov_calibrate(comm, w) != RING_OK || ov_host_census(comm, &host) != RING_OK) {
                 rc = 1;
             } else if (cfg->rank == 0) {
                 ov_header(comm, o, cfg, w, &host);
@@ -292,9 +314,7 @@ int bench_overlap(const bench_opts_t *o, ring_config_t *cfg)
             size_t bytes = ((size_t)b / sizeof(float)) * sizeof(float);
             ov_row_t row;
 
-            if (m == 0)
-                cms[k] = o->compute_ms;
-            if (ov_size(comm, o, w, bytes, sbuf, rbuf, slots, &cms[k], &row) != RING_OK) {
+            if (ov_size(comm, o, w, bytes, sbuf, rbuf, slots, &blocks[k], &row) != RING_OK) {
                 rc = 1;
                 break;
             }
@@ -313,7 +333,7 @@ int bench_overlap(const bench_opts_t *o, ring_config_t *cfg)
         rc = 1;
     }
 out:
-    free(cms);
+    free(blocks);
     free(w);
     free(slots);
     free(sbuf);
