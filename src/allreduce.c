@@ -461,9 +461,11 @@ int ring_comm_progress(ring_comm_t *comm)
     ring_request_t *req;
     int moved;
 
-    if (comm->error != RING_OK)
-        return -1;
     moved = 0;
+    /* failed outside this function (the progress thread's timeout): fail what is pending,
+     * or its waiters never wake */
+    if (comm->error != RING_OK)
+        goto failed;
     if (comm->size > 1) /* hook: timeline.c; a pass that moved nothing was a wait */
         RING_TL_TIMED(comm, NULL, moved > 0 ? RING_TL_IO : RING_TL_WAIT, 0,
                       moved = comm->tp_ops->progress(comm->tp));
