@@ -362,7 +362,7 @@ static void run_case(const char *label, int n, const coll_case_t *c, const h_set
 
 /* ---- failures ----------------------------------------------------------------- */
 
-typedef enum fail_kind { F_OTHER_COLL, F_OTHER_ROOT, F_OTHER_SIZES, F_KILLED } fail_kind_t;
+typedef enum fail_kind { F_OTHER_COLL, F_OTHER_ROOT, F_OTHER_SIZES, F_KILLED, F_STOPPED } fail_kind_t;
 
 static int fail_main(int rank, int n, const ring_config_t *cfg, void *arg)
 {
@@ -396,6 +396,7 @@ static int fail_main(int rank, int n, const ring_config_t *cfg, void *arg)
         break;
     }
     case F_KILLED:
+    case F_STOPPED:
         h_ready();
         for (int i = 0; i < 100000 && st == RING_OK; i++)
             st = ring_broadcast(comm, buf, sizeof(buf), i % n);
@@ -412,11 +413,12 @@ static void run_failure(const char *label, fail_kind_t kind, ring_status_t want,
                         const char *phrase, const h_setting_t *settings)
 {
     h_run_t *run = calloc(1, sizeof(*run));
-    h_action_t kill_1 = {.after_ready = 0, .at = 0.3, .target = 1, .sig = SIGKILL};
+    h_action_t signal_1 = {.after_ready = 0, .at = 0.3, .target = 1,
+                           .sig = kind == F_STOPPED ? SIGSTOP : SIGKILL};
+    int signalled = kind == F_KILLED || kind == F_STOPPED;
     h_spec_t spec = {.n = 3, .settings = settings, .fn = fail_main, .arg = &kind,
                      .child_timeout = 20, .timeout = "3s",
-                     .actions = kind == F_KILLED ? &kill_1 : NULL,
-                     .nactions = kind == F_KILLED ? 1 : 0};
+                     .actions = signalled ? &signal_1 : NULL, .nactions = signalled ? 1 : 0};
     int all = 1, named = 1, named_any = 0;
 
     if (run == NULL || h_run(&spec, run) != 0) {
@@ -425,11 +427,12 @@ static void run_failure(const char *label, fail_kind_t kind, ring_status_t want,
         return;
     }
     for (int r = 0; r < 3; r++) {
-        if (kind == F_KILLED && r == 1)
+        if (signalled && r == 1)
             continue;
         all &= run->r[r].exited && run->r[r].code == 1 && run->r[r].t_end < 12 &&
                (h_val(&run->r[r], V_STATUS, 0) == (uint64_t)want ||
-                (kind == F_OTHER_ROOT && h_val(&run->r[r], V_STATUS, 0) == RING_ERR_REMOTE));
+                ((kind == F_OTHER_ROOT || kind == F_STOPPED) &&
+                 h_val(&run->r[r], V_STATUS, 0) == RING_ERR_REMOTE));
         named &= strstr(run->r[r].msg, phrase) != NULL;
         named_any |= strstr(run->r[r].msg, phrase) != NULL;
     }
@@ -477,6 +480,9 @@ int main(void)
     run_failure("N=3 SIGKILL rank 1 mid-broadcast", F_KILLED, RING_ERR_REMOTE, "rank 1", NULL);
     run_failure("N=3 SIGKILL rank 1 mid-broadcast, progress thread", F_KILLED, RING_ERR_REMOTE,
                 "rank 1", thread);
+    /* a stopped peer: the neighbour waiting for it times out, the other hears of it */
+    run_failure("N=3 SIGSTOP rank 1 mid-broadcast, progress thread", F_STOPPED,
+                RING_ERR_TIMED_OUT, "rank 1", thread);
     diag("t-coll: %.1f s", h_now() - t0);
     done_testing();
 }

@@ -29,17 +29,23 @@ cd "$top"
 jobs=${JOBS:-$(nproc)}
 build_root=${BUILD_ROOT:-$top/_build}
 
-# Debian 12 packages: the toolchain and the libraries ringd uses (gnuplot-nox: the
-# plots ring-exp.test checks; python3-dev, -numpy and -torch: the Python package and
-# tests/python, for /usr/bin/python3); the next line is for tests/verbs.test (a QEMU guest
-# with Soft-RoCE, see tools/rxe-vm), the last for tests/launchers.test (mpirun, and
-# a private Slurm started by tools/slurm-lab.sh).
-packages=(build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev libjansson-dev
-    libibverbs-dev libopenblas-dev dataset-fashion-mnist clang iproute2 util-linux procps python3 gnuplot-nox
-    python3-dev python3-numpy python3-torch
+# Debian 12 packages, grouped by what needs them
+packages=(
+    # the toolchain, the libraries ringd uses and its dataset
+    build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev libjansson-dev
+    libibverbs-dev libopenblas-dev dataset-fashion-mnist clang
+    # what the tests call: ip, unshare, flock, pgrep (tools/netns-lab.sh and others),
+    # gnuplot-nox for the plots ring-exp.test checks, python3 and iperf3 for
+    # tests/netns-lab.test (it skips its rate-cap check without iperf3)
+    iproute2 util-linux procps python3 gnuplot-nox iperf3
+    # tests/verbs.test: a QEMU guest with Soft-RoCE (see tools/rxe-vm)
     qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers librdmacm1
     ibverbs-utils perftest rdmacm-utils
-    openmpi-bin munge slurmctld slurmd slurm-client)
+    # tests/launchers.test: mpirun, and a private Slurm started by tools/slurm-lab.sh
+    openmpi-bin munge slurmctld slurmd slurm-client
+    # the Python package and tests/python (for /usr/bin/python3), and the next issues
+    python3-numpy python3-torch python3-dev python3-matplotlib
+)
 
 install_missing() {
     [ -n "${SKIP_APT:-}" ] && return 0

@@ -1,13 +1,15 @@
 /*
- * ring-bench - allreduce bandwidth and latency, nccl-tests style.
+ * ring-bench - collective bandwidth and latency, nccl-tests style.
  *
  * Runs as one peer: start N of them with ring-launch (or any launcher that
  * sets RING_RANK, RING_WORLD_SIZE and RING_PEERS). For each size it prints,
  * on rank 0: bytes, count, dtype, time per call in microseconds (the
- * slowest rank's mean), algbw = bytes / time and busbw = algbw * 2(N-1)/N
- * in GB/s (1e9 bytes/s), and #wrong from the correctness check (-c).
+ * slowest rank's mean), algbw = bytes / time and busbw = algbw * the
+ * collective's factor in GB/s (1e9 bytes/s), and #wrong from the
+ * correctness check (-c). --coll picks the collective (ring-bench-coll.c).
  * With --doctor it runs the ring doctor instead (ring_comm_doctor): every
- * ring edge measured on its own, slow ones named.
+ * ring edge measured on its own, slow ones named; with --overlap it measures
+ * how much of an allreduce hides behind computation (ring-bench-overlap.c).
  */
 #include "config.h"
 
@@ -24,26 +26,9 @@
 #include <ringd/ringd.h>
 
 #include "parse.h"
+#include "ring-bench.h"
 
-typedef struct bench_opts {
-    size_t min_bytes, max_bytes;
-    double factor;
-    int iters;          /* 0: as many as fit in target_s */
-    int warmup;
-    double target_s;
-    int check;
-    int csv;
-    int inplace;
-    int register_bufs;  /* ring_comm_register the buffers (verbs: no bounce copy) */
-    double sparsity;    /* fraction of zeros in the timed data */
-    int sparse_shared;  /* every peer has its zeros at the same places */
-    double tolerance;   /* relative, for -c; set from the codec */
-    ring_op_t op;
-    int doctor;         /* --doctor: measure every ring edge instead */
-    size_t doctor_bytes;
-} bench_opts_t;
-
-static double bench_now(void)
+double bench_now(void)
 {
     struct timespec ts;
 
@@ -59,10 +44,20 @@ static void bench_usage(FILE *out)
             "       ring-bench [options]   (with RING_RANK, RING_WORLD_SIZE and RING_PEERS\n"
             "                              or RING_RENDEZVOUS set; see ringd --print-env)\n"
             "\n"
-            "Measures ring allreduce of float32 buffers, size by size, and prints a\n"
-            "table on rank 0: bytes, count, dtype, time (us, slowest rank's mean per\n"
-            "call), algbw = bytes/time and busbw = algbw*2(N-1)/N (GB/s = 1e9 B/s),\n"
-            "and #wrong from the correctness check.\n"
+            "Measures one collective of float32 buffers (allreduce unless --coll says\n"
+            "otherwise), size by size, and prints a table on rank 0, as nccl-tests does:\n"
+            "  bytes    the size: the buffer (allreduce, broadcast), the whole output of\n"
+            "           allgather or the whole input of reducescatter (N blocks of\n"
+            "           bytes/N; sizes are rounded down to whole float32 elements, and\n"
+            "           for those two to a multiple of N of them)\n"
+            "  count    float32 elements of the call's count argument: bytes/4, or one\n"
+            "           rank's block (bytes/4/N) for allgather and reducescatter\n"
+            "  time     microseconds per call, the slowest rank's mean\n"
+            "  algbw    bytes / time, GB/s (1e9 bytes/s)\n"
+            "  busbw    algbw * 2(N-1)/N for allreduce, * (N-1)/N for allgather and\n"
+            "           reducescatter, * 1 for broadcast: the bandwidth each link carried,\n"
+            "           comparable across N and with the hardware (busbw = algbw when N = 1)\n"
+            "  #wrong   elements -c found wrong, summed over the ranks\n"
             "\n"
             "Benchmark options:\n"
             "  -b, --minbytes SIZE   smallest buffer (default 4K; K/M/G suffixes)\n"
@@ -71,9 +66,20 @@ static void bench_usage(FILE *out)
             "  -n, --iters N         timed calls per size (default: enough for -t)\n"
             "  -w, --warmup N        untimed calls per size first (default 3)\n"
             "  -t, --target SECS     time to spend per size when -n is not given (default 0.3)\n"
-            "  -c, --check           verify one result per size against the exact sum\n"
-            "  -o, --op sum|avg      reduction (default sum)\n"
-            "      --inplace         sendbuf == recvbuf\n"
+            "  -c, --check           after the timed calls, one more call per size with known\n"
+            "                        data, checked on every rank: allreduce and reducescatter\n"
+            "                        against the exact sums of small integers (within the\n"
+            "                        codec's rounding for fp16 and bf16), broadcast bit for\n"
+            "                        bit against the root's bytes, allgather bit for bit\n"
+            "                        against every rank's block\n"
+            "  -o, --op sum|avg      reduction of allreduce and reducescatter (default sum)\n"
+            "      --coll NAME       the collective: allreduce (default), broadcast,\n"
+            "                        allgather or reducescatter\n"
+            "  -r, --root R          the rank broadcast sends from (default 0; 0..N-1; the\n"
+            "                        other collectives have no root)\n"
+            "      --inplace         one buffer: sendbuf == recvbuf for allreduce, this\n"
+            "                        rank's block of the output (allgather) or of the input\n"
+            "                        (reducescatter); broadcast is always in place\n"
             "      --register        register the buffers with the communicator first\n"
             "                        (ring_comm_register: over verbs they are sent\n"
             "                        without a copy)\n"
@@ -81,7 +87,9 @@ static void bench_usage(FILE *out)
             "                        gradient-like values, which lz4 cannot shrink)\n"
             "      --sparse-shared   zeros at the same places on every peer (default: each\n"
             "                        peer's own, so the sums are denser than the inputs)\n"
-            "      --csv             print CSV: bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong\n"
+            "      --csv             print CSV instead of the table:\n"
+            "                        bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong,coll\n"
+            "                        (the first seven columns as before --coll existed)\n"
             "      --doctor          the ring doctor instead: measure every edge of the ring\n"
             "                        (a peer to its right neighbour) on its own, the others\n"
             "                        idle: bandwidth (bursts back to back, the best of 5 laps\n"
@@ -91,6 +99,29 @@ static void bench_usage(FILE *out)
             "                        bandwidth, both peers with rank and host\n"
             "      --doctor-bytes SIZE  bytes per burst (default 8M; less on an edge too slow\n"
             "                        to move them in 0.2 s)\n"
+            "      --overlap         how much of an allreduce hides behind computation:\n"
+            "                        per size (default 16M and 64M; -b, -e and -f choose\n"
+            "                        others) and per step, ring_allreduce_start, then C ms of\n"
+            "                        single-threaded float arithmetic (64x64 matrix\n"
+            "                        products: the core stays busy), then ring_request_wait.\n"
+            "                        It runs twice, on a communicator with the progress\n"
+            "                        thread off and then on one with it on, and prints per\n"
+            "                        size and mode: compute alone, allreduce alone, the\n"
+            "                        step, its compute part (longer than alone when the\n"
+            "                        thread takes the core from it), the ratio\n"
+            "                        step / max(compute, allreduce) (1.0: the shorter\n"
+            "                        one is hidden entirely; 2.0 when both are equal and\n"
+            "                        nothing overlaps) and the hidden share of the shorter\n"
+            "                        one. -n sets the timed steps (default 10), -w the\n"
+            "                        untimed ones (default 3), -c checks one overlapped\n"
+            "                        result. The header gives the cores online: a progress\n"
+            "                        thread per peer needs a core of its own to overlap (on\n"
+            "                        loopback, moving the bytes is CPU work too;\n"
+            "                        --rate-limit makes the link the bottleneck instead).\n"
+            "                        It opens the two communicators one after the other\n"
+            "                        (progress-thread is set for each, whatever was given)\n"
+            "      --compute-ms MS   --overlap's C (default: the allreduce's own time with\n"
+            "                        the progress thread off, per size, so both are equal)\n"
             "      --sweep ARGS...   (first) sizes x codecs x N x link rate in many rings,\n"
             "                        with CSV, plots and the alpha-beta fit: the ring-sweep\n"
             "                        driver; see ring-bench --sweep --help\n"
@@ -101,13 +132,21 @@ static void bench_usage(FILE *out)
     ring_config_print_help(out);
     fprintf(out,
             "\n"
-            "Exit status: 0 on success; 1 when an allreduce failed or a check found\n"
-            "wrong values (the message names the peer and phase); 2 on bad usage;\n"
-            "3 with --doctor when it found a slow edge (on every rank: all know the\n"
-            "results; the measurement itself succeeded).\n"
+            "Exit status: 0 on success; 1 when a collective failed or a check found\n"
+            "wrong values (the message names the peer and phase); 2 on bad usage\n"
+            "(an unknown --coll, a --root that is not a rank of the ring...); 3 with\n"
+            "--doctor when it found a slow edge (on every rank: all know the results;\n"
+            "the measurement itself succeeded).\n"
             "\n"
-            "Example:\n"
+            "Examples:\n"
             "  ring-launch -n 4 -- ring-bench -b 1M -e 256M -f 4 -c\n"
+            "      allreduce from 1 MiB to 256 MiB, checked\n"
+            "  ring-launch -n 4 -- ring-bench --coll allgather -b 4K -e 64M -c --csv\n"
+            "      allgather, CSV rows; the size is the whole gathered output\n"
+            "  ring-launch -n 4 -- ring-bench --coll broadcast --root 2 -b 64M -e 64M\n"
+            "      one size, broadcast from rank 2\n"
+            "  ring-launch -n 2 -- ring-bench --overlap --compute-ms 20\n"
+            "      allreduce of 16M and 64M against 20 ms of computation\n"
             "  ring-launch -n 4 -- ring-bench --doctor\n");
 }
 
@@ -123,6 +162,8 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         {"sparsity", required_argument, NULL, 'S'},
         {"sparse-shared", no_argument, NULL, 'Z'}, {"register", no_argument, NULL, 'R'},
         {"doctor", no_argument, NULL, 'D'}, {"doctor-bytes", required_argument, NULL, 'Y'},
+        {"coll", required_argument, NULL, 'K'}, {"root", required_argument, NULL, 'r'},
+        {"overlap", no_argument, NULL, 'V'}, {"compute-ms", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0}};
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0, opt;
@@ -143,11 +184,17 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         }
     }
     optind = 1;
-    while ((opt = getopt_long(nrest, rest, "b:e:f:n:w:t:co:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(nrest, rest, "b:e:f:n:w:t:co:r:", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (opt) {
-        case 'b': if (ring_parse_size(optarg, &o->min_bytes) != 0) bad = "-b"; break;
-        case 'e': if (ring_parse_size(optarg, &o->max_bytes) != 0) bad = "-e"; break;
+        case 'b':
+            if (ring_parse_size(optarg, &o->min_bytes) != 0) bad = "-b";
+            o->sizes_given = 1;
+            break;
+        case 'e':
+            if (ring_parse_size(optarg, &o->max_bytes) != 0) bad = "-e";
+            o->sizes_given = 1;
+            break;
         case 'f': {
             char *end;
             o->factor = strtod(optarg, &end);
@@ -186,6 +233,27 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
             else
                 o->doctor = 1;
             break;
+        case 'K':
+            if (bench_coll_parse(optarg, &o->coll) != 0) {
+                fprintf(stderr, "ring-bench: unknown collective '%s' for --coll: use allreduce, "
+                        "broadcast, allgather or reducescatter\n", optarg);
+                free(rest);
+                return 2;
+            }
+            o->coll_given = 1;
+            break;
+        case 'r':
+            if (ring_parse_long(optarg, &l) != 0 || l < 0 || l > 1000000) bad = "--root";
+            else o->root = (int)l;
+            break;
+        case 'V': o->overlap = 1; break;
+        case 'M': {
+            char *end;
+            o->compute_ms = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(o->compute_ms > 0 && o->compute_ms <= 1e6))
+                bad = "--compute-ms";
+            break;
+        }
         default:
             fprintf(stderr, "ring-bench: unknown option; see ring-bench --help\n");
             free(rest);
@@ -205,6 +273,19 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         return 2;
     }
     free(rest);
+    if (o->overlap && (o->doctor || (o->coll_given && o->coll != BENCH_ALLREDUCE))) {
+        fprintf(stderr, "ring-bench: --overlap measures allreduce; it takes neither --doctor "
+                "nor --coll %s\n", o->doctor ? "(any)" : bench_coll_name(o->coll));
+        return 2;
+    }
+    if (o->compute_ms > 0 && !o->overlap) {
+        fprintf(stderr, "ring-bench: --compute-ms is --overlap's; see ring-bench --help\n");
+        return 2;
+    }
+    if (o->overlap && !o->sizes_given) {
+        o->min_bytes = (size_t)16 << 20;
+        o->max_bytes = (size_t)64 << 20;
+    }
     if (o->min_bytes > o->max_bytes) {
         fprintf(stderr, "ring-bench: -b %zu is larger than -e %zu\n", o->min_bytes, o->max_bytes);
         return 2;
@@ -212,8 +293,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
     return 0;
 }
 
-/* The same value on every rank: the maximum over ranks of v (each rank owns one slot). */
-static ring_status_t bench_max(ring_comm_t *comm, float *slots, double v, double *max_p)
+ring_status_t bench_max(ring_comm_t *comm, float *slots, double v, double *max_p)
 {
     int n = ring_comm_size(comm);
 
@@ -228,16 +308,31 @@ static ring_status_t bench_max(ring_comm_t *comm, float *slots, double v, double
     return RING_OK;
 }
 
+/* (exact for counts below 2^24 per rank: #wrong of one check) */
+ring_status_t bench_sum(ring_comm_t *comm, float *slots, double v, double *sum_p)
+{
+    int n = ring_comm_size(comm);
+
+    memset(slots, 0, (size_t)n * sizeof(float));
+    slots[ring_comm_rank(comm)] = (float)v;
+    if (ring_allreduce(comm, slots, slots, (size_t)n, RING_FLOAT32, RING_SUM) != RING_OK)
+        return RING_ERR_REMOTE;
+    *sum_p = 0;
+    for (int i = 0; i < n; i++)
+        *sum_p += slots[i];
+    return RING_OK;
+}
+
 /* Timed data: gradient-like values (about N(0, 0.01^2), no pattern lz4 could
  * exploit), with a fraction `sparsity` of exact zeros. */
-static uint64_t bench_mix(uint64_t h)
+uint64_t bench_mix(uint64_t h)
 {
     h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
     h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
     return h ^ (h >> 31);
 }
 
-static void bench_fill_timed(float *buf, size_t count, int rank, double sparsity, int shared)
+void bench_fill_timed(float *buf, size_t count, int rank, double sparsity, int shared)
 {
     uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1);
     uint32_t zero_below = (uint32_t)(sparsity * 4294967295.0);
@@ -260,21 +355,21 @@ static void bench_fill_timed(float *buf, size_t count, int rank, double sparsity
     }
 }
 
-static void bench_fill(float *buf, size_t count, int rank)
+void bench_fill(float *buf, size_t count, int rank)
 {
     /* integer-valued: every partial sum is exact in fp32 */
     for (size_t i = 0; i < count; i++)
         buf[i] = (float)((rank + 1) * (int)((i % 13) + 1));
 }
 
-static size_t bench_verify(const float *buf, size_t count, int n, ring_op_t op,
-                           double tolerance)
+size_t bench_verify(const float *buf, size_t count, size_t first_index, int n, ring_op_t op,
+                    double tolerance)
 {
     size_t wrong = 0;
     double ranks_sum = (double)n * (n + 1) / 2.0;
 
     for (size_t i = 0; i < count; i++) {
-        double want = ranks_sum * (double)((i % 13) + 1);
+        double want = ranks_sum * (double)(((first_index + i) % 13) + 1);
         if (op == RING_AVG)
             want /= n;
         if (fabs((double)buf[i] - want) > tolerance * want)
@@ -283,25 +378,23 @@ static size_t bench_verify(const float *buf, size_t count, int n, ring_op_t op,
     return wrong;
 }
 
-static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t bytes, float *sbuf,
+static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t want_bytes, float *sbuf,
                       float *rbuf, float *slots)
 {
-    size_t count = bytes / sizeof(float);
-    float *dst = o->inplace ? sbuf : rbuf;
-    int n = ring_comm_size(comm), rank = ring_comm_rank(comm);
-    double t0, per_call, iters_d, worst;
+    bench_shape_t s;
+    int n = ring_comm_size(comm);
+    double t0, per_call, iters_d, worst, wrong_all = 0;
     int iters;
-    size_t wrong = 0;
-    double wrong_all = 0;
 
+    bench_coll_shape(o->coll, want_bytes, n, &s);
     for (int i = 0; i < o->warmup; i++)
-        if (ring_allreduce(comm, sbuf, dst, count, RING_FLOAT32, o->op) != RING_OK)
+        if (bench_coll_call(comm, o, &s, sbuf, rbuf) != RING_OK)
             return -1;
     iters = o->iters;
     if (iters == 0) {
         /* estimate from one timed call; all ranks must agree on the count */
         t0 = bench_now();
-        if (ring_allreduce(comm, sbuf, dst, count, RING_FLOAT32, o->op) != RING_OK)
+        if (bench_coll_call(comm, o, &s, sbuf, rbuf) != RING_OK)
             return -1;
         per_call = bench_now() - t0;
         if (bench_max(comm, slots, per_call, &worst) != RING_OK)
@@ -311,31 +404,26 @@ static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t bytes, fl
     }
     t0 = bench_now();
     for (int i = 0; i < iters; i++)
-        if (ring_allreduce(comm, sbuf, dst, count, RING_FLOAT32, o->op) != RING_OK)
+        if (bench_coll_call(comm, o, &s, sbuf, rbuf) != RING_OK)
             return -1;
     per_call = (bench_now() - t0) / iters;
     if (bench_max(comm, slots, per_call, &worst) != RING_OK)
         return -1;
     if (o->check) {
-        bench_fill(sbuf, count, rank);
-        if (ring_allreduce(comm, sbuf, dst, count, RING_FLOAT32, o->op) != RING_OK)
+        bench_coll_fill_check(comm, o, &s, sbuf, rbuf);
+        if (bench_coll_call(comm, o, &s, sbuf, rbuf) != RING_OK ||
+            bench_sum(comm, slots, (double)bench_coll_verify(comm, o, &s, sbuf, rbuf),
+                      &wrong_all) != RING_OK)
             return -1;
-        wrong = bench_verify(dst, count, n, o->op, o->tolerance);
-        memset(slots, 0, (size_t)n * sizeof(float));
-        slots[rank] = (float)wrong;
-        if (ring_allreduce(comm, slots, slots, (size_t)n, RING_FLOAT32, RING_SUM) != RING_OK)
-            return -1;
-        for (int i = 0; i < n; i++)
-            wrong_all += slots[i];
     }
-    if (rank == 0) {
-        double algbw = worst > 0 ? (double)bytes / worst / 1e9 : 0;
-        double busbw = n > 1 ? algbw * 2.0 * (n - 1) / n : algbw;
+    if (ring_comm_rank(comm) == 0) {
+        double algbw = worst > 0 ? (double)s.bytes / worst / 1e9 : 0;
+        double busbw = algbw * bench_coll_busbw_factor(o->coll, n);
         if (o->csv)
-            printf("%zu,%zu,float32,%.2f,%.4f,%.4f,%.0f\n", bytes, count, worst * 1e6, algbw,
-                   busbw, wrong_all);
+            printf("%zu,%zu,float32,%.2f,%.4f,%.4f,%.0f,%s\n", s.bytes, s.count, worst * 1e6,
+                   algbw, busbw, wrong_all, bench_coll_name(o->coll));
         else
-            printf("%12zu %12zu %8s %12.1f %10.3f %10.3f %8.0f\n", bytes, count, "float32",
+            printf("%12zu %12zu %8s %12.1f %10.3f %10.3f %8.0f\n", s.bytes, s.count, "float32",
                    worst * 1e6, algbw, busbw, wrong_all);
         fflush(stdout);
     }
@@ -448,6 +536,20 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    if (o.root >= cfg.world_size) {
+        fprintf(stderr, "ring-bench: --root %d is not a rank of this ring of %d (0..%d)\n",
+                o.root, cfg.world_size, cfg.world_size - 1);
+        rc = 2;
+        goto out;
+    }
+    /* -c: integer sums are exact in fp32; fp16 and bf16 round them after the average */
+    o.tolerance = strcmp(cfg.codec, "fp16") == 0   ? 0.002 * cfg.world_size
+                  : strcmp(cfg.codec, "bf16") == 0 ? 0.016 * cfg.world_size
+                                                   : 1e-5;
+    if (o.overlap) {
+        rc = bench_overlap(&o, &cfg);
+        goto out;
+    }
     if (o.doctor) {
         if (ring_comm_open(&cfg, &comm) != RING_OK) {
             fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, ring_last_error());
@@ -468,10 +570,6 @@ int main(int argc, char **argv)
     memset(sbuf, 0, o.max_bytes);
     memset(rbuf, 0, o.max_bytes);
     bench_fill_timed(sbuf, o.max_bytes / sizeof(float), cfg.rank, o.sparsity, o.sparse_shared);
-    /* -c: integer sums are exact in fp32; fp16 and bf16 round them after the average */
-    o.tolerance = strcmp(cfg.codec, "fp16") == 0   ? 0.002 * cfg.world_size
-                  : strcmp(cfg.codec, "bf16") == 0 ? 0.016 * cfg.world_size
-                                                   : 1e-5;
     if (ring_comm_open(&cfg, &comm) != RING_OK ||
         (o.register_bufs && (ring_comm_register(comm, sbuf, o.max_bytes) != RING_OK ||
                              ring_comm_register(comm, rbuf, o.max_bytes) != RING_OK))) {
@@ -481,15 +579,30 @@ int main(int argc, char **argv)
     }
     if (cfg.rank == 0) {
         if (o.csv) {
-            printf("bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong\n");
+            printf("bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong,coll\n");
         } else {
-            printf("# ring-bench (ringd %s): %d peers, transport %s, chunk %zu, channels %d, "
-                   "streams %d, codec %s, lz4 %s, op %s, %s, sparsity %g%s\n", ring_version(),
-                   cfg.world_size, ring_comm_transport(comm), cfg.chunk_bytes, cfg.channels, cfg.tcp_streams,
-                   cfg.codec, cfg.lz4, o.op == RING_SUM ? "sum" : "avg",
-                   o.inplace ? "in place" : "out of place", o.sparsity,
-                   o.sparse_shared ? " (shared)" : "");
-            printf("# algbw and busbw count the user's float32 bytes, whatever the codec\n");
+            char what[64];
+            int exact = o.coll == BENCH_BROADCAST || o.coll == BENCH_ALLGATHER;
+            if (o.coll == BENCH_BROADCAST)
+                snprintf(what, sizeof(what), "broadcast from rank %d", o.root);
+            else if (exact)
+                snprintf(what, sizeof(what), "%s", bench_coll_name(o.coll));
+            else
+                snprintf(what, sizeof(what), "%s, op %s", bench_coll_name(o.coll),
+                         o.op == RING_SUM ? "sum" : "avg");
+            printf("# ring-bench (ringd %s): %s, %d peers, transport %s, chunk %zu, channels %d, "
+                   "streams %d, codec %s, lz4 %s, %s, sparsity %g%s\n", ring_version(), what,
+                   cfg.world_size, ring_comm_transport(comm), cfg.chunk_bytes, cfg.channels,
+                   cfg.tcp_streams, cfg.codec, cfg.lz4,
+                   o.inplace || o.coll == BENCH_BROADCAST ? "in place" : "out of place",
+                   o.sparsity, o.sparse_shared ? " (shared)" : "");
+            printf("# algbw = bytes/time, busbw = algbw * %.3f (%s), counting the user's "
+                   "float32 bytes%s\n", bench_coll_busbw_factor(o.coll, cfg.world_size),
+                   cfg.world_size == 1                               ? "one peer"
+                   : o.coll == BENCH_ALLREDUCE                       ? "2(N-1)/N"
+                   : o.coll == BENCH_BROADCAST                       ? "1"
+                                                                     : "(N-1)/N",
+                   exact ? " (bytes move unencoded, whatever the codec)" : ", whatever the codec");
             if (ring_comm_autotune_report(comm)[0] != '\0')
                 printf("# %s\n", ring_comm_autotune_report(comm));
             printf("# %10s %12s %8s %12s %10s %10s %8s\n", "bytes", "count", "dtype", "time(us)",
