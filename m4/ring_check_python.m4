@@ -34,7 +34,8 @@ AC_DEFUN([RING_CHECK_PYTHON], [
     ring_py_tried=""
     for ring_py in $ring_py_candidates; do
       ring_py_path=$(command -v "$ring_py" 2>/dev/null) || ring_py_path=""
-      AS_IF([test -z "$ring_py_path"], [ring_py_tried="${ring_py_tried:+$ring_py_tried,} $ring_py (not found)"; continue])
+      AS_IF([test -z "$ring_py_path"],
+        [ring_py_tried="${ring_py_tried:+$ring_py_tried,} $ring_py (not found)"; continue])
       AS_IF([echo " $ring_py_tried" | grep -qF " $ring_py_path "], [continue])
       AS_IF(["$ring_py_path" -c 'import sys; assert sys.version_info >= (3, 7); import numpy' \
                >/dev/null 2>&1],
@@ -44,14 +45,16 @@ AC_DEFUN([RING_CHECK_PYTHON], [
     AS_IF([test -n "$ring_py_found"],
       [AC_MSG_RESULT([$ring_py_found${ring_py_tried:+ (passed over:$ring_py_tried)}])],
       [AC_MSG_RESULT([none:$ring_py_tried])
-       ring_python_why="no Python 3 with numpy:$ring_py_tried; install python3-numpy or pass --with-python=PATH"])
+       ring_python_why="no Python 3 with numpy:$ring_py_tried; install python3-numpy or pass"
+       ring_python_why="$ring_python_why --with-python=PATH"])
   ])
   AS_IF([test -n "$ring_py_found"], [
     PYTHON=$ring_py_found
     AM_PATH_PYTHON([3.7], [], [:])
     # Debian's python3 searches /usr/local/lib/python3.X/dist-packages, not the
     # site-packages automake derives from its posix_prefix scheme
-    ring_py_scheme=$($PYTHON -c 'import sysconfig; print(sysconfig.get_default_scheme())' 2>/dev/null)
+    ring_py_scheme=$($PYTHON -c 'import sysconfig; print(sysconfig.get_default_scheme())' \
+                       2>/dev/null)
     AS_IF([test "x$ring_py_scheme" = xposix_local], [
       AS_CASE([$pythondir], [*/site-packages],
         [pythondir=$(echo "$pythondir" | sed 's,/site-packages$,/dist-packages,')])
@@ -66,7 +69,8 @@ AC_DEFUN([RING_CHECK_PYTHON], [
     for ring_i in 1 2 3 4; do ring_py_dir=$(eval echo "$ring_py_dir"); done
     prefix=$ring_save_prefix; exec_prefix=$ring_save_exec_prefix
     AC_MSG_RESULT([$ring_py_dir/ringd])
-    ring_py_inc=$($PYTHON -c 'import sysconfig; print(sysconfig.get_paths()[["include"]])' 2>/dev/null)
+    ring_py_inc=$($PYTHON -c 'import sysconfig; print(sysconfig.get_paths()[["include"]])' \
+                    2>/dev/null)
     ring_save_CPPFLAGS=$CPPFLAGS
     CPPFLAGS="$CPPFLAGS -I$ring_py_inc"
     AC_CHECK_HEADER([Python.h], [ring_have_python=1],
@@ -74,8 +78,10 @@ AC_DEFUN([RING_CHECK_PYTHON], [
     CPPFLAGS=$ring_save_CPPFLAGS
     PYTHON_CPPFLAGS="-I$ring_py_inc"
   ])
-  AS_IF([test "$ring_have_python" = 0 && test "x$with_python" != xno && test "x$with_python" != xcheck],
-    [AC_MSG_ERROR([--with-python=$with_python but the Python package cannot be built: $ring_python_why])])
+  AS_IF([test "$ring_have_python" = 0 && test "x$with_python" != xno &&
+         test "x$with_python" != xcheck],
+    [ring_py_err="--with-python=$with_python but the Python package cannot be built"
+     AC_MSG_ERROR([$ring_py_err: $ring_python_why])])
   AS_IF([test "$ring_have_python" = 1], [
     ring_py_torch=$($PYTHON -c 'import torch; print("torch " + torch.__version__)' 2>/dev/null) ||
       ring_py_torch="no torch: its tests skip"
@@ -88,12 +94,13 @@ AC_DEFUN([RING_CHECK_PYTHON], [
     AS_IF([test "x$enable_sanitizers" = xyes], [
       for ring_rt in libasan.so libclang_rt.asan-x86_64.so; do
         ring_rt_path=$($CC -print-file-name=$ring_rt 2>/dev/null)
-        AS_IF([test -n "$ring_rt_path" && test "$ring_rt_path" != "$ring_rt" && test -e "$ring_rt_path"],
+        AS_IF([test -n "$ring_rt_path" && test "$ring_rt_path" != "$ring_rt" &&
+               test -e "$ring_rt_path"],
           [RING_PY_ASAN_RUNTIME=$ring_rt_path; break])
       done
       AS_IF([test -n "$RING_PY_ASAN_RUNTIME"],
         [ring_python_summary="$ring_python_summary; its tests preload $RING_PY_ASAN_RUNTIME"],
-        [ring_python_summary="$ring_python_summary; its tests skip (no ASan runtime to preload)"])
+        [ring_python_summary="$ring_python_summary; its tests skip (no ASan runtime)"])
     ])
   ], [
     # nothing installs there, but `make installdirs` must not make /ringd
