@@ -90,6 +90,12 @@ static int buf_from_view(PyObject *obj, const char *what, int writable, ringpy_b
                      what);
         goto fail;
     }
+    if (b->view.format != NULL && (b->view.format[0] == '>' || b->view.format[0] == '!')) {
+        PyErr_Format(PyExc_TypeError, "%s is big-endian (buffer format '%s'): convert it to "
+                     "the native byte order first (numpy: x.astype(x.dtype.newbyteorder('=')))",
+                     what, b->view.format);
+        goto fail;
+    }
     name = format_dtype(b->view.format, &b->kind);
     if (name == NULL) {
         PyErr_Format(PyExc_TypeError, "%s has the buffer format '%s', which ringd cannot move "

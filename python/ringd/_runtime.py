@@ -187,7 +187,8 @@ def init(**overrides):
     overrides (codec="fp16", timeout="30s", world_size=2, ...; underscores are dashes).
     Blocks until the ring is connected (bounded by connect-timeout). A bad setting raises
     ringd.ConfigError naming it. Calling it again while initialized does nothing (and
-    raises if given overrides)."""
+    raises if given overrides). Defaults are libringd's (codec none: fp32 on the wire,
+    exact; the ringd program's default is fp16), plus progress-thread on."""
     global _comm, _config
     with _lock:
         if _comm is not None:

@@ -211,6 +211,15 @@ def input_checks(t, ringd, np, torch):
              "out= overlapping the input: ValueError", lambda e: "overlap" in str(e))
     t.raises(TypeError, lambda: ringd.allreduce([1.0, 2.0]), "a list: TypeError",
              lambda e: "list" in str(e))
+    t.raises(TypeError, lambda: ringd.broadcast(np.ones(3, ">f4")),
+             "a big-endian array: TypeError saying so", lambda e: "big-endian" in str(e))
+    t.raises(TypeError, lambda: ringd.broadcast(np.array(["2026-01-01"], "datetime64[D]")),
+             "a dtype numpy cannot export (datetime64): TypeError with numpy's reason",
+             lambda e: "datetime64" in str(e) or "'M'" in str(e))
+    t.raises(TypeError, lambda: ringd.allreduce(bytearray(8)),
+             "a bytearray allreduce (uint8): TypeError", lambda e: "uint8" in str(e))
+    ba = bytearray(b"abc")
+    t.ok(ringd.broadcast(ba) is ba and ba == b"abc", "a bytearray broadcast (any buffer)")
     t.raises(TypeError, lambda: ringd.allreduce(np.array([object()] * 3)),
              "numpy object arrays cannot be moved: TypeError")
     t.raises(ValueError, lambda: ringd.allreduce(a, op="max"), "op='max': ValueError")
