@@ -30,9 +30,11 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     ring_comm_t *comm = NULL;
     ring_status_t st;
     char msg[RINGPY_MSG_MAX] = "";
+    int thread_on;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!:Comm", kwlist, &ringpy_config_type, &cfg))
         return NULL;
+    thread_on = strcmp(cfg->cfg->progress_thread, "on") == 0;
     self = (ringpy_comm_t *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -51,7 +53,6 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         Py_TYPE(self)->tp_free((PyObject *)self);
         return PyErr_NoMemory();
     }
-    self->threaded = strcmp(cfg->cfg->progress_thread, "on") == 0;
     Py_INCREF(cfg); /* nobody frees it while the GIL is released */
     Py_BEGIN_ALLOW_THREADS
     st = ring_comm_open(cfg->cfg, &comm);
@@ -66,6 +67,9 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     self->comm = comm;
     self->rank = ring_comm_rank(comm);
     self->size = ring_comm_size(comm);
+    /* comm.h: the setting starts the thread; a ring of one has none (nothing to drive),
+     * and its waits must keep the mutex */
+    self->threaded = thread_on && self->size > 1;
     return (PyObject *)self;
 }
 
