@@ -1,0 +1,80 @@
+"""Fusion buckets: parameters grouped so that many small gradients travel in
+a few large allreduces (DDP's and Horovod's tensor fusion), and the requests
+in flight, waited for in the order they started (ringd runs requests first
+in, first out, at most 16 per communicator)."""
+import collections
+
+import ringd
+
+# RING_MAX_REQUESTS is 16; leave room for the caller's own requests
+MAX_IN_FLIGHT = 12
+
+
+class Bucket:
+    """Parameters whose gradients travel together, at offsets in one flat buffer."""
+    __slots__ = ("index", "dtype", "params", "numel")
+
+    def __init__(self, index, dtype):
+        self.index = index
+        self.dtype = dtype
+        self.params = []  # (parameter, offset, numel)
+        self.numel = 0
+
+    def add(self, p):
+        self.params.append((p, self.numel, p.numel()))
+        self.numel += p.numel()
+
+
+def plan_buckets(params, bucket_bytes):
+    """Buckets in the order gradients are expected to arrive: the reverse of
+    registration order (backward runs the model backwards), one dtype per
+    bucket, each up to bucket_bytes (a larger parameter gets one of its own)."""
+    buckets, current = [], {}
+    for p in reversed(params):
+        b = current.get(p.dtype)
+        size = p.numel() * p.element_size()
+        if b is None or (b.numel > 0 and b.numel * p.element_size() + size > bucket_bytes):
+            b = Bucket(len(buckets), p.dtype)
+            buckets.append(b)
+            current[p.dtype] = b
+        b.add(p)
+    return buckets
+
+
+class InFlight:
+    """Allreduce handles of numbered steps, waited for oldest first. A
+    non-finite result (ringd.NonFiniteError: every peer gets it for the same
+    call) marks its step instead of raising."""
+
+    def __init__(self, limit=MAX_IN_FLIGHT):
+        self.limit = limit
+        self.queue = collections.deque()  # (step, handle)
+        self.nonfinite = set()
+
+    def __len__(self):
+        return len(self.queue)
+
+    def _wait_oldest(self):
+        step, handle = self.queue.popleft()
+        try:
+            handle.wait()
+        except ringd.NonFiniteError:
+            self.nonfinite.add(step)
+
+    def add(self, step, handle):
+        self.queue.append((step, handle))
+
+    def make_room(self):
+        while len(self.queue) >= self.limit:
+            self._wait_oldest()
+
+    def wait_through(self, step):
+        """Wait for every handle of steps <= step; True when that step's results are finite."""
+        while self.queue and self.queue[0][0] <= step:
+            self._wait_oldest()
+        finite = step not in self.nonfinite
+        self.nonfinite = {s for s in self.nonfinite if s > step}
+        return finite
+
+    def steps(self):
+        return sorted({s for s, _ in self.queue})

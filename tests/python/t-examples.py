@@ -1,0 +1,100 @@
+"""examples/pytorch: the porting diff the README shows is the real one and
+stays small, and the examples run under ring-launch on a small slice:
+
+  1. fmnist_cnn.py differs from fmnist_cnn_plain.py in <= 10 lines of code (the
+     module docstrings aside), and the README's "Your own PyTorch model" diff
+     has exactly those + and - lines
+  2. fmnist_cnn_plain.py trains one epoch on 3000 images alone
+  3. fmnist_cnn.py does under ring-launch -n 2, and learns (test accuracy > 0.5)
+  4. synthetic_mlp.py runs with the ringd, ddp-gloo and ddp-ringd backends (-n 2)
+
+TAP on stdout; every run has a time limit.
+"""
+import difflib
+import os
+import re
+import socket
+import subprocess
+import sys
+
+top = os.environ.get("top_srcdir", os.path.join(os.path.dirname(__file__), "..", ".."))
+ex = os.path.join(top, "examples", "pytorch")
+launch = os.environ.get("RING_LAUNCH", "ring-launch")
+python = os.environ.get("RINGD_TEST_PYTHON", sys.executable)
+n = 0
+failed = 0
+
+
+def ok(cond, name, diag=""):
+    global n, failed
+    n += 1
+    failed += not cond
+    print("%s %d - %s" % ("ok" if cond else "not ok", n, name))
+    if not cond and diag:
+        for line in str(diag).rstrip().splitlines()[-30:]:
+            print("#   " + line)
+    sys.stdout.flush()
+
+
+def code_lines(path):
+    """The file's lines after its module docstring."""
+    text = open(path).read()
+    m = re.match(r'\s*""".*?"""\n', text, re.S)
+    return text[m.end() if m else 0:].splitlines()
+
+
+def changed(a, b):
+    return [d for d in difflib.unified_diff(a, b, lineterm="", n=0)
+            if d[:1] in "+-" and not d.startswith(("+++", "---"))]
+
+
+def run(cmd, timeout):
+    try:
+        p = subprocess.run(cmd, cwd=ex, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=timeout, text=True,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        return p.returncode, p.stdout
+    except subprocess.TimeoutExpired as e:
+        return "timeout", (e.stdout or b"").decode(errors="replace") if isinstance(
+            e.stdout, bytes) else (e.stdout or "")
+
+
+try:
+    import torch  # noqa: F401
+except ImportError as e:
+    print("1..0 # SKIP no PyTorch (%s): apt-get install python3-torch" % e)
+    sys.exit(0)
+
+diff = changed(code_lines(os.path.join(ex, "fmnist_cnn_plain.py")),
+               code_lines(os.path.join(ex, "fmnist_cnn.py")))
+ok(0 < len(diff) <= 10, "porting fmnist_cnn_plain.py to ringd changes %d lines of code (<= 10)"
+   % len(diff), "\n".join(diff))
+readme = open(os.path.join(top, "README.md")).read()
+block = re.search(r"<!-- porting-diff -->\n```diff\n(.*?)```", readme, re.S)
+shown = [ln for ln in (block.group(1).splitlines() if block else [])
+         if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+ok(shown == diff, "the README's porting diff is the examples' real diff",
+   "README:\n%s\nreal:\n%s" % ("\n".join(shown), "\n".join(diff)))
+
+small = ["--epochs", "1", "--limit", "3000", "--width", "8,16,64", "--batch", "32"]
+rc, out = run([python, "fmnist_cnn_plain.py"] + small, 300)
+ok(rc == 0 and "test accuracy" in out, "fmnist_cnn_plain.py trains an epoch alone", out)
+
+rc, out = run([launch, "-n", "2", "--timeout", "300", "--", python, "fmnist_cnn.py"] + small, 320)
+acc = re.findall(r"test accuracy ([0-9.]+)", out)
+ok(rc == 0 and len(acc) == 1 and float(acc[0]) > 0.5,
+   "fmnist_cnn.py under ring-launch -n 2: one epoch, rank 0 reports test accuracy %s > 0.5"
+   % (acc[0] if acc else "?"), out)
+
+for backend in ("ringd", "ddp-gloo", "ddp-ringd"):
+    with socket.socket() as s:  # DDP's store port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rc, out = run(["env", "MASTER_PORT=%d" % port, launch, "-n", "2", "--timeout", "200", "--",
+                   python, "synthetic_mlp.py", "--backend", backend, "--width", "256",
+                   "--steps", "3"], 220)
+    ok(rc == 0 and "samples/s" in out, "synthetic_mlp.py --backend %s under ring-launch -n 2"
+       % backend, out)
+
+print("1..%d" % n)
+sys.exit(1 if failed else 0)
