@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -25,8 +26,20 @@ struct ring_progress {
     pthread_mutex_t lock;
     pthread_cond_t work;   /* a request was queued, or stop */
     pthread_cond_t done;   /* a request finished, or the ring failed */
+    atomic_int callers;    /* threads waiting for the lock in ring_comm_lock */
     int stop;
 };
+
+/* Let callers waiting for the lock have it before the thread takes it again (a
+ * mutex is not fair: unlock-then-lock would starve them on a busy host). Bounded:
+ * each caller holds the lock for one short call. */
+static void hand_over(struct ring_progress *p)
+{
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < 1000 && atomic_load(&p->callers) > 0; i++)
+        sched_yield();
+    pthread_mutex_lock(&p->lock);
+}
 
 static int has_pending(const ring_comm_t *comm)
 {
@@ -73,17 +86,12 @@ static void *progress_main(void *arg)
         }
         if (now < spin_until) {
             /* spin without the lock, so callers get in at once */
-            pthread_mutex_unlock(&p->lock);
-            sched_yield();
-            pthread_mutex_lock(&p->lock);
+            hand_over(p);
             continue;
         }
         comm->tp_ops->wait(comm->tp, PROGRESS_POLL_MS);
         comm->stats.wait_s += ring_now() - now;
-        /* let a caller that queued up for the lock have it */
-        pthread_mutex_unlock(&p->lock);
-        sched_yield();
-        pthread_mutex_lock(&p->lock);
+        hand_over(p); /* a caller that queued up for the lock meanwhile */
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -133,8 +141,13 @@ void ring_progress_stop(ring_comm_t *comm)
 
 void ring_comm_lock(ring_comm_t *comm)
 {
-    if (comm->progress != NULL)
-        pthread_mutex_lock(&comm->progress->lock);
+    struct ring_progress *p = comm->progress;
+
+    if (p == NULL)
+        return;
+    atomic_fetch_add(&p->callers, 1);
+    pthread_mutex_lock(&p->lock);
+    atomic_fetch_sub(&p->callers, 1);
 }
 
 void ring_comm_unlock(ring_comm_t *comm)
