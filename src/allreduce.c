@@ -246,9 +246,9 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
 
         fault.status = RING_ERR_MISMATCH;
         fault.theirs = &f;
-        ring_coll_describe(comm, req->coll, req->round, req->count, req->dtype, req->op,
+        ring_coll_describe(req->coll, req->round, req->count, req->dtype, req->op,
                            req->tensor_id, req->root, mine, sizeof(mine));
-        ring_coll_describe(comm, (ring_coll_t)f.coll, f.round, f.count, f.dtype, f.op, f.tensor_id,
+        ring_coll_describe((ring_coll_t)f.coll, f.round, f.count, f.dtype, f.op, f.tensor_id,
                            (int)f.detail, theirs, sizeof(theirs));
         return ring_comm_fail(comm, &fault,
                               "%s: collective arguments differ between rank %d and rank %d (%s): "

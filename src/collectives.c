@@ -143,16 +143,14 @@ void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_statu
     req->user_recvbuf = NULL;
 }
 
-size_t ring_coll_describe(const ring_comm_t *comm, ring_coll_t coll, uint64_t round, uint64_t count,
-                          unsigned dtype, unsigned op, uint32_t tensor_id, int root, char *buf,
-                          size_t len)
+size_t ring_coll_describe(ring_coll_t coll, uint64_t round, uint64_t count, unsigned dtype,
+                          unsigned op, uint32_t tensor_id, int root, char *buf, size_t len)
 {
     static const char *const dtypes[] = {"float32", "float16", "bfloat16", "bytes"};
     static const char *const ops[] = {"sum", "avg"};
     const char *name = coll < RING_COLL_COUNT ? ring_coll_names[coll] : "an unknown collective";
     int n;
 
-    (void)comm;
     if (coll == RING_COLL_BROADCAST && root >= 0)
         n = snprintf(buf, len, "%s #%llu of %llu bytes from rank %d, tensor id %u", name,
                      (unsigned long long)round, (unsigned long long)count, root, tensor_id);
@@ -179,8 +177,10 @@ static ring_status_t host_only(const char *what, const void *a, const void *b)
     return RING_OK;
 }
 
-static ring_status_t coll_start(ring_comm_t *comm, ring_request_t *tmpl, const size_t *bytes,
-                                ring_request_t **req_p)
+/* Queue tmpl's call; the blocks of allgather and reduce-scatter are sizes[r] elements
+ * for rank r, or `each` for every rank when sizes is NULL. */
+static ring_status_t coll_start(ring_comm_t *comm, ring_request_t *tmpl, const size_t *sizes,
+                                size_t each, ring_request_t **req_p)
 {
     ring_request_t *req;
     ring_status_t status;
@@ -198,8 +198,8 @@ static ring_status_t coll_start(ring_comm_t *comm, ring_request_t *tmpl, const s
         req->offsets = offsets;
         offsets[0] = 0;
         for (int r = 0; r < comm->size; r++)
-            offsets[r + 1] = offsets[r] + (bytes != NULL ? bytes[r] : 0);
-        if (bytes != NULL)
+            offsets[r + 1] = offsets[r] + (sizes != NULL ? sizes[r] : each);
+        if (tmpl->coll != RING_COLL_BROADCAST)
             req->count = offsets[comm->size];
     }
     status = ring_request_push(comm, req, req_p);
@@ -228,7 +228,7 @@ ring_status_t ring_broadcast_start(ring_comm_t *comm, void *buf, size_t bytes, i
                                               .recvbuf = buf, .count = bytes, .root = root,
                                               .dtype = RING_DTYPE_BYTES, .exact = 1,
                                               .tensor_id = tensor_id},
-                      NULL, req_p);
+                      NULL, 0, req_p);
 }
 
 ring_status_t ring_allgatherv_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -248,24 +248,20 @@ ring_status_t ring_allgatherv_start(ring_comm_t *comm, const void *sendbuf, void
     return coll_start(comm, &(ring_request_t){.coll = RING_COLL_ALLGATHER, .sendbuf = sendbuf,
                                               .recvbuf = recvbuf, .dtype = RING_DTYPE_BYTES,
                                               .exact = 1, .tensor_id = tensor_id},
-                      bytes, req_p);
+                      bytes, 0, req_p);
 }
 
 ring_status_t ring_allgather_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t bytes, uint32_t tensor_id, ring_request_t **req_p)
 {
-    size_t *sizes;
-    ring_status_t status;
-
     RING_CHECK(check_comm("ring_allgather_start", comm, req_p));
-    sizes = malloc((size_t)comm->size * sizeof(*sizes));
-    if (sizes == NULL)
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d sizes", comm->size);
-    for (int r = 0; r < comm->size; r++)
-        sizes[r] = bytes;
-    status = ring_allgatherv_start(comm, sendbuf, recvbuf, sizes, tensor_id, req_p);
-    free(sizes);
-    return status;
+    if (bytes > 0 && (sendbuf == NULL || recvbuf == NULL))
+        return ring_error_set(RING_ERR_INVALID, "allgather of %zu bytes with a NULL buffer", bytes);
+    RING_CHECK(host_only("allgather", sendbuf, recvbuf));
+    return coll_start(comm, &(ring_request_t){.coll = RING_COLL_ALLGATHER, .sendbuf = sendbuf,
+                                              .recvbuf = recvbuf, .dtype = RING_DTYPE_BYTES,
+                                              .exact = 1, .tensor_id = tensor_id},
+                      NULL, bytes, req_p);
 }
 
 ring_status_t ring_reduce_scatter_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -285,22 +281,12 @@ ring_status_t ring_reduce_scatter_start(ring_comm_t *comm, const void *sendbuf, 
         return ring_error_set(RING_ERR_INVALID, "reduce-scatter of %zu elements per rank is too "
                               "large", count);
     RING_CHECK(host_only("reduce-scatter", sendbuf, recvbuf));
-    {
-        ring_request_t tmpl = {.coll = RING_COLL_REDUCE_SCATTER, .sendbuf = sendbuf,
-                               .recvbuf = recvbuf, .count = count * (size_t)comm->size,
-                               .dtype = dtype, .op = op, .tensor_id = tensor_id,
-                               .exact = (flags & RING_CALL_EXACT) != 0};
-        size_t *blocks = malloc((size_t)comm->size * sizeof(*blocks));
-        ring_status_t status;
-
-        if (blocks == NULL)
-            return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d sizes", comm->size);
-        for (int r = 0; r < comm->size; r++)
-            blocks[r] = count; /* the offsets are in elements here */
-        status = coll_start(comm, &tmpl, blocks, req_p);
-        free(blocks);
-        return status;
-    }
+    /* the offsets count elements here */
+    return coll_start(comm, &(ring_request_t){.coll = RING_COLL_REDUCE_SCATTER, .sendbuf = sendbuf,
+                                              .recvbuf = recvbuf, .dtype = dtype, .op = op,
+                                              .tensor_id = tensor_id,
+                                              .exact = (flags & RING_CALL_EXACT) != 0},
+                      NULL, count, req_p);
 }
 
 ring_status_t ring_barrier_start(ring_comm_t *comm, ring_request_t **req_p)

@@ -238,9 +238,8 @@ void ring_coll_comm_free(ring_comm_t *comm);
 void ring_coll_channel_layout(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req);
 ring_status_t ring_coll_request_begin(ring_comm_t *comm, ring_request_t *req);
 void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status);
-size_t ring_coll_describe(const ring_comm_t *comm, ring_coll_t coll, uint64_t round, uint64_t count,
-                          unsigned dtype, unsigned op, uint32_t tensor_id, int root, char *buf,
-                          size_t len);
+size_t ring_coll_describe(ring_coll_t coll, uint64_t round, uint64_t count, unsigned dtype,
+                          unsigned op, uint32_t tensor_id, int root, char *buf, size_t len);
 
 /* comm.c, with the comm's lock held: the next free request slot (zeroed; fill
  * in the call), then queue it and start it */

@@ -228,9 +228,9 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         char mine[160], theirs[160];
 
         /* the broadcast root of the culprit's call is not in the notice */
-        ring_coll_describe(comm, (ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
+        ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
                            f->tensor_id, -1, mine, sizeof(mine));
-        ring_coll_describe(comm, (ring_coll_t)their_coll, f->round, f->detail, their_dtype,
+        ring_coll_describe((ring_coll_t)their_coll, f->round, f->detail, their_dtype,
                            their_op, f->chunk, -1, theirs, sizeof(theirs));
         snprintf(comm->error_msg, sizeof(comm->error_msg),
                  "%s: collective arguments differ: rank %u called %s; rank %d (%s) called %s%s",

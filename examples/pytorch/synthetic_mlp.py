@@ -55,6 +55,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20, help="timed steps (after 3 untimed)")
     ap.add_argument("--bucket-mb", type=float, default=25, help="fusion bucket, MiB (DDP's 25)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per peer")
+    ap.add_argument("--staleness", type=int, default=0,
+                    help="ringd: apply step t-S's average at step t (default 0: lockstep)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     rank, world = launcher_rank()
@@ -65,7 +67,8 @@ def main():
     if args.backend == "ringd":
         ringd.init(codec=args.codec)
         opt = ringd.torch.DistributedOptimizer(opt, net.named_parameters(),
-                                               bucket_bytes=int(args.bucket_mb * 2**20))
+                                               bucket_bytes=int(args.bucket_mb * 2**20),
+                                               staleness=args.staleness)
         ringd.torch.broadcast_parameters(net.state_dict(), root_rank=0)
         step_model = net
     else:
@@ -82,20 +85,31 @@ def main():
     x = torch.randn(args.batch, 1024)
     y = torch.randn(args.batch, 1024)
     t0 = 0.0
+    parts = [0.0, 0.0, 0.0]  # forward, backward, step: where a step's time goes
     for step in range(args.steps + 3):
         if step == 3:
             t0 = time.time()
+            parts = [0.0, 0.0, 0.0]
+        ta = time.time()
         opt.zero_grad()
-        F.mse_loss(step_model(x), y).backward()
+        loss = F.mse_loss(step_model(x), y)
+        tb = time.time()
+        loss.backward()
+        tc = time.time()
         opt.step()
+        for i, d in enumerate((tb - ta, tc - tb, time.time() - tc)):
+            parts[i] += d
     elapsed = time.time() - t0
     if rank == 0:
-        print("%s codec %s: %d peers, %.1fM parameters, batch %d: %.0f samples/s (all peers), "
-              "%.1f ms/step over %d steps" % (args.backend, args.codec if "ringd" in args.backend
+        print("%s%s codec %s: %d peers, %.1fM parameters, batch %d: %.1f samples/s (all peers), "
+              "%.1f ms/step over %d steps" % (args.backend, " staleness %d" % args.staleness
+                                               if args.staleness else "", args.codec if "ringd" in args.backend
                                                else "none", world, nparams / 1e6, args.batch,
                                                args.batch * world * args.steps / elapsed,
                                                elapsed / args.steps * 1e3, args.steps),
               flush=True)
+        print("  per step: forward %.1f ms, backward %.1f ms, step %.1f ms" %
+              tuple(1e3 * v / args.steps for v in parts), flush=True)
     if args.backend == "ringd":
         opt.finish()
     if dist.is_initialized():

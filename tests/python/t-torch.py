@@ -87,9 +87,13 @@ def check_optimizer(t, ringd, torch):
     diff = max_rel_diff(list(model.parameters()), list(ref.parameters()))
     t.ok(diff < 1e-5, "optimizer: equal to one process on the %d x batch within float "
          "rounding" % n, "max relative difference %.3g" % diff)
-    t.ok(nbuckets < nparams and opt.allreduces == STEPS * nbuckets,
-         "fusion: %d parameters in %d buckets, one allreduce per bucket and step"
-         % (nparams, nbuckets), "allreduces %d, steps %d" % (opt.allreduces, STEPS))
+    # the first step's buckets follow registration order, the later ones the order the
+    # gradients came in (rebuilt after step 0, as DDP does)
+    later = len(opt._buckets)
+    t.ok(nbuckets < nparams and later < nparams and
+         opt.allreduces == nbuckets + (STEPS - 1) * later,
+         "fusion: %d parameters in %d then %d buckets, one allreduce per bucket and step"
+         % (nparams, nbuckets, later), "allreduces %d, steps %d" % (opt.allreduces, STEPS))
     # the optimizer state (momentum buffers) from rank 0, bit for bit
     if r != 0:
         for state in opt.state.values():
@@ -122,7 +126,7 @@ def check_accumulation(t, ringd, torch):
     diff = max_rel_diff(list(model.parameters()), list(ref.parameters()))
     t.ok(diff < 1e-5, "backward_passes_per_step=2: equal to one process on the whole batch",
          "max relative difference %.3g" % diff)
-    t.ok(opt.allreduces == 3 * len(opt._buckets), "backward_passes_per_step=2: one allreduce "
+    t.ok(len(opt._buckets) == 1 and opt.allreduces == 3, "backward_passes_per_step=2: one allreduce "
          "per bucket and step, not per backward", "allreduces %d" % opt.allreduces)
 
 

@@ -25,15 +25,22 @@ class Bucket:
         self.numel += p.numel()
 
 
-def plan_buckets(params, bucket_bytes):
-    """Buckets in the order gradients are expected to arrive: the reverse of
-    registration order (backward runs the model backwards), one dtype per
-    bucket, each up to bucket_bytes (a larger parameter gets one of its own)."""
+# a bucket ends early at a pause of backward only when it holds this much already
+# (smaller allreduces pay their latency for little overlap; DDP's first bucket is 1 MiB)
+BREAK_MIN_BYTES = 1 << 20
+
+
+def plan_buckets(params, bucket_bytes, breaks=(), break_min=0):
+    """Buckets of params, given in the order their gradients are expected to
+    arrive, one dtype per bucket, each up to bucket_bytes (a larger parameter
+    gets one of its own); a parameter in breaks starts a new bucket when the
+    current one holds break_min bytes or more."""
     buckets, current = [], {}
-    for p in reversed(params):
+    for p in params:
         b = current.get(p.dtype)
         size = p.numel() * p.element_size()
-        if b is None or (b.numel > 0 and b.numel * p.element_size() + size > bucket_bytes):
+        if b is None or (p in breaks and b.numel * p.element_size() >= break_min) or \
+                (b.numel > 0 and b.numel * p.element_size() + size > bucket_bytes):
             b = Bucket(len(buckets), p.dtype)
             buckets.append(b)
             current[p.dtype] = b

@@ -26,12 +26,13 @@ steps after the warm-up apply nothing (the pipeline fills).
 A non-finite average (some peer's gradient held inf/NaN) skips that step's
 update on every peer, as AMP's GradScaler does, and says so.
 """
+import time
 import warnings
 
 import torch
 
 import ringd
-from ._buckets import InFlight, plan_buckets
+from ._buckets import BREAK_MIN_BYTES, InFlight, plan_buckets
 
 
 class Compression:
@@ -79,17 +80,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("op must be 'avg' or 'sum', not %r" % (op,))
         self._names = _parameter_names(self.param_groups, named_parameters)
         params = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
-        self._buckets = plan_buckets(params, bucket_bytes)
-        self._bucket_of = {p: b for b in self._buckets for p, _, _ in b.params}
+        self._params = params
         self._op = op
         self._passes = backward_passes_per_step
         self._staleness = staleness
         self._warmup = warmup_steps
-        self._modes = [_call_mode(compression, b.dtype) for b in self._buckets]
-        # one set of flat buffers per step in flight
-        self._sets = [[torch.zeros(b.numel, dtype=self._modes[i][0])
-                       for i, b in enumerate(self._buckets)] for _ in range(staleness + 1)]
+        self._compression = compression
+        self._bucket_bytes = bucket_bytes
         self._in_flight = InFlight()
+        # until the first backward shows the order gradients come in: the reverse of
+        # registration (backward runs the model backwards)
+        self._make_buckets(list(reversed(params)))
+        self._arrival = []
         self._step_id = 0
         self._synced = False
         self.allreduces = 0      # allreduces started (tests: fusion)
@@ -101,6 +103,50 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
             acc.register_hook(self._make_hook(p))
             self._hooks.append(acc)
+
+    # ---- buckets ----------------------------------------------------------------
+
+    def _make_buckets(self, order, breaks=()):
+        self._buckets = plan_buckets(order, self._bucket_bytes, breaks, BREAK_MIN_BYTES)
+        self._bucket_of = {p: b for b in self._buckets for p, _, _ in b.params}
+        self._modes = [_call_mode(self._compression, b.dtype) for b in self._buckets]
+        # one set of flat buffers per step in flight
+        self._sets = [[torch.zeros(b.numel, dtype=self._modes[i][0])
+                       for i, b in enumerate(self._buckets)]
+                      for _ in range(self._staleness + 1)]
+        # lockstep without a cast: .grad is a view into its bucket, so backward
+        # accumulates there and the average lands there, no copies (DDP's
+        # gradient_as_bucket_view); a .grad replaced by the caller is copied instead
+        self._views = {}
+        for b in self._buckets:
+            if self._staleness == 0 and self._modes[b.index][0] == b.dtype:
+                buf = self._sets[0][b.index]
+                for p, off, n in b.params:
+                    view = buf[off:off + n].view(p.shape)
+                    if p.grad is not None:
+                        view.copy_(p.grad)
+                    p.grad = view
+                    self._views[p] = view
+
+    def _rebuild_buckets(self):
+        """After the first step, as DDP does: buckets in the order gradients came, so
+        the first bucket fills (and starts) early in backward; and a bucket also ends
+        where backward computed for a while (over a tenth of its span) before the next
+        gradient came, so it does not wait for that layer. Rank 0's plan, so that every
+        peer has the same buckets."""
+        index = {p: i for i, p in enumerate(self._params)}
+        arrived = {p for p, _ in self._arrival}
+        times = [t for _, t in self._arrival]
+        span = times[-1] - times[0] if times else 0.0
+        plan = []  # parameter index, and 1 where a bucket must start
+        for k, (p, t) in enumerate(self._arrival):
+            plan.append((index[p], int(k > 0 and t - times[k - 1] > 0.1 * span)))
+        plan += [(index[p], 0) for p in reversed(self._params) if p not in arrived]
+        plan_t = torch.tensor(plan, dtype=torch.int64).reshape(-1, 2)
+        ringd.broadcast(plan_t, root=0)
+        new = [self._params[i] for i in plan_t[:, 0].tolist()]
+        breaks = {self._params[i] for i, brk in plan_t.tolist() if brk}
+        self._make_buckets(new, breaks)
 
     # ---- backward: buckets fill and start ------------------------------------
 
@@ -126,6 +172,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 "step() after every %d backward pass(es), or pass backward_passes_per_step"
                 % (self._names.get(p, "a parameter"), self._passes))
         self._ready.add(p)
+        if self._step_id == 0:
+            self._arrival.append((p, time.monotonic()))
         b = self._bucket_of[p]
         self._pending[b.index] -= 1
         self._launch_ready()
@@ -141,7 +189,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, off, n in b.params:
             if p.grad is None:  # not used in this backward: it contributes zeros
                 buf[off:off + n].zero_()
-            else:
+            elif not self._is_view(p):
                 buf[off:off + n].copy_(p.grad.detach().reshape(-1))
         self._in_flight.make_room()
         codec = self._modes[b.index][1]
@@ -164,12 +212,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for b in self._buckets:
             buf = bufs[b.index]
             for p, off, n in b.params:
+                if self._is_view(p):
+                    continue  # the average is in .grad already
+                if p in self._views:
+                    p.grad = self._views[p]  # the caller replaced .grad: point it back
+                    continue
                 avg = buf[off:off + n].view(p.shape)
                 if p.grad is None:
                     p.grad = avg.to(p.dtype).clone()
                 else:
                     p.grad.copy_(avg)
         return finite
+
+    def _is_view(self, p):
+        view = self._views.get(p)
+        return view is not None and p.grad is not None and p.grad.data_ptr() == view.data_ptr()
 
     def synchronize(self):
         """Wait for this step's averages and put them in .grad (lockstep only), e.g. to
@@ -189,11 +246,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._synced:
             finite, apply_id = self._sync_finite, self._step_id
         else:
-            self._finish_backward()
             apply_id = self._step_id - self._staleness if self._stale_now() else self._step_id
-            # the S steps after the warm-up apply nothing: that average was applied
-            finite = self._apply(apply_id) if apply_id >= min(self._warmup, self._step_id) \
-                else None
+            try:
+                self._finish_backward()
+                # the S steps after the warm-up apply nothing: that average was applied
+                finite = self._apply(apply_id) if apply_id >= min(self._warmup, self._step_id) \
+                    else None
+            except ringd.Error:
+                # the ring failed (sticky): the next backward and step raise it again,
+                # not a complaint about this step's gradients
+                self._reset_backward()
+                raise
         if finite:
             super(self.__class__, self).step()
         elif finite is not None:
@@ -203,6 +266,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                           "GradScaler skips it" % apply_id, RuntimeWarning, stacklevel=2)
         self._synced = False
         self._step_id += 1
+        if self._step_id == 1 and not self._in_flight.steps():
+            self._rebuild_buckets()
         self._reset_backward()
         return loss
 
