@@ -22,7 +22,12 @@ if [ -n "$RINGD_PY_SAN" ]; then
         echo "1..0 # SKIP sanitizer build, and no ASan runtime was found to preload into $RINGD_PY_PYTHON"
         exit 0
     fi
-    LD_PRELOAD=$RINGD_PY_ASAN${LD_PRELOAD:+:$LD_PRELOAD}
+    # libstdc++ too, so that ASan finds the real __cxa_throw when it starts: torch's
+    # threads throw C++ exceptions (Gloo at shutdown), and without it ASan aborts on a
+    # CHECK in its interceptor (asan_interceptors.cpp:320) instead of throwing
+    stdcxx=$(dirname "$RINGD_PY_ASAN")/libstdc++.so.6
+    [ -f "$stdcxx" ] || stdcxx=$(ldconfig -p 2> /dev/null | sed -n 's/.*libstdc++\.so\.6 (libc6,x86-64) => //p' | head -1)
+    LD_PRELOAD=$RINGD_PY_ASAN${stdcxx:+:$stdcxx}${LD_PRELOAD:+:$LD_PRELOAD}
     ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
     export LD_PRELOAD ASAN_OPTIONS
 fi
