@@ -173,6 +173,13 @@ int ring_progress_wait(ring_comm_t *comm, ring_request_t *req)
     while (!req->done) {
         struct timespec until;
 
+        if (comm->error != RING_OK) {
+            /* failed while the thread slept (a caller's call failed the ring): fail
+             * what is pending with the sticky error, or this wait would never end */
+            (void)ring_comm_progress(comm);
+            break;
+        }
+
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 100 * 1000 * 1000;
         if (until.tv_nsec >= 1000000000L) {
@@ -181,5 +188,7 @@ int ring_progress_wait(ring_comm_t *comm, ring_request_t *req)
         }
         (void)pthread_cond_timedwait(&p->done, &p->lock, &until);
     }
+    if (!req->done)
+        req->done = 1, req->status = comm->error;
     return 0;
 }
