@@ -293,16 +293,20 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
     return 0;
 }
 
+/* Every rank's v into slots[0..size): an allgather of one float each. */
+static ring_status_t bench_gather(ring_comm_t *comm, float *slots, double v)
+{
+    float mine = (float)v;
+
+    return ring_allgather(comm, &mine, slots, sizeof(mine));
+}
+
 ring_status_t bench_max(ring_comm_t *comm, float *slots, double v, double *max_p)
 {
-    int n = ring_comm_size(comm);
-
-    memset(slots, 0, (size_t)n * sizeof(float));
-    slots[ring_comm_rank(comm)] = (float)v;
-    if (ring_allreduce(comm, slots, slots, (size_t)n, RING_FLOAT32, RING_SUM) != RING_OK)
+    if (bench_gather(comm, slots, v) != RING_OK)
         return RING_ERR_REMOTE;
     *max_p = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < ring_comm_size(comm); i++)
         if (slots[i] > *max_p)
             *max_p = slots[i];
     return RING_OK;
@@ -311,14 +315,10 @@ ring_status_t bench_max(ring_comm_t *comm, float *slots, double v, double *max_p
 /* (exact for counts below 2^24 per rank: #wrong of one check) */
 ring_status_t bench_sum(ring_comm_t *comm, float *slots, double v, double *sum_p)
 {
-    int n = ring_comm_size(comm);
-
-    memset(slots, 0, (size_t)n * sizeof(float));
-    slots[ring_comm_rank(comm)] = (float)v;
-    if (ring_allreduce(comm, slots, slots, (size_t)n, RING_FLOAT32, RING_SUM) != RING_OK)
+    if (bench_gather(comm, slots, v) != RING_OK)
         return RING_ERR_REMOTE;
     *sum_p = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < ring_comm_size(comm); i++)
         *sum_p += slots[i];
     return RING_OK;
 }
