@@ -513,45 +513,6 @@ failed:
     return -1;
 }
 
-/* The oldest thing we are waiting for, as a timeout message. */
-ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
-{
-    char phase[96], addr[300];
-
-    for (int c = 0; c < comm->nchannels; c++) {
-        ring_channel_t *ch = &comm->channels[c];
-        uint32_t nchunks = (uint32_t)ch->sched.nchunks;
-
-        if (ch->recvs_done < ch->sched.nrecv &&
-            (ch->recvs_done < ch->next_recv || ch->sends_done == ch->next_send)) {
-            ring_phase_format(comm, req, ch->sched.first_step + (int)(ch->recvs_done / nchunks), phase, sizeof(phase));
-            ring_rank_addr(comm, comm->left_rank, addr, sizeof(addr));
-            ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->left_rank,
-                                  .sys_errno = ETIMEDOUT,
-                                  .step = ch->sched.first_step + (int)(ch->recvs_done / nchunks)};
-            return ring_comm_fail(comm, &fault,
-                                  "%s: timed out after %.0f s waiting for data from rank %d "
-                                  "(%s) (stopped, overloaded or unreachable?)", phase, waited,
-                                  comm->left_rank, addr);
-        }
-        if (ch->sends_done < ch->sched.nsend) {
-            ring_phase_format(comm, req, ch->sched.first_step + (int)(ch->sends_done / nchunks), phase, sizeof(phase));
-            ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
-            ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->right_rank,
-                                  .sys_errno = ETIMEDOUT,
-                                  .step = ch->sched.first_step + (int)(ch->sends_done / nchunks)};
-            return ring_comm_fail(comm, &fault,
-                                  "%s: timed out after %.0f s sending to rank %d (%s), which "
-                                  "is not reading (stopped or overloaded?)", phase, waited,
-                                  comm->right_rank, addr);
-        }
-    }
-    ring_phase_format(comm, req, -1, phase, sizeof(phase));
-    return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = -1,
-                                                .sys_errno = ETIMEDOUT, .step = -1},
-                          "%s: timed out after %.0f s without progress", phase, waited);
-}
-
 ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
 {
     double now = ring_now();
@@ -575,14 +536,13 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
             comm->stats.wait_s += ring_now() - now;
             continue;
         }
-        if (now - last_progress > comm->cfg.timeout_s) {
-            ring_comm_fail_timeout(comm, ring_comm_active_request(comm), now - last_progress);
+        if (ring_comm_check_timeout(comm, now - last_progress)) {
             ring_comm_progress(comm); /* fails the requests with the sticky error */
             break;
         }
         {
             double left = comm->cfg.timeout_s - (now - last_progress);
-            int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+            int ms = left > 0.1 ? 100 : left > 0 ? (int)(left * 1000) + 1 : 5;
             RING_TL_TIMED(comm, NULL, RING_TL_WAIT, 0, comm->tp_ops->wait(comm->tp, ms));
             comm->stats.wait_s += ring_now() - now;
         }

@@ -164,6 +164,7 @@ struct ring_comm {
     ring_status_t error;
     char error_msg[1024];
     ring_slot_t abort_right, abort_left;
+    double timeout_probe_deadline;         /* fail.c: the left neighbour was asked; 0: not yet */
     /* doctor.c: its state (requests and buffers the transport may still hold
      * after a failure, so freed with the comm), and whether it is running */
     struct ring_doctor *doctor;
@@ -246,8 +247,13 @@ size_t ring_coll_describe(ring_coll_t coll, uint64_t round, uint64_t count, unsi
 ring_status_t ring_request_next(ring_comm_t *comm, ring_request_t **slot_p);
 ring_status_t ring_request_push(ring_comm_t *comm, ring_request_t *req, ring_request_t **req_p);
 
-/* allreduce.c */
+/* fail.c: fail with what this peer waits for; or, when the timeout has passed
+ * (idle seconds without progress), ask the left neighbour first: returns 1
+ * once the comm has failed */
 ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited);
+int ring_comm_check_timeout(ring_comm_t *comm, double idle);
+
+/* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);
 ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req);
 void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch);

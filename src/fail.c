@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "log.h"
 
 #define NOTICE_LINGER_S 0.2
+#define PROBE_GRACE_MAX_S 0.5
 
 
 const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t len)
@@ -248,4 +250,97 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
     notice_send(comm, f, from_rank);
     return ring_error_copy(comm->error, comm->error_msg);
+}
+
+/* The channel whose receive from the left neighbour is what this peer waits
+ * for (-1 if it waits on a send instead, or on nothing). */
+static int channel_waiting_left(const ring_comm_t *comm)
+{
+    for (int c = 0; c < comm->nchannels; c++) {
+        const ring_channel_t *ch = &comm->channels[c];
+
+        if (ch->recvs_done < ch->sched.nrecv &&
+            (ch->recvs_done < ch->next_recv || ch->sends_done == ch->next_send))
+            return c;
+        if (ch->sends_done < ch->sched.nsend)
+            return -1;
+    }
+    return -1;
+}
+
+/* The oldest thing we are waiting for, as a timeout message. */
+ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
+{
+    char phase[96], addr[300];
+
+    for (int c = 0; c < comm->nchannels; c++) {
+        ring_channel_t *ch = &comm->channels[c];
+        uint32_t nchunks = (uint32_t)ch->sched.nchunks;
+
+        if (c == channel_waiting_left(comm)) {
+            int step = ch->sched.first_step + (int)(ch->recvs_done / nchunks);
+
+            ring_phase_format(comm, req, step, phase, sizeof(phase));
+            ring_rank_addr(comm, comm->left_rank, addr, sizeof(addr));
+            ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->left_rank,
+                                  .sys_errno = ETIMEDOUT, .step = step};
+            return ring_comm_fail(comm, &fault,
+                                  "%s: timed out after %.0f s waiting for data from rank %d "
+                                  "(%s) (stopped, overloaded or unreachable?)", phase, waited,
+                                  comm->left_rank, addr);
+        }
+        if (ch->sends_done < ch->sched.nsend) {
+            int step = ch->sched.first_step + (int)(ch->sends_done / nchunks);
+
+            ring_phase_format(comm, req, step, phase, sizeof(phase));
+            ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
+            ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->right_rank,
+                                  .sys_errno = ETIMEDOUT, .step = step};
+            return ring_comm_fail(comm, &fault,
+                                  "%s: timed out after %.0f s sending to rank %d (%s), which "
+                                  "is not reading (stopped or overloaded?)", phase, waited,
+                                  comm->right_rank, addr);
+        }
+    }
+    ring_phase_format(comm, req, -1, phase, sizeof(phase));
+    return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = -1,
+                                                .sys_errno = ETIMEDOUT, .step = -1},
+                          "%s: timed out after %.0f s without progress", phase, waited);
+}
+
+/* When a peer stops, every peer downstream starts waiting at the same moment,
+ * and one two hops away may time out before the stopped peer's successor and
+ * blame its own live neighbour. So before blaming the left neighbour, ask it:
+ * an ABORT naming it, which a live peer answers by failing with what it waits
+ * for (ring_comm_fail_from_frame). That answer arrives as this peer's next
+ * frame from the left and wins; a peer that does not answer within the grace
+ * is blamed. */
+int ring_comm_check_timeout(ring_comm_t *comm, double idle)
+{
+    double now, grace = comm->cfg.timeout_s * 0.25;
+    ring_request_t *req;
+    int c;
+
+    if (idle <= comm->cfg.timeout_s || comm->error != RING_OK)
+        return comm->error != RING_OK;
+    now = ring_now();
+    req = ring_comm_active_request(comm);
+    c = channel_waiting_left(comm);
+    if (comm->timeout_probe_deadline == 0 && comm->size > 2 && req != NULL && c >= 0 &&
+        comm->channels[0].left[0] != NULL) {
+        ring_frame_t f;
+
+        notice_fill(comm, req, RING_FRAME_ABORT, &f);
+        f.culprit_rank = (uint32_t)comm->left_rank;
+        f.status = RING_ERR_TIMED_OUT;
+        f.sys_errno = ETIMEDOUT;
+        f.step = (uint16_t)ring_comm_current_step(comm);
+        notice_post(comm, &comm->abort_left, comm->channels[0].left[0], &f);
+        comm->timeout_probe_deadline = now + (grace < PROBE_GRACE_MAX_S ? grace : PROBE_GRACE_MAX_S);
+        return 0;
+    }
+    if (comm->timeout_probe_deadline != 0 && now < comm->timeout_probe_deadline)
+        return 0;
+    ring_comm_fail_timeout(comm, req, idle);
+    return 1;
 }

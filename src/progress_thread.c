@@ -78,8 +78,7 @@ static void *progress_main(void *arg)
             spin_until = now + comm->cfg.spin_us * 1e-6;
             continue;
         }
-        if (now - last_progress > comm->cfg.timeout_s) {
-            ring_comm_fail_timeout(comm, ring_comm_active_request(comm), now - last_progress);
+        if (ring_comm_check_timeout(comm, now - last_progress)) {
             ring_comm_progress(comm); /* fails the requests with the sticky error */
             pthread_cond_broadcast(&p->done);
             continue;

@@ -362,7 +362,8 @@ static void run_case(const char *label, int n, const coll_case_t *c, const h_set
 
 /* ---- failures ----------------------------------------------------------------- */
 
-typedef enum fail_kind { F_OTHER_COLL, F_OTHER_ROOT, F_OTHER_SIZES, F_KILLED, F_STOPPED } fail_kind_t;
+typedef enum fail_kind { F_OTHER_COLL, F_OTHER_ROOT, F_OTHER_SIZES, F_KILLED, F_STOPPED,
+                            F_STOPPED_ALLREDUCE } fail_kind_t;
 
 static int fail_main(int rank, int n, const ring_config_t *cfg, void *arg)
 {
@@ -401,6 +402,11 @@ static int fail_main(int rank, int n, const ring_config_t *cfg, void *arg)
         for (int i = 0; i < 100000 && st == RING_OK; i++)
             st = ring_broadcast(comm, buf, sizeof(buf), i % n);
         break;
+    case F_STOPPED_ALLREDUCE:
+        h_ready();
+        for (int i = 0; i < 100000 && st == RING_OK; i++)
+            st = ring_allreduce(comm, buf, buf, 1000, RING_FLOAT32, RING_SUM);
+        break;
     }
     h_put(V_STATUS, (uint64_t)st);
     if (st != RING_OK)
@@ -414,8 +420,9 @@ static void run_failure(const char *label, fail_kind_t kind, ring_status_t want,
 {
     h_run_t *run = calloc(1, sizeof(*run));
     h_action_t signal_1 = {.after_ready = 0, .at = 0.3, .target = 1,
-                           .sig = kind == F_STOPPED ? SIGSTOP : SIGKILL};
-    int signalled = kind == F_KILLED || kind == F_STOPPED;
+                           .sig = kind == F_KILLED ? SIGKILL : SIGSTOP};
+    int stopped = kind == F_STOPPED || kind == F_STOPPED_ALLREDUCE;
+    int signalled = kind == F_KILLED || stopped;
     h_spec_t spec = {.n = 3, .settings = settings, .fn = fail_main, .arg = &kind,
                      .child_timeout = 20, .timeout = "3s",
                      .actions = signalled ? &signal_1 : NULL, .nactions = signalled ? 1 : 0};
@@ -431,15 +438,15 @@ static void run_failure(const char *label, fail_kind_t kind, ring_status_t want,
             continue;
         all &= run->r[r].exited && run->r[r].code == 1 && run->r[r].t_end < 12 &&
                (h_val(&run->r[r], V_STATUS, 0) == (uint64_t)want ||
-                ((kind == F_OTHER_ROOT || kind == F_STOPPED) &&
+                ((kind == F_OTHER_ROOT || stopped) &&
                  h_val(&run->r[r], V_STATUS, 0) == RING_ERR_REMOTE));
         named &= strstr(run->r[r].msg, phrase) != NULL;
         named_any |= strstr(run->r[r].msg, phrase) != NULL;
     }
-    /* the peers that finished hear of it as the ring's failure; with a stopped peer the
-     * one it feeds names it, but a peer further on may time out on its own live
-     * neighbour first (both timers started together: a known race, see issue 13's note) */
-    if (kind == F_OTHER_ROOT || kind == F_STOPPED)
+    /* with another root, the peers that finished hear of it as the ring's failure.
+     * A stopped peer is named by everyone: a peer further on that times out first asks
+     * its live neighbour (fail.c's probe) before blaming it */
+    if (kind == F_OTHER_ROOT)
         named = named_any;
     if (!ok(all, "%s: every (surviving) rank fails with %s, no hang", label,
             ring_status_str(want)))
@@ -458,6 +465,7 @@ int main(void)
                                                {0, NULL, NULL}};
     static const h_setting_t fp16[] = {{-1, "codec", "fp16"}, {0, NULL, NULL}};
     static const h_setting_t thread[] = {{-1, "progress-thread", "on"}, {0, NULL, NULL}};
+    static const h_setting_t rank0_first[] = {{0, "timeout", "1s"}, {0, NULL, NULL}};
     const int ns[] = {1, 2, 3, 4, 7};
     coll_case_t c = {.bcast_bytes = 100003, .gather_bytes = 20011, .rs_count = 10007};
     coll_case_t c16 = c;
@@ -486,6 +494,12 @@ int main(void)
     /* a stopped peer: the neighbour waiting for it times out, the other hears of it */
     run_failure("N=3 SIGSTOP rank 1 mid-broadcast, progress thread", F_STOPPED,
                 RING_ERR_TIMED_OUT, "rank 1", thread);
+    run_failure("N=3 SIGSTOP rank 1 mid-broadcast, no thread", F_STOPPED, RING_ERR_TIMED_OUT,
+                "rank 1", NULL);
+    /* rank 0 waits on rank 2, which waits on the stopped rank 1; rank 0's shorter timeout
+     * fires first, and it must ask rank 2 rather than blame it */
+    run_failure("N=3 SIGSTOP rank 1 mid-allreduce, rank 0 times out first", F_STOPPED_ALLREDUCE,
+                RING_ERR_TIMED_OUT, "rank 1 (", rank0_first);
     diag("t-coll: %.1f s", h_now() - t0);
     done_testing();
 }
