@@ -16,6 +16,8 @@ rotating order of:
   ringd-fp16   ringd.torch.DistributedOptimizer, fp16 on the wire (--codec fp16)
   ringd-fp16-s1  the same with staleness=1 (step t applies step t-1's average;
                only when SYSTEMS names it)
+  ringd-fp16-ov  ringd-fp16 with overlap_step=True (each bucket's update as its
+               average lands; only when SYSTEMS names it)
 and prints each run's samples/s (all peers), the medians and the ratios
 ringd-fp16 / ddp-gloo and ringd-fp32 / ddp-gloo.
 
@@ -76,6 +78,7 @@ run() {
         "$LAB" exec "$name" "$r" -- env $env_r PYTHONPATH="$BUILD/python" OMP_NUM_THREADS="$THREADS" \
             timeout 600 "$PY" "$SCRIPT" --backend "${sys%%-fp*}" --codec "$(case $sys in *fp16*) echo fp16 ;; *) echo none ;; esac)" \
             --staleness "$(case $sys in *-s1) echo 1 ;; *) echo 0 ;; esac)" \
+            $(case $sys in *-ov) echo --overlap-step ;; esac) \
             --steps "$STEPS" --batch "$BATCH" --width "$WIDTH" --bucket-mb "$BUCKET_MB" \
             --threads "$THREADS" > "$OUT/$sys-$r.out" 2>&1 &
     done
@@ -105,4 +108,5 @@ awk -F, 'NR > 1 && $3 != "nan" { k = $2; n[k]++; v[k, n[k]] = $3 }
         if (("ringd-fp16" in n) && ("ddp-gloo" in n)) printf "ringd-fp16 / ddp-gloo: %.2f\n", m["ringd-fp16"] / m["ddp-gloo"]
         if (("ringd-fp32" in n) && ("ddp-gloo" in n)) printf "ringd-fp32 / ddp-gloo: %.2f\n", m["ringd-fp32"] / m["ddp-gloo"]
         if (("ringd-fp16-s1" in n) && ("ddp-gloo" in n)) printf "ringd-fp16-s1 / ddp-gloo: %.2f\n", m["ringd-fp16-s1"] / m["ddp-gloo"]
+        if (("ringd-fp16-ov" in n) && ("ddp-gloo" in n)) printf "ringd-fp16-ov / ddp-gloo: %.2f\n", m["ringd-fp16-ov"] / m["ddp-gloo"]
     }' "$OUT/runs.csv"

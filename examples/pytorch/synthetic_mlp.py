@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch threads per peer")
     ap.add_argument("--staleness", type=int, default=0,
                     help="ringd: apply step t-S's average at step t (default 0: lockstep)")
+    ap.add_argument("--overlap-step", action="store_true",
+                    help="ringd: update each bucket's parameters as its average lands")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     rank, world = launcher_rank()
@@ -68,7 +70,8 @@ def main():
         ringd.init(codec=args.codec)
         opt = ringd.torch.DistributedOptimizer(opt, net.named_parameters(),
                                                bucket_bytes=int(args.bucket_mb * 2**20),
-                                               staleness=args.staleness)
+                                               staleness=args.staleness,
+                                               overlap_step=args.overlap_step)
         ringd.torch.broadcast_parameters(net.state_dict(), root_rank=0)
         step_model = net
     else:
@@ -101,9 +104,10 @@ def main():
             parts[i] += d
     elapsed = time.time() - t0
     if rank == 0:
-        print("%s%s codec %s: %d peers, %.1fM parameters, batch %d: %.1f samples/s (all peers), "
+        print("%s%s%s codec %s: %d peers, %.1fM parameters, batch %d: %.1f samples/s (all peers), "
               "%.1f ms/step over %d steps" % (args.backend, " staleness %d" % args.staleness
-                                               if args.staleness else "", args.codec if "ringd" in args.backend
+                                               if args.staleness else "",
+                                               " overlap-step" if args.overlap_step else "", args.codec if "ringd" in args.backend
                                                else "none", world, nparams / 1e6, args.batch,
                                                args.batch * world * args.steps / elapsed,
                                                elapsed / args.steps * 1e3, args.steps),

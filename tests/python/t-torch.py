@@ -10,6 +10,10 @@
              single-process simulation that applies step t-2's average at step t
   nonfinite  an inf in one peer's gradient: every peer skips that step, says so, and
              the parameters stay identical
+  overlap    overlap_step=True (each bucket updated as its average lands): bitwise the
+             parameters and Adam/momentum state of the whole-step update, two parameter
+             groups; an inf in the last bucket only: the earlier buckets update, the
+             rest is skipped on every peer alike
   hook       DDP over Gloo with ringd's communication hook against DDP's own Gloo
              allreduce: the same parameters within rounding
   pg         torch.distributed.init_process_group("ringd") under DDP: training as with
@@ -216,6 +220,63 @@ def check_nonfinite(t, ringd, torch):
     opt.finish()
 
 
+def check_overlap_step(t, ringd, torch):
+    n, r = t.world, t.rank
+    for name, make_opt in (
+            ("SGD momentum", lambda g: torch.optim.SGD(g, lr=0.05, momentum=0.9)),
+            ("Adam", lambda g: torch.optim.Adam(g, lr=0.01))):
+        runs = []
+        for overlap in (False, True):
+            model = make_model()
+            groups = [{"params": list(model[0].parameters()) + list(model[2].parameters())},
+                      {"params": list(model[4].parameters()), "lr": 0.02}]
+            opt = ringd.torch.DistributedOptimizer(make_opt(groups), model.named_parameters(),
+                                                   compression=ringd.torch.Compression.none,
+                                                   bucket_bytes=8 << 10, overlap_step=overlap)
+            for step in range(4):
+                x, y = data(step, n)
+                opt.zero_grad()
+                loss_of(model, shard(x, r), shard(y, r)).backward()
+                opt.step()
+            # in parameter order: overlap_step creates the states bucket by bucket
+            state = torch.cat([v.reshape(-1).float() for p in model.parameters()
+                               for _, v in sorted(opt.state[p].items()) if torch.is_tensor(v)])
+            runs.append((digest_params(model), ringtest.digest(state), len(opt._buckets)))
+            opt.finish()
+        t.ok(runs[0][:2] == runs[1][:2] and runs[1][2] > 1,
+             "overlap: %s, overlap_step=True over %d buckets: bitwise the whole step's "
+             "parameters and state" % (name, runs[1][2]), repr(runs))
+        t.same("overlap: %s parameters" % name, runs[1][0])
+    # a non-finite average in the last bucket only (the first layer's gradients come last)
+    model = make_model()
+    opt = ringd.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                                           model.named_parameters(), bucket_bytes=8 << 10,
+                                           compression=ringd.torch.Compression.none,
+                                           overlap_step=True)
+    poison = [False]
+    model[0].weight.register_hook(lambda g: g * float("inf") if poison[0] else g)
+    caught, moved = [], None
+    for step in range(3):
+        x, y = data(step, n)
+        opt.zero_grad()
+        before = [p.detach().clone() for p in model.parameters()]
+        poison[0] = step == 2 and r == n - 1
+        loss_of(model, shard(x, r), shard(y, r)).backward()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            opt.step()
+            caught += [str(m.message) for m in w]
+        if step == 2:
+            moved = [not torch.equal(a, b) for a, b in zip(before, model.parameters())]
+    t.ok(opt.skipped_steps == 1 and moved[0] is False and moved[1] is False and
+         moved[-1] is True, "overlap: an inf in the first layer's bucket skips that bucket; "
+         "the last layer (an earlier bucket) is updated", "moved %r, skipped %d"
+         % (moved, opt.skipped_steps))
+    t.ok(any("partly skipped" in m for m in caught), "overlap: it says so", repr(caught))
+    t.same("overlap: parameters after a partly skipped step", digest_params(model))
+    opt.finish()
+
+
 def check_hook(t, ringd, torch, dist):
     n, r = t.world, t.rank
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -298,6 +359,7 @@ def checks(t):
     check_fp16(t, ringd, torch)
     check_stale(t, ringd, torch)
     check_nonfinite(t, ringd, torch)
+    check_overlap_step(t, ringd, torch)
     dist.init_process_group("gloo", rank=t.rank, world_size=t.world)
     check_hook(t, ringd, torch, dist)
     check_process_group(t, ringd, torch, dist)

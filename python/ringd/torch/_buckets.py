@@ -55,21 +55,23 @@ class InFlight:
 
     def __init__(self, limit=MAX_IN_FLIGHT):
         self.limit = limit
-        self.queue = collections.deque()  # (step, handle)
-        self.nonfinite = set()
+        self.queue = collections.deque()  # (step, tag, handle)
+        self.nonfinite = set()            # steps with a non-finite result
+        self.nonfinite_tags = set()       # and which (step, tag)
 
     def __len__(self):
         return len(self.queue)
 
     def _wait_oldest(self):
-        step, handle = self.queue.popleft()
+        step, tag, handle = self.queue.popleft()
         try:
             handle.wait()
         except ringd.NonFiniteError:
             self.nonfinite.add(step)
+            self.nonfinite_tags.add((step, tag))
 
-    def add(self, step, handle):
-        self.queue.append((step, handle))
+    def add(self, step, handle, tag=None):
+        self.queue.append((step, tag, handle))
 
     def make_room(self):
         while len(self.queue) >= self.limit:
@@ -81,7 +83,15 @@ class InFlight:
             self._wait_oldest()
         finite = step not in self.nonfinite
         self.nonfinite = {s for s in self.nonfinite if s > step}
+        self.nonfinite_tags = {(s, t) for s, t in self.nonfinite_tags if s > step}
         return finite
 
+    def wait_tag(self, step, tag):
+        """Wait for the handle added with (step, tag) (and the older ones); True when
+        its result is finite. wait_through(step) afterwards forgets the step."""
+        while any(s == step and t == tag for s, t, _ in self.queue):
+            self._wait_oldest()
+        return (step, tag) not in self.nonfinite_tags
+
     def steps(self):
-        return sorted({s for s, _ in self.queue})
+        return sorted({s for s, _, _ in self.queue})

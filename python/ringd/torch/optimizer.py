@@ -25,6 +25,17 @@ steps after the warm-up apply nothing (the pipeline fills).
 
 A non-finite average (some peer's gradient held inf/NaN) skips that step's
 update on every peer, as AMP's GradScaler does, and says so.
+
+overlap_step=True (lockstep, opt-in): step() updates each bucket's
+parameters as soon as its average lands, while later buckets are still on
+the wire, so only the last bucket's update is not hidden behind
+communication (DDP's overlapped optimizer). A non-finite average then skips
+the update of its bucket and every later one; the earlier buckets' are done.
+It is the same result as a whole step for optimizers whose update of a
+parameter reads only that parameter's state (SGD, Adam, AdamW, RMSprop...),
+not for ones that look at every gradient at once (LBFGS, or clipping
+between backward and step: call synchronize() first, which turns it off for
+that step).
 """
 import time
 import warnings
@@ -68,7 +79,7 @@ def _call_mode(compression, dtype):
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 bucket_bytes, staleness, warmup_steps):
+                 bucket_bytes, staleness, warmup_steps, overlap_step):
         super(self.__class__, self).__init__(params)
         ringd_required("DistributedOptimizer")
         if backward_passes_per_step < 1:
@@ -85,6 +96,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._passes = backward_passes_per_step
         self._staleness = staleness
         self._warmup = warmup_steps
+        self._overlap_step = bool(overlap_step)
         self._compression = compression
         self._bucket_bytes = bucket_bytes
         self._in_flight = InFlight()
@@ -110,6 +122,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._buckets = plan_buckets(order, self._bucket_bytes, breaks, BREAK_MIN_BYTES)
         self._bucket_of = {p: b for b in self._buckets for p, _, _ in b.params}
         self._modes = [_call_mode(self._compression, b.dtype) for b in self._buckets]
+        # overlap_step: each bucket's parameters, group by group, in the groups' order
+        self._bucket_groups = [[[p for p in g["params"] if self._bucket_of.get(p) is b]
+                                for g in self.param_groups] for b in self._buckets]
         # one set of flat buffers per step in flight
         self._sets = [[torch.zeros(b.numel, dtype=self._modes[i][0])
                        for i, b in enumerate(self._buckets)]
@@ -194,7 +209,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._in_flight.make_room()
         codec = self._modes[b.index][1]
         self._in_flight.add(self._step_id, ringd.allreduce_async(buf, op=self._op, codec=codec,
-                                                                 tensor_id=b.index))
+                                                                 tensor_id=b.index), b.index)
         self.allreduces += 1
 
     def _finish_backward(self):
@@ -210,19 +225,48 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finite = self._in_flight.wait_through(step_id)
         bufs = self._sets[step_id % (self._staleness + 1)]
         for b in self._buckets:
-            buf = bufs[b.index]
-            for p, off, n in b.params:
-                if self._is_view(p):
-                    continue  # the average is in .grad already
-                if p in self._views:
-                    p.grad = self._views[p]  # the caller replaced .grad: point it back
-                    continue
-                avg = buf[off:off + n].view(p.shape)
-                if p.grad is None:
-                    p.grad = avg.to(p.dtype).clone()
-                else:
-                    p.grad.copy_(avg)
+            self._apply_bucket(b, bufs[b.index])
         return finite
+
+    def _apply_bucket(self, b, buf):
+        """Put bucket b's average (in buf) in its parameters' .grad."""
+        for p, off, n in b.params:
+            if self._is_view(p):
+                continue  # the average is in .grad already
+            if p in self._views:
+                p.grad = self._views[p]  # the caller replaced .grad: point it back
+                continue
+            avg = buf[off:off + n].view(p.shape)
+            if p.grad is None:
+                p.grad = avg.to(p.dtype).clone()
+            else:
+                p.grad.copy_(avg)
+
+    def _step_overlapped(self):
+        """Lockstep step() with overlap_step: each bucket's update as soon as its
+        average lands. False when a bucket's average is not finite (its update and
+        the later buckets' are skipped)."""
+        bufs = self._sets[0]
+        finite = True
+        for b in self._buckets:
+            if not self._in_flight.wait_tag(self._step_id, b.index):
+                finite = False
+                break
+            self._apply_bucket(b, bufs[b.index])
+            self._update_only(self._bucket_groups[b.index])
+        self._in_flight.wait_through(self._step_id)
+        return finite
+
+    def _update_only(self, group_params):
+        """The wrapped optimizer's step() over some parameters of each group."""
+        saved = [g["params"] for g in self.param_groups]
+        try:
+            for g, params in zip(self.param_groups, group_params):
+                g["params"] = params
+            super(self.__class__, self).step()
+        finally:
+            for g, params in zip(self.param_groups, saved):
+                g["params"] = params
 
     def _is_view(self, p):
         view = self._views.get(p)
@@ -243,8 +287,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
+        updated = False
         if self._synced:
             finite, apply_id = self._sync_finite, self._step_id
+        elif self._overlap_step and not self._stale_now():
+            apply_id = self._step_id
+            try:
+                self._finish_backward()
+                finite = self._step_overlapped()
+            except ringd.Error:
+                self._reset_backward()
+                raise
+            updated = True
         else:
             apply_id = self._step_id - self._staleness if self._stale_now() else self._step_id
             try:
@@ -257,13 +311,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 # not a complaint about this step's gradients
                 self._reset_backward()
                 raise
-        if finite:
+        if finite and not updated:
             super(self.__class__, self).step()
-        elif finite is not None:
+        elif finite is not None and not finite:
             self.skipped_steps += 1
-            warnings.warn("ringd.torch: step %d skipped on every peer: the average gradient "
+            warnings.warn("ringd.torch: step %d %s on every peer: the average gradient "
                           "is not finite (some peer's gradient held inf or NaN), as AMP's "
-                          "GradScaler skips it" % apply_id, RuntimeWarning, stacklevel=2)
+                          "GradScaler skips it" % (apply_id, "partly skipped (the buckets from "
+                          "the first non-finite one on)" if updated else "skipped"),
+                          RuntimeWarning, stacklevel=2)
         self._synced = False
         self._step_id += 1
         if self._step_id == 1 and not self._in_flight.steps():
@@ -313,7 +369,7 @@ def _parameter_names(param_groups, named_parameters):
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.default,
                          backward_passes_per_step=1, op="avg", bucket_bytes=25 << 20,
-                         staleness=0, warmup_steps=None):
+                         staleness=0, warmup_steps=None, overlap_step=False):
     """Wrap a torch.optim optimizer so that step() applies the average of every
     peer's gradients (see the module's doc). The result is an instance of the
     optimizer's own class (LR schedulers accept it), with its param_groups.
@@ -324,13 +380,15 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     bucket_bytes: the fusion threshold (default 25 MiB, as DDP's bucket_cap_mb).
     staleness: S >= 0; step t applies step t-S's average (0: lockstep).
     warmup_steps: lockstep steps before staleness starts (default: S).
+    overlap_step: update each bucket's parameters as soon as its average lands
+        (lockstep steps; see the module's doc for what it assumes of the optimizer).
     """
     if warmup_steps is None:
         warmup_steps = staleness
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, bucket_bytes, staleness, warmup_steps)
+               op, bucket_bytes, staleness, warmup_steps, overlap_step)
 
 
 def broadcast_parameters(params, root_rank=0):
