@@ -9,7 +9,7 @@ usage() {
 Usage: tools/torch-lab-compare.sh [--help] [BUILD_DIR]
 
 Runs examples/pytorch/synthetic_mlp.py (a 25M-parameter MLP whose steps are
-communication-bound) with N peers, one per lab host, REPS rounds in a
+communication-bound; 6 hidden layers of 2048) with N peers, one per lab host, REPS rounds in a
 rotating order of:
   ddp-gloo     torch.nn.parallel.DistributedDataParallel over Gloo
   ringd-fp32   ringd.torch.DistributedOptimizer, fp32 on the wire (--codec none)
@@ -25,7 +25,8 @@ RATE caps every link both ways (tc tbf), e.g. RATE=1gbit; RATE=off leaves the
 links uncapped (veth: memory speed). BUILD_DIR holds the build (its
 python/ has the ringd package; default ./_build/dev, else .).
 Environment: SYSTEMS ("ddp-gloo ringd-fp32 ringd-fp16"), N (4), RATE (1gbit), REPS (3), STEPS (10), BATCH (32), WIDTH
-(4096), BUCKET_MB (25), THREADS (1 torch thread per peer), OUT
+(2048), LAYERS (6 hidden layers of WIDTH; WIDTH=4096 LAYERS=2 is as many parameters, two
+thirds in one layer), BUCKET_MB (25), THREADS (1 torch thread per peer), OUT
 (/tmp/ringd-torch-lab), PYTHON (/usr/bin/python3).
 Needs root and iproute2. The lab is always torn down.
 EOF
@@ -41,7 +42,8 @@ RATE=${RATE:-1gbit}
 REPS=${REPS:-3}
 STEPS=${STEPS:-10}
 BATCH=${BATCH:-32}
-WIDTH=${WIDTH:-4096}
+WIDTH=${WIDTH:-2048}
+LAYERS=${LAYERS:-6}
 BUCKET_MB=${BUCKET_MB:-25}
 THREADS=${THREADS:-1}
 OUT=${OUT:-/tmp/ringd-torch-lab}
@@ -79,14 +81,14 @@ run() {
             timeout 600 "$PY" "$SCRIPT" --backend "${sys%%-fp*}" --codec "$(case $sys in *fp16*) echo fp16 ;; *) echo none ;; esac)" \
             --staleness "$(case $sys in *-s1) echo 1 ;; *) echo 0 ;; esac)" \
             $(case $sys in *-ov) echo --overlap-step ;; esac) \
-            --steps "$STEPS" --batch "$BATCH" --width "$WIDTH" --bucket-mb "$BUCKET_MB" \
+            --steps "$STEPS" --batch "$BATCH" --width "$WIDTH" --layers "$LAYERS" --bucket-mb "$BUCKET_MB" \
             --threads "$THREADS" > "$OUT/$sys-$r.out" 2>&1 &
     done
     wait
     sed -n 's/.* \([0-9.]*\) samples\/s.*/\1/p' "$OUT/$sys-0.out" | tail -1
 }
 
-echo "# N=$N hosts, links ${RATE} both ways, synthetic MLP width $WIDTH, batch $BATCH per peer, $STEPS steps, buckets ${BUCKET_MB} MiB, $REPS rounds, $(nproc) cores"
+echo "# N=$N hosts, links ${RATE} both ways, synthetic MLP $LAYERS hidden layers of $WIDTH, batch $BATCH per peer, $STEPS steps, buckets ${BUCKET_MB} MiB, $REPS rounds, $(nproc) cores"
 echo "round,system,samples_per_s" | tee "$OUT/runs.csv"
 systems=${SYSTEMS:-ddp-gloo ringd-fp32 ringd-fp16}
 for round in $(seq 1 "$REPS"); do

@@ -1,9 +1,12 @@
 """A synthetic, communication-bound MLP for benchmarks: ringd against PyTorch
 DDP with the Gloo backend, on the same model, batch and bucket size.
 
-The model is dense layers of --width (default 4096) units: 1024 -> width ->
-width -> 1024, about 25M parameters (100 MB of fp32 gradients a step) for a
-few ms of compute on a small batch, so the allreduce dominates.
+The model is --layers (default 6) dense layers of --width (default 2048)
+units between 1024 inputs and 1024 outputs: 25.2M parameters (100 MB of fp32
+gradients a step) for a few ms of compute on a small batch, so the allreduce
+dominates. --width 4096 --layers 2 has as many parameters, two thirds of them
+in one layer whose gradient appears only at the end of backward (less to
+overlap).
 
     ring-launch -n 4 -- /usr/bin/python3 synthetic_mlp.py --backend ringd --codec fp16
     ring-launch -n 4 -- /usr/bin/python3 synthetic_mlp.py --backend ddp-gloo
@@ -49,8 +52,8 @@ def main():
                     choices=["ringd", "ddp-gloo", "ddp-ringd-hook", "ddp-ringd"])
     ap.add_argument("--codec", default="fp16", choices=["none", "fp16", "bf16"],
                     help="what ringd's gradients travel as (default fp16)")
-    ap.add_argument("--width", type=int, default=4096)
-    ap.add_argument("--layers", type=int, default=2, help="hidden layers of --width")
+    ap.add_argument("--width", type=int, default=2048)
+    ap.add_argument("--layers", type=int, default=6, help="hidden layers of --width")
     ap.add_argument("--batch", type=int, default=32, help="per peer")
     ap.add_argument("--steps", type=int, default=20, help="timed steps (after 3 untimed)")
     ap.add_argument("--bucket-mb", type=float, default=25, help="fusion bucket, MiB (DDP's 25)")
