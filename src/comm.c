@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "comm_int.h"
 #include "log.h"
 #include "progress_thread.h"
@@ -100,6 +101,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
 
     RING_CHECK(ring_config_validate(cfg));
     RING_CHECK(ring_config_copy(&comm->cfg, cfg));
+    RING_CHECK(ring_auth_key_load(cfg, &comm->auth_key));
     if (level > 0)
         ring_log_set_level((ring_log_level_t)level);
     ring_log_set_rank(cfg->rank);

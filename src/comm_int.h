@@ -12,6 +12,7 @@
 #include "autotune.h"
 #include "peers.h"
 #include "schedule.h"
+#include "auth.h"
 #include "transport.h"
 #include "wire.h"
 #include "codec.h"
@@ -164,6 +165,7 @@ struct ring_comm {
     ring_status_t error;
     char error_msg[1024];
     ring_slot_t abort_right, abort_left;
+    ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
     double timeout_probe_deadline;         /* fail.c: the left neighbour was asked; 0: not yet */
     /* doctor.c: its state (requests and buffers the transport may still hold
      * after a failure, so freed with the comm), and whether it is running */

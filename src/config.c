@@ -33,7 +33,8 @@ typedef enum config_type {
     CONFIG_PORTS,     /* "P" or "LO-HI" */
     CONFIG_CHOICE,    /* one of the '|'-separated words of the unit string */
     CONFIG_LOGLEVEL,
-    CONFIG_RATE       /* double, bytes/s, tc-style units; 0 = unlimited */
+    CONFIG_RATE,      /* double, bytes/s, tc-style units; 0 = unlimited */
+    CONFIG_SECRET     /* like CONFIG_STRING, but never shown: "(set)" or "" */
 } config_type_t;
 
 typedef struct config_entry {
@@ -138,6 +139,14 @@ static const config_entry_t config_table[] = {
      "listen on this address or interface; default: the host of this rank's peers entry"},
     {"job-id", "RING_JOB_ID", CONFIG_STRING, "0", "text", FIELD(job_id), 0, 0,
      "peers of one job must agree on it; a stranger with another id is refused"},
+    {"secret-file", "RING_SECRET_FILE", CONFIG_STRING, "", "FILE", FIELD(secret_file), 0, 0,
+     "the job's secret (16 to 4096 bytes; one trailing newline is ignored): every connection "
+     "starts with a mutual HMAC-SHA-256 challenge-response on it, and a peer that cannot prove "
+     "it is dropped before it is told anything. Without a secret anyone who can reach the "
+     "ports can join (ringd says so when it listens beyond loopback)"},
+    {"secret", "RING_SECRET", CONFIG_SECRET, "", "TEXT", FIELD(secret), 0, 0,
+     "the job's secret as text instead of a file (prefer --secret-file: the environment of a "
+     "process can be read by its user's other processes); never printed"},
     {"log-level", "RING_LOG_LEVEL", CONFIG_LOGLEVEL, "none", "none|error|warn|info|debug|trace",
      FIELD(log_level), 0, 0, "library logging to stderr (RING_DEBUG=1 means debug)"},
     {"rate-limit", "RING_RATE_LIMIT", CONFIG_RATE, "0", "RATE (e.g. 1gbit, 125mbps)",
@@ -207,6 +216,13 @@ static ring_status_t config_apply(ring_config_t *cfg, const config_entry_t *e, c
     case CONFIG_STRING:
         if (strlen(value) >= e->size)
             return config_bad(e, value, "too long");
+        memcpy(field, value, strlen(value) + 1);
+        return RING_OK;
+    case CONFIG_SECRET:
+        if (strlen(value) >= e->size)
+            return ring_error_set(RING_ERR_INVALID, "--%s (%s): longer than %zu bytes: put it "
+                                  "in a file and give --secret-file", e->name, e->env,
+                                  e->size - 1);
         memcpy(field, value, strlen(value) + 1);
         return RING_OK;
     case CONFIG_PEERS: {
@@ -537,6 +553,9 @@ static void config_format(const ring_config_t *cfg, const config_entry_t *e, cha
         break;
     case CONFIG_RATE:
         ring_format_rate(*(const double *)field, buf, len);
+        break;
+    case CONFIG_SECRET:
+        snprintf(buf, len, "%s", field[0] != '\0' ? "(set)" : "");
         break;
     case CONFIG_PORTS:
         if (cfg->port_lo == cfg->port_hi)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "auth.h"
 #include "comm_int.h"
 #include "le.h"
 #include "log.h"
@@ -29,6 +30,8 @@
 
 typedef struct hello_conn {
     ring_tp_ep_t *ep;
+    ring_auth_t auth;          /* with a secret, before the hello (auth.h) */
+    int authing;               /* 1 while the challenge-response runs */
     ring_tp_req_t sreq, rreq;
     unsigned char out[RING_HELLO_BYTES], in[RING_HELLO_BYTES];
     double started, retry_at, backoff;
@@ -40,6 +43,9 @@ typedef struct connect_state {
     hello_conn_t out[CONNECT_MAX];   /* to the right, index channel * streams + stream */
     hello_conn_t in[PENDING_MAX];    /* accepted, hello not seen yet */
     int nout, accepted;
+    /* authentication failures, for the start-up timeout's message */
+    int auth_failed_in, auth_failed_out;
+    char auth_why[400];
     ring_status_t last_refusal;
     int last_errno;
     /* file store: when the right address first answered as another peer (0:
@@ -76,6 +82,9 @@ static ring_status_t connect_start(connect_state_t *cs, int i)
     RING_CHECK(comm->tp_ops->connect(comm->tp, right->host, right->port, &hc->ep));
     hc->state = 1;
     hc->started = ring_now();
+    hc->authing = comm->auth_key.on;
+    if (hc->authing) /* the hello waits until the neighbour has proven the secret */
+        return ring_auth_begin(&hc->auth, &comm->auth_key, comm->tp_ops, hc->ep, 0);
     hello_post(cs, hc, i / comm->nstreams, i % comm->nstreams, 1);
     return RING_OK;
 }
@@ -180,6 +189,32 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
             RING_CHECK(connect_start(cs, i));
         return RING_OK;
     }
+    if (hc->state == 1 && hc->authing) {
+        ring_auth_state_t as = ring_auth_step(&hc->auth);
+
+        if (as == RING_AUTH_PENDING)
+            return RING_OK;
+        if (as == RING_AUTH_FAILED && hc->auth.unreachable) {
+            /* not listening yet: as a refused hello */
+            cs->last_refusal = hc->auth.r_challenge.status;
+            cs->last_errno = hc->auth.r_challenge.sys_errno;
+            connect_retry(cs, hc, now);
+            return RING_OK;
+        }
+        if (as == RING_AUTH_FAILED) {
+            /* a stranger on the address, or a neighbour with another secret: try
+             * again until the start-up deadline, which then says why */
+            cs->auth_failed_out++;
+            snprintf(cs->auth_why, sizeof(cs->auth_why), "rank %d (%s) %s", comm->right_rank,
+                     comm->right_addr, hc->auth.why);
+            ring_log(RING_LOG_WARN, "authentication with %s failed; retrying", cs->auth_why);
+            connect_retry(cs, hc, now);
+            return RING_OK;
+        }
+        hc->authing = 0;
+        hello_post(cs, hc, i / comm->nstreams, i % comm->nstreams, 1);
+        return RING_OK;
+    }
     if (hc->state != 1 || !hc->rreq.done)
         return RING_OK;
     RING_CHECK(check_other_transport(comm, hc, comm->right_rank, comm->right_addr));
@@ -237,10 +272,29 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
 
     if (hc->ep == NULL || hc->state == 2)
         return RING_OK;
-    if (!hc->rreq.done) {
+    if (hc->authing) {
+        ring_auth_state_t as = ring_auth_step(&hc->auth);
+
+        if (as == RING_AUTH_FAILED) {
+            /* never fatal, and it is told nothing: who and from where, in the log */
+            cs->auth_failed_in++;
+            snprintf(cs->auth_why, sizeof(cs->auth_why), "a connection from %s %s",
+                     comm->tp_ops->ep_peer(hc->ep), hc->auth.why);
+            ring_log(RING_LOG_WARN, "%s; closed it", cs->auth_why);
+            comm->tp_ops->ep_close(hc->ep);
+            hc->ep = NULL;
+            return RING_OK;
+        }
+        if (as == RING_AUTH_DONE) {
+            hc->authing = 0;
+            hello_post(cs, hc, 0, 0, 0);
+        }
+    }
+    if (hc->authing || !hc->rreq.done) {
         if (now - hc->started > STRANGER_TIMEOUT_S) {
-            ring_log(RING_LOG_WARN, "connection from %s sent no hello in %.0f s; closed it",
-                     comm->tp_ops->ep_peer(hc->ep), STRANGER_TIMEOUT_S);
+            ring_log(RING_LOG_WARN, "connection from %s sent no %s in %.0f s; closed it",
+                     comm->tp_ops->ep_peer(hc->ep), hc->authing ? "proof of the secret" : "hello",
+                     STRANGER_TIMEOUT_S);
             comm->tp_ops->ep_close(hc->ep);
             hc->ep = NULL;
         }
@@ -334,7 +388,11 @@ static ring_status_t connect_accept_new(connect_state_t *cs, double now)
         cs->in[slot].ep = ep;
         cs->in[slot].state = 1;
         cs->in[slot].started = now;
-        hello_post(cs, &cs->in[slot], 0, 0, 0);
+        cs->in[slot].authing = comm->auth_key.on;
+        if (cs->in[slot].authing)
+            RING_CHECK(ring_auth_begin(&cs->in[slot].auth, &comm->auth_key, comm->tp_ops, ep, 1));
+        else
+            hello_post(cs, &cs->in[slot], 0, 0, 0);
     }
 }
 
@@ -373,6 +431,21 @@ static ring_status_t connect_timeout_error(connect_state_t *cs)
     ring_comm_t *comm = cs->comm;
     int total = comm->nchannels * comm->nstreams;
 
+    if (cs->nout < total && cs->auth_failed_out > 0)
+        return ring_error_set(RING_ERR_TIMED_OUT,
+                              "start-up: timed out after %g s connecting to rank %d (%s): "
+                              "authentication failed %d time(s), last: %s; does every peer "
+                              "have the same --secret-file (RING_SECRET_FILE)?",
+                              comm->cfg.connect_timeout_s, comm->right_rank, comm->right_addr,
+                              cs->auth_failed_out, cs->auth_why);
+    if (cs->nout >= total && cs->auth_failed_in > 0)
+        return ring_error_set(RING_ERR_TIMED_OUT,
+                              "start-up: timed out after %g s waiting for rank %d (%s) to connect "
+                              "(%d of %d connections arrived); %d connection(s) failed "
+                              "authentication, last: %s; does every peer have the same "
+                              "--secret-file (RING_SECRET_FILE)?", comm->cfg.connect_timeout_s,
+                              comm->left_rank, comm->left_addr, cs->accepted, total,
+                              cs->auth_failed_in, cs->auth_why);
     if (cs->nout < total)
         return ring_error_set(RING_ERR_TIMED_OUT,
                               "start-up: timed out after %g s connecting to rank %d (%s): %s; is "

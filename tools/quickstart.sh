@@ -33,7 +33,7 @@ build_root=${BUILD_ROOT:-$top/_build}
 packages=(
     # the toolchain, the libraries ringd uses and its dataset
     build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev libjansson-dev
-    libibverbs-dev libopenblas-dev dataset-fashion-mnist clang
+    libibverbs-dev libopenblas-dev libssl-dev dataset-fashion-mnist clang
     # what the tests call: ip, unshare, flock, pgrep (tools/netns-lab.sh and others),
     # gnuplot-nox for the plots ring-exp.test checks, python3 and iperf3 for
     # tests/netns-lab.test (it skips its rate-cap check without iperf3)

@@ -1,0 +1,226 @@
+/*
+ * t-auth.c - peers prove the job's secret before they are told anything
+ * (src/auth.c, src/connect.c):
+ *   - the messages: a proof checks only under the same key, role and nonces;
+ *     decoders refuse wrong sizes, magic, version or role; short secrets fail;
+ *   - N=3 real processes with the same secret form a ring and allreduce;
+ *   - a peer with another secret: the ring never forms, and every peer's
+ *     start-up error says authentication failed;
+ *   - a stranger without the secret on an absent rank's port (it knows the
+ *     job id, the default): it is told nothing and cannot join; the real
+ *     peers fail naming authentication;
+ *   - with every peer present, a stranger that connects to rank 0 and sends a
+ *     hello gets no byte back, and the ring trains on.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "harness.h"
+#include "le.h"
+#include "tap.h"
+#include "transport.h"
+#include "wire.h"
+
+#define SECRET "0123456789abcdef-t-auth"
+#define V_STATUS 0
+#define V_SUM 1
+#define V_STRANGER_BYTES 2
+
+static void check_messages(void)
+{
+    ring_auth_key_t k1, k2;
+    unsigned char nc[RING_AUTH_NONCE_BYTES], ns[RING_AUTH_NONCE_BYTES], got[RING_AUTH_NONCE_BYTES];
+    unsigned char proof[RING_AUTH_PROOF_BYTES], ch[RING_AUTH_CHALLENGE_BYTES];
+
+    ok(ring_auth_key_from("short", 5, &k1) == RING_ERR_INVALID &&
+           strstr(ring_last_error(), "at least 16") != NULL,
+       "a 5-byte secret is refused, saying how long it must be");
+    ok(ring_auth_key_from(SECRET, strlen(SECRET), &k1) == RING_OK && k1.on,
+       "a 23-byte secret gives a key");
+    ok(ring_auth_key_from(SECRET "x", strlen(SECRET) + 1, &k2) == RING_OK &&
+           memcmp(k1.k, k2.k, sizeof(k1.k)) != 0, "another secret, another key");
+    for (int i = 0; i < RING_AUTH_NONCE_BYTES; i++)
+        nc[i] = (unsigned char)i, ns[i] = (unsigned char)(100 + i);
+    ring_auth_proof(&k1, 0, nc, ns, proof);
+    ok(ring_auth_proof_check(&k1, 0, nc, ns, proof, sizeof(proof)) == 0,
+       "the connector's proof checks under the same key and nonces");
+    ok(ring_auth_proof_check(&k2, 0, nc, ns, proof, sizeof(proof)) != 0,
+       "... not under another key");
+    ok(ring_auth_proof_check(&k1, 1, nc, ns, proof, sizeof(proof)) != 0,
+       "... not as the acceptor's (a proof reflected back fails)");
+    ns[5] ^= 1;
+    ok(ring_auth_proof_check(&k1, 0, nc, ns, proof, sizeof(proof)) != 0,
+       "... not with another nonce (a replay fails)");
+    ns[5] ^= 1;
+    proof[10] ^= 0x40;
+    ok(ring_auth_proof_check(&k1, 0, nc, ns, proof, sizeof(proof)) != 0,
+       "... not with one bit flipped");
+    proof[10] ^= 0x40;
+    ok(ring_auth_proof_check(&k1, 0, nc, ns, proof, sizeof(proof) - 1) != 0 &&
+           ring_auth_proof_check(&k1, 0, nc, ns, proof, 0) != 0,
+       "... not when shorter");
+    ring_auth_challenge_encode(1, ns, ch);
+    ok(ring_auth_challenge_decode(ch, sizeof(ch), 1, got) == 0 && memcmp(got, ns, sizeof(ns)) == 0,
+       "a challenge decodes to its nonce");
+    ok(ring_auth_challenge_decode(ch, sizeof(ch), 0, got) != 0,
+       "an acceptor's challenge is refused where a connector's is due");
+    ok(ring_auth_challenge_decode(ch, sizeof(ch) - 1, 1, got) != 0 &&
+           ring_auth_challenge_decode(ch, 3, 1, got) != 0, "a short challenge is refused");
+    ch[4] = 9;
+    ok(ring_auth_challenge_decode(ch, sizeof(ch), 1, got) != 0, "another version is refused");
+}
+
+/* ---- real rings ----------------------------------------------------------------- */
+
+typedef enum { R_ALL_SAME, R_OTHER_SECRET, R_STRANGER_ABSENT, R_STRANGER_HELLO } ring_case_t;
+
+/* A process without the secret: connect to host:port, send a hello-sized
+ * message that starts like a hello, and count what comes back in 3 s. */
+static int stranger_hello(const char *host, int port)
+{
+    const ring_tp_ops_t *ops = ring_tp_find("tcp");
+    ring_tp_params_t params = {0};
+    ring_tp_t *tp;
+    ring_tp_ep_t *ep;
+    ring_tp_req_t s = {0}, r = {0};
+    unsigned char out[RING_HELLO_BYTES] = {0}, in[4096];
+    double until;
+    int got = 0;
+
+    if (ops == NULL || ops->init(&params, &tp) != RING_OK)
+        return 255;
+    for (int attempt = 0; attempt < 100; attempt++) { /* until rank 0 listens */
+        if (ops->connect(tp, host, port, &ep) != RING_OK)
+            return 255;
+        le_put32(out, RING_HELLO_MAGIC);
+        s.iov[0].iov_base = out;
+        s.iov[0].iov_len = sizeof(out);
+        s.iovcnt = 1;
+        r.iov[0].iov_base = in;
+        r.iov[0].iov_len = sizeof(in);
+        r.iovcnt = 1;
+        (void)ops->post_send(ep, &s);
+        (void)ops->post_recv(ep, &r);
+        until = h_now() + 3.0;
+        while (!r.done && h_now() < until) {
+            ops->progress(tp);
+            ops->wait(tp, 10);
+        }
+        if (r.done && r.sys_errno == ECONNREFUSED) {
+            ops->ep_close(ep);
+            usleep(50000);
+            continue;
+        }
+        got = r.done && r.status == RING_OK ? (int)r.bytes : 0;
+        ops->ep_close(ep);
+        break;
+    }
+    ops->fini(tp);
+    return got;
+}
+
+static int ring_main(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    ring_case_t kind = *(const ring_case_t *)arg;
+    ring_comm_t *comm;
+    ring_status_t st;
+    float x[1000];
+    pid_t stranger = -1;
+    int wstatus = 0;
+
+    if (kind == R_STRANGER_HELLO && rank == n - 1) {
+        /* rank 0's port from the peers list: its first entry's port */
+        const char *colon = strrchr(strtok(strdup(cfg->peers), ","), ':');
+        int port = colon != NULL ? atoi(colon + 1) : 0;
+
+        stranger = fork();
+        if (stranger == 0)
+            _exit(stranger_hello("127.0.0.1", port));
+    }
+    st = ring_comm_open(cfg, &comm);
+    if (st != RING_OK) {
+        h_put(V_STATUS, (uint64_t)st);
+        h_fail(st, "ring_comm_open");
+        return 1;
+    }
+    for (int i = 0; i < 1000; i++)
+        x[i] = (float)(rank + 1);
+    st = ring_allreduce(comm, x, x, 1000, RING_FLOAT32, RING_SUM);
+    h_put(V_STATUS, (uint64_t)st);
+    h_put(V_SUM, (uint64_t)x[999]);
+    if (stranger > 0) {
+        waitpid(stranger, &wstatus, 0);
+        h_put(V_STRANGER_BYTES, WIFEXITED(wstatus) ? (uint64_t)WEXITSTATUS(wstatus) : 254);
+    }
+    ring_comm_close(comm);
+    return st == RING_OK ? 0 : 1;
+}
+
+static void run_ring(const char *label, ring_case_t kind)
+{
+    static const h_setting_t same[] = {{-1, "secret", SECRET}, {0, NULL, NULL}};
+    static const h_setting_t other[] = {{-1, "secret", SECRET}, {2, "secret", SECRET "-other"},
+                                        {0, NULL, NULL}};
+    /* rank 3 is the stranger: a ringd peer without the secret */
+    static const h_setting_t stranger[] = {{0, "secret", SECRET}, {1, "secret", SECRET},
+                                           {2, "secret", SECRET}, {0, NULL, NULL}};
+    int n = kind == R_STRANGER_ABSENT ? 4 : 3;
+    int fails = kind == R_OTHER_SECRET || kind == R_STRANGER_ABSENT;
+    h_spec_t spec = {.n = n, .fn = ring_main, .arg = &kind, .child_timeout = 25,
+                     .connect_timeout = fails ? "3s" : "10s",
+                     .settings = kind == R_OTHER_SECRET      ? other
+                                 : kind == R_STRANGER_ABSENT ? stranger
+                                                             : same};
+    h_run_t *run = calloc(1, sizeof(*run));
+    int all = 1;
+
+    if (run == NULL || h_run(&spec, run) != 0) {
+        ok(0, "%s: the ring ran", label);
+        free(run);
+        return;
+    }
+    for (int r = 0; r < n; r++) {
+        const h_result_t *res = &run->r[r];
+
+        if (!fails)
+            all &= res->exited && res->code == 0 && h_val(res, V_SUM, 0) == 6;
+        else if (kind == R_STRANGER_ABSENT && r == 3)
+            /* told nothing: no settings, no job, no ranks, only that nobody answered */
+            all &= res->exited && res->code == 1 && strstr(res->msg, "mismatch") == NULL &&
+                   strstr(res->msg, "connection closed") != NULL;
+        else if (kind == R_STRANGER_ABSENT && r == 1)
+            /* both its neighbours are real: it hears of the failure from them */
+            all &= res->exited && res->code == 1 && res->t_end < 15;
+        else
+            all &= res->exited && res->code == 1 && res->t_end < 15 &&
+                   strstr(res->msg, "authentication") != NULL;
+    }
+    if (kind == R_STRANGER_HELLO)
+        all &= h_val(&run->r[n - 1], V_STRANGER_BYTES, 99) == 0;
+    if (!ok(all, "%s", label))
+        h_diag(run);
+    else
+        diag("%s: rank 0: %s", label, run->r[0].msg[0] != '\0' ? run->r[0].msg : "ok");
+    free(run);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    check_messages();
+    run_ring("N=3, one secret: the ring forms and sums (6 = 1+2+3)", R_ALL_SAME);
+    run_ring("N=3, rank 2 has another secret: no ring; every peer's error says authentication "
+             "failed", R_OTHER_SECRET);
+    run_ring("a stranger without the secret as rank 3: told nothing, cannot join; the others "
+             "name authentication", R_STRANGER_ABSENT);
+    run_ring("N=3 and a stranger's hello to rank 0: not a byte back, and the ring sums",
+             R_STRANGER_HELLO);
+    done_testing();
+}
