@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launch-secret.h"
 #include "timeline-merge.h"
 
 #ifdef PACKAGE_VERSION
@@ -119,6 +120,9 @@ static const char launch_help_text[] =
     "                   order, e.g. 127.0.0.1:4000,127.0.0.1:4001;\n"
     "                   IPv6 hosts are bracketed: [::1]:4000\n"
     "  RING_TIMELINE    FILE.{rank}.part, with --timeline FILE\n"
+    "  RING_SECRET      a fresh random secret for this run, so that the ranks'\n"
+    "                   connections are authenticated (unless RING_SECRET or\n"
+    "                   RING_SECRET_FILE is set already: then that one)\n"
     "\nBEHAVIOUR\n"
     "  Each rank runs in its own process group with stdin from /dev/null.\n"
     "  Its stdout and stderr are relayed line by line to the launcher's\n"
@@ -815,6 +819,14 @@ int main(int argc, char **argv)
     if (launch_timeline_prepare(&st.opt) != 0) {
         fputs("ring-launch: out of memory\n", stderr);
         return 1;
+    }
+    {
+        char err[256];
+
+        if (launch_secret_setenv(err, sizeof(err)) != 0) {
+            fprintf(stderr, "ring-launch: %s\n", err);
+            return 1;
+        }
     }
     launch_fds_prepare(st.opt.n);
     ports = calloc((size_t)st.opt.n, sizeof(*ports));
