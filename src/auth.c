@@ -90,6 +90,11 @@ ring_status_t ring_auth_key_load(const ring_config_t *cfg, ring_auth_key_t *key)
     return RING_OK;
 }
 
+int ring_auth_nonce(unsigned char nonce[RING_AUTH_NONCE_BYTES])
+{
+    return RAND_bytes(nonce, RING_AUTH_NONCE_BYTES) == 1 ? 0 : -1;
+}
+
 void ring_auth_challenge_encode(int acceptor, const unsigned char nonce[RING_AUTH_NONCE_BYTES],
                                 unsigned char out[RING_AUTH_CHALLENGE_BYTES])
 {
@@ -181,7 +186,7 @@ ring_status_t ring_auth_begin(ring_auth_t *a, const ring_auth_key_t *key,
     a->ops = ops;
     a->ep = ep;
     a->acceptor = acceptor;
-    if (RAND_bytes(acceptor ? a->nonce_s : a->nonce_c, RING_AUTH_NONCE_BYTES) != 1)
+    if (ring_auth_nonce(acceptor ? a->nonce_s : a->nonce_c) != 0)
         return ring_error_set(RING_ERR_INTERNAL, "no random bytes from libcrypto (RAND_bytes)");
     /* the connector speaks first; the acceptor answers only what it is asked */
     if (!acceptor) {

@@ -46,6 +46,9 @@ ring_status_t ring_auth_key_load(const ring_config_t *cfg, ring_auth_key_t *key)
 /* The key from the secret's bytes (tests, bindings). */
 ring_status_t ring_auth_key_from(const void *secret, size_t len, ring_auth_key_t *key);
 
+/* A fresh random nonce (libcrypto's RAND_bytes): 0, or -1 when it has none. */
+int ring_auth_nonce(unsigned char nonce[RING_AUTH_NONCE_BYTES]);
+
 /* The messages; decoders check size and magic (0 ok, -1 not one). */
 void ring_auth_challenge_encode(int acceptor, const unsigned char nonce[RING_AUTH_NONCE_BYTES],
                                 unsigned char out[RING_AUTH_CHALLENGE_BYTES]);

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -462,6 +463,24 @@ static ring_status_t connect_timeout_error(connect_state_t *cs)
                           comm->left_addr, cs->accepted, total, comm->left_rank);
 }
 
+/* Listening beyond loopback without a secret: say so, once per process (the
+ * one thing libringd prints without being asked, as it is about security). */
+static void warn_open_to_strangers(const ring_comm_t *comm, const char *bind)
+{
+    static int said;
+    struct in_addr a4;
+
+    if (said || comm->auth_key.on || strcmp(bind, "::1") == 0 || strcmp(bind, "lo") == 0 ||
+        strcmp(bind, "localhost") == 0 ||
+        (inet_pton(AF_INET, bind, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127))
+        return;
+    said = 1;
+    fprintf(stderr, "ringd[rank %d]: listening on %s without a secret: anyone who can reach "
+            "this port can join the ring and read or change its data; give every peer the "
+            "same --secret-file (RING_SECRET_FILE; ring-launch makes one per run)\n",
+            comm->rank, bind[0] != '\0' ? bind : "every address");
+}
+
 ring_status_t ring_connect_ring(ring_comm_t *comm)
 {
     connect_state_t *cs = calloc(1, sizeof(*cs));
@@ -476,6 +495,7 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
     cs->comm = comm;
     if (strcmp(bind, "*") == 0)
         bind = "";
+    warn_open_to_strangers(comm, bind);
     /* a rendezvous listened already, to publish its port */
     if (comm->listener == NULL)
         RING_CHECK_GOTO(comm->tp_ops->listen(comm->tp, bind, me->port, &comm->listener), status,

@@ -1,6 +1,8 @@
 /*
  * log.h - opt-in logging to stderr. The library prints nothing unless
- * RING_LOG_LEVEL (error|warn|info|debug|trace) or RING_DEBUG=1 asks for it.
+ * RING_LOG_LEVEL (error|warn|info|debug|trace) or RING_DEBUG=1 asks for it,
+ * apart from one security notice (connect.c: listening beyond loopback
+ * without a secret).
  * Lines start with "ringd[rank R] host:pid" so logs of many peers merge.
  */
 #ifndef RING_LOG_H

@@ -56,14 +56,19 @@ struct ring_store {
 };
 
 /* Connect to the tcp store at host:port for job, retrying until deadline
- * (the server may not be up yet). */
-ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, double deadline,
+ * (the server may not be up yet). With a key (key->on), auth.h's
+ * challenge-response comes first, as on ring connections. */
+struct ring_auth_key;
+ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
+                                  const struct ring_auth_key *key, double deadline,
                                   ring_store_t **s_p);
 
 /* The server side: listen on port (every address) and serve job's keys in
- * a thread until ring_store_server_stop. */
+ * a thread until ring_store_server_stop. With a key, a client must prove the
+ * secret before anything else: one that cannot is dropped, told nothing. */
 typedef struct ring_store_server ring_store_server_t;
-ring_status_t ring_store_server_start(int port, const char *job, ring_store_server_t **srv_p);
+ring_status_t ring_store_server_start(int port, const char *job, const struct ring_auth_key *key,
+                                      ring_store_server_t **srv_p);
 /* Stop serving; clients still waiting for a key are told why (NULL: nothing). */
 void ring_store_server_stop(ring_store_server_t *srv, const char *why);
 

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -22,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "errors.h"
 #include "le.h"
 #include "log.h"
@@ -42,12 +44,15 @@ typedef struct client {
     size_t out_len, out_cap;
     char *waiting;              /* key of a parked get, or NULL */
     int closing;                /* drop once out is sent */
+    int auth_phase;             /* with a secret: 0 challenge due, 1 proof due, 2 proven */
+    unsigned char nonce_c[RING_AUTH_NONCE_BYTES], nonce_s[RING_AUTH_NONCE_BYTES];
 } client_t;
 
 struct ring_store_server {
     pthread_t thread;
     int listen_fd, stop_pipe[2];
     char job[RING_STORE_KEY_MAX + 1];
+    ring_auth_key_t key;        /* key.on: clients must prove the secret first */
     kv_t *kv;
     size_t nkv, kv_cap;
     client_t *clients;
@@ -73,20 +78,25 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+static void send_raw(client_t *c, const void *data, size_t len)
+{
+    if (grow((void **)&c->out, &c->out_cap, c->out_len + len, 1) != 0) {
+        c->closing = 1;
+        return;
+    }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+}
+
 static void reply(client_t *c, char status, const char *data, size_t len)
 {
     unsigned char hdr[RING_STORE_REP_HDR];
 
-    if (grow((void **)&c->out, &c->out_cap, c->out_len + sizeof(hdr) + len, 1) != 0) {
-        c->closing = 1;
-        return;
-    }
     memcpy(hdr, RING_STORE_MAGIC, 4);
     hdr[4] = (unsigned char)status;
     le_put32(hdr + 5, (uint32_t)len);
-    memcpy(c->out + c->out_len, hdr, sizeof(hdr));
-    memcpy(c->out + c->out_len + sizeof(hdr), data, len);
-    c->out_len += sizeof(hdr) + len;
+    send_raw(c, hdr, sizeof(hdr));
+    send_raw(c, data, len);
 }
 
 static void reply_error(client_t *c, const char *msg)
@@ -195,11 +205,65 @@ static void handle(ring_store_server_t *srv, client_t *c, char op, char *key, ch
     }
 }
 
+/* A client that fails to prove the secret is dropped and told nothing. */
+static void auth_drop(client_t *c, const char *why)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[64] = "?";
+
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0)
+        (void)getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0,
+                          NI_NUMERICHOST);
+    ring_log(RING_LOG_WARN, "rendezvous store: a client from %s %s; dropped it", host, why);
+    c->in_len = 0;
+    c->closing = 1;
+}
+
+/* auth.h's exchange as the acceptor, on the bytes c sent so far: the offset
+ * of the first request byte once c has proven the secret, else -1 (more
+ * bytes needed, or c is being dropped). */
+static long client_authenticate(client_t *c, const ring_auth_key_t *key)
+{
+    unsigned char out[RING_AUTH_CHALLENGE_BYTES];
+
+    if (c->auth_phase == 0) {
+        if (c->in_len < RING_AUTH_CHALLENGE_BYTES)
+            return -1;
+        if (ring_auth_challenge_decode(c->in, RING_AUTH_CHALLENGE_BYTES, 0, c->nonce_c) != 0 ||
+            ring_auth_nonce(c->nonce_s) != 0) {
+            auth_drop(c, "sent no authentication challenge (no secret, or not a ringd peer)");
+            return -1;
+        }
+        ring_auth_challenge_encode(1, c->nonce_s, out);
+        send_raw(c, out, sizeof(out));
+        c->auth_phase = 1;
+    }
+    if (c->in_len < RING_AUTH_CHALLENGE_BYTES + RING_AUTH_PROOF_BYTES)
+        return -1;
+    if (ring_auth_proof_check(key, 0, c->nonce_c, c->nonce_s, c->in + RING_AUTH_CHALLENGE_BYTES,
+                              RING_AUTH_PROOF_BYTES) != 0) {
+        auth_drop(c, "could not prove the job's secret");
+        return -1;
+    }
+    ring_auth_proof(key, 1, c->nonce_c, c->nonce_s, out);
+    send_raw(c, out, RING_AUTH_PROOF_BYTES);
+    c->auth_phase = 2;
+    return RING_AUTH_CHALLENGE_BYTES + RING_AUTH_PROOF_BYTES;
+}
+
 /* Take every complete request out of c->in. */
 static void parse_requests(ring_store_server_t *srv, client_t *c)
 {
     size_t off = 0;
 
+    if (srv->key.on && c->auth_phase < 2) {
+        long start = client_authenticate(c, &srv->key);
+
+        if (start < 0)
+            return;
+        off = (size_t)start;
+    }
     while (!c->closing && c->in_len - off >= RING_STORE_REQ_HDR) {
         unsigned char *h = c->in + off;
         size_t klen = le_get16(h + 5), vlen = le_get32(h + 7);
@@ -375,7 +439,8 @@ static int server_listen(int port, int *err)
     return -1;
 }
 
-ring_status_t ring_store_server_start(int port, const char *job, ring_store_server_t **srv_p)
+ring_status_t ring_store_server_start(int port, const char *job, const ring_auth_key_t *key,
+                                      ring_store_server_t **srv_p)
 {
     ring_store_server_t *srv = calloc(1, sizeof(*srv));
     int err = 0;
@@ -383,6 +448,8 @@ ring_status_t ring_store_server_start(int port, const char *job, ring_store_serv
     if (srv == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous store");
     snprintf(srv->job, sizeof(srv->job), "%s", job);
+    if (key != NULL)
+        srv->key = *key;
     srv->listen_fd = server_listen(port, &err);
     if (srv->listen_fd < 0) {
         free(srv);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "auth.h"
 #include "errors.h"
 #include "le.h"
 #include "store.h"
@@ -204,8 +205,44 @@ static int tcp_dial(const char *host, int port, double deadline, char *err, size
     return fd;
 }
 
-ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, double deadline,
-                                  ring_store_t **s_p)
+/* auth.h's exchange as the connector, before the store's hello: the store
+ * proves the secret before it hears the job id, and this peer before it is
+ * answered. */
+static ring_status_t tcp_authenticate(store_tcp_t *st, const ring_auth_key_t *key,
+                                      double deadline)
+{
+    unsigned char nc[RING_AUTH_NONCE_BYTES], ns[RING_AUTH_NONCE_BYTES];
+    unsigned char ch[RING_AUTH_CHALLENGE_BYTES], proof[RING_AUTH_PROOF_BYTES];
+
+    if (ring_auth_nonce(nc) != 0)
+        return ring_error_set(RING_ERR_INTERNAL, "no random bytes from libcrypto (RAND_bytes)");
+    ring_auth_challenge_encode(0, nc, ch);
+    if (io_all(st->fd, ch, sizeof(ch), 1, deadline) != 0 ||
+        io_all(st->fd, ch, sizeof(ch), 0, deadline) != 0)
+        return errno == ETIMEDOUT
+                   ? ring_error_set(RING_ERR_TIMED_OUT, "rendezvous store %s: no answer to the "
+                                    "authentication challenge", st->base.where)
+                   : ring_error_set(RING_ERR_REMOTE, "rendezvous store %s closed the connection "
+                                    "at the authentication challenge: does rank 0 have the "
+                                    "same --secret-file (RING_SECRET_FILE)?", st->base.where);
+    if (ring_auth_challenge_decode(ch, sizeof(ch), 1, ns) != 0)
+        return ring_error_set(RING_ERR_PROTOCOL, "rendezvous store %s did not answer with a "
+                              "ringd authentication challenge: is it a ringd store with a "
+                              "secret?", st->base.where);
+    ring_auth_proof(key, 0, nc, ns, proof);
+    if (io_all(st->fd, proof, sizeof(proof), 1, deadline) != 0 ||
+        io_all(st->fd, proof, sizeof(proof), 0, deadline) != 0)
+        return ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s refused this peer's "
+                              "proof of the secret: does every peer have the same "
+                              "--secret-file (RING_SECRET_FILE)?", st->base.where);
+    if (ring_auth_proof_check(key, 1, nc, ns, proof, sizeof(proof)) != 0)
+        return ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s could not prove the "
+                              "job's secret: it is not this job's store", st->base.where);
+    return RING_OK;
+}
+
+ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
+                                  const ring_auth_key_t *key, double deadline, ring_store_t **s_p)
 {
     store_tcp_t *st = calloc(1, sizeof(*st));
     double started = ring_now(), backoff = 0.005;
@@ -234,8 +271,11 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job, d
         usleep((useconds_t)(backoff * 1e6));
         backoff = backoff < 0.1 ? backoff * 2 : 0.2;
     }
-    rs = store_call(st, 'H', job, NULL, ring_now() + st->op_timeout, &status, data,
-                    sizeof(data));
+    rs = key != NULL && key->on ? tcp_authenticate(st, key, ring_now() + st->op_timeout)
+                                : RING_OK;
+    if (rs == RING_OK)
+        rs = store_call(st, 'H', job, NULL, ring_now() + st->op_timeout, &status, data,
+                        sizeof(data));
     if (rs == RING_ERR_TIMED_OUT)
         rs = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: the program at %s accepted the "
                             "connection but never answered a ringd store's hello",
