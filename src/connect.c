@@ -26,7 +26,8 @@
 #include "verbs_record.h"
 
 #define CONNECT_MAX (RING_MAX_CHANNELS * RING_MAX_STREAMS)
-#define PENDING_MAX (CONNECT_MAX + 16)
+#define PENDING_SPARE 16
+#define PENDING_MAX (CONNECT_MAX + PENDING_SPARE)
 #define STRANGER_TIMEOUT_S 10.0
 
 typedef struct hello_conn {
@@ -46,6 +47,7 @@ typedef struct connect_state {
     int nout, accepted;
     /* authentication failures, for the start-up timeout's message */
     int auth_failed_in, auth_failed_out;
+    int dropped;                     /* pending connections dropped to make room */
     char auth_why[400];
     ring_status_t last_refusal;
     int last_errno;
@@ -365,6 +367,13 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
     return RING_OK;
 }
 
+/* An accepted connection that has not sent a byte of its challenge or hello. */
+static int conn_silent(const hello_conn_t *hc)
+{
+    return hc->state == 1 && (hc->authing ? hc->auth.phase == 0 && !hc->auth.r_challenge.done
+                                          : !hc->rreq.done);
+}
+
 static ring_status_t connect_accept_new(connect_state_t *cs, double now)
 {
     ring_comm_t *comm = cs->comm;
@@ -376,14 +385,27 @@ static ring_status_t connect_accept_new(connect_state_t *cs, double now)
         RING_CHECK(comm->tp_ops->accept(comm->listener, &ep));
         if (ep == NULL)
             return RING_OK;
-        for (int i = 0; i < PENDING_MAX && slot < 0; i++)
+        /* what the left neighbour opens, and room for a few strangers: the
+         * transport must keep endpoints for the outgoing connections too */
+        for (int i = 0; i < comm->nchannels * comm->nstreams + PENDING_SPARE && slot < 0; i++)
             if (cs->in[i].ep == NULL)
                 slot = i;
         if (slot < 0) {
-            ring_log(RING_LOG_WARN, "too many connections without a hello; closed %s",
-                     comm->tp_ops->ep_peer(ep));
-            comm->tp_ops->ep_close(ep);
-            continue;
+            /* full of connections that have not finished their hello (a flood, or
+             * slow strangers): drop the oldest silent one (a real neighbour speaks
+             * at once), so strangers cannot lock the neighbour out */
+            for (int i = 0; i < comm->nchannels * comm->nstreams + PENDING_SPARE; i++)
+                if (conn_silent(&cs->in[i]) &&
+                    (slot < 0 || cs->in[i].started < cs->in[slot].started))
+                    slot = i;
+            if (slot < 0) {
+                comm->tp_ops->ep_close(ep);
+                continue;
+            }
+            cs->dropped++;
+            ring_log(RING_LOG_DEBUG, "too many connections without a hello; dropped the oldest, "
+                     "from %s", comm->tp_ops->ep_peer(cs->in[slot].ep));
+            comm->tp_ops->ep_close(cs->in[slot].ep);
         }
         memset(&cs->in[slot], 0, sizeof(cs->in[slot]));
         cs->in[slot].ep = ep;

@@ -14,7 +14,10 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +82,39 @@ static void check_messages(void)
 
 /* ---- real rings ----------------------------------------------------------------- */
 
-typedef enum { R_ALL_SAME, R_OTHER_SECRET, R_STRANGER_ABSENT, R_STRANGER_HELLO } ring_case_t;
+typedef enum { R_ALL_SAME, R_OTHER_SECRET, R_STRANGER_ABSENT, R_STRANGER_HELLO, R_FLOOD } ring_case_t;
+
+#define FLOOD_CONNECTIONS 500
+
+#define FLOOD_HOLD_S 6.0
+
+/* A process that opens FLOOD_CONNECTIONS silent connections to host:port (as
+ * soon as it listens) and holds them FLOOD_HOLD_S; exits with how many it
+ * opened / 10. */
+static int flood(const char *host, int port)
+{
+    int opened = 0;
+    double until = h_now() + FLOOD_HOLD_S;
+
+    for (int i = 0; i < FLOOD_CONNECTIONS && h_now() < until; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+        inet_pton(AF_INET, host, &a.sin_addr);
+        if (fd < 0)
+            break;
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+            close(fd);
+            usleep(20000); /* not listening yet */
+            i--;
+            continue;
+        }
+        opened++;
+    }
+    while (h_now() < until)
+        usleep(100000);
+    return opened / 10;
+}
 
 /* A process without the secret: connect to host:port, send a hello-sized
  * message that starts like a hello, and count what comes back in 3 s. */
@@ -135,14 +170,16 @@ static int ring_main(int rank, int n, const ring_config_t *cfg, void *arg)
     pid_t stranger = -1;
     int wstatus = 0;
 
-    if (kind == R_STRANGER_HELLO && rank == n - 1) {
+    if ((kind == R_STRANGER_HELLO || kind == R_FLOOD) && rank == n - 1) {
         /* rank 0's port from the peers list: its first entry's port */
         const char *colon = strrchr(strtok(strdup(cfg->peers), ","), ':');
         int port = colon != NULL ? atoi(colon + 1) : 0;
 
         stranger = fork();
         if (stranger == 0)
-            _exit(stranger_hello("127.0.0.1", port));
+            _exit(kind == R_FLOOD ? flood("127.0.0.1", port) : stranger_hello("127.0.0.1", port));
+        if (kind == R_FLOOD)
+            usleep(500000); /* the flood first */
     }
     st = ring_comm_open(cfg, &comm);
     if (st != RING_OK) {
@@ -204,6 +241,14 @@ static void run_ring(const char *label, ring_case_t kind)
     }
     if (kind == R_STRANGER_HELLO)
         all &= h_val(&run->r[n - 1], V_STRANGER_BYTES, 99) == 0;
+    /* rank 0 is done long before the flood lets go: the strangers never locked
+     * its neighbour out (the oldest pending connection makes room) */
+    if (kind == R_FLOOD)
+        all &= h_val(&run->r[n - 1], V_STRANGER_BYTES, 0) >= 20 &&
+               run->r[0].t_end < FLOOD_HOLD_S - 2.0;
+    if (kind == R_FLOOD)
+        diag("the flood opened %d0+ connections; rank 0 was done at %.2f s",
+             (int)h_val(&run->r[n - 1], V_STRANGER_BYTES, 0), run->r[0].t_end);
     if (!ok(all, "%s", label))
         h_diag(run);
     else
@@ -222,5 +267,7 @@ int main(void)
              "name authentication", R_STRANGER_ABSENT);
     run_ring("N=3 and a stranger's hello to rank 0: not a byte back, and the ring sums",
              R_STRANGER_HELLO);
+    run_ring("N=3 and a flood of silent connections (200 to 500) to rank 0 during start-up: the "
+             "ring forms and sums long before they let go", R_FLOOD);
     done_testing();
 }

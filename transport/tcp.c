@@ -138,9 +138,16 @@ static ring_status_t tcp_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
     *ep_p = NULL;
     fd = accept4(l->fd, (struct sockaddr *)&ss, &sslen, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+        /* out of descriptors (a flood of connections): the newcomer waits in the
+         * backlog or is refused; never a reason to fail what is already running */
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED ||
+            errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
             return RING_OK;
         return ring_error_set(RING_ERR_IO, "accept failed: %s", strerror(errno));
+    }
+    if (l->tp->neps == TCP_MAX_EPS) {
+        close(fd); /* full: drop the newcomer, keep the endpoints we have */
+        return RING_OK;
     }
     tcp_set_options(fd, l->tp->params.sockbuf);
     tcp_format_addr((struct sockaddr *)&ss, peer, sizeof(peer));

@@ -6,7 +6,7 @@
 
 #include "transport.h"
 
-#define TCP_MAX_EPS 256
+#define TCP_MAX_EPS 1024 /* > 2 x (16 channels x 16 streams) + connect.c's spare slots */
 #define TCP_WAIT_FDS (TCP_MAX_EPS + 4)
 
 extern const ring_tp_ops_t ring_tcp_ops;
