@@ -226,8 +226,11 @@ def _merge(tap, tag, n, tmp, codes, output, killed):
             why = next(x["why"] for x in recs.values() if x is not None)
             tap.line(True, label, directive="SKIP " + why)
         elif missing:
-            tap.line(False, label, "rank(s) %s did not report it (stopped early?)\n%s"
-                     % (missing, output[-3000:]))
+            # what the ranks that did report said (a traceback, for one that failed early)
+            said = "\n".join("rank %d: %s" % (r, rec.get("diag", ""))
+                             for r, rec in recs.items() if rec is not None and not rec.get("ok", True))
+            tap.line(False, label, "rank(s) %s did not report it (stopped early?)\n%s\n%s"
+                     % (missing, said, output[-3000:]))
         elif kind == "ok":
             bad = [r for r in alive if not recs[r]["ok"]]
             tap.line(not bad, label, "\n".join("rank %d: %s" % (r, recs[r]["diag"])
