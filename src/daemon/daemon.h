@@ -99,6 +99,12 @@ int run_evaluate_shared(run_t *r, char *err, size_t errlen);
 /* print_env.c: the --print-env report. */
 void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out);
 
+/* agree.c: every peer trains the same model with the same optimizer, schedule,
+ * data order and mode (an allgather of the settings): 0, or -1 naming the first
+ * setting that differs, with both values and ranks, the same on every peer. */
+int agree_settings(ring_comm_t *comm, const daemon_opts_t *opt, const ring_config_t *cfg,
+                   char *err, size_t errlen);
+
 /* doctor.c: --doctor, the ring doctor before training; rank 0 prints the report.
  * 0, 3 when it found a slow edge, 1 when it failed (said on stderr). */
 int doctor_main(const daemon_opts_t *opt, ring_comm_t *comm, int rank);

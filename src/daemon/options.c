@@ -615,6 +615,16 @@ void daemon_opts_print_help(FILE *out)
     }
 }
 
+int daemon_opts_get(const daemon_opts_t *o, const char *name, char *buf, size_t len)
+{
+    const opt_entry_t *e = opt_find(name, strlen(name));
+
+    if (e == NULL)
+        return -1;
+    opt_format(o, e, buf, len);
+    return 0;
+}
+
 void daemon_opts_print(const daemon_opts_t *o, FILE *out)
 {
     for (size_t i = 0; i < OPT_COUNT_ENTRIES; i++) {

@@ -98,6 +98,9 @@ int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen);
 /* 1 when the daemon reads the environment variable var[0..len). */
 int daemon_opts_env_known(const char *var, size_t len);
 
+/* An option's value as --print-config shows it; -1 for an unknown name. */
+int daemon_opts_get(const daemon_opts_t *o, const char *name, char *buf, size_t len);
+
 /* --help lines for every option, and --print-config lines with sources. */
 void daemon_opts_print_help(FILE *out);
 void daemon_opts_print(const daemon_opts_t *o, FILE *out);

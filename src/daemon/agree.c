@@ -1,0 +1,124 @@
+/*
+ * agree.c - before training, every peer checks that the others train the
+ * same thing. The hello only fingerprints the ring's own settings (codec,
+ * chunk size...); peers started with another --lr would otherwise train to
+ * exit 0 with different parameters, and another --hidden would fail only as
+ * "allreduce arguments differ ... count". So each peer allgathers its
+ * training settings as "name=value" lines, and every peer compares rank 0's
+ * with each other rank's: the first setting that differs is named with both
+ * values, the same message on every peer.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+#define AGREE_BYTES 4096
+
+/* What must be equal on every peer for the parameters to stay identical:
+ * the model, the optimizer, the schedule, the data order and the mode.
+ * Left out on purpose: paths, devices, output, and fault injection. */
+static const char *const must_agree[] = {
+    "workload", "hidden", "conv", "dense", "params", "compute-ms", "compute-on",
+    "mode", "staleness", "warmup-steps", "staleness-scale", "stale-lr-scale",
+    "momentum-compensation", "round-update",
+    "epochs", "max-steps", "batch-size", "lr", "lr-schedule", "momentum", "weight-decay",
+    "seed", "shuffle", "eval-every", "checkpoint-every",
+};
+static const char *const ring_must_agree[] = {"codec", "fp16-scaling", "error-feedback", "lz4"};
+
+static size_t agree_text(const daemon_opts_t *opt, const ring_config_t *cfg, char *buf,
+                         size_t len)
+{
+    size_t off = 0;
+    char value[512];
+
+    memset(buf, 0, len);
+    for (size_t i = 0; i < sizeof(must_agree) / sizeof(must_agree[0]); i++)
+        if (daemon_opts_get(opt, must_agree[i], value, sizeof(value)) == 0 && off < len)
+            off += (size_t)snprintf(buf + off, len - off, "%s=%s\n", must_agree[i], value);
+    for (size_t i = 0; i < sizeof(ring_must_agree) / sizeof(ring_must_agree[0]); i++)
+        if (ring_config_get(cfg, ring_must_agree[i], value, sizeof(value)) == RING_OK &&
+            off < len)
+            off += (size_t)snprintf(buf + off, len - off, "%s=%s\n", ring_must_agree[i], value);
+    return off;
+}
+
+/* The value of name in a text of "name=value" lines (bounded by len), into out. */
+static void agree_value(const char *text, size_t len, const char *name, char *out, size_t outlen)
+{
+    size_t nlen = strlen(name);
+    const char *p = text, *end = text + strnlen(text, len);
+
+    snprintf(out, outlen, "(not set)");
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        size_t line = eol != NULL ? (size_t)(eol - p) : (size_t)(end - p);
+
+        if (line > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
+            snprintf(out, outlen, "%.*s", (int)(line - nlen - 1), p + nlen + 1);
+            return;
+        }
+        p += line + 1;
+    }
+}
+
+int agree_settings(ring_comm_t *comm, const daemon_opts_t *opt, const ring_config_t *cfg,
+                   char *err, size_t errlen)
+{
+    int world = ring_comm_size(comm);
+    char *mine = malloc(AGREE_BYTES), *all = malloc((size_t)world * AGREE_BYTES);
+    int rc = 0;
+
+    if (mine == NULL || all == NULL) {
+        snprintf(err, errlen, "out of memory comparing the peers' settings");
+        free(mine);
+        free(all);
+        return -1;
+    }
+    if (agree_text(opt, cfg, mine, AGREE_BYTES) >= AGREE_BYTES - 1) {
+        snprintf(err, errlen, "the training settings are too long to compare (%d bytes)",
+                 AGREE_BYTES);
+        rc = -1;
+    } else if (ring_allgather(comm, mine, all, AGREE_BYTES) != RING_OK) {
+        snprintf(err, errlen, "comparing the peers' settings: %s", ring_last_error());
+        rc = -1;
+    }
+    for (int r = 1; r < world && rc == 0; r++) {
+        const char *a = all, *b = all + (size_t)r * AGREE_BYTES;
+
+        if (memcmp(a, b, AGREE_BYTES) == 0)
+            continue;
+        /* every peer has the same texts, so every peer names the same setting */
+        for (size_t i = 0; i < sizeof(must_agree) / sizeof(must_agree[0]) +
+                                   sizeof(ring_must_agree) / sizeof(ring_must_agree[0]);
+             i++) {
+            const char *name = i < sizeof(must_agree) / sizeof(must_agree[0])
+                                   ? must_agree[i]
+                                   : ring_must_agree[i - sizeof(must_agree) / sizeof(must_agree[0])];
+            char va[512], vb[512];
+
+            agree_value(a, AGREE_BYTES, name, va, sizeof(va));
+            agree_value(b, AGREE_BYTES, name, vb, sizeof(vb));
+            if (strcmp(va, vb) != 0) {
+                snprintf(err, errlen, "the peers train different things: --%s is %s on rank 0 "
+                         "and %s on rank %d; every peer needs the same training settings "
+                         "(the parameters would differ)", name, va, vb, r);
+                rc = -1;
+                break;
+            }
+        }
+        if (rc == 0) {
+            snprintf(err, errlen, "the peers' training settings differ (rank 0 and rank %d), "
+                     "in a setting this build does not name: are they the same ringd version?",
+                     r);
+            rc = -1;
+        }
+    }
+    free(mine);
+    free(all);
+    return rc;
+}
