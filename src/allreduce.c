@@ -50,6 +50,15 @@ static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
     return ring_enc_channel_reserve(comm, ch, req);
 }
 
+/* 1 when an fp16 or bf16 buffer holds an inf or NaN: all exponent bits set */
+static int half_nonfinite(const uint16_t *v, size_t n, uint16_t exp_mask)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((v[i] & exp_mask) == exp_mask)
+            return 1;
+    return 0;
+}
+
 static void request_begin(ring_comm_t *comm, ring_request_t *req)
 {
     req->started = 1;
@@ -62,13 +71,19 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
     if (ring_coll_request_begin(comm, req) != RING_OK)
         return;
     if (comm->size == 1) {
+        int reduces = req->coll == RING_COLL_ALLREDUCE || req->coll == RING_COLL_REDUCE_SCATTER;
+
         /* a ring of one: the sum is the input, and so is the average */
         if (req->recvbuf != req->sendbuf)
             memcpy(req->recvbuf, req->sendbuf, req->count * ring_dtype_size(req->dtype));
-        if (req->dtype == RING_FLOAT32 && req->count > 0) {
+        if (reduces && req->dtype == RING_FLOAT32 && req->count > 0) {
             int nonfinite = 0;
             (void)comm->kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
             req->nonfinite = nonfinite;
+        } else if (reduces && (req->dtype == RING_FLOAT16 || req->dtype == RING_BFLOAT16)) {
+            /* the same promise for half-precision buffers (it held for fp32 only) */
+            req->nonfinite = half_nonfinite(req->recvbuf, req->count,
+                                            req->dtype == RING_FLOAT16 ? 0x7c00 : 0x7f80);
         }
         request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
         return;

@@ -195,6 +195,23 @@ def nonfinite_checks(t, ringd, np):
     y = np.ones(10, np.float32)
     ringd.allreduce(y)
     t.ok((y == world).all(), "the ring stays usable after NonFiniteError")
+    # fp16 buffers too, N=1 included (a ring of one returned inf with OK for them)
+    for bad in (np.inf, np.nan):
+        h = np.ones(1000, np.float16)
+        if t.rank == world - 1:
+            h[999] = bad
+        t.raises(ringd.NonFiniteError, lambda: ringd.allreduce(h),
+                 "an fp16 %s on one peer: NonFiniteError on every peer" % bad)
+    try:
+        import torch
+    except ImportError:
+        t.skip("a bf16 inf on one peer", "no PyTorch for a bfloat16 tensor")
+        return
+    b = torch.ones(1000, dtype=torch.bfloat16)
+    if t.rank == world - 1:
+        b[3] = float("inf")
+    t.raises(ringd.NonFiniteError, lambda: ringd.allreduce(b),
+             "a bf16 inf on one peer: NonFiniteError on every peer")
 
 
 def checks(t):
