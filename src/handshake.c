@@ -52,6 +52,20 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
                           _fmt ", rank %u has " _fmt, theirs->rank, peer_addr, _name,         \
                           comm->rank, mine->_field, theirs->rank, theirs->_field)
 
+/* A field that holds one of a few choices: named by word, not by number. */
+static const char *const transport_names[] = {"?", "tcp", "verbs"};
+static const char *const codec_names[] = {"none", "fp16", "bf16"};
+static const char *const on_off_names[] = {"off", "on"};
+#define CHOICE(_names, _v) \
+    ((_v) < sizeof(_names) / sizeof(_names[0]) ? _names[(_v)] : "unknown")
+#define HELLO_DIFF_NAMED(_field, _name, _names)                                               \
+    if (mine->_field != theirs->_field)                                                        \
+    return ring_error_set(RING_ERR_MISMATCH,                                                   \
+                          "settings mismatch with rank %u (%s): %s differs: rank %d has %s, "  \
+                          "rank %u has %s", theirs->rank, peer_addr, _name, comm->rank,        \
+                          CHOICE(_names, (unsigned)mine->_field), theirs->rank,                \
+                          CHOICE(_names, (unsigned)theirs->_field))
+
 ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine,
                                const ring_hello_t *theirs, const char *peer_addr)
 {
@@ -78,9 +92,9 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
     HELLO_DIFF(channels, "channels (RING_CHANNELS)", "%u");
     HELLO_DIFF(streams, "tcp streams (RING_TCP_STREAMS)", "%u");
     HELLO_DIFF(chunk_bytes, "chunk size (RING_CHUNK_SIZE)", "%" PRIu64);
-    HELLO_DIFF(transport, "transport (RING_TRANSPORT: 1 tcp, 2 verbs)", "%u");
-    HELLO_DIFF(codec, "codec (RING_CODEC: 0 none, 1 fp16, 2 bf16)", "%u");
-    HELLO_DIFF(fp16_scaling, "fp16 scaling (RING_FP16_SCALING: 1 on, 0 off)", "%u");
+    HELLO_DIFF_NAMED(transport, "transport (RING_TRANSPORT)", transport_names);
+    HELLO_DIFF_NAMED(codec, "codec (RING_CODEC)", codec_names);
+    HELLO_DIFF_NAMED(fp16_scaling, "fp16 scaling (RING_FP16_SCALING)", on_off_names);
     /* a field this version does not list but a future one hashes */
     HELLO_DIFF(settings_hash, "settings hash", "%016" PRIx64);
     return RING_OK;
