@@ -6,6 +6,13 @@
  * when it closes; a job that crashed leaves its files behind, and a peer
  * of the next run may read one before it is replaced: the ring's connect
  * reads a record again when its address refuses (ring_rendezvous_refresh).
+ *
+ * A shared directory is shared with others too: the job directory is opened
+ * once without following a symbolic link, must belong to this user and be
+ * writable by nobody else, and every file is reached through that open
+ * directory (openat, renameat, unlinkat), so a link planted at any name is
+ * never followed. The owner's clean-up removes only the regular files this
+ * user's ringd peers write there (rank.N and their temporary files).
  */
 #include "config.h"
 
@@ -24,43 +31,64 @@
 
 typedef struct store_file {
     ring_store_t base;
-    char dir[4096];   /* DIR/JOB */
+    char dir[4096];   /* DIR/JOB, for messages */
+    int dfd;          /* DIR/JOB, opened without following links */
     int owner;
 } store_file_t;
 
-static void key_path(const store_file_t *sf, const char *key, char *path, size_t len)
+/* The file name of a key inside the job directory ('/' becomes '.'). */
+static void key_name(const char *key, char *name, size_t len)
 {
-    size_t n = (size_t)snprintf(path, len, "%s/", sf->dir);
+    size_t n = 0;
 
     for (const char *k = key; *k != '\0' && n + 1 < len; k++)
-        path[n++] = *k == '/' ? '.' : *k;
-    path[n] = '\0';
+        name[n++] = *k == '/' ? '.' : *k;
+    name[n] = '\0';
+}
+
+/* A name this store writes: rank.N, or rank.N.tmp.PID. */
+static int own_file_name(const char *name)
+{
+    const char *p = name + 5;
+
+    if (strncmp(name, "rank.", 5) != 0 || *p < '0' || *p > '9')
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p == '\0')
+        return 1;
+    if (strncmp(p, ".tmp.", 5) != 0 || p[5] == '\0')
+        return 0;
+    for (p += 5; *p >= '0' && *p <= '9'; p++)
+        ;
+    return *p == '\0';
 }
 
 static ring_status_t file_set(ring_store_t *s, const char *key, const char *value)
 {
     store_file_t *sf = (store_file_t *)s;
-    char path[4400], tmp[4500];
+    char path[600], tmp[700];
     size_t len = strlen(value);
     int fd;
 
-    key_path(sf, key, path, sizeof(path));
+    key_name(key, path, sizeof(path));
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    (void)unlinkat(sf->dfd, tmp, 0); /* a leftover (or planted) one: O_EXCL below */
+    fd = openat(sf->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return ring_error_set(RING_ERR_IO, "rendezvous %s: cannot create %s: %s", s->where, tmp,
                               strerror(errno));
     if (write(fd, value, len) != (ssize_t)len || fsync(fd) != 0) {
         int e = errno;
         close(fd);
-        unlink(tmp);
+        unlinkat(sf->dfd, tmp, 0);
         return ring_error_set(RING_ERR_IO, "rendezvous %s: cannot write %s: %s", s->where, tmp,
                               strerror(e));
     }
     close(fd);
-    if (rename(tmp, path) != 0) {
+    if (renameat(sf->dfd, tmp, sf->dfd, path) != 0) {
         int e = errno;
-        unlink(tmp);
+        unlinkat(sf->dfd, tmp, 0);
         return ring_error_set(RING_ERR_IO, "rendezvous %s: cannot rename %s to %s: %s", s->where,
                               tmp, path, strerror(e));
     }
@@ -71,13 +99,13 @@ static ring_status_t file_get(ring_store_t *s, const char *key, char *value, siz
                               double deadline)
 {
     store_file_t *sf = (store_file_t *)s;
-    char path[4400];
+    char path[600];
     double backoff = 0.005;
     ssize_t n;
     int fd;
 
-    key_path(sf, key, path, sizeof(path));
-    while ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    key_name(key, path, sizeof(path));
+    while ((fd = openat(sf->dfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
         if (errno != ENOENT)
             return ring_error_set(RING_ERR_IO, "rendezvous %s: cannot read %s: %s", s->where,
                                   path, strerror(errno));
@@ -97,30 +125,35 @@ static ring_status_t file_get(ring_store_t *s, const char *key, char *value, siz
 
 static ring_status_t file_check(ring_store_t *s, const char *key, int *present)
 {
-    char path[4400];
+    char path[600];
 
-    key_path((store_file_t *)s, key, path, sizeof(path));
-    *present = access(path, F_OK) == 0;
+    key_name(key, path, sizeof(path));
+    *present = faccessat(((store_file_t *)s)->dfd, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
     return RING_OK;
 }
 
 static void file_close(ring_store_t *s, int clean)
 {
     store_file_t *sf = (store_file_t *)s;
+    int dfd2;
     DIR *d;
     struct dirent *e;
 
-    if (clean && sf->owner && (d = opendir(sf->dir)) != NULL) {
-        char path[4400];
+    /* only this user's regular files with the names this store writes: never
+     * what a link points to, never anybody's other files */
+    if (clean && sf->owner && (dfd2 = dup(sf->dfd)) >= 0 && (d = fdopendir(dfd2)) != NULL) {
         while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", sf->dir, e->d_name);
-            unlink(path);
+            struct stat st;
+
+            if (own_file_name(e->d_name) &&
+                fstatat(sf->dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(st.st_mode) && st.st_uid == geteuid())
+                (void)unlinkat(sf->dfd, e->d_name, 0);
         }
         closedir(d);
-        rmdir(sf->dir);
+        (void)rmdir(sf->dir); /* only when empty; a link there is not a directory */
     }
+    close(sf->dfd);
     free(sf);
 }
 
@@ -151,9 +184,33 @@ ring_status_t ring_store_file_open(const char *dir, const char *job, int owner,
     for (const char *j = job; *j != '\0' && n + 1 < sizeof(sf->dir); j++)
         sf->dir[n++] = (*j == '/' || (*j == '.' && j == job)) ? '_' : *j;
     sf->dir[n] = '\0';
-    if (mkdir(sf->dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(sf->dir, 0700) != 0 && errno != EEXIST) {
         ring_status_t rs = ring_error_set(RING_ERR_IO, "rendezvous %s: cannot create %s: %s",
                                           sf->base.where, sf->dir, strerror(errno));
+        free(sf);
+        return rs;
+    }
+    sf->dfd = open(sf->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sf->dfd < 0 || fstat(sf->dfd, &st) != 0) {
+        int e = errno;
+        ring_status_t rs = ring_error_set(
+            RING_ERR_INVALID, "rendezvous %s: cannot open %s: %s", sf->base.where, sf->dir,
+            e == ELOOP || e == ENOTDIR ? "it is a symbolic link or not a directory, and ringd "
+                                         "does not follow links there (someone may have "
+                                         "planted it: remove it, or use another directory)"
+                                       : strerror(e));
+        if (sf->dfd >= 0)
+            close(sf->dfd);
+        free(sf);
+        return rs;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+        ring_status_t rs = ring_error_set(
+            RING_ERR_INVALID, "rendezvous %s: %s %s; ringd keeps its records only in a "
+            "directory of its own user that nobody else can write (remove it, or chmod 700 it)",
+            sf->base.where, sf->dir, st.st_uid != geteuid() ? "belongs to another user"
+                                                            : "is writable by others");
+        close(sf->dfd);
         free(sf);
         return rs;
     }
