@@ -245,7 +245,7 @@ static ring_status_t rdzv_open_store(ring_comm_t *comm, const ring_rdzv_url_t *u
     if (url->kind == RING_RDZV_FILE)
         return ring_store_file_open(url->path, cfg->job_id, cfg->rank == 0, &comm->store);
     if (cfg->rank == 0)
-        RING_CHECK(ring_store_server_start(url->port, cfg->job_id, &comm->auth_key,
+        RING_CHECK(ring_store_server_start(url->host, url->port, cfg->job_id, &comm->auth_key,
                                            &comm->store_server));
     return ring_store_tcp_open(url->host, url->port, cfg->job_id, &comm->auth_key, deadline,
                                &comm->store);

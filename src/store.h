@@ -63,11 +63,13 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
                                   const struct ring_auth_key *key, double deadline,
                                   ring_store_t **s_p);
 
-/* The server side: listen on port (every address) and serve job's keys in
- * a thread until ring_store_server_stop. With a key, a client must prove the
+/* The server side: listen on host:port (host's address when it is this
+ * machine's, e.g. loopback only for 127.0.0.1; else every address) and serve
+ * job's keys in a thread until ring_store_server_stop. With a key, a client must prove the
  * secret before anything else: one that cannot is dropped, told nothing. */
 typedef struct ring_store_server ring_store_server_t;
-ring_status_t ring_store_server_start(int port, const char *job, const struct ring_auth_key *key,
+ring_status_t ring_store_server_start(const char *host, int port, const char *job,
+                                      const struct ring_auth_key *key,
                                       ring_store_server_t **srv_p);
 /* Stop serving; clients still waiting for a key are told why (NULL: nothing). */
 void ring_store_server_stop(ring_store_server_t *srv, const char *why);

@@ -406,6 +406,39 @@ static void *server_main(void *arg)
     return NULL;
 }
 
+/* Listen on host's address when the URL gives a numeric one of this machine
+ * (tcp://127.0.0.1 serves loopback only), or "localhost"; -2 for a name (it
+ * may resolve to 127.0.1.1 here and to the real address elsewhere) or an
+ * address not of this machine (NAT, a virtual address): then every address. */
+static int server_listen_host(const char *host, int port, int *err)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_NUMERICHOST};
+    struct addrinfo *res = NULL;
+    char service[16];
+    int one = 1, fd = -2;
+
+    snprintf(service, sizeof(service), "%d", port);
+    if (host != NULL && strcmp(host, "localhost") == 0)
+        host = "127.0.0.1";
+    if (host == NULL || host[0] == '\0' || getaddrinfo(host, service, &hints, &res) != 0)
+        return -2;
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd >= 0) {
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+            *err = errno;
+            close(fd);
+            fd = *err == EADDRNOTAVAIL ? -2 : -1;
+        }
+    } else {
+        *err = errno;
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
 /* Listen on port of every address: IPv6 with IPv4 mapped, or IPv4 alone. */
 static int server_listen(int port, int *err)
 {
@@ -439,8 +472,8 @@ static int server_listen(int port, int *err)
     return -1;
 }
 
-ring_status_t ring_store_server_start(int port, const char *job, const ring_auth_key_t *key,
-                                      ring_store_server_t **srv_p)
+ring_status_t ring_store_server_start(const char *host, int port, const char *job,
+                                      const ring_auth_key_t *key, ring_store_server_t **srv_p)
 {
     ring_store_server_t *srv = calloc(1, sizeof(*srv));
     int err = 0;
@@ -450,7 +483,9 @@ ring_status_t ring_store_server_start(int port, const char *job, const ring_auth
     snprintf(srv->job, sizeof(srv->job), "%s", job);
     if (key != NULL)
         srv->key = *key;
-    srv->listen_fd = server_listen(port, &err);
+    srv->listen_fd = server_listen_host(host, port, &err);
+    if (srv->listen_fd == -2)
+        srv->listen_fd = server_listen(port, &err);
     if (srv->listen_fd < 0) {
         free(srv);
         return ring_error_set(RING_ERR_IO, "rank 0 cannot serve the rendezvous store on port "
