@@ -245,7 +245,8 @@ static ring_status_t rdzv_open_store(ring_comm_t *comm, const ring_rdzv_url_t *u
     if (url->kind == RING_RDZV_FILE)
         return ring_store_file_open(url->path, cfg->job_id, cfg->rank == 0, &comm->store);
     if (cfg->rank == 0)
-        RING_CHECK(ring_store_server_start(url->host, url->port, cfg->job_id, &comm->auth_key,
+        RING_CHECK(ring_store_server_start(url->host, url->port, cfg->job_id, cfg->world_size,
+                                           &comm->auth_key,
                                            &comm->store_server));
     return ring_store_tcp_open(url->host, url->port, cfg->job_id, &comm->auth_key, deadline,
                                &comm->store);
@@ -454,7 +455,9 @@ int ring_rendezvous_file(const ring_comm_t *comm)
 
 void ring_rendezvous_done(ring_comm_t *comm)
 {
-    if (comm->store != NULL && comm->rank != 0) {
+    /* rank 0's client of its own tcp store leaves too: once every peer's has, the
+     * store ends (a file store's owner keeps its store to clean up at close) */
+    if (comm->store != NULL && (comm->rank != 0 || comm->store_server != NULL)) {
         comm->store->ops->close(comm->store, 0);
         comm->store = NULL;
     }

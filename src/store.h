@@ -65,10 +65,11 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
 
 /* The server side: listen on host:port (host's address when it is this
  * machine's, e.g. loopback only for 127.0.0.1; else every address) and serve
- * job's keys in a thread until ring_store_server_stop. With a key, a client must prove the
+ * job's keys in a thread until ring_store_server_stop, or until all world
+ * peers' clients said hello and left (bounds: store_server.c). With a key, a client must prove the
  * secret before anything else: one that cannot is dropped, told nothing. */
 typedef struct ring_store_server ring_store_server_t;
-ring_status_t ring_store_server_start(const char *host, int port, const char *job,
+ring_status_t ring_store_server_start(const char *host, int port, const char *job, int world,
                                       const struct ring_auth_key *key,
                                       ring_store_server_t **srv_p);
 /* Stop serving; clients still waiting for a key are told why (NULL: nothing). */

@@ -6,6 +6,12 @@
  * with an error and dropped, and the server goes on.
  *
  * Keys are few (a handful per peer) and looked up by a linear search.
+ *
+ * Bounded, since anyone may connect: at most 2 x world + 16 clients (a
+ * newcomer beyond is closed), 10 s to say hello (or prove the secret), 300 s
+ * idle after it, 1 MiB of replies queued per client, 4 x world + 64 keys. Once
+ * every peer's client said hello and left (the ring is up everywhere), the
+ * server stops listening and ends.
  */
 #include "config.h"
 
@@ -24,10 +30,15 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "errors.h"
 #include "le.h"
 #include "log.h"
 #include "store.h"
+
+#define HELLO_DEADLINE_S 10.0
+#define IDLE_S 300.0
+#define OUT_MAX (1u << 20)
 
 typedef struct kv {
     char *key, *value;
@@ -45,6 +56,7 @@ typedef struct client {
     char *waiting;              /* key of a parked get, or NULL */
     int closing;                /* drop once out is sent */
     int auth_phase;             /* with a secret: 0 challenge due, 1 proof due, 2 proven */
+    double since, last_active;  /* ring_now() of its accept, of its last request bytes */
     unsigned char nonce_c[RING_AUTH_NONCE_BYTES], nonce_s[RING_AUTH_NONCE_BYTES];
 } client_t;
 
@@ -53,6 +65,9 @@ struct ring_store_server {
     int listen_fd, stop_pipe[2];
     char job[RING_STORE_KEY_MAX + 1];
     ring_auth_key_t key;        /* key.on: clients must prove the secret first */
+    int world;                  /* peers of the job: bounds, and when to stop */
+    size_t max_clients, max_keys;
+    int departed;               /* clients that said hello and then left */
     kv_t *kv;
     size_t nkv, kv_cap;
     client_t *clients;
@@ -113,7 +128,7 @@ static kv_t *kv_find(ring_store_server_t *srv, const char *key)
     return NULL;
 }
 
-/* 0, -1 out of memory, -2 the key is another client's */
+/* 0, -1 out of memory, -2 the key is another client's, -3 the store is full */
 static int kv_set(ring_store_server_t *srv, unsigned long setter, const char *key,
                   const char *value)
 {
@@ -122,6 +137,8 @@ static int kv_set(ring_store_server_t *srv, unsigned long setter, const char *ke
 
     if (e != NULL && e->setter != setter)
         return -2;
+    if (e == NULL && srv->nkv >= srv->max_keys)
+        return -3;
     v = strdup(value);
     if (v == NULL)
         return -1;
@@ -157,9 +174,9 @@ static void handle(ring_store_server_t *srv, client_t *c, char op, char *key, ch
 
     if (op == 'H') {
         if (strcmp(key, srv->job) != 0) {
-            snprintf(msg, sizeof(msg), "this store serves job '%s', and this peer is in job "
-                     "'%s': every peer of a job needs the same --job-id (RING_JOB_ID)", srv->job,
-                     key);
+            /* the store's own job id is not told: the client may be anyone */
+            snprintf(msg, sizeof(msg), "this peer's job id '%s' is not the job this store "
+                     "serves: every peer of a job needs the same --job-id (RING_JOB_ID)", key);
             reply_error(c, msg);
             return;
         }
@@ -180,6 +197,10 @@ static void handle(ring_store_server_t *srv, client_t *c, char op, char *key, ch
         case -2:
             snprintf(msg, sizeof(msg), "key '%s' was already set by another client", key);
             reply(c, 'E', msg, strlen(msg)); /* the client may go on; this set failed */
+            break;
+        case -3:
+            snprintf(msg, sizeof(msg), "the store holds its maximum of %zu keys", srv->max_keys);
+            reply_error(c, msg);
             break;
         default:
             reply_error(c, "the store is out of memory");
@@ -296,6 +317,7 @@ static void client_drop(ring_store_server_t *srv, size_t i)
 {
     client_t *c = &srv->clients[i];
 
+    srv->departed += c->hello;
     close(c->fd);
     free(c->in);
     free(c->out);
@@ -316,7 +338,13 @@ static int client_io(ring_store_server_t *srv, client_t *c, short revents)
             return -1;
         if (n > 0) {
             c->in_len += (size_t)n;
+            c->last_active = ring_now();
             parse_requests(srv, c);
+            if (c->out_len > OUT_MAX) {
+                ring_log(RING_LOG_WARN, "rendezvous store: a client left over %u bytes of "
+                         "replies unread; dropped it", OUT_MAX);
+                return -1;
+            }
         }
     }
     if (c->out_len > 0) {
@@ -387,8 +415,30 @@ static void *server_main(void *arg)
         for (size_t i = srv->nclients; i-- > 0;)
             if (srv->clients[i].out_len > 0 && client_io(srv, &srv->clients[i], 0) != 0)
                 client_drop(srv, i);
+        /* strangers that never say hello, and clients gone quiet, make room */
+        for (size_t i = srv->nclients; i-- > 0;) {
+            client_t *c = &srv->clients[i];
+            double now = ring_now();
+
+            if ((!c->hello && now - c->since > HELLO_DEADLINE_S) ||
+                (c->hello && c->waiting == NULL && c->out_len == 0 &&
+                 now - c->last_active > IDLE_S))
+                client_drop(srv, i);
+        }
+        /* every peer said hello and left: the ring is up everywhere, nobody needs us */
+        if (srv->world > 0 && srv->departed >= srv->world) {
+            close(srv->listen_fd);
+            srv->listen_fd = -1;
+            break;
+        }
         if (pfd[1].revents & POLLIN) {
             int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
+            if (fd >= 0 && srv->nclients >= srv->max_clients) {
+                ring_log(RING_LOG_WARN, "rendezvous store: %zu clients already; closed a "
+                         "newcomer", srv->nclients);
+                close(fd);
+                fd = -1;
+            }
             if (fd >= 0) {
                 /* replies are small and must not wait for the client's delayed ACK */
                 (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -397,7 +447,9 @@ static void *server_main(void *arg)
                     close(fd);
                     continue;
                 }
-                srv->clients[srv->nclients++] = (client_t){.fd = fd, .id = ++srv->next_id};
+                srv->clients[srv->nclients++] = (client_t){.fd = fd, .id = ++srv->next_id,
+                                                           .since = ring_now(),
+                                                           .last_active = ring_now()};
             }
         }
     }
@@ -472,7 +524,7 @@ static int server_listen(int port, int *err)
     return -1;
 }
 
-ring_status_t ring_store_server_start(const char *host, int port, const char *job,
+ring_status_t ring_store_server_start(const char *host, int port, const char *job, int world,
                                       const ring_auth_key_t *key, ring_store_server_t **srv_p)
 {
     ring_store_server_t *srv = calloc(1, sizeof(*srv));
@@ -483,6 +535,9 @@ ring_status_t ring_store_server_start(const char *host, int port, const char *jo
     snprintf(srv->job, sizeof(srv->job), "%s", job);
     if (key != NULL)
         srv->key = *key;
+    srv->world = world;
+    srv->max_clients = 2 * (size_t)(world > 0 ? world : 1) + 16;
+    srv->max_keys = 4 * (size_t)(world > 0 ? world : 1) + 64;
     srv->listen_fd = server_listen_host(host, port, &err);
     if (srv->listen_fd == -2)
         srv->listen_fd = server_listen(port, &err);
@@ -526,7 +581,8 @@ void ring_store_server_stop(ring_store_server_t *srv, const char *why)
     }
     free(srv->kv);
     free(srv->clients);
-    close(srv->listen_fd);
+    if (srv->listen_fd >= 0)
+        close(srv->listen_fd);
     close(srv->stop_pipe[0]);
     close(srv->stop_pipe[1]);
     free(srv);
