@@ -403,3 +403,44 @@ int ckpt_prune(const char *dir, int keep)
     }
     return deleted;
 }
+
+/* --no-resume: an earlier run's checkpoints move to DIR/previous-run (out of
+ * what resume and the evaluator read), and are deleted only once this run's
+ * first checkpoint is safely written: a run killed before that loses nothing. */
+int ckpt_set_aside(const char *dir, char *err, size_t errlen)
+{
+    uint64_t steps[4096];
+    char aside[CKPT_PATH_MAX - 64], from[CKPT_PATH_MAX], to[CKPT_PATH_MAX];
+    int n = ckpt_list(dir, steps, 4096, err, errlen), moved = 0;
+
+    if (n <= 0)
+        return n;
+    snprintf(aside, sizeof(aside), "%s/" CKPT_ASIDE, dir);
+    if (mkdir(aside, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "--no-resume: cannot create %s to keep the earlier run's "
+                 "checkpoints until this run writes one: %s", aside, strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        ckpt_path(dir, steps[i], from, sizeof(from));
+        ckpt_path(aside, steps[i], to, sizeof(to));
+        if (rename(from, to) != 0) {
+            snprintf(err, errlen, "--no-resume: cannot move %s to %s: %s", from, to,
+                     strerror(errno));
+            return -1;
+        }
+        moved++;
+    }
+    return moved;
+}
+
+int ckpt_drop_aside(const char *dir)
+{
+    char aside[CKPT_PATH_MAX - 64];
+    int gone;
+
+    snprintf(aside, sizeof(aside), "%s/" CKPT_ASIDE, dir);
+    gone = ckpt_prune(aside, 0);
+    (void)rmdir(aside); /* only when empty: anything else there is not ours */
+    return gone;
+}

@@ -74,4 +74,10 @@ void ckpt_path(const char *dir, uint64_t step, char *buf, size_t len);
 /* Delete all but the newest keep checkpoints of dir. Returns how many were deleted. */
 int ckpt_prune(const char *dir, int keep);
 
+/* --no-resume: move dir's checkpoints to dir/previous-run (the count, or -1
+ * with a message), and delete them once this run has written one. */
+#define CKPT_ASIDE "previous-run"
+int ckpt_set_aside(const char *dir, char *err, size_t errlen);
+int ckpt_drop_aside(const char *dir);
+
 #endif /* RINGD_DAEMON_CHECKPOINT_H */

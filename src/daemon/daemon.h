@@ -66,6 +66,7 @@ typedef struct run {
     uint64_t nonfinite_steps; /* steps skipped for an inf/NaN gradient */
     float *peer_wait;         /* lockstep: every peer's idle time in allreduces (world floats) */
     int params_dirty;         /* resume: a corrupt checkpoint was partly read into params */
+    int aside_pending;        /* --no-resume: the earlier run's checkpoints wait in previous-run */
 } run_t;
 
 /* seconds on the monotonic clock */

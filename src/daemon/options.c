@@ -151,7 +151,8 @@ static const opt_entry_t opt_table[] = {
     {"keep-checkpoints", "RING_KEEP_CHECKPOINTS", OPT_INT, "3", "K", OFIELD(keep_checkpoints), 1,
      1000000, "keep the newest K checkpoints, delete older ones"},
     {"resume", "RING_RESUME", OPT_SWITCH, "on", "on|off", OFIELD(resume), 0, 0,
-     "resume from the newest valid checkpoint in --checkpoint-dir (--no-resume: start over)"},
+     "resume from the newest valid checkpoint in --checkpoint-dir (--no-resume: start over; "
+     "the earlier run's checkpoints wait in previous-run/ until this run writes one)"},
     {"eval-every", "RING_EVAL_EVERY", OPT_EVERY, "epoch", "N|DURATION|epoch", OFIELD(eval_every),
      0, 0, "rank 0 evaluates on the test set every N steps, every DURATION or every epoch"},
     {"metrics", "RING_METRICS", OPT_STRING, "", "FILE", OFIELD(metrics), 0, 0,

@@ -134,10 +134,15 @@ int resume_start(run_t *r, char *err, size_t errlen)
                 memset(r->sgd.velocity, 0, r->w->nparams * sizeof(float));
             }
         } else {
-            int gone = ckpt_prune(o->checkpoint_dir, 0);
-            if (gone > 0)
-                fprintf(stderr, "ringd: --no-resume: removed %d checkpoint%s of an earlier run "
-                        "from %s\n", gone, gone > 1 ? "s" : "", o->checkpoint_dir);
+            int moved = ckpt_set_aside(o->checkpoint_dir, err, errlen);
+
+            if (moved < 0)
+                return -1;
+            if (moved > 0)
+                fprintf(stderr, "ringd: --no-resume: moved %d checkpoint%s of an earlier run to "
+                        "%s/" CKPT_ASIDE "; they are deleted once this run writes its first\n",
+                        moved, moved > 1 ? "s" : "", o->checkpoint_dir);
+            r->aside_pending = 1; /* an aside left by a run killed early goes too */
         }
     }
     pack_u64(counters + 0, r->step);

@@ -314,6 +314,10 @@ int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params, int f
     if (ckpt_write(o->checkpoint_dir, &st, path, path_len, err, errlen) != 0)
         return -1;
     (void)ckpt_prune(o->checkpoint_dir, o->keep_checkpoints);
+    if (r->aside_pending) { /* this run's first checkpoint is on disk: the earlier run's go */
+        (void)ckpt_drop_aside(o->checkpoint_dir);
+        r->aside_pending = 0;
+    }
     return 0;
 }
 
