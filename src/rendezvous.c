@@ -34,19 +34,6 @@
 #include "rendezvous.h"
 #include "store.h"
 
-#define RDZV_ADDRS 8
-#define RDZV_RECORD_MAX 2048
-
-typedef struct rdzv_record {
-    int world;
-    char transport[16];
-    char nonce[40];
-    char host[RING_HOST_MAX];
-    char group[RING_HOST_MAX]; /* --host-id, else host */
-    int port;
-    char addr[RDZV_ADDRS][RING_HOST_MAX]; /* numeric, or --bind's host name */
-    int naddr;
-} rdzv_record_t;
 
 int ring_rdzv_url_parse(const char *url, ring_rdzv_url_t *u, char *why, size_t len)
 {
@@ -162,8 +149,7 @@ static void rdzv_format(const rdzv_record_t *rec, char *buf, size_t len)
         used += (size_t)snprintf(buf + used, len - used, "addr %s\n", rec->addr[i]);
 }
 
-/* Parse a record; 0, or -1 with what is wrong in why. */
-static int rdzv_parse(char *text, rdzv_record_t *rec, char *why, size_t len)
+int ring_rdzv_record_parse(char *text, rdzv_record_t *rec, char *why, size_t len)
 {
     char *save = NULL, *line;
     int have = 0;
@@ -272,7 +258,7 @@ static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double 
         snprintf(key, sizeof(key), "rank/%d", r);
         for (;;) {
             st = store->ops->get(store, key, text, RDZV_RECORD_MAX, deadline);
-            bad = st == RING_OK && rdzv_parse(text, &recs[r], why, sizeof(why)) != 0;
+            bad = st == RING_OK && ring_rdzv_record_parse(text, &recs[r], why, sizeof(why)) != 0;
             same = st == RING_OK && !bad && recs[r].world == comm->size &&
                    strcmp(recs[r].transport, comm->tp_ops->name) == 0;
             if (st != RING_OK || bad || same || !file)
@@ -427,7 +413,7 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
     /* a record that is missing, unreadable or of other settings: keep what we
      * have, and leave the thread's last error alone (the caller's may be set) */
     st = store->ops->get(store, key, text, RDZV_RECORD_MAX, ring_now());
-    if (st == RING_OK && rdzv_parse(text, &rec, why, sizeof(why)) == 0 && rec.world == comm->size &&
+    if (st == RING_OK && ring_rdzv_record_parse(text, &rec, why, sizeof(why)) == 0 && rec.world == comm->size &&
         strcmp(rec.transport, comm->tp_ops->name) == 0 &&
         (pick = rdzv_pick(&rec, comm->rdzv_all_local)) != NULL &&
         (rec.port != comm->peers[rank].port || strcmp(pick, comm->peers[rank].host) != 0)) {

@@ -5,7 +5,8 @@
 #                              training the Fashion-MNIST MLP, ending with a summary table)
 #   tools/quickstart.sh test   install what is missing, build, run the whole test suite:
 #                              gcc -Werror build + make check, the same suite under
-#                              AddressSanitizer + UBSan, a clang -Werror build, and
+#                              AddressSanitizer + UBSan, a clang -Werror build that is
+#                              also the fuzzing build (tests/fuzz, FUZZ_SECONDS each), and
 #                              make distcheck with CUDA and verbs off; the verbs suite
 #                              in a QEMU guest (tests/verbs.test) runs in the gcc pass only
 #
@@ -33,7 +34,7 @@ build_root=${BUILD_ROOT:-$top/_build}
 packages=(
     # the toolchain, the libraries ringd uses and its dataset
     build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev libjansson-dev
-    libibverbs-dev libopenblas-dev libssl-dev dataset-fashion-mnist clang
+    libibverbs-dev libopenblas-dev libssl-dev dataset-fashion-mnist clang libclang-rt-14-dev
     # what the tests call: ip, unshare, flock, pgrep (tools/netns-lab.sh and others),
     # gnuplot-nox for the plots ring-exp.test checks, python3 and iperf3 for
     # tests/netns-lab.test (it skips its rate-cap check without iperf3)
@@ -142,8 +143,21 @@ if [ -z "${SKIP_ASAN:-}" ]; then
 fi
 
 if [ -z "${SKIP_CLANG:-}" ]; then
-    echo "== clang -Werror build"
-    configure_build "$build_root/clang" CC=clang --enable-werror || failed=$((failed + 1))
+    # the clang build is also the fuzzing build: ASan+UBSan+libFuzzer, each harness of
+    # tests/fuzz run FUZZ_SECONDS (default 15) on a copy of its seed corpus
+    echo "== clang -Werror build, and the fuzzers"
+    if configure_build "$build_root/clang" CC=clang --enable-werror --enable-fuzz; then
+        fuzz_out=$build_root/clang/fuzz.out
+        make -C "$build_root/clang" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-15}" > "$fuzz_out" 2>&1 || true
+        grep -E '^(ok|not ok|#)' "$fuzz_out" | sed 's/^/   /'
+        fp=$(grep -c '^ok ' "$fuzz_out" || true)
+        ff=$(grep -c '^not ok ' "$fuzz_out" || true)
+        [ "$fp" -gt 0 ] || ff=$((ff + 1)) # no harness ran: that is a failure too
+        passed=$((passed + fp))
+        failed=$((failed + ff))
+    else
+        failed=$((failed + 1))
+    fi
 fi
 
 if [ -z "${SKIP_DISTCHECK:-}" ]; then
