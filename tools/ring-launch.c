@@ -28,30 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launch-opts.h"
 #include "launch-secret.h"
 #include "timeline-merge.h"
 
-#ifdef PACKAGE_VERSION
-#define LAUNCH_VERSION PACKAGE_VERSION  /* follow configure.ac when built */
-#else
-#define LAUNCH_VERSION "0.1.0"
-#endif
-#define LAUNCH_MAX_RANKS 1024
 #define LAUNCH_LINE_MAX 8192      /* longer lines are split, never lost */
 #define LAUNCH_POLL_MS 250        /* upper bound on any single wait */
 #define LAUNCH_DRAIN_MS 2000      /* grandchildren may hold pipes open */
 #define LAUNCH_KILL_WAIT_MS 5000  /* after SIGKILL, give up eventually */
-
-struct launch_opts {
-    long n, base_port;            /* base_port 0 = probe free ports */
-    double grace, timeout;        /* seconds; timeout 0 = none */
-    const char *host;
-    int prefix;
-    const char *timeline;         /* --timeline FILE, or NULL */
-    char *timeline_parts;         /* FILE.{rank}.part: RING_TIMELINE of the ranks */
-    char **merge;                 /* --merge-timeline OUT IN...: NULL-terminated */
-    char **argv;                  /* PROGRAM and its arguments */
-};
 
 struct launch_stream {
     int fd, out_fd;               /* pipe read end (-1 once closed); 1 or 2 */
@@ -77,74 +61,6 @@ static int launch_sigpipe[2] = { -1, -1 };
 static sigset_t launch_sigset;    /* the signals we catch */
 static char launch_out[LAUNCH_LINE_MAX + 32];
 
-static const char launch_usage_text[] =
-    "usage: ring-launch -n N [--host ADDR] [--base-port P] [--grace SECS]\n"
-    "                   [--timeout SECS] [--no-prefix] [--timeline FILE]\n"
-    "                   -- PROGRAM [ARGS...]\n"
-    "       ring-launch --merge-timeline OUT IN...\n"
-    "       ring-launch --help | --version\n";
-
-static const char launch_help_text[] =
-    "\nStart N copies of PROGRAM on this host as the ranks of one ring.\n"
-    "\nOPTIONS\n"
-    "  -n N            number of ranks, 1..1024 (required)\n"
-    "  --host ADDR     numeric IPv4 or IPv6 address the ranks listen on;\n"
-    "                  free ports are probed on it (default 127.0.0.1)\n"
-    "  --base-port P   use ports P..P+N-1 instead of probing free ones\n"
-    "                  (default: probe)\n"
-    "  --grace SECS    after SIGTERM, wait SECS before SIGKILL (default 5)\n"
-    "  --timeout SECS  kill the whole job after SECS; 0 = never (default 0)\n"
-    "  --no-prefix     relay output without the \"[RANK] \" line prefix\n"
-    "  --timeline FILE give every rank RING_TIMELINE=FILE.{rank}.part, so that\n"
-    "                  programs built on libringd (ring-bench, ringd) write a\n"
-    "                  Chrome trace-event timeline of their allreduces; once\n"
-    "                  the ranks have exited (also after a failure) merge the\n"
-    "                  parts into FILE and delete them. Open FILE in\n"
-    "                  chrome://tracing or ui.perfetto.dev: one process per\n"
-    "                  rank, one thread per channel. Timestamps are moved so\n"
-    "                  that the job's first event is at 0; ranks share the\n"
-    "                  monotonic clock of this host, so they line up\n"
-    "  --merge-timeline OUT IN...\n"
-    "                  merge timeline files (written with --timeline FILE\n"
-    "                  and {rank} in FILE, e.g. by srun or mpirun ranks) into\n"
-    "                  OUT, as --timeline does, and exit. The ranks of other\n"
-    "                  hosts keep their own clocks: no offset is applied\n"
-    "  -h, --help      show this help and exit\n"
-    "  --version       show the version and exit\n"
-    "  Value options also accept --opt=VALUE; SECS may be fractional.\n"
-    "\nENVIRONMENT SET FOR EACH RANK\n"
-    "  RING_RANK        rank of this process, 0..N-1\n"
-    "  RING_WORLD_SIZE  N\n"
-    "  RING_LOCAL_RANK  same as RING_RANK (all ranks are local)\n"
-    "  RING_PEERS       comma-separated HOST:PORT of every rank in rank\n"
-    "                   order, e.g. 127.0.0.1:4000,127.0.0.1:4001;\n"
-    "                   IPv6 hosts are bracketed: [::1]:4000\n"
-    "  RING_TIMELINE    FILE.{rank}.part, with --timeline FILE\n"
-    "  RING_SECRET      a fresh random secret for this run, so that the ranks'\n"
-    "                   connections are authenticated (unless RING_SECRET or\n"
-    "                   RING_SECRET_FILE is set already: then that one)\n"
-    "\nBEHAVIOUR\n"
-    "  Each rank runs in its own process group with stdin from /dev/null.\n"
-    "  Its stdout and stderr are relayed line by line to the launcher's\n"
-    "  stdout and stderr, prefixed \"[RANK] \". When a rank exits non-zero\n"
-    "  or is killed, the others get SIGTERM, then SIGKILL after the grace\n"
-    "  period. SIGINT and SIGTERM sent to the launcher are forwarded to\n"
-    "  every rank, and the launcher exits once all ranks are gone.\n"
-    "\nEXIT STATUS\n"
-    "  0        every rank exited 0\n"
-    "  N        the first rank that failed exited with status N, or was\n"
-    "           killed by signal SIG (N = 128+SIG); a rank that cannot\n"
-    "           execute PROGRAM exits 127\n"
-    "  1        the launcher itself failed (ports, pipes, fork)\n"
-    "  2        bad usage\n"
-    "  124      --timeout expired\n"
-    "  128+SIG  the launcher got signal SIG and no rank failed\n"
-    "\nEXAMPLES\n"
-    "  ring-launch -n 4 -- ./ringd-bench --size 1M\n"
-    "  ring-launch -n 2 --host ::1 --timeout 60 -- ./ring-test\n"
-    "  ring-launch -n 3 --base-port 9000 -- sh -c 'echo $RING_PEERS'\n"
-    "  ring-launch -n 4 --timeline trace.json -- ring-bench -e 64M\n";
-
 static long long launch_clock_now(void)
 {
     struct timespec ts;
@@ -153,103 +69,6 @@ static long long launch_clock_now(void)
         exit(1);
     }
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void launch_usage_die(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("ring-launch: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n%sTry 'ring-launch --help' for more.\n",
-            launch_usage_text);
-    exit(2);
-}
-
-static double launch_num_parse(const char *s, const char *name, double lo,
-                               double hi, int integral)
-{
-    char *end;
-    double v;
-    errno = 0;
-    v = integral ? (double)strtol(s, &end, 10) : strtod(s, &end);
-    /* v != v rejects the NaN that strtod accepts */
-    if (*s == '\0' || *end != '\0' || errno != 0 || v != v || v < lo || v > hi)
-        launch_usage_die("invalid value '%s' for %s (expected %s %g..%g)", s,
-                         name, integral ? "an integer" : "a number", lo, hi);
-    return v;
-}
-
-/* Returns the value if argv[*i] is NAME VALUE, --NAME=VALUE or -nVALUE. */
-static const char *launch_opt_take(int argc, char **argv, int *i,
-                                    const char *name)
-{
-    const char *a = argv[*i];
-    size_t len = strlen(name);
-    if (strcmp(a, name) == 0) {
-        if (*i + 1 >= argc)
-            launch_usage_die("option '%s' needs a value", name);
-        return argv[++*i];
-    }
-    if (strncmp(a, name, len) != 0)
-        return NULL;
-    if (name[1] == '-')
-        return a[len] == '=' ? a + len + 1 : NULL;
-    return a + len;
-}
-
-static void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
-{
-    const char *v;
-    int i;
-    *o = (struct launch_opts){ .host = "127.0.0.1", .grace = 5, .prefix = 1 };
-    for (i = 1; i < argc && !o->argv; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--") == 0) {
-            o->argv = argv + i + 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            printf("%s%s", launch_usage_text, launch_help_text);
-            exit(0);
-        } else if (strcmp(a, "--version") == 0) {
-            printf("ring-launch (ringd) %s\n", LAUNCH_VERSION);
-            exit(0);
-        } else if (strcmp(a, "--no-prefix") == 0) {
-            o->prefix = 0;
-        } else if (strcmp(a, "--merge-timeline") == 0) {
-            if (i != 1 || argc < 4)
-                launch_usage_die("--merge-timeline OUT IN... takes the whole command line");
-            o->merge = argv + 2;
-            return;
-        } else if ((v = launch_opt_take(argc, argv, &i, "--timeline"))) {
-            if (*v == '\0' || strstr(v, "{rank}") != NULL)
-                launch_usage_die("--timeline FILE names the merged file: not empty, no "
-                                 "{rank} in it");
-            o->timeline = v;
-        } else if ((v = launch_opt_take(argc, argv, &i, "-n"))) {
-            o->n = (long)launch_num_parse(v, "-n", 1, LAUNCH_MAX_RANKS, 1);
-        } else if ((v = launch_opt_take(argc, argv, &i, "--host"))) {
-            o->host = v;
-        } else if ((v = launch_opt_take(argc, argv, &i, "--base-port"))) {
-            o->base_port = (long)launch_num_parse(v, "--base-port", 1,
-                                                  65535, 1);
-        } else if ((v = launch_opt_take(argc, argv, &i, "--grace"))) {
-            o->grace = launch_num_parse(v, "--grace", 0, 86400, 0);
-        } else if ((v = launch_opt_take(argc, argv, &i, "--timeout"))) {
-            o->timeout = launch_num_parse(v, "--timeout", 0, 31536000, 0);
-        } else {
-            launch_usage_die(a[0] == '-' ? "unknown option '%s'"
-                             : "missing '--' before PROGRAM '%s'", a);
-        }
-    }
-    if (o->n == 0)
-        launch_usage_die("missing required option -n N");
-    if (!o->argv || !o->argv[0])
-        launch_usage_die(o->argv ? "missing PROGRAM after '--'"
-                         : "missing '--' followed by PROGRAM");
-    if (o->base_port && o->base_port + o->n - 1 > 65535)
-        launch_usage_die("--base-port %ld + %ld ranks exceeds port 65535",
-                         o->base_port, o->n);
 }
 
 /* Parses the host once so the probe sockets and RING_PEERS agree on it. */
@@ -806,59 +625,76 @@ static int launch_merge_only(char **merge)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* One run of the job: ports, peers, the ranks, until they end; the exit status. */
+static int launch_attempt(struct launch_state *st)
 {
-    struct launch_state st = { .first_rank = -1 };
     char *peers = NULL;
     int *ports, *probe_fds = NULL;
     int rc;
 
-    launch_opts_parse(argc, argv, &st.opt);
-    if (st.opt.merge)
-        return launch_merge_only(st.opt.merge);
-    if (launch_timeline_prepare(&st.opt) != 0) {
-        fputs("ring-launch: out of memory\n", stderr);
-        return 1;
-    }
-    {
-        char err[256];
-
-        if (launch_secret_setenv(err, sizeof(err)) != 0) {
-            fprintf(stderr, "ring-launch: %s\n", err);
-            return 1;
-        }
-    }
-    launch_fds_prepare(st.opt.n);
-    ports = calloc((size_t)st.opt.n, sizeof(*ports));
-    st.kids = calloc((size_t)st.opt.n, sizeof(*st.kids));
-    if (ports && st.kids && (probe_fds = launch_ports_probe(&st.opt, ports)))
-        peers = launch_peers_build(&st.opt, ports);
-    if (!peers || launch_signals_install() != 0) {
-        if (!peers)
-            fputs("ring-launch: out of memory\n", stderr);
-        else
-            perror("ring-launch: cannot set up signal handling");
-        free(probe_fds);
-        free(peers);
-        free(ports);
-        free(st.opt.timeline_parts);
-        launch_state_free(&st);
-        return 1;
-    }
-    launch_ranks_start(&st, probe_fds, peers);
-    if (launch_job_run(&st) != 0) {
+    ports = calloc((size_t)st->opt.n, sizeof(*ports));
+    st->kids = calloc((size_t)st->opt.n, sizeof(*st->kids));
+    if (ports && st->kids && (probe_fds = launch_ports_probe(&st->opt, ports)))
+        peers = launch_peers_build(&st->opt, ports);
+    if (!peers) {
         fputs("ring-launch: out of memory\n", stderr);
         rc = 1;
     } else {
-        rc = launch_result_report(&st);
+        launch_ranks_start(st, probe_fds, peers);
+        if (launch_job_run(st) != 0) {
+            fputs("ring-launch: out of memory\n", stderr);
+            rc = 1;
+        } else {
+            rc = launch_result_report(st);
+        }
     }
-    /* after the ranks: a failed job's timeline shows where it stopped */
-    if (st.opt.timeline && launch_timeline_merge(&st.opt) != 0 && rc == 0)
-        rc = 1;
-    free(st.opt.timeline_parts);
     free(probe_fds);
     free(peers);
     free(ports);
-    launch_state_free(&st);
+    launch_state_free(st);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct launch_opts opt;
+    char err[256];
+    int rc;
+
+    launch_opts_parse(argc, argv, &opt);
+    if (opt.merge)
+        return launch_merge_only(opt.merge);
+    if (launch_timeline_prepare(&opt) != 0) {
+        fputs("ring-launch: out of memory\n", stderr);
+        return 1;
+    }
+    if (launch_secret_setenv(err, sizeof(err)) != 0) {
+        fprintf(stderr, "ring-launch: %s\n", err);
+        return 1;
+    }
+    launch_fds_prepare(opt.n);
+    if (launch_signals_install() != 0) {
+        perror("ring-launch: cannot set up signal handling");
+        free(opt.timeline_parts);
+        return 1;
+    }
+    for (long attempt = 0;; attempt++) {
+        struct launch_state st = { .first_rank = -1, .opt = opt };
+
+        rc = launch_attempt(&st);
+        /* torchrun's --max-restarts: a rank failed, so every rank starts again
+         * (ringd resumes from its newest checkpoint); never after a signal or
+         * --timeout, which ask the job to end */
+        if (rc == 0 || attempt >= opt.max_restarts || st.got_signal || st.timed_out ||
+            st.spawn_failed)
+            break;
+        fprintf(stderr, "ring-launch: restarting all %ld ranks (restart %ld of %ld); a program "
+                "that checkpoints resumes from its newest checkpoint\n", opt.n, attempt + 1,
+                opt.max_restarts);
+    }
+    /* after the ranks: a failed job's timeline shows where it stopped */
+    if (opt.timeline && launch_timeline_merge(&opt) != 0 && rc == 0)
+        rc = 1;
+    free(opt.timeline_parts);
     return rc;
 }

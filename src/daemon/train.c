@@ -19,6 +19,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,10 +162,26 @@ static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, char
     return 0;
 }
 
+/* Fault injection for the restart tests: RING_FAULT=sigkill-at-step:N:R makes
+ * rank R SIGKILL itself after step N of a run that did not resume (so the
+ * restarted run, which resumes from a checkpoint, goes on). 0 when unset. */
+static uint64_t fault_kill_step(const run_t *r)
+{
+    const char *f = getenv("RING_FAULT");
+    unsigned long long step;
+    int rank;
+
+    if (f == NULL || sscanf(f, "sigkill-at-step:%llu:%d", &step, &rank) != 2 ||
+        rank != r->rank || r->start_step != 0)
+        return 0;
+    return (uint64_t)step;
+}
+
 static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
     uint64_t steps_per_epoch = shard_steps_per_epoch(&r->shard, o->batch_size);
+    uint64_t kill_at = fault_kill_step(r);
     double last_eval, last_ckpt;
     int streak = 0;
 
@@ -191,6 +208,8 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
 
             if (train_step(r, ctl, want, &eval, &streak, err, errlen) != 0)
                 return -1;
+            if (kill_at != 0 && r->step == kill_at)
+                raise(SIGKILL);
             progress_step(r);
             if (r->stop == STOP_NONE && after_step(r, 0, eval, &last_ckpt, err, errlen) != 0)
                 return -1;

@@ -1,0 +1,30 @@
+/* launch-opts.h - ring-launch's command line (launch-opts.c). */
+#ifndef RING_LAUNCH_OPTS_H
+#define RING_LAUNCH_OPTS_H
+
+#ifdef PACKAGE_VERSION
+#define LAUNCH_VERSION PACKAGE_VERSION  /* follow configure.ac when built */
+#else
+#define LAUNCH_VERSION "0.1.0"
+#endif
+#define LAUNCH_MAX_RANKS 1024
+
+struct launch_opts {
+    long n, base_port;            /* base_port 0 = probe free ports */
+    double grace, timeout;        /* seconds; timeout 0 = none */
+    long max_restarts;            /* restart every rank after a failure, up to this often */
+    const char *host;
+    int prefix;
+    const char *timeline;         /* --timeline FILE, or NULL */
+    char *timeline_parts;         /* FILE.{rank}.part: RING_TIMELINE of the ranks */
+    char **merge;                 /* --merge-timeline OUT IN...: NULL-terminated */
+    char **argv;                  /* PROGRAM and its arguments */
+};
+
+/* "ring-launch: MESSAGE", the usage, and exit 2. */
+void launch_usage_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Parse argv into o; prints help or version and exits 0, or a usage error and exits 2. */
+void launch_opts_parse(int argc, char **argv, struct launch_opts *o);
+
+#endif /* RING_LAUNCH_OPTS_H */
