@@ -117,8 +117,9 @@ static const config_entry_t config_table[] = {
      "keep what this peer's encoding lost and add it to its next contribution to the same "
      "tensor id (fp16/bf16 only)"},
     {"fp16-scaling", "RING_FP16_SCALING", CONFIG_CHOICE, "on", "on|off", FIELD(fp16_scaling), 0,
-     0, "scale every fp16 chunk by a power of two chosen from its largest value, so it neither "
-        "overflows nor flushes to zero"},
+     0, "scale every fp16 chunk by a power of two (2^-100..2^100) chosen from its largest value, "
+        "so chunks within about 1e-38..8e34 neither overflow nor flush to zero (entries far "
+        "below their chunk's largest still lose digits)"},
     {"chunk-size", "RING_CHUNK_SIZE", CONFIG_SIZE, "256K", "bytes", FIELD(chunk_bytes), 0, 0,
      "bytes per chunk on the wire; chunks of a segment are pipelined"},
     {"channels", "RING_CHANNELS", CONFIG_INT, "1", "", FIELD(channels), 1, 16,

@@ -47,8 +47,10 @@ typedef struct ring_request ring_request_t;
 
 typedef enum ring_dtype {
     RING_FLOAT32 = 0,
-    RING_FLOAT16,   /* IEEE binary16; summed in fp32 inside */
-    RING_BFLOAT16,  /* bfloat16; summed in fp32 inside */
+    RING_FLOAT16,   /* IEEE binary16; travels as itself: each ring step adds in fp32 and
+                       rounds the partial sum back to fp16 (N-1 roundings at N peers; use
+                       an fp32 buffer and --codec fp16 for fp32 partial sums) */
+    RING_BFLOAT16,  /* bfloat16; the same, rounding to bfloat16 */
     RING_DTYPE_COUNT
 } ring_dtype_t;
 

@@ -195,6 +195,21 @@ def codec_checks(t, ringd, np, codec):
     z = data[t.rank].copy()
     ringd.allreduce(z, codec="exact")
     t.same("codec %s, codec='exact': bitwise identical" % codec, ringtest.digest(z))
+    if codec == "fp16":
+        fp16_range_checks(t, ringd, np, world)
+
+
+def fp16_range_checks(t, ringd, np, world):
+    """What --fp16-scaling promises (README, --help): chunks whose largest sum is within
+    about 1e-38..8e34 keep it to fp16 precision; a larger finite sum reports NONFINITE."""
+    for big in (1e34, 1e-30):
+        x = np.full(1000, big / world, np.float32)
+        ringd.allreduce(x)
+        t.ok(np.allclose(x, big, rtol=2.0 ** -10 * world), "codec fp16: a sum of %g keeps fp16 "
+             "precision" % big, "got %r" % x[:3])
+    x = np.full(1000, 1e35 / world, np.float32)
+    t.raises(ringd.NonFiniteError, lambda: ringd.allreduce(x),
+             "codec fp16: a finite sum of 1e35, beyond the scale's 2^100, reports NONFINITE")
 
 
 def checks(t):
