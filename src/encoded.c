@@ -209,6 +209,16 @@ static int enc_choose_exp(const ring_comm_t *comm, const ring_request_t *req, fl
 static int enc_overflowed(const ring_request_t *req, const uint16_t *wire, float bound, int e,
                           size_t n)
 {
+    if (req->wire == RING_CODEC_BF16) {
+        /* bf16 has fp32's range: only a sum near fp32's largest (or one that overflowed
+         * fp32 itself, making bound inf) can have rounded to inf */
+        if (bound < 3.0e38f)
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if ((wire[i] & 0x7f80u) == 0x7f80u)
+                return 1;
+        return 0;
+    }
     if (req->wire != RING_CODEC_FP16 || bound * enc_pow2(-e) < 65504.0f)
         return 0;
     for (size_t i = 0; i < n; i++)
@@ -288,6 +298,8 @@ static void enc_result_store(const ring_comm_t *comm, ring_channel_t *ch, ring_r
             req->nonfinite = (half[i] & 0x7fffu) >= ENC_F16_INF;
     } else if (req->dtype == RING_BFLOAT16) {
         comm->kops->encode_bf16(half, ch->result32, 1.0f, n);
+        for (size_t i = 0; i < n && !req->nonfinite; i++)
+            req->nonfinite = (half[i] & 0x7f80u) == 0x7f80u;
     }
 }
 

@@ -197,6 +197,11 @@ def codec_checks(t, ringd, np, codec):
     t.same("codec %s, codec='exact': bitwise identical" % codec, ringtest.digest(z))
     if codec == "fp16":
         fp16_range_checks(t, ringd, np, world)
+    if codec == "bf16" and world > 1:
+        # bf16 has fp32's range; a sum beyond it was inf with status OK on every rank
+        big = np.full(1000, 2e38, np.float32)
+        t.raises(ringd.NonFiniteError, lambda: ringd.allreduce(big),
+                 "codec bf16: a sum that overflows reports NONFINITE on every peer")
 
 
 def fp16_range_checks(t, ringd, np, world):

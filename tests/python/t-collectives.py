@@ -212,6 +212,10 @@ def nonfinite_checks(t, ringd, np):
         b[3] = float("inf")
     t.raises(ringd.NonFiniteError, lambda: ringd.allreduce(b),
              "a bf16 inf on one peer: NonFiniteError on every peer")
+    if world > 1:
+        o = torch.full((1000,), 2e38, dtype=torch.bfloat16)
+        t.raises(ringd.NonFiniteError, lambda: ringd.allreduce(o),
+                 "bf16 buffers whose sum overflows: NonFiniteError on every peer (was inf, OK)")
 
 
 def checks(t):
