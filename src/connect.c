@@ -47,7 +47,6 @@ typedef struct connect_state {
     int nout, accepted;
     /* authentication failures, for the start-up timeout's message */
     int auth_failed_in, auth_failed_out;
-    int dropped;                     /* pending connections dropped to make room */
     char auth_why[400];
     ring_status_t last_refusal;
     int last_errno;
@@ -197,20 +196,23 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
 
         if (as == RING_AUTH_PENDING)
             return RING_OK;
-        if (as == RING_AUTH_FAILED && hc->auth.unreachable) {
-            /* not listening yet: as a refused hello */
-            cs->last_refusal = hc->auth.r_challenge.status;
-            cs->last_errno = hc->auth.r_challenge.sys_errno;
-            connect_retry(cs, hc, now);
-            return RING_OK;
-        }
         if (as == RING_AUTH_FAILED) {
-            /* a stranger on the address, or a neighbour with another secret: try
-             * again until the start-up deadline, which then says why */
-            cs->auth_failed_out++;
-            snprintf(cs->auth_why, sizeof(cs->auth_why), "rank %d (%s) %s", comm->right_rank,
-                     comm->right_addr, hc->auth.why);
-            ring_log(RING_LOG_WARN, "authentication with %s failed; retrying", cs->auth_why);
+            if (hc->auth.unreachable) { /* not listening yet: as a refused hello */
+                cs->last_refusal = hc->auth.r_challenge.status;
+                cs->last_errno = hc->auth.r_challenge.sys_errno;
+            } else {
+                /* a stranger on the address, or a neighbour with another secret: try
+                 * again until the start-up deadline, which then says why */
+                cs->auth_failed_out++;
+                snprintf(cs->auth_why, sizeof(cs->auth_why), "rank %d (%s) %s",
+                         comm->right_rank, comm->right_addr, hc->auth.why);
+                ring_log(RING_LOG_WARN, "authentication with %s failed; retrying",
+                         cs->auth_why);
+            }
+            /* either way the address may be an earlier run's record: read it again */
+            RING_CHECK(connect_right_moved(comm, &moved));
+            if (moved)
+                cs->stranger_since = 0;
             connect_retry(cs, hc, now);
             return RING_OK;
         }
@@ -402,7 +404,6 @@ static ring_status_t connect_accept_new(connect_state_t *cs, double now)
                 comm->tp_ops->ep_close(ep);
                 continue;
             }
-            cs->dropped++;
             ring_log(RING_LOG_DEBUG, "too many connections without a hello; dropped the oldest, "
                      "from %s", comm->tp_ops->ep_peer(cs->in[slot].ep));
             comm->tp_ops->ep_close(cs->in[slot].ep);
