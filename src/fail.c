@@ -268,39 +268,50 @@ static int channel_waiting_left(const ring_comm_t *comm)
     return -1;
 }
 
+/* Fail with a timeout blaming peer: the left neighbour we wait for data from
+ * (receiving), or the right one that does not read what we send. */
+static ring_status_t fail_timeout_on(ring_comm_t *comm, ring_request_t *req, int receiving,
+                                     int step, double waited)
+{
+    int peer = receiving ? comm->left_rank : comm->right_rank;
+    ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = peer, .sys_errno = ETIMEDOUT,
+                          .step = step};
+    char phase[96], addr[300];
+
+    ring_phase_format(comm, req, step, phase, sizeof(phase));
+    ring_rank_addr(comm, peer, addr, sizeof(addr));
+    if (receiving)
+        return ring_comm_fail(comm, &fault,
+                              "%s: timed out after %.0f s waiting for data from rank %d (%s) "
+                              "(stopped, overloaded or unreachable?)", phase, waited, peer, addr);
+    return ring_comm_fail(comm, &fault,
+                          "%s: timed out after %.0f s sending to rank %d (%s), which is not "
+                          "reading (stopped or overloaded?)", phase, waited, peer, addr);
+}
+
 /* The oldest thing we are waiting for, as a timeout message. */
 ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
 {
-    char phase[96], addr[300];
+    char phase[96];
+    int c = channel_waiting_left(comm);
 
-    for (int c = 0; c < comm->nchannels; c++) {
-        ring_channel_t *ch = &comm->channels[c];
-        uint32_t nchunks = (uint32_t)ch->sched.nchunks;
+    if (c >= 0) {
+        const ring_channel_t *ch = &comm->channels[c];
 
-        if (c == channel_waiting_left(comm)) {
-            int step = ch->sched.first_step + (int)(ch->recvs_done / nchunks);
+        return fail_timeout_on(comm, req, 1,
+                               ch->sched.first_step +
+                                   (int)(ch->recvs_done / (uint32_t)ch->sched.nchunks),
+                               waited);
+    }
+    /* channel_waiting_left stopped at the first channel with sends pending, if any */
+    for (c = 0; c < comm->nchannels; c++) {
+        const ring_channel_t *ch = &comm->channels[c];
 
-            ring_phase_format(comm, req, step, phase, sizeof(phase));
-            ring_rank_addr(comm, comm->left_rank, addr, sizeof(addr));
-            ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->left_rank,
-                                  .sys_errno = ETIMEDOUT, .step = step};
-            return ring_comm_fail(comm, &fault,
-                                  "%s: timed out after %.0f s waiting for data from rank %d "
-                                  "(%s) (stopped, overloaded or unreachable?)", phase, waited,
-                                  comm->left_rank, addr);
-        }
-        if (ch->sends_done < ch->sched.nsend) {
-            int step = ch->sched.first_step + (int)(ch->sends_done / nchunks);
-
-            ring_phase_format(comm, req, step, phase, sizeof(phase));
-            ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
-            ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = comm->right_rank,
-                                  .sys_errno = ETIMEDOUT, .step = step};
-            return ring_comm_fail(comm, &fault,
-                                  "%s: timed out after %.0f s sending to rank %d (%s), which "
-                                  "is not reading (stopped or overloaded?)", phase, waited,
-                                  comm->right_rank, addr);
-        }
+        if (ch->sends_done < ch->sched.nsend)
+            return fail_timeout_on(comm, req, 0,
+                                   ch->sched.first_step +
+                                       (int)(ch->sends_done / (uint32_t)ch->sched.nchunks),
+                                   waited);
     }
     ring_phase_format(comm, req, -1, phase, sizeof(phase));
     return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = -1,
