@@ -439,8 +439,13 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent garbage on its back channel",
                               phase, comm->right_rank, addr);
     }
-    if (f.type == RING_FRAME_ABORT)
-        return ring_comm_fail_from_frame(comm, &f, comm->right_rank);
+    if (f.type == RING_FRAME_ABORT) {
+        ring_status_t status = ring_comm_fail_from_frame(comm, &f, comm->right_rank);
+
+        if (status == RING_OK) /* a question (fail.c's probe), answered: listen on */
+            ring_channel_post_back(comm, ch);
+        return status;
+    }
     if (pending)
         return fail_closed(comm, req, ring_comm_current_step(comm), comm->right_rank);
     return RING_OK;
@@ -470,6 +475,50 @@ static ring_request_t *next_unfinished(ring_comm_t *comm)
     return NULL;
 }
 
+/* Probe mode (fail.c): this peer asked its left neighbour whether it lives,
+ * so data no longer moves here; every frame that comes in is read only for
+ * the answer: an ABORT, a CLOSE, or WAITING (it waits too: wait longer). */
+static ring_status_t probe_read_answers(ring_comm_t *comm, ring_request_t *req)
+{
+    /* messages first, then broken connections: a peer that answers and exits
+     * leaves its answer in one receive and the close in the later ones */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int c = 0; c < comm->nchannels; c++) {
+            ring_channel_t *ch = &comm->channels[c];
+
+            for (uint32_t q = ch->recvs_done; q < ch->next_recv; q++) {
+                ring_slot_t *slot = &ch->recv[q % RING_WINDOW];
+                ring_tp_ep_t *ep = ch->left[q % (uint32_t)comm->nstreams];
+                int step = ch->sched.first_step + (int)(q / (uint32_t)ch->sched.nchunks);
+                int broken = slot->req.status != RING_OK && slot->req.status != RING_ERR_MISMATCH;
+                ring_frame_t f;
+
+                if (!slot->posted || !slot->req.done || broken != pass)
+                    continue;
+                slot->posted = 0;
+                if (broken)
+                    return fail_link(comm, req, step, comm->left_rank, ep, &slot->req);
+                if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)
+                    continue;
+                if (f.type == RING_FRAME_ABORT)
+                    return ring_comm_fail_from_frame(comm, &f, comm->left_rank);
+                if (f.type == RING_FRAME_CLOSE)
+                    return fail_closed(comm, req, step, comm->left_rank);
+                if (f.type == RING_FRAME_WAITING)
+                    ring_comm_probe_extend(comm, &f);
+                if (slot->req.status == RING_ERR_MISMATCH)
+                    continue; /* the transport fails every later receive on ep */
+                /* the answer may follow on the same connection: room for a header */
+                slot->req.iov[0].iov_base = slot->hdr;
+                slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+                slot->req.iovcnt = 1;
+                slot->posted = comm->tp_ops->post_recv(ep, &slot->req) == RING_OK;
+            }
+        }
+    }
+    return RING_OK;
+}
+
 /* One pass over everything; returns how much moved, or -1 once the comm has failed. */
 int ring_comm_progress(ring_comm_t *comm)
 {
@@ -492,6 +541,12 @@ int ring_comm_progress(ring_comm_t *comm)
     }
     if (comm->error != RING_OK || check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
         goto failed;
+    if (comm->timeout_probe_deadline != 0) {
+        if (probe_read_answers(comm, ring_comm_active_request(comm)) != RING_OK ||
+            ring_comm_probe_check(comm))
+            goto failed;
+        return moved;
+    }
     /* requests run one after the other; finished ones stay until waited for */
     while (req != NULL) {
         int finished = 1;

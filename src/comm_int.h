@@ -165,8 +165,13 @@ struct ring_comm {
     ring_status_t error;
     char error_msg[1024];
     ring_slot_t abort_right, abort_left;
+    /* fail.c: asking the left neighbour before blaming it (probe mode) */
+    ring_slot_t probe_left;                /* the question: an ABORT naming it */
+    ring_slot_t waiting_right;             /* our answer to the right one: WAITING */
     ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
     double timeout_probe_deadline;         /* fail.c: the left neighbour was asked; 0: not yet */
+    double probe_started, probe_idle;      /* when it was asked, and how long we had waited */
+    int probed_by_right;                   /* the right neighbour asked us (it gets WAITING) */
     /* doctor.c: its state (requests and buffers the transport may still hold
      * after a failure, so freed with the comm), and whether it is running */
     struct ring_doctor *doctor;
@@ -254,6 +259,11 @@ ring_status_t ring_request_push(ring_comm_t *comm, ring_request_t *req, ring_req
  * once the comm has failed */
 ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited);
 int ring_comm_check_timeout(ring_comm_t *comm, double idle);
+/* fail.c, probe mode (timeout_probe_deadline != 0): the left neighbour said it
+ * waits too (WAITING, with when it will decide), so wait longer; and whether
+ * the wait is over (returns 1 once the comm has failed, blaming the left one) */
+void ring_comm_probe_extend(ring_comm_t *comm, const ring_frame_t *waiting);
+int ring_comm_probe_check(ring_comm_t *comm);
 
 /* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);

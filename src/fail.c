@@ -97,13 +97,14 @@ void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int s
 static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
                         const ring_frame_t *f)
 {
-    if (ep == NULL || slot->posted)
+    if (ep == NULL || (slot->posted && !slot->req.done))
         return;
     ring_frame_encode(f, slot->hdr);
     slot->req.iov[0].iov_base = slot->hdr;
     slot->req.iov[0].iov_len = RING_FRAME_BYTES;
     slot->req.iovcnt = 1;
-    slot->req.urgent = f->type == RING_FRAME_ABORT; /* ahead of the data this peer gives up */
+    /* ahead of the data this peer gives up; a CLOSE comes after all of it */
+    slot->req.urgent = f->type == RING_FRAME_ABORT || f->type == RING_FRAME_WAITING;
     slot->posted = comm->tp_ops->post_send(ep, &slot->req) == RING_OK;
 }
 
@@ -179,6 +180,88 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     return ring_error_copy(fault->status, comm->error_msg);
 }
 
+static int channel_waiting_left(const ring_comm_t *comm);
+
+static double probe_grace(const ring_comm_t *comm)
+{
+    double grace = comm->cfg.timeout_s * 0.25;
+
+    return grace < PROBE_GRACE_MAX_S ? grace : PROBE_GRACE_MAX_S;
+}
+
+/* Probe mode: ask the left neighbour whether it lives (an ABORT naming it,
+ * which a live peer answers) before blaming it. Returns 1 once asked, 0 when
+ * there is no one to ask (2 peers, or not waiting for the left one). */
+static int probe_start(ring_comm_t *comm, ring_request_t *req, double idle)
+{
+    ring_frame_t f;
+    double now;
+
+    if (comm->timeout_probe_deadline != 0)
+        return 1;
+    if (comm->size <= 2 || req == NULL || channel_waiting_left(comm) < 0 ||
+        comm->channels[0].left[0] == NULL)
+        return 0;
+    notice_fill(comm, req, RING_FRAME_ABORT, &f);
+    f.culprit_rank = (uint32_t)comm->left_rank;
+    f.status = RING_ERR_TIMED_OUT;
+    f.sys_errno = ETIMEDOUT;
+    f.step = (uint16_t)ring_comm_current_step(comm);
+    notice_post(comm, &comm->probe_left, comm->channels[0].left[0], &f);
+    now = ring_now();
+    comm->probe_started = now;
+    comm->probe_idle = idle > 0 ? idle : comm->cfg.timeout_s;
+    comm->timeout_probe_deadline = now + probe_grace(comm);
+    return 1;
+}
+
+/* Tell the right neighbour that asked us that we wait too, and how long
+ * until we decide (ms, in detail), so it waits for our answer instead of
+ * blaming us. */
+static void tell_right_waiting(ring_comm_t *comm)
+{
+    ring_frame_t f;
+    double left_s = comm->timeout_probe_deadline - ring_now();
+
+    if (!comm->probed_by_right)
+        return;
+    notice_fill(comm, ring_comm_active_request(comm), RING_FRAME_WAITING, &f);
+    f.detail = left_s > 0 ? (uint64_t)(left_s * 1000) + 1 : 0;
+    notice_post(comm, &comm->waiting_right, comm->channels[0].right[0], &f);
+}
+
+void ring_comm_probe_extend(ring_comm_t *comm, const ring_frame_t *waiting)
+{
+    /* wait for the asked peer's answer, which comes when it decides (and has
+     * waited for its own left neighbour's); never past our own timeout more,
+     * so a ring of live but stuck peers, all asking, still fails */
+    double theirs = waiting->detail < 3600000 ? (double)waiting->detail / 1000 : 3600;
+    double until = ring_now() + theirs + probe_grace(comm);
+    double cap = comm->probe_started + comm->cfg.timeout_s;
+
+    if (comm->timeout_probe_deadline == 0)
+        return;
+    if (until > cap)
+        until = cap;
+    if (until > comm->timeout_probe_deadline) {
+        comm->timeout_probe_deadline = until;
+        tell_right_waiting(comm); /* whoever asked us waits as long */
+    }
+}
+
+int ring_comm_probe_check(ring_comm_t *comm)
+{
+    double now = ring_now();
+
+    if (comm->error != RING_OK)
+        return 1;
+    if (comm->timeout_probe_deadline == 0 || now < comm->timeout_probe_deadline)
+        return 0;
+    ring_comm_fail_timeout(comm, ring_comm_active_request(comm),
+                           comm->probe_idle + (now - comm->probe_started));
+    return 1;
+}
+
 /* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank)
 {
@@ -191,11 +274,21 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     if (comm->error != RING_OK)
         return ring_error_copy(comm->error, comm->error_msg);
     /* A neighbour timed out waiting for this peer, which is alive: so this
-     * peer is waiting too, for someone further up the ring. Blame what it
-     * waits for instead, so the notice travels back to the peer that stopped. */
+     * peer is waiting too, for someone further up the ring. When the right
+     * neighbour asks, say so (WAITING) and ask the left one in turn, so the
+     * question travels back to the peer that stopped and its answer comes
+     * back down the ring; otherwise blame what this peer waits for. */
     if ((ring_status_t)f->status == RING_ERR_TIMED_OUT && culprit == comm->rank &&
-        ring_comm_active_request(comm) != NULL)
-        return ring_comm_fail_timeout(comm, ring_comm_active_request(comm), comm->cfg.timeout_s);
+        ring_comm_active_request(comm) != NULL) {
+        ring_request_t *req = ring_comm_active_request(comm);
+
+        if (from_rank == comm->right_rank && probe_start(comm, req, 0)) {
+            comm->probed_by_right = 1;
+            tell_right_waiting(comm);
+            return RING_OK;
+        }
+        return ring_comm_fail_timeout(comm, req, comm->cfg.timeout_s);
+    }
     /* the origin's round and step say where the ring broke, whatever this peer is doing;
      * during the ring doctor (doctor.c) no peer is in a round */
     if (comm->doctor_running)
@@ -321,36 +414,24 @@ ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, dou
 
 /* When a peer stops, every peer downstream starts waiting at the same moment,
  * and one two hops away may time out before the stopped peer's successor and
- * blame its own live neighbour. So before blaming the left neighbour, ask it:
- * an ABORT naming it, which a live peer answers by failing with what it waits
- * for (ring_comm_fail_from_frame). That answer arrives as this peer's next
- * frame from the left and wins; a peer that does not answer within the grace
- * is blamed. */
+ * blame its own live neighbour. So before blaming the left neighbour, ask it
+ * (probe_start). A live one answers by failing with what it waits for
+ * (ring_comm_fail_from_frame), or, when it waits too, with WAITING and a
+ * question to its own left neighbour; the answer from the peer next to the
+ * stopped one then comes down the ring and wins. A peer that answers nothing
+ * within the grace is blamed. */
 int ring_comm_check_timeout(ring_comm_t *comm, double idle)
 {
-    double now, grace = comm->cfg.timeout_s * 0.25;
     ring_request_t *req;
-    int c;
 
-    if (idle <= comm->cfg.timeout_s || comm->error != RING_OK)
-        return comm->error != RING_OK;
-    now = ring_now();
-    req = ring_comm_active_request(comm);
-    c = channel_waiting_left(comm);
-    if (comm->timeout_probe_deadline == 0 && comm->size > 2 && req != NULL && c >= 0 &&
-        comm->channels[0].left[0] != NULL) {
-        ring_frame_t f;
-
-        notice_fill(comm, req, RING_FRAME_ABORT, &f);
-        f.culprit_rank = (uint32_t)comm->left_rank;
-        f.status = RING_ERR_TIMED_OUT;
-        f.sys_errno = ETIMEDOUT;
-        f.step = (uint16_t)ring_comm_current_step(comm);
-        notice_post(comm, &comm->abort_left, comm->channels[0].left[0], &f);
-        comm->timeout_probe_deadline = now + (grace < PROBE_GRACE_MAX_S ? grace : PROBE_GRACE_MAX_S);
+    if (comm->error != RING_OK)
+        return 1;
+    if (comm->timeout_probe_deadline != 0)
+        return ring_comm_probe_check(comm);
+    if (idle <= comm->cfg.timeout_s)
         return 0;
-    }
-    if (comm->timeout_probe_deadline != 0 && now < comm->timeout_probe_deadline)
+    req = ring_comm_active_request(comm);
+    if (probe_start(comm, req, idle))
         return 0;
     ring_comm_fail_timeout(comm, req, idle);
     return 1;

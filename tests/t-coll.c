@@ -415,7 +415,7 @@ static int fail_main(int rank, int n, const ring_config_t *cfg, void *arg)
     return st == RING_OK ? 0 : 1;
 }
 
-static void run_failure(const char *label, fail_kind_t kind, ring_status_t want,
+static void run_failure(const char *label, int n, fail_kind_t kind, ring_status_t want,
                         const char *phrase, const h_setting_t *settings)
 {
     h_run_t *run = calloc(1, sizeof(*run));
@@ -423,7 +423,7 @@ static void run_failure(const char *label, fail_kind_t kind, ring_status_t want,
                            .sig = kind == F_KILLED ? SIGKILL : SIGSTOP};
     int stopped = kind == F_STOPPED || kind == F_STOPPED_ALLREDUCE;
     int signalled = kind == F_KILLED || stopped;
-    h_spec_t spec = {.n = 3, .settings = settings, .fn = fail_main, .arg = &kind,
+    h_spec_t spec = {.n = n, .settings = settings, .fn = fail_main, .arg = &kind,
                      .child_timeout = 20, .timeout = "3s",
                      .actions = signalled ? &signal_1 : NULL, .nactions = signalled ? 1 : 0};
     int all = 1, named = 1, named_any = 0;
@@ -433,7 +433,7 @@ static void run_failure(const char *label, fail_kind_t kind, ring_status_t want,
         free(run);
         return;
     }
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < n; r++) {
         if (signalled && r == 1)
             continue;
         all &= run->r[r].exited && run->r[r].code == 1 && run->r[r].t_end < 12 &&
@@ -482,24 +482,29 @@ int main(void)
     run_case("N=4 two channels", 4, &c, two_channels);
     run_case("N=3 codec fp16 (broadcast, allgather exact)", 3, &c16, fp16);
     run_case("N=4 progress thread", 4, &c, thread);
-    run_failure("N=3 rank 1 broadcasts while the others allreduce", F_OTHER_COLL,
+    run_failure("N=3 rank 1 broadcasts while the others allreduce", 3, F_OTHER_COLL,
                 RING_ERR_MISMATCH, "broadcast #", NULL);
-    run_failure("N=3 rank 2 broadcasts from another root", F_OTHER_ROOT, RING_ERR_MISMATCH,
+    run_failure("N=3 rank 2 broadcasts from another root", 3, F_OTHER_ROOT, RING_ERR_MISMATCH,
                 "broadcast #", NULL);
-    run_failure("N=3 rank 2 gives other allgather sizes", F_OTHER_SIZES, RING_ERR_MISMATCH,
+    run_failure("N=3 rank 2 gives other allgather sizes", 3, F_OTHER_SIZES, RING_ERR_MISMATCH,
                 "bytes in all", NULL);
-    run_failure("N=3 SIGKILL rank 1 mid-broadcast", F_KILLED, RING_ERR_REMOTE, "rank 1", NULL);
-    run_failure("N=3 SIGKILL rank 1 mid-broadcast, progress thread", F_KILLED, RING_ERR_REMOTE,
+    run_failure("N=3 SIGKILL rank 1 mid-broadcast", 3, F_KILLED, RING_ERR_REMOTE, "rank 1", NULL);
+    run_failure("N=3 SIGKILL rank 1 mid-broadcast, progress thread", 3, F_KILLED, RING_ERR_REMOTE,
                 "rank 1", thread);
     /* a stopped peer: the neighbour waiting for it times out, the other hears of it */
-    run_failure("N=3 SIGSTOP rank 1 mid-broadcast, progress thread", F_STOPPED,
+    run_failure("N=3 SIGSTOP rank 1 mid-broadcast, progress thread", 3, F_STOPPED,
                 RING_ERR_TIMED_OUT, "rank 1", thread);
-    run_failure("N=3 SIGSTOP rank 1 mid-broadcast, no thread", F_STOPPED, RING_ERR_TIMED_OUT,
+    run_failure("N=3 SIGSTOP rank 1 mid-broadcast, no thread", 3, F_STOPPED, RING_ERR_TIMED_OUT,
                 "rank 1", NULL);
     /* rank 0 waits on rank 2, which waits on the stopped rank 1; rank 0's shorter timeout
      * fires first, and it must ask rank 2 rather than blame it */
-    run_failure("N=3 SIGSTOP rank 1 mid-allreduce, rank 0 times out first", F_STOPPED_ALLREDUCE,
+    run_failure("N=3 SIGSTOP rank 1 mid-allreduce, rank 0 times out first", 3, F_STOPPED_ALLREDUCE,
                 RING_ERR_TIMED_OUT, "rank 1 (", rank0_first);
+    /* rank 0 waits on 3, which waits on 2, which waits on the stopped rank 1: rank 0 asks
+     * rank 3 first, which is not timed out yet; it says it waits too and asks rank 2 in
+     * turn, whose answer (rank 1) travels back down the ring to rank 0 */
+    run_failure("N=4 SIGSTOP rank 1 mid-allreduce, rank 0 times out first", 4,
+                F_STOPPED_ALLREDUCE, RING_ERR_TIMED_OUT, "rank 1 (", rank0_first);
     diag("t-coll: %.1f s", h_now() - t0);
     done_testing();
 }
