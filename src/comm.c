@@ -102,6 +102,11 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     RING_CHECK(ring_config_validate(cfg));
     RING_CHECK(ring_config_copy(&comm->cfg, cfg));
     RING_CHECK(ring_auth_key_load(cfg, &comm->auth_key));
+    params.auth_key = &comm->auth_key;
+    comm->auth_frames = strcmp(cfg->auth, "frames") == 0;
+    if (comm->auth_frames && !comm->auth_key.on)
+        return ring_error_set(RING_ERR_INVALID, "--auth frames (RING_AUTH) needs the job's secret: "
+                              "give --secret-file FILE or RING_SECRET_FILE (ring-launch makes one)");
     if (level > 0)
         ring_log_set_level((ring_log_level_t)level);
     ring_log_set_rank(cfg->rank);

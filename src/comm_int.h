@@ -169,6 +169,7 @@ struct ring_comm {
     ring_slot_t probe_left;                /* the question: an ABORT naming it */
     ring_slot_t waiting_right;             /* our answer to the right one: WAITING */
     ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
+    int auth_frames;                       /* --auth frames: a MAC on every frame (frame_mac.c) */
     double timeout_probe_deadline;         /* fail.c: the left neighbour was asked; 0: not yet */
     double probe_started, probe_idle;      /* when it was asked, and how long we had waited */
     int probed_by_right;                   /* the right neighbour asked us (it gets WAITING) */

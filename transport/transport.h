@@ -76,6 +76,9 @@ typedef struct ring_tp_params {
     int gid_index;          /* -1 = an IPv4-mapped RoCE v2 GID */
     int ib_timeout;         /* QP local ACK timeout: 4.096 us x 2^this */
     int ib_retry_count;     /* QP retransmissions before an error */
+    /* the job's secret (src/auth.h), or NULL / off: none. verbs: a bootstrap
+     * connection proves it (both ways) before any queue-pair record is sent */
+    const struct ring_auth_key *auth_key;
 } ring_tp_params_t;
 
 typedef struct ring_tp_ops {

@@ -56,6 +56,7 @@ typedef struct ring_config {
     char job_id[RING_CONFIG_STR_MAX]; /* peers of one job must agree on it */
     char secret_file[RING_CONFIG_STR_MAX]; /* the job's secret, in a file ("" = none) */
     char secret[RING_CONFIG_STR_MAX]; /* or as text (never printed) */
+    char auth[8];             /* "connect" or "frames": also a MAC on every frame */
     char log_level[16];       /* error|warn|info|debug|trace */
     double rate_limit_bps;    /* send cap per TCP connection, bytes/s; 0 = unlimited */
     char ib_dev[RING_CONFIG_STR_MAX]; /* verbs: RING_IB_HCA device list, "" = all */
