@@ -28,7 +28,7 @@ void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch)
     ring_slot_t *slot = &ch->back;
 
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    slot->req.iov[0].iov_len = comm->hdr_bytes;
     slot->req.iovcnt = 1;
     slot->posted = comm->tp_ops->post_recv(ch->right[0], &slot->req) == RING_OK;
 }
@@ -138,6 +138,7 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
     ring_sched_frame_t sf;
     ring_frame_t f;
     const void *src;
+    ring_tp_ep_t *ep;
     ring_status_t status;
 
     ring_sched_send_frame(&ch->sched, q, &sf);
@@ -156,17 +157,23 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
         src = elem_ptr(sf.own ? req->sendbuf : req->recvbuf, ch, req, &sf.range);
     }
     ring_frame_encode(&f, slot->hdr);
+    ep = ch->right[q % (uint32_t)comm->nstreams];
+    if (comm->macs != NULL)
+        RING_TL_TIMED(comm, ch, RING_TL_MAC, f.payload_bytes,
+                      (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, src, f.payload_bytes));
+    if (comm->fault_frame_tag && comm->stats.frames_sent == 2)
+        slot->hdr[RING_FRAME_BYTES + 8] ^= 1; /* as if altered on the way */
     comm->stats.frames_sent++;
     comm->stats.payload_bytes += f.payload_bytes;
     comm->stats.raw_bytes += sf.range.len * ring_enc_elem_bytes(comm, req);
     comm->stats.frames_lz4 += (f.flags & RING_FRAME_LZ4) != 0;
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    slot->req.iov[0].iov_len = comm->hdr_bytes;
     slot->req.iov[1].iov_base = (void *)src;
     slot->req.iov[1].iov_len = f.payload_bytes;
     slot->req.iovcnt = 2;
     slot->posted = 1;
-    status = comm->tp_ops->post_send(ch->right[q % (uint32_t)comm->nstreams], &slot->req);
+    status = comm->tp_ops->post_send(ep, &slot->req);
     return status == RING_OK || slot->req.done ? RING_OK : status; /* failure shows on retire */
 }
 
@@ -181,7 +188,7 @@ static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
     ring_sched_recv_frame(&ch->sched, q, &sf);
     bytes = sf.range.len * ring_enc_elem_bytes(comm, req);
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    slot->req.iov[0].iov_len = comm->hdr_bytes;
     /* reduce-scatter (and anything encoded) lands in a staging chunk; fp32
      * allgather straight in the result */
     slot->req.iov[1].iov_base = sf.reduce || req->wire != RING_CODEC_NONE
@@ -230,9 +237,25 @@ static int frame_matches_call(const ring_request_t *req, const ring_frame_t *f)
            (req->coll != RING_COLL_BROADCAST || f->detail == (uint64_t)req->root);
 }
 
+int ring_slot_tag_ok(ring_comm_t *comm, ring_tp_ep_t *ep, const ring_slot_t *slot)
+{
+    size_t payload;
+
+    if (comm->macs == NULL)
+        return 0;
+    if (slot->req.status != RING_OK || slot->req.bytes < comm->hdr_bytes)
+        return -1; /* cut short or too large: it cannot be checked, so it is not believed */
+    payload = slot->req.bytes - comm->hdr_bytes;
+    if (payload > 0 && (slot->req.iovcnt < 2 || payload > slot->req.iov[1].iov_len))
+        return -1;
+    return ring_frame_macs_open(comm->macs, ep, slot->hdr,
+                                payload > 0 ? slot->req.iov[1].iov_base : NULL, payload);
+}
+
 /* Why a received frame is not the one expected: the slow path, with a message. */
 static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
-                                 const ring_sched_frame_t *sf, ring_slot_t *slot)
+                                 const ring_sched_frame_t *sf, ring_slot_t *slot,
+                                 ring_tp_ep_t *ep)
 {
     char phase[96], addr[300];
     ring_frame_t f;
@@ -247,6 +270,10 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
         return ring_comm_fail(comm, &fault,
                               "%s: rank %d (%s) sent something that is not a ringd frame "
                               "(%zu bytes, bad magic)", phase, left, addr, slot->req.bytes);
+    /* nothing in it is believed without a valid tag; but one too large for the
+     * receive (another count) cannot be checked, and fails the call anyway */
+    if (slot->req.status != RING_ERR_MISMATCH && ring_slot_tag_ok(comm, ep, slot) != 0)
+        return ring_comm_fail_tag(comm, req, sf->step, left, "a frame");
     if (f.type == RING_FRAME_ABORT)
         return ring_comm_fail_from_frame(comm, &f, left);
     if (f.type == RING_FRAME_CLOSE)
@@ -272,7 +299,7 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
     }
     if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||
         f.chunk != (uint32_t)sf->chunk || f.payload_bytes != expect ||
-        slot->req.status != RING_OK || slot->req.bytes != RING_FRAME_BYTES + expect)
+        slot->req.status != RING_OK || slot->req.bytes != comm->hdr_bytes + expect)
         return ring_comm_fail(comm, &fault,
                               "%s: rank %d (%s) sent frame type %u channel %u step %u chunk %u "
                               "of %u bytes; expected channel %d step %d chunk %d of %zu bytes",
@@ -283,7 +310,7 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
 
 static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                  const ring_sched_frame_t *sf, ring_slot_t *slot,
-                                 ring_frame_t *f_out)
+                                 ring_tp_ep_t *ep, ring_frame_t *f_out)
 {
     size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
     ring_frame_t f;
@@ -291,15 +318,23 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
     /* the common case, checked without formatting anything; an lz4 chunk is
      * smaller than its raw size */
     if (slot->req.status == RING_OK && ring_frame_decode(slot->hdr, &f) == 0 &&
-        f.type == RING_FRAME_DATA && frame_matches_call(req, &f) && f.channel == ch->index && f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
-        slot->req.bytes == RING_FRAME_BYTES + f.payload_bytes &&
+        f.type == RING_FRAME_DATA && frame_matches_call(req, &f) && f.channel == ch->index &&
+        f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
+        slot->req.bytes == comm->hdr_bytes + f.payload_bytes &&
         (f.payload_bytes == expect ||
          ((f.flags & RING_FRAME_LZ4) && req->wire != RING_CODEC_NONE &&
           f.payload_bytes > 0 && f.payload_bytes < expect))) {
-        *f_out = f;
-        return RING_OK;
+        int tag = 0;
+
+        if (comm->macs != NULL) /* --auth frames: before a byte of it is used */
+            RING_TL_TIMED(comm, ch, RING_TL_MAC, f.payload_bytes,
+                          tag = ring_slot_tag_ok(comm, ep, slot));
+        if (tag == 0) {
+            *f_out = f;
+            return RING_OK;
+        }
     }
-    return frame_error(comm, ch, req, sf, slot);
+    return frame_error(comm, ch, req, sf, slot, ep);
 }
 
 /* fp32 reduce-scatter: this peer's values plus the received ones. */
@@ -325,6 +360,7 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
                                          ring_request_t *req, uint32_t q)
 {
     ring_slot_t *slot = &ch->recv[q % RING_WINDOW];
+    ring_tp_ep_t *ep = ch->left[q % (uint32_t)comm->nstreams];
     ring_sched_frame_t sf;
     ring_frame_t f;
 
@@ -332,9 +368,8 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
     slot->posted = 0;
     /* a message larger than expected still delivers its header: read it first */
     if (slot->req.status != RING_OK && slot->req.status != RING_ERR_MISMATCH)
-        return fail_link(comm, req, sf.step, comm->left_rank,
-                         ch->left[q % (uint32_t)comm->nstreams], &slot->req);
-    RING_CHECK(check_frame(comm, ch, req, &sf, slot, &f));
+        return fail_link(comm, req, sf.step, comm->left_rank, ep, &slot->req);
+    RING_CHECK(check_frame(comm, ch, req, &sf, slot, ep, &f));
     req->nonfinite |= (f.flags & RING_FRAME_NONFINITE) != 0;
     if (req->wire != RING_CODEC_NONE) {
         ring_status_t status;
@@ -385,7 +420,7 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
         const ring_tp_req_t *in = &ch->recv[ch->recvs_done % RING_WINDOW].req;
 
         RING_TL_TIMED(comm, ch, RING_TL_RECV,
-                      in->bytes > RING_FRAME_BYTES ? in->bytes - RING_FRAME_BYTES : 0,
+                      in->bytes > comm->hdr_bytes ? in->bytes - comm->hdr_bytes : 0,
                       status = channel_retire_recv(comm, ch, req, ch->recvs_done));
         RING_CHECK(status);
         ch->recvs_done++;
@@ -433,7 +468,10 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         return fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
                          ch->right[0], &ch->back.req);
     }
-    if (ring_frame_decode(ch->back.hdr, &f) != 0) {
+    if (ring_frame_decode(ch->back.hdr, &f) != 0 || ring_slot_tag_ok(comm, ch->right[0], &ch->back) != 0) {
+        if (comm->macs != NULL)
+            return ring_comm_fail_tag(comm, req, ring_comm_current_step(comm), comm->right_rank,
+                                      "a notice on the back channel");
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->right_rank,
                               .step = ring_comm_current_step(comm)};
         return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent garbage on its back channel",
@@ -500,6 +538,8 @@ static ring_status_t probe_read_answers(ring_comm_t *comm, ring_request_t *req)
                     return fail_link(comm, req, step, comm->left_rank, ep, &slot->req);
                 if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)
                     continue;
+                if (f.type != RING_FRAME_DATA && ring_slot_tag_ok(comm, ep, slot) != 0)
+                    return ring_comm_fail_tag(comm, req, step, comm->left_rank, "an answer");
                 if (f.type == RING_FRAME_ABORT)
                     return ring_comm_fail_from_frame(comm, &f, comm->left_rank);
                 if (f.type == RING_FRAME_CLOSE)
@@ -510,7 +550,7 @@ static ring_status_t probe_read_answers(ring_comm_t *comm, ring_request_t *req)
                     continue; /* the transport fails every later receive on ep */
                 /* the answer may follow on the same connection: room for a header */
                 slot->req.iov[0].iov_base = slot->hdr;
-                slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+                slot->req.iov[0].iov_len = comm->hdr_bytes;
                 slot->req.iovcnt = 1;
                 slot->posted = comm->tp_ops->post_recv(ep, &slot->req) == RING_OK;
             }

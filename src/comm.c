@@ -34,6 +34,7 @@ static void comm_free(ring_comm_t *comm)
     ring_coll_comm_free(comm);
     ring_dev_comm_free(comm); /* hook: device.c's host staging */
     ring_doctor_free(comm);   /* hook: doctor.c's requests, after the endpoints are closed */
+    ring_frame_macs_free(comm->macs);
     if (comm->listener != NULL)
         comm->tp_ops->listener_close(comm->listener);
     ring_rendezvous_close(comm);
@@ -107,6 +108,9 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     if (comm->auth_frames && !comm->auth_key.on)
         return ring_error_set(RING_ERR_INVALID, "--auth frames (RING_AUTH) needs the job's secret: "
                               "give --secret-file FILE or RING_SECRET_FILE (ring-launch makes one)");
+    comm->hdr_bytes = RING_FRAME_BYTES + (comm->auth_frames ? RING_FRAME_TRAILER_BYTES : 0);
+    if (comm->auth_frames && (comm->macs = ring_frame_macs_new()) == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for --auth frames");
     if (level > 0)
         ring_log_set_level((ring_log_level_t)level);
     ring_log_set_rank(cfg->rank);
@@ -132,6 +136,9 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     /* fault injection for tests: this peer corrupts every lz4 chunk it sends */
     comm->fault_lz4_corrupt = getenv("RING_FAULT") != NULL &&
                               strcmp(getenv("RING_FAULT"), "lz4-corrupt") == 0;
+    /* ... or alters its third data frame after tagging it (--auth frames) */
+    comm->fault_frame_tag = getenv("RING_FAULT") != NULL &&
+                            strcmp(getenv("RING_FAULT"), "frame-tag") == 0;
     comm->kops = ring_codec_ops();
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
     RING_CHECK(ring_tl_open(comm)); /* hook: timeline.c, --timeline (a bad path fails here) */

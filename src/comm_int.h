@@ -13,6 +13,7 @@
 #include "peers.h"
 #include "schedule.h"
 #include "auth.h"
+#include "frame_mac.h"
 #include "transport.h"
 #include "wire.h"
 #include "codec.h"
@@ -28,7 +29,7 @@
 /* One frame in flight: the transport request and the header bytes it carries. */
 typedef struct ring_slot {
     ring_tp_req_t req;
-    unsigned char hdr[RING_FRAME_BYTES];
+    unsigned char hdr[RING_FRAME_BYTES + RING_FRAME_TRAILER_BYTES]; /* + trailer: --auth frames */
     int posted;
 } ring_slot_t;
 
@@ -170,6 +171,9 @@ struct ring_comm {
     ring_slot_t waiting_right;             /* our answer to the right one: WAITING */
     ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
     int auth_frames;                       /* --auth frames: a MAC on every frame (frame_mac.c) */
+    ring_frame_macs_t *macs;               /* ... its keys per connection, NULL when off */
+    size_t hdr_bytes;                      /* a frame's header: 64, + the trailer with macs */
+    int fault_frame_tag;                   /* RING_FAULT=frame-tag: a test's fault injection */
     double timeout_probe_deadline;         /* fail.c: the left neighbour was asked; 0: not yet */
     double probe_started, probe_idle;      /* when it was asked, and how long we had waited */
     int probed_by_right;                   /* the right neighbour asked us (it gets WAITING) */
@@ -265,10 +269,17 @@ int ring_comm_check_timeout(ring_comm_t *comm, double idle);
  * the wait is over (returns 1 once the comm has failed, blaming the left one) */
 void ring_comm_probe_extend(ring_comm_t *comm, const ring_frame_t *waiting);
 int ring_comm_probe_check(ring_comm_t *comm);
+/* fail.c, --auth frames: fail because what came from peer on a connection does
+ * not carry a valid tag (altered or injected there) */
+ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int step, int peer,
+                                 const char *what);
 
 /* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);
 ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req);
 void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch);
+/* --auth frames: 0 when what slot received on ep carries a valid tag (or
+ * frames are not tagged); its payload is what followed the header */
+int ring_slot_tag_ok(ring_comm_t *comm, ring_tp_ep_t *ep, const ring_slot_t *slot);
 
 #endif /* RING_COMM_INT_H */

@@ -249,6 +249,8 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     }
     if (st != RING_OK) /* an earlier run's address, now another job's port? */
         return connect_stranger(cs, hc, now, st);
+    if (comm->macs != NULL) /* --auth frames: this connection's keys, from its challenge */
+        RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &comm->auth_key, &hc->auth, 1));
     comm->channels[i / comm->nstreams].right[i % comm->nstreams] = hc->ep;
     hc->state = 2;
     cs->nout++;
@@ -362,6 +364,8 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         connect_flush_reply(comm, hc);
         return status;
     }
+    if (comm->macs != NULL) /* --auth frames: this connection's keys, from its challenge */
+        RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &comm->auth_key, &hc->auth, 0));
     ch = &comm->channels[theirs.channel];
     ch->left[theirs.stream] = hc->ep;
     hc->state = 2; /* kept until our reply is flushed: sreq lives here */

@@ -179,6 +179,8 @@ static ring_status_t doctor_frame(ring_comm_t *comm, const ring_slot_t *slot, in
                  slot->req.bytes);
         return doctor_fail_protocol(comm, peer, what);
     }
+    if (slot->req.status != RING_ERR_MISMATCH && ring_slot_tag_ok(comm, (ring_tp_ep_t *)ep, slot) != 0)
+        return ring_comm_fail_tag(comm, NULL, -1, peer, "a ring doctor frame");
     if (f->type == RING_FRAME_ABORT)
         return ring_comm_fail_from_frame(comm, f, peer);
     doctor_where(comm, where, sizeof(where));
@@ -346,8 +348,10 @@ static void doctor_post_send(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t 
                              const ring_frame_t *f, const void *payload, size_t bytes)
 {
     ring_frame_encode(f, slot->hdr);
+    if (comm->macs != NULL) /* --auth frames */
+        (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, payload, bytes);
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    slot->req.iov[0].iov_len = comm->hdr_bytes;
     slot->req.iov[1].iov_base = (void *)payload;
     slot->req.iov[1].iov_len = bytes;
     slot->req.iovcnt = bytes > 0 ? 2 : 1;
@@ -360,7 +364,7 @@ static void doctor_post_recv(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t 
                              size_t bytes)
 {
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    slot->req.iov[0].iov_len = comm->hdr_bytes;
     slot->req.iov[1].iov_base = payload;
     slot->req.iov[1].iov_len = bytes;
     slot->req.iovcnt = bytes > 0 ? 2 : 1;
@@ -591,7 +595,7 @@ static ring_status_t doctor_take_burst(ring_comm_t *comm, const ring_frame_t *b)
             RING_CHECK(doctor_wait_recv(comm, slot, d->recv_ep[r % nslots], comm->left_rank,
                                         comm->cfg.timeout_s, "to send the rest of a burst", &f));
             if (f.step != DOC_DATA || f.round != b->round || f.chunk != r ||
-                f.payload_bytes != len || slot->req.bytes != RING_FRAME_BYTES + len) {
+                f.payload_bytes != len || slot->req.bytes != comm->hdr_bytes + len) {
                 char expected[96];
                 snprintf(expected, sizeof(expected), "DATA seq %llu frame %u of %zu bytes",
                          (unsigned long long)b->round, r, len);
@@ -636,7 +640,7 @@ static ring_status_t doctor_receive(ring_comm_t *comm, int expect, double first_
             RING_CHECK(doctor_reply(comm, DOC_PONG, f.round, 0));
         } else if (f.step == DOC_BURST) {
             RING_CHECK(doctor_take_burst(comm, &f));
-        } else if (f.step == expect && d->ctl.req.bytes == RING_FRAME_BYTES + d->vec_bytes &&
+        } else if (f.step == expect && d->ctl.req.bytes == comm->hdr_bytes + d->vec_bytes &&
                    f.count == (uint64_t)comm->size) {
             return RING_OK;
         } else {

@@ -100,8 +100,10 @@ static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
     if (ep == NULL || (slot->posted && !slot->req.done))
         return;
     ring_frame_encode(f, slot->hdr);
+    if (comm->macs != NULL)
+        (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, NULL, 0);
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = RING_FRAME_BYTES;
+    slot->req.iov[0].iov_len = comm->hdr_bytes;
     slot->req.iovcnt = 1;
     /* ahead of the data this peer gives up; a CLOSE comes after all of it */
     slot->req.urgent = f->type == RING_FRAME_ABORT || f->type == RING_FRAME_WAITING;
@@ -262,6 +264,21 @@ int ring_comm_probe_check(ring_comm_t *comm)
     return 1;
 }
 
+ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int step, int peer,
+                                 const char *what)
+{
+    ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = peer, .step = step,
+                          .sys_errno = RING_CAUSE_BAD_TAG};
+    char phase[96], addr[300];
+
+    ring_phase_format(comm, req, step, phase, sizeof(phase));
+    ring_rank_addr(comm, peer, addr, sizeof(addr));
+    return ring_comm_fail(comm, &fault,
+                          "%s: %s from rank %d (%s) does not carry a valid tag (--auth frames): "
+                          "it was altered, replayed or injected on the connection, or that "
+                          "peer does not hold this job's secret", phase, what, peer, addr);
+}
+
 /* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank)
 {
@@ -332,6 +349,15 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
                  phase, f->origin_rank, mine, culprit, addr, theirs, via);
         break;
     }
+    case RING_ERR_PROTOCOL:
+        if (f->sys_errno == RING_CAUSE_BAD_TAG) {
+            snprintf(comm->error_msg, sizeof(comm->error_msg),
+                     "%s: rank %u refused a frame from rank %d (%s) that does not carry a valid "
+                     "tag (--auth frames: altered or injected on that connection)%s", phase,
+                     f->origin_rank, culprit, addr, via);
+            break;
+        }
+        /* fall through */
     default:
         snprintf(comm->error_msg, sizeof(comm->error_msg),
                  "%s: rank %u failed (%s) and stopped the ring%s", phase, f->origin_rank,

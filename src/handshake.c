@@ -16,7 +16,7 @@ static uint64_t handshake_settings_hash(const ring_hello_t *h)
     uint64_t v = RING_HASH_INIT;
     uint64_t fields[] = {h->version, h->job_hash, h->world_size, h->channels,
                          h->streams, h->chunk_bytes, h->transport, h->peers_hash,
-                         h->codec, h->fp16_scaling};
+                         h->codec, h->fp16_scaling, h->auth_frames};
 
     return ring_hash_bytes(v, fields, sizeof(fields));
 }
@@ -40,6 +40,7 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->transport = strcmp(comm->tp_ops->name, "verbs") == 0 ? 2 : 1;
     h->codec = (uint8_t)comm->codec;
     h->fp16_scaling = (uint8_t)comm->fp16_scaling;
+    h->auth_frames = (uint8_t)comm->auth_frames;
     h->peers_hash = ring_hash_bytes(RING_HASH_INIT, peers, strlen(peers));
     h->settings_hash = handshake_settings_hash(h);
     snprintf(h->job_text, sizeof(h->job_text), "%s", comm->cfg.job_id);
@@ -56,6 +57,7 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
 static const char *const transport_names[] = {"?", "tcp", "verbs"};
 static const char *const codec_names[] = {"none", "fp16", "bf16"};
 static const char *const on_off_names[] = {"off", "on"};
+static const char *const auth_names[] = {"connect", "frames"};
 #define CHOICE(_names, _v) \
     ((_v) < sizeof(_names) / sizeof(_names[0]) ? _names[(_v)] : "unknown")
 #define HELLO_DIFF_NAMED(_field, _name, _names)                                               \
@@ -95,6 +97,7 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
     HELLO_DIFF_NAMED(transport, "transport (RING_TRANSPORT)", transport_names);
     HELLO_DIFF_NAMED(codec, "codec (RING_CODEC)", codec_names);
     HELLO_DIFF_NAMED(fp16_scaling, "fp16 scaling (RING_FP16_SCALING)", on_off_names);
+    HELLO_DIFF_NAMED(auth_frames, "frame authentication (--auth, RING_AUTH)", auth_names);
     /* a field this version does not list but a future one hashes */
     HELLO_DIFF(settings_hash, "settings hash", "%016" PRIx64);
     return RING_OK;

@@ -80,12 +80,12 @@ struct ring_timeline {
 static const char *const tl_phase_names[RING_TL_NPHASES] = {
     [RING_TL_SEND] = "send",     [RING_TL_RECV] = "recv",   [RING_TL_ENCODE] = "encode",
     [RING_TL_REDUCE] = "reduce", [RING_TL_DECODE] = "decode", [RING_TL_LZ4] = "lz4",
-    [RING_TL_IO] = "transport",  [RING_TL_WAIT] = "wait"};
+    [RING_TL_MAC] = "mac",       [RING_TL_IO] = "transport",  [RING_TL_WAIT] = "wait"};
 /* what a phase's amount counts ("" = nothing) */
 static const char *const tl_phase_units[RING_TL_NPHASES] = {
     [RING_TL_SEND] = "bytes",    [RING_TL_RECV] = "bytes",    [RING_TL_ENCODE] = "values",
     [RING_TL_REDUCE] = "values", [RING_TL_DECODE] = "values", [RING_TL_LZ4] = "bytes",
-    [RING_TL_IO] = "",           [RING_TL_WAIT] = ""};
+    [RING_TL_MAC] = "bytes",     [RING_TL_IO] = "",           [RING_TL_WAIT] = ""};
 
 /* ---- output ---------------------------------------------------------------- */
 

@@ -59,6 +59,7 @@ typedef enum ring_tl_phase {
     RING_TL_REDUCE, /* fp32 sums, or the fused decode + add + encode */
     RING_TL_DECODE, /* allgather with a codec: decode into the result, forward */
     RING_TL_LZ4,    /* lz4 compress and decompress (not counted in the above) */
+    RING_TL_MAC,    /* --auth frames: tagging and checking frames (frame_mac.h) */
     RING_TL_IO,     /* transport progress that moved bytes (socket copies, completions) */
     RING_TL_WAIT,   /* nothing could progress: empty polls, yields, sleeps in poll() */
     RING_TL_NPHASES

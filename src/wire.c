@@ -22,6 +22,7 @@ void ring_hello_encode(const ring_hello_t *h, unsigned char out[RING_HELLO_BYTES
     le_put32(out + 48, h->transport);
     out[52] = h->codec;
     out[53] = h->fp16_scaling;
+    out[54] = h->auth_frames;
     le_put64(out + 56, h->peers_hash);
     le_put64(out + 64, h->settings_hash);
     memcpy(out + 72, h->job_text, strnlen(h->job_text, RING_HELLO_JOB_TEXT));
@@ -45,6 +46,7 @@ int ring_hello_decode(const unsigned char in[RING_HELLO_BYTES], ring_hello_t *h)
     h->transport = le_get32(in + 48);
     h->codec = in[52];
     h->fp16_scaling = in[53];
+    h->auth_frames = in[54];
     h->peers_hash = le_get64(in + 56);
     h->settings_hash = le_get64(in + 64);
     memcpy(h->job_text, in + 72, RING_HELLO_JOB_TEXT);

@@ -34,6 +34,7 @@ typedef struct ring_hello {
     uint32_t transport;      /* 1 = tcp, 2 = verbs */
     uint8_t codec;           /* ring_codec_t: what travels on the wire */
     uint8_t fp16_scaling;    /* 1 when fp16 chunks carry a power-of-two scale */
+    uint8_t auth_frames;     /* 1 with --auth frames: every frame carries a tag (frame_mac.h) */
     uint64_t peers_hash;
     uint64_t settings_hash;  /* all of the above that must agree, hashed */
     char job_text[RING_HELLO_JOB_TEXT + 1]; /* start of the job id, for messages */
@@ -69,6 +70,8 @@ typedef enum ring_coll {
 
 /* sys_errno of an ABORT: the culprit closed its communicator (not a crash) */
 #define RING_CAUSE_CLOSED (-1)
+/* ... of a PROTOCOL ABORT: what the culprit sent has no valid tag (--auth frames) */
+#define RING_CAUSE_BAD_TAG (-2)
 
 /*
  * In a DATA frame with a codec, detail carries the chunk's scale and bound:
