@@ -5,6 +5,13 @@
  * tcp, transport auto and the ib-dev setting, an unknown device, a size
  * mismatch (small, and larger than a slot) and a peer killed mid-round.
  *
+ * The job's secret (transport/verbs_boot.c): two peers with the same secret
+ * form the ring and sum right; a peer with another secret, or none, is
+ * refused and every peer's error names the secret; a stranger on rank 0's
+ * bootstrap port that sends garbage, a fake queue-pair record, or a real
+ * challenge and then a fake record reads nothing but rank 0's challenge (no
+ * record byte), is dropped, and the ring forms and sums afterwards.
+ *
  * It needs an active RDMA device: on a host without one it prints
  * "1..0 # SKIP no active RDMA device (run under tools/rxe-vm)". tests/verbs.test
  * boots a QEMU guest with four Soft-RoCE devices (rxe0..rxe3, one per rank
@@ -28,23 +35,32 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #if RING_HAVE_VERBS
 #include <infiniband/verbs.h>
 #endif
 
+#include "auth.h"
 #include "cuda/ring_cuda.h"
 #include "harness.h"
+#include "le.h"
 #include "tap.h"
+#include "verbs_record.h"
 
 #define V_STATUS 0   /* status of op k: 0 + k */
 #define V_WRONG 16   /* elements outside the bound: 16 + k */
@@ -52,6 +68,7 @@
 #define V_RATIO 48   /* largest err / bound, as a double: 48 + k */
 #define V_ITERS 64   /* K_LOOP: allreduces completed */
 #define V_FAIL_T 65  /* h_now() when a ring call failed */
+#define V_STRANGER 80 /* K_STRANGER: what the stranger saw, 80 + S_* */
 #define MAX_OPS 8
 #define MAX_DEVS 16
 
@@ -60,6 +77,7 @@ enum kind {
     K_LOOP,  /* allreduce `count` floats again and again; h_ready after the first */
     K_SIZE,  /* one allreduce of `count` floats; rank odd_rank uses odd_count */
     K_GPUDIRECT, /* register `count` floats of CUDA device memory (a dma-buf), then drop it */
+    K_STRANGER, /* K_CHECK, after a stranger probed rank 0's bootstrap port (last rank forks it) */
 };
 
 typedef struct vop {
@@ -280,19 +298,181 @@ static int check_ops(int rank, int n, ring_comm_t *comm, const vcase_t *c)
     return 0;
 }
 
+
+/* ---- a stranger on rank 0's bootstrap port (K_STRANGER) ------------------ */
+
+#define SECRET "0123456789abcdef-t-verbs"
+#define PROBES 3
+#define PROBE_WAIT_S 8.0
+#define CHALLENGE_FRAMED (4 + RING_AUTH_CHALLENGE_BYTES) /* tcp framing: a 4-byte length first */
+enum { S_BYTES = 0, S_CLOSED = PROBES, S_CHALLENGE = 2 * PROBES, S_RECORD, S_COUNT };
+
+static const char *const probe_name[PROBES] = {
+    "256 bytes of garbage",
+    "a fake verbs record (96 bytes, magic RNGV, framed)",
+    "a real connector challenge, then a fake verbs record instead of its proof",
+};
+
+/* A TCP connection to 127.0.0.1:port, retried while nobody listens there (<= 20 s). */
+static int stranger_connect(int port)
+{
+    double until = h_now() + 20.0;
+
+    while (h_now() < until) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+        if (fd < 0)
+            return -1;
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+            return fd;
+        close(fd);
+        usleep(50000);
+    }
+    return -1;
+}
+
+/* Read into in (cap bytes kept, *got counts all) until *got >= want, the other
+ * side closes or resets (*closed = 1), or PROBE_WAIT_S pass. */
+static void stranger_read(int fd, unsigned char *in, size_t cap, size_t *got, size_t want,
+                          int *closed)
+{
+    double until = h_now() + PROBE_WAIT_S;
+
+    while (*got < want && !*closed && h_now() < until) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        unsigned char buf[512];
+        ssize_t n;
+
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            *closed = 1;
+            return;
+        }
+        for (ssize_t i = 0; i < n; i++)
+            if (*got + (size_t)i < cap)
+                in[*got + (size_t)i] = buf[i];
+        *got += (size_t)n;
+    }
+}
+
+/* One probe on a fresh connection; what came back goes into res. */
+static void stranger_probe(int port, int kind, uint64_t *res)
+{
+    unsigned char out[256], in[1024];
+    size_t len, got = 0, kept;
+    int closed = 0, fd = stranger_connect(port);
+
+    if (fd < 0) {
+        res[S_BYTES + kind] = 999999; /* never connected */
+        return;
+    }
+    if (kind == 0) {
+        for (int i = 0; i < 256; i++)
+            out[i] = (unsigned char)(0x5a ^ (i * 37));
+        le_put32(out, 0xefbeaddeu); /* as a length prefix: far larger than a challenge */
+        len = 256;
+    } else {
+        le_put32(out, VB_RECORD_BYTES);
+        memset(out + 4, 0x11, VB_RECORD_BYTES);
+        le_put32(out + 4, VB_RECORD_MAGIC);
+        le_put16(out + 8, VB_RECORD_VERSION);
+        len = 4 + VB_RECORD_BYTES;
+    }
+    if (kind == 2) {
+        /* a challenge needs no secret: rank 0 answers it with its own, and no more */
+        unsigned char ch[CHALLENGE_FRAMED];
+
+        le_put32(ch, RING_AUTH_CHALLENGE_BYTES);
+        le_put32(ch + 4, RING_AUTH_MAGIC);
+        le_put16(ch + 8, RING_AUTH_VERSION);
+        le_put16(ch + 10, 0); /* the connector's */
+        for (int i = 0; i < RING_AUTH_NONCE_BYTES; i++)
+            ch[12 + i] = (unsigned char)(7 * i + 1);
+        (void)!send(fd, ch, sizeof(ch), MSG_NOSIGNAL);
+        stranger_read(fd, in, sizeof(in), &got, CHALLENGE_FRAMED, &closed);
+    }
+    if (!closed)
+        (void)!send(fd, out, len, MSG_NOSIGNAL);
+    stranger_read(fd, in, sizeof(in), &got, (size_t)-1, &closed);
+    close(fd);
+    res[S_BYTES + kind] = got;
+    res[S_CLOSED + kind] = (uint64_t)closed;
+    kept = got < sizeof(in) ? got : sizeof(in);
+    if (kind == 2)
+        res[S_CHALLENGE] = got == CHALLENGE_FRAMED && le_get32(in) == RING_AUTH_CHALLENGE_BYTES &&
+                           le_get32(in + 4) == RING_AUTH_MAGIC &&
+                           le_get16(in + 8) == RING_AUTH_VERSION && le_get16(in + 10) == 1;
+    for (size_t i = 0; i + 4 <= kept; i++)
+        if (le_get32(in + i) == VB_RECORD_MAGIC)
+            res[S_RECORD] = 1;
+}
+
+/* The last rank, before it opens its communicator: a stranger process probes
+ * rank 0's port (rank 0 listens, waiting for this rank) and reports here. */
+static int stranger_first(const ring_config_t *cfg)
+{
+    char peers[256];
+    const char *colon;
+    uint64_t res[S_COUNT];
+    int fds[2], port, wstatus;
+    struct pollfd pfd;
+    pid_t pid;
+    ssize_t n = -1;
+
+    snprintf(peers, sizeof(peers), "%s", cfg->peers != NULL ? cfg->peers : "");
+    peers[strcspn(peers, ",")] = '\0';
+    colon = strrchr(peers, ':');
+    port = colon != NULL ? atoi(colon + 1) : 0;
+    if (port <= 0 || pipe(fds) != 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        memset(res, 0, sizeof(res));
+        close(fds[0]);
+        for (int k = 0; k < PROBES; k++)
+            stranger_probe(port, k, res);
+        (void)!write(fds[1], res, sizeof(res));
+        _exit(0);
+    }
+    close(fds[1]);
+    pfd = (struct pollfd){.fd = fds[0], .events = POLLIN};
+    if (poll(&pfd, 1, 90000) > 0)
+        n = read(fds[0], res, sizeof(res));
+    close(fds[0]);
+    kill(pid, SIGKILL);
+    waitpid(pid, &wstatus, 0);
+    if (n != (ssize_t)sizeof(res))
+        return -1;
+    for (int i = 0; i < S_COUNT; i++)
+        h_put(V_STRANGER + i, res[i]);
+    return 0;
+}
+
 static int v_child(int rank, int n, const ring_config_t *cfg, void *arg)
 {
     const vcase_t *c = arg;
     ring_comm_t *comm = NULL;
-    ring_status_t st = ring_comm_open(cfg, &comm);
+    ring_status_t st;
     size_t count = c->count;
     float *buf = NULL;
     int code = 0;
 
+    if (c->kind == K_STRANGER && rank == n - 1 && stranger_first(cfg) != 0)
+        return fail_at(RING_ERR_IO, "the stranger process");
+    st = ring_comm_open(cfg, &comm);
     if (st != RING_OK)
         return fail_at(st, "ring_comm_open");
     switch (c->kind) {
     case K_CHECK:
+    case K_STRANGER:
         code = check_ops(rank, n, comm, c);
         break;
     case K_SIZE:
@@ -357,6 +537,8 @@ static int v_child(int rank, int n, const ring_config_t *cfg, void *arg)
 
 static h_run_t the_run;
 static long long cnt_before[MAX_DEVS], cnt_after[MAX_DEVS];
+static const char *connect_timeout = "30s"; /* TCG guests are slow to register memory and
+                                              * connect QPs */
 
 /* Run a ring over `tp` with settings `extra` (ends with name NULL; may be NULL). */
 static const h_run_t *run_ring(int n, const vcase_t *c, const char *tp, const h_setting_t *extra,
@@ -377,7 +559,7 @@ static const h_run_t *run_ring(int n, const vcase_t *c, const char *tp, const h_
     sp.n = n;
     sp.settings = settings;
     sp.timeout = timeout;
-    sp.connect_timeout = "30s"; /* TCG guests are slow to register memory and connect QPs */
+    sp.connect_timeout = connect_timeout;
     sp.actions = act;
     sp.nactions = nact;
     sp.fn = v_child;
@@ -588,6 +770,70 @@ static void kill_mid_round(void)
          (unsigned long long)h_val(&run->r[0], V_ITERS, 0), run->r[0].msg);
 }
 
+
+/* The job's secret on the verbs bootstrap (transport/verbs_boot.c). */
+static void secret_cases(void)
+{
+    static const h_setting_t same[] = {{-1, "secret", SECRET}, {0, NULL, NULL}};
+    static const h_setting_t other[] = {{-1, "secret", SECRET}, {1, "secret", SECRET "-other"},
+                                        {0, NULL, NULL}};
+    static const h_setting_t none[] = {{0, "secret", SECRET}, {0, NULL, NULL}};
+    static const h_setting_t *const refused[] = {other, none};
+    static const char *const refused_name[] = {"rank 1 has another secret",
+                                               "rank 1 has no secret"};
+    vcase_t c;
+    const h_result_t *r1;
+
+    memset(&c, 0, sizeof(c));
+    c.kind = K_CHECK;
+    c.codec = "none";
+    c.seed = 700;
+    add_op(&c, 1009, RING_SUM);
+    add_op(&c, 65537, RING_AVG);
+    run_check("N=2, both with the job's secret", 2, &c, same, 1);
+
+    /* refused: the ring never forms, and each side's error names the secret */
+    connect_timeout = "8s";
+    for (int k = 0; k < 2; k++) {
+        const h_run_t *run = run_ring(2, &c, transport, refused[k], "20s", NULL, 0, 60);
+
+        for (int r = 0; r < 2; r++) {
+            char d[96];
+
+            if (!ok(outcome(&run->r[r]) > 0 && run->r[r].t_end < 8.0 + 10.0,
+                    "%s: rank %d fails, by the 8 s start-up timeout at the latest (%s at %.2f s)",
+                    refused_name[k], r, h_describe(&run->r[r], d, sizeof(d)), run->r[r].t_end))
+                h_diag(run);
+            like(run->r[r].msg, "secret", "%s: rank %d's message names the secret",
+                 refused_name[k], r);
+        }
+        diag("%s: rank 0: %s", refused_name[k], run->r[0].msg);
+        diag("%s: rank 1: %s", refused_name[k], run->r[1].msg);
+    }
+
+    /* a stranger probes rank 0's bootstrap port before rank 1 comes: told nothing */
+    connect_timeout = "90s";
+    c.kind = K_STRANGER;
+    c.seed = 701;
+    run_check("N=2 with the secret, after a stranger probed rank 0's bootstrap port", 2, &c,
+              same, 1);
+    connect_timeout = "30s";
+    r1 = &the_run.r[1];
+    for (int k = 0; k < PROBES; k++) {
+        uint64_t got = h_val(r1, V_STRANGER + S_BYTES + k, 999999);
+
+        ok(got == (k == 2 ? CHALLENGE_FRAMED : 0) &&
+               h_val(r1, V_STRANGER + S_CLOSED + k, 0) == 1,
+           "a stranger sending rank 0 %s reads %s (%llu bytes), then rank 0 drops it",
+           probe_name[k], k == 2 ? "only rank 0's challenge" : "nothing",
+           (unsigned long long)got);
+    }
+    ok(h_val(r1, V_STRANGER + S_CHALLENGE, 0) == 1,
+       "... the %d bytes it read are rank 0's framed acceptor challenge", CHALLENGE_FRAMED);
+    ok(h_val(r1, V_STRANGER + S_RECORD, 1) == 0,
+       "... and no stranger received a byte of a verbs record (magic RNGV)");
+}
+
 int main(void)
 {
     static const char *const codecs[] = {"none", "fp16", "bf16"};
@@ -771,6 +1017,8 @@ int main(void)
         skip("mixed transports: only over verbs");
         skip("mixed transports: only over verbs");
     }
+
+    secret_cases();
 
     /* failures: size mismatch (small, and larger than a slot), a peer killed mid-round */
     size_mismatch(2, 1, 1024, 1000);

@@ -4,7 +4,8 @@
 #   1. the guest's rxe devices are active
 #   2. ib_write_bw rxe0 -> rxe1 (perftest, RC RDMA WRITE), 64 KiB and 16 MiB
 #      messages, 3 s each: the better one is the reference bandwidth
-#   3. tests/t-verbs, its TAP lines renumbered into this one
+#   3. tests/t-verbs, its TAP lines renumbered into this one (with the job's
+#      secret: same, another, none, and a stranger on a bootstrap port)
 #   4. ring-bench over verbs, N=2 and N=4, codecs none, fp16, bf16, with -c:
 #      exit 0 and #wrong 0 at every size, and the rxe packet counters grew
 #   5. ring-bench N=2, 16 MiB, registered buffers (over verbs: sent without a
@@ -13,6 +14,8 @@
 #      (TCG numbers: for comparing runs of this suite, not hardware)
 #   6. ring-bench N=2, 4 MiB, --rate-limit 50mbit over verbs: busbw at the cap
 #   7. ring-bench --doctor over verbs, rank 2 rate-limited: its edge is named
+# ring-launch gives every run a fresh secret, so steps 4-7 bootstrap their
+# queue pairs after the challenge-response (transport/verbs_boot.c).
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
 # TAP was printed (failures are "not ok" lines), 2 on bad usage.
 # Env: T_VERBS_TRANSPORT (default verbs) runs the ring steps over another

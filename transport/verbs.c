@@ -1,7 +1,8 @@
 /*
  * verbs.c - the RDMA verbs transport: messages as RDMA WRITE WITH
  * IMMEDIATE into the peer's receive slots, with credits (the protocol is in
- * verbs_int.h), bootstrapped over the tcp transport.
+ * verbs_int.h), bootstrapped over the tcp transport (verbs_boot.c: the
+ * job's secret first, then the queue-pair records).
  *
  * Completions are polled in progress(); the engine busy-polls that for
  * --spin-us, then calls wait(), which arms every CQ and sleeps in poll() on
@@ -20,12 +21,10 @@
 #include <string.h>
 
 #include "errors.h"
-#include "le.h"
 #include "log.h"
 #include "tcp.h"
 #include "verbs.h"
 #include "verbs_int.h"
-#include "wire.h"
 
 static void req_finish(ring_tp_req_t *req, ring_status_t status, int sys_errno)
 {
@@ -44,10 +43,7 @@ static void fail_list(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t 
 }
 
 /* The first error on an endpoint is sticky: every pending request gets it. */
-static void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *fmt, ...)
-    RING_PRINTF(4, 5);
-
-static void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *fmt, ...)
+void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *fmt, ...)
 {
     if (ep->state == VB_EP_FAILED)
         return;
@@ -221,66 +217,13 @@ static void vb_forget_ep(vb_tp_t *tp, ring_tp_ep_t *ep)
         }
 }
 
-static void vb_ep_free(ring_tp_ep_t *ep)
+void vb_ep_free(ring_tp_ep_t *ep)
 {
     vb_qp_destroy(ep);
     if (ep->boot != NULL)
         ring_tcp_ops.ep_close(ep->boot);
     vb_forget_ep(ep->tp, ep);
     free(ep);
-}
-
-/*
- * A new endpoint over bootstrap connection `boot`: its QP in INIT with its
- * receives posted, our record on its way, theirs awaited.
- */
-static ring_status_t vb_ep_create(vb_tp_t *tp, ring_tp_ep_t *boot, ring_tp_ep_t **ep_p)
-{
-    ring_tp_ep_t *ep;
-    char err[384];
-
-    if (tp->neps == VB_MAX_EPS) {
-        ring_tcp_ops.ep_close(boot);
-        return ring_error_set(RING_ERR_NO_RESOURCE, "too many verbs connections (%d)",
-                              VB_MAX_EPS);
-    }
-    ep = calloc(1, sizeof(*ep));
-    if (ep == NULL) {
-        ring_tcp_ops.ep_close(boot);
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a verbs connection");
-    }
-    ep->tp = tp;
-    ep->boot = boot;
-    ep->state = VB_EP_BOOT;
-    ring_bucket_init(&ep->tx_bucket, tp->params.rate_limit_bps, ring_bucket_now());
-    tp->eps[tp->neps++] = ep;
-    if (vb_qp_create(ep, err, sizeof(err)) != 0 || vb_qp_to_init(ep, err, sizeof(err)) != 0 ||
-        vb_qp_post_recvs(ep, VB_SLOTS + VB_RQ_EXTRA, err, sizeof(err)) != 0) {
-        vb_ep_free(ep);
-        return ring_error_set(RING_ERR_NO_RESOURCE, "verbs: %s", err);
-    }
-    ep->mine.link_layer = tp->dev.link_layer;
-    ep->mine.mtu = tp->dev.mtu;
-    ep->mine.lid = tp->dev.lid;
-    ep->mine.port = tp->dev.port;
-    ep->mine.gid_index = (uint8_t)tp->dev.gid_index;
-    ep->mine.qpn = ep->qp->qp_num;
-    ep->mine.psn = (uint32_t)(rand() ^ (int)ep->qp->qp_num) & 0xffffff;
-    ep->mine.rkey = ep->rx_mr->rkey;
-    ep->mine.addr = (uint64_t)(uintptr_t)ep->rx_slots;
-    ep->mine.nslots = VB_SLOTS;
-    ep->mine.slot_bytes = VB_SLOT_BYTES;
-    memcpy(ep->mine.gid, tp->dev.gid, 16);
-    snprintf(ep->mine.dev_name, sizeof(ep->mine.dev_name), "%s", tp->dev.name);
-    vb_record_encode(&ep->mine, ep->rec_out);
-    ep->rec_send.iov[0] = (struct iovec){ep->rec_out, VB_RECORD_BYTES};
-    ep->rec_send.iovcnt = 1;
-    ep->rec_recv.iov[0] = (struct iovec){ep->rec_in, VB_RECORD_BYTES};
-    ep->rec_recv.iovcnt = 1;
-    (void)ring_tcp_ops.post_send(boot, &ep->rec_send);
-    (void)ring_tcp_ops.post_recv(boot, &ep->rec_recv);
-    *ep_p = ep;
-    return RING_OK;
 }
 
 static ring_status_t vb_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
@@ -291,7 +234,7 @@ static ring_status_t vb_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
     RING_CHECK(ring_tcp_ops.accept(l->tcp, &boot));
     if (boot == NULL)
         return RING_OK;
-    return vb_ep_create(l->tp, boot, ep_p);
+    return vb_boot_start(l->tp, boot, 1, ep_p);
 }
 
 static ring_status_t vb_connect(ring_tp_t *tp_, const char *host, int port, ring_tp_ep_t **ep_p)
@@ -300,84 +243,7 @@ static ring_status_t vb_connect(ring_tp_t *tp_, const char *host, int port, ring
     ring_tp_ep_t *boot;
 
     RING_CHECK(ring_tcp_ops.connect(tp->tcp, host, port, &boot));
-    return vb_ep_create(tp, boot, ep_p);
-}
-
-/* What arrived instead of a verbs record, in words. */
-static void vb_boot_refused(ring_tp_ep_t *ep)
-{
-    const char *peer = ring_tcp_ops.ep_peer(ep->boot);
-    ring_tp_req_t *r = &ep->rec_recv;
-    uint32_t magic = le_get32(ep->rec_in);
-
-    if ((r->status == RING_OK || r->status == RING_ERR_MISMATCH) && magic == RING_HELLO_MAGIC)
-        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0,
-                   "%s runs ringd over the tcp transport, this peer over verbs: every peer "
-                   "needs the same --transport (RING_TRANSPORT)", peer);
-    else if (r->status != RING_OK)
-        vb_ep_fail(ep, r->status, r->sys_errno, "%s: %s", peer,
-                   ring_tp_cause(r->status, r->sys_errno));
-    else
-        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s sent %zu bytes that are not a ringd verbs "
-                   "record", peer, r->bytes);
-}
-
-/* Bootstrap steps: their record -> RTR, RTS -> ready byte both ways -> open. */
-static int vb_boot_progress(ring_tp_ep_t *ep)
-{
-    char err[384];
-
-    if (!ep->ready_sent) {
-        if (!ep->rec_recv.done)
-            return 0;
-        if (ep->rec_recv.status != RING_OK || ep->rec_recv.bytes != VB_RECORD_BYTES) {
-            vb_boot_refused(ep);
-            return 1;
-        }
-        if (vb_record_decode(ep->rec_in, &ep->theirs, err, sizeof(err)) != 0) {
-            vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s sent a bad verbs record: %s",
-                       ring_tcp_ops.ep_peer(ep->boot), err);
-            return 1;
-        }
-        if (ep->theirs.link_layer != ep->mine.link_layer) {
-            vb_ep_fail(ep, RING_ERR_MISMATCH, 0, "%s uses %s (%s), this peer %s (%s): one ring "
-                       "cannot mix InfiniBand and RoCE", ring_tcp_ops.ep_peer(ep->boot),
-                       ep->theirs.link_layer == 2 ? "RoCE" : "InfiniBand", ep->theirs.dev_name,
-                       ep->mine.link_layer == 2 ? "RoCE" : "InfiniBand", ep->mine.dev_name);
-            return 1;
-        }
-        if (vb_qp_to_rtr(ep, err, sizeof(err)) != 0 || vb_qp_to_rts(ep, err, sizeof(err)) != 0) {
-            vb_ep_fail(ep, RING_ERR_IO, errno, "%s", err);
-            return 1;
-        }
-        ep->tx_credits = ep->theirs.nslots;
-        ep->rdy_out = 'R';
-        ep->rdy_send.iov[0] = (struct iovec){&ep->rdy_out, 1};
-        ep->rdy_send.iovcnt = 1;
-        ep->rdy_recv.iov[0] = (struct iovec){&ep->rdy_in, 1};
-        ep->rdy_recv.iovcnt = 1;
-        (void)ring_tcp_ops.post_send(ep->boot, &ep->rdy_send);
-        (void)ring_tcp_ops.post_recv(ep->boot, &ep->rdy_recv);
-        ep->ready_sent = 1;
-    }
-    if (!ep->rdy_recv.done)
-        return 0;
-    if (ep->rdy_recv.status != RING_OK || ep->rdy_recv.bytes != 1 || ep->rdy_in != 'R') {
-        vb_ep_fail(ep, ep->rdy_recv.status != RING_OK ? ep->rdy_recv.status : RING_ERR_PROTOCOL,
-                   ep->rdy_recv.sys_errno, "%s: the verbs bootstrap failed before the queue "
-                   "pairs were ready (%s)", ring_tcp_ops.ep_peer(ep->boot),
-                   ring_tp_cause(ep->rdy_recv.status, ep->rdy_recv.sys_errno));
-        return 1;
-    }
-    /* from now on the bootstrap connection only tells us when the peer is gone */
-    ep->live_recv.iov[0] = (struct iovec){&ep->live_in, 1};
-    ep->live_recv.iovcnt = 1;
-    (void)ring_tcp_ops.post_recv(ep->boot, &ep->live_recv);
-    ep->state = VB_EP_OPEN;
-    ring_log(RING_LOG_DEBUG, "verbs: %s open: QP 0x%x -> %s QP 0x%x (GID %s)",
-             ring_tcp_ops.ep_peer(ep->boot), ep->mine.qpn, ep->theirs.dev_name, ep->theirs.qpn,
-             ep->tp->dev.gid_text);
-    return 1;
+    return vb_boot_start(tp, boot, 0, ep_p);
 }
 
 /* ---- the data path --------------------------------------------------------------- */
@@ -757,7 +623,8 @@ static void vb_wait(ring_tp_t *tp_, int timeout_ms)
 
 static const char *vb_ep_peer(const ring_tp_ep_t *ep)
 {
-    return ring_tcp_ops.ep_peer(ep->boot);
+    /* a bootstrap that failed its authentication is closed at once */
+    return ep->boot != NULL ? ring_tcp_ops.ep_peer(ep->boot) : ep->peer;
 }
 
 static const char *vb_ep_error(const ring_tp_ep_t *ep)

@@ -1,8 +1,20 @@
 /*
  * verbs_int.h - the verbs transport's private state, shared by its files:
- * verbs.c (the transport operations: bootstrap, data path, waiting),
+ * verbs.c (the transport operations: data path, waiting), verbs_boot.c
+ * (an endpoint's bootstrap: the secret, the records, the ready byte),
  * verbs_dev.c (device, port and GID choice), verbs_qp.c (queue pairs and
  * their state transitions) and verbs_mr.c (memory registration).
+ *
+ * The bootstrap, per endpoint, over its own TCP connection (verbs_boot.c):
+ * - With the job's secret (params.auth_key on), the challenge-response of
+ *   src/auth.h comes first, the side that called connect as its connector;
+ *   only then does the queue pair exist and its record go out (the acceptor's
+ *   right after its proof, the connector's once it has checked that proof).
+ *   A stranger, a peer with another secret or none fails only its endpoint
+ *   and is sent nothing about this peer. Without a secret the records go
+ *   out at once.
+ * - Then one record each way (verbs_record.h), RTR and RTS, and one ready
+ *   byte each way.
  *
  * The protocol, per endpoint (one RC queue pair):
  * - Each side owns VB_SLOTS receive slots of VB_SLOT_BYTES in one
@@ -28,6 +40,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "auth.h"
+#include "errors.h"
 #include "token_bucket.h"
 #include "transport.h"
 #include "verbs_hca.h"
@@ -77,14 +91,15 @@ typedef struct vb_region {
 #define VB_REGIONS_MAX 64
 
 typedef enum vb_ep_state {
-    VB_EP_BOOT,                /* records, then the ready byte, over the bootstrap connection */
+    VB_EP_BOOT,                /* the secret, records, then the ready byte, over the bootstrap */
     VB_EP_OPEN,
     VB_EP_FAILED
 } vb_ep_state_t;
 
 /*
  * The bootstrap is the tcp transport itself (tcp.c): a listener and
- * connections carrying two messages each way (the record, then one ready
+ * connections carrying, after the challenge-response when there is a
+ * secret, two messages each way (the record, then one ready
  * byte once our QP is in RTS, so no write can reach a QP not yet ready to
  * receive), after which a 1-byte receive stays posted to hear the peer go.
  */
@@ -109,6 +124,7 @@ struct ring_tp_listener {
 struct ring_tp_ep {
     vb_tp_t *tp;
     ring_tp_ep_t *boot;        /* the bootstrap tcp connection, then liveness */
+    char peer[80];             /* its peer, kept when it is closed after a failed secret */
     vb_ep_state_t state;
     ring_status_t error;       /* sticky first error */
     int error_errno;
@@ -116,7 +132,10 @@ struct ring_tp_ep {
     int rx_broken;             /* an oversized message: receives fail, sends still work */
     int rx_overflow;           /* the message being received does not fit its receive */
 
-    /* bootstrap messages */
+    /* bootstrap messages: the secret first (with a key), then records, ready bytes */
+    ring_auth_t auth;
+    int authing;               /* 1 while the challenge-response runs */
+    int acceptor;              /* the bootstrap connection was accepted, not connected */
     unsigned char rec_out[VB_RECORD_BYTES], rec_in[VB_RECORD_BYTES];
     unsigned char rdy_out, rdy_in, live_in;
     ring_tp_req_t rec_send, rec_recv, rdy_send, rdy_recv, live_recv;
@@ -150,6 +169,19 @@ struct ring_tp_ep {
     ring_tp_req_t *sq_head, *sq_tail;     /* not fully posted yet */
     ring_tp_req_t *fl_head, *fl_tail;     /* fully posted, awaiting the last completion */
 };
+
+/* verbs.c */
+/* The first error on an endpoint is sticky: every pending request gets it. */
+void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *fmt, ...)
+    RING_PRINTF(4, 5);
+void vb_ep_free(ring_tp_ep_t *ep);
+
+/* verbs_boot.c */
+/* A new endpoint over bootstrap connection `boot` (accepted or connected): with
+ * a secret its challenge-response starts, else its QP and record at once. */
+ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_tp_ep_t **ep_p);
+/* Moves an endpoint in VB_EP_BOOT on; 1 when something happened. */
+int vb_boot_progress(ring_tp_ep_t *ep);
 
 /* verbs_dev.c */
 /* Opens the device for this rank; -1 with why (no device, none active...) */
