@@ -149,10 +149,10 @@ static const config_entry_t config_table[] = {
      "the job's secret as text instead of a file (prefer --secret-file: the environment of a "
      "process can be read by its user's other processes); never printed"},
     {"auth", "RING_AUTH", CONFIG_CHOICE, "connect", "connect|frames", FIELD(auth), 0, 0,
-     "with a secret: 'connect' proves it when each connection opens; 'frames' also puts an "
-     "HMAC-SHA-256 tag on every frame and checks it, so bytes injected or altered on an "
-     "established connection are refused (it costs bandwidth: see the README); every peer must "
-     "agree"},
+     "with a secret: 'connect' proves it when each connection opens; 'frames' also puts a "
+     "tag (GMAC, AES-256-GCM) on every frame and checks it before using a byte, so frames "
+     "altered, replayed or injected on an established connection are refused (it costs CPU "
+     "per byte: see the README); every peer must agree"},
     {"log-level", "RING_LOG_LEVEL", CONFIG_LOGLEVEL, "none", "none|error|warn|info|debug|trace",
      FIELD(log_level), 0, 0, "library logging to stderr (RING_DEBUG=1 means debug)"},
     {"rate-limit", "RING_RATE_LIMIT", CONFIG_RATE, "0", "RATE (e.g. 1gbit, 125mbps)",

@@ -10,12 +10,15 @@
  *   host node07          (gethostname: loopback when every peer shares it)
  *   group node07         (--host-id, else the host: the ring's order groups by it)
  *   port 40123
- *   addr 10.1.2.7        (the addresses --iface allows, best first;
- *   addr 127.0.0.1        loopback last, used when every peer is local)
+ *   addr 10.1.2.7        (the addresses --iface allows, best first; without
+ *                         --iface or --bind only the one it listens on: the
+ *                         default rule's first, or 127.0.0.1 when the store
+ *                         is on loopback or the host has no other)
  *
  * and waits for all N records (the barrier). Then every peer picks the
- * same address for each rank: loopback when all peers share a host name,
- * else the first non-loopback address.
+ * same address for each rank: loopback when all peers share a host name
+ * and it was published, else the first non-loopback address. The ring
+ * port listens on that address alone, never on every address.
  */
 #include "config.h"
 
@@ -91,7 +94,16 @@ int ring_rdzv_url_parse(const char *url, ring_rdzv_url_t *u, char *why, size_t l
 
 /* Listen where --bind or --iface says (else on every address), on port 0
  * unless --port was set; fill rec with what others need to reach us. */
-static ring_status_t rdzv_listen(ring_comm_t *comm, rdzv_record_t *rec)
+/* The store is reached over loopback: every peer is on this host. */
+static int rdzv_store_is_loopback(const ring_rdzv_url_t *url)
+{
+    return url->kind == RING_RDZV_TCP &&
+           (strncmp(url->host, "127.", 4) == 0 || strcmp(url->host, "::1") == 0 ||
+            strcmp(url->host, "localhost") == 0);
+}
+
+static ring_status_t rdzv_listen(ring_comm_t *comm, const ring_rdzv_url_t *url,
+                                 rdzv_record_t *rec)
 {
     const ring_config_t *cfg = &comm->cfg;
     ring_iface_addr_t a[RDZV_ADDRS];
@@ -112,12 +124,16 @@ static ring_status_t rdzv_listen(ring_comm_t *comm, rdzv_record_t *rec)
             return ring_error_set(RING_ERR_INVALID, "%s (--iface / RING_SOCKET_IFNAME)", why);
         snprintf(bind, sizeof(bind), "%s", a[0].addr);
     } else {
-        /* every address: publish the default rule's ones, loopback last */
-        n = ring_iface_addrs("", a, RDZV_ADDRS - 1, why, sizeof(why));
-        if (n < 0)
-            return ring_error_set(RING_ERR_IO, "%s", why);
-        snprintf(a[n].addr, sizeof(a[n].addr), "127.0.0.1");
-        a[n++].loopback = 1;
+        /* neither: not every address, only the one the other peers would pick
+         * (rdzv_pick: the default rule's first, IPv4 first); loopback when the
+         * store is reached over loopback (every peer is here) or there is no other */
+        n = rdzv_store_is_loopback(url) ? 0 : ring_iface_addrs("", a, 1, why, sizeof(why));
+        if (n <= 0) {
+            snprintf(a[0].addr, sizeof(a[0].addr), "127.0.0.1");
+            a[0].loopback = 1;
+            n = 1;
+        }
+        snprintf(bind, sizeof(bind), "%s", a[0].addr);
     }
     if (ring_config_source(cfg, "port") != RING_SRC_DEFAULT) {
         lo = cfg->port_lo;
@@ -345,7 +361,7 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     mine.host[sizeof(mine.host) - 1] = '\0';
     snprintf(mine.group, sizeof(mine.group), "%s",
              cfg->host_id[0] != '\0' ? cfg->host_id : mine.host);
-    RING_CHECK(rdzv_listen(comm, &mine));
+    RING_CHECK(rdzv_listen(comm, &url, &mine));
     st = rdzv_open_store(comm, &url, deadline);
     if (st != RING_OK)
         goto out;
