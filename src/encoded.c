@@ -19,6 +19,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <lz4.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "comm_int.h"
 #include "half.h"
 #include "log.h"
+#include "lz4_chunk.h"
 #include "timeline.h"
 
 #define ENC_HEADROOM_EXP 15 /* scaled fp16 values stay below 2^15 (fp16 max is 65504) */
@@ -416,6 +418,15 @@ void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
     enc_compress(comm, ch, req, q);
 }
 
+int ring_enc_lz4_unpack(const void *in, size_t in_bytes, void *out, size_t want_bytes, int *got)
+{
+    *got = -1;
+    if (in_bytes > INT_MAX || want_bytes > INT_MAX)
+        return -1;
+    *got = LZ4_decompress_safe(in, out, (int)in_bytes, (int)want_bytes);
+    return *got == (int)want_bytes ? 0 : -1;
+}
+
 /* The received payload as encoded values: decompressed when it came as lz4. */
 static ring_status_t enc_payload(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req,
                                  const ring_sched_frame_t *sf, uint32_t q,
@@ -423,15 +434,15 @@ static ring_status_t enc_payload(ring_comm_t *comm, ring_channel_t *ch, const ri
 {
     const char *stage = (const char *)ch->stage + (size_t)(q % RING_WINDOW) *
                                                       comm->cfg.chunk_bytes;
-    int want = (int)(sf->range.len * 2), got;
+    int want = (int)(sf->range.len * 2), got, bad;
 
     if (!in_meta->lz4) {
         *in_p = (const uint16_t *)stage;
         return RING_OK;
     }
     RING_TL_TIMED(comm, ch, RING_TL_LZ4, in_meta->bytes, /* hook: timeline.c */
-                  got = LZ4_decompress_safe(stage, (char *)ch->unz, (int)in_meta->bytes, want));
-    if (got != want) {
+                  bad = ring_enc_lz4_unpack(stage, in_meta->bytes, ch->unz, (size_t)want, &got));
+    if (bad != 0) {
         char phase[96], addr[300];
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->left_rank,
                               .step = sf->step};

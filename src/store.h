@@ -20,6 +20,7 @@
  * (answered when the key exists), 'C' check. A reply is
  *   "RKV1", status (1 byte), length (4 bytes), data
  * with status 'O' done, 'V' the value, 'N' no such key, 'E' an error text.
+ * store_proto.h encodes and decodes them (both sides use it; it is fuzzed).
  */
 #ifndef RING_STORE_H
 #define RING_STORE_H
@@ -62,6 +63,13 @@ struct ring_auth_key;
 ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
                                   const struct ring_auth_key *key, double deadline,
                                   ring_store_t **s_p);
+/* The same on a socket already connected to a store (fd is the store's from
+ * now on, closed on failure): where names it in messages, op_timeout bounds
+ * the opening, each set and each check. For tests/fuzz/fuzz-store-client.c,
+ * which plays the server over a socketpair. */
+ring_status_t ring_store_tcp_open_fd(int fd, const char *where, const char *job,
+                                     const struct ring_auth_key *key, double op_timeout,
+                                     ring_store_t **s_p);
 
 /* The server side: listen on host:port (host's address when it is this
  * machine's, e.g. loopback only for 127.0.0.1; else every address) and serve
@@ -74,6 +82,17 @@ ring_status_t ring_store_server_start(const char *host, int port, const char *jo
                                       ring_store_server_t **srv_p);
 /* Stop serving; clients still waiting for a key are told why (NULL: nothing). */
 void ring_store_server_stop(ring_store_server_t *srv, const char *why);
+
+/* The same server in the caller's thread, with no socket of its own (for
+ * tests/fuzz/fuzz-store-server.c, whose clients are socketpairs): _add gives
+ * it a connected client's fd (0, or -1 when it has its maximum: fd closed),
+ * _turn runs one turn of its loop (poll at most timeout_ms, read, answer,
+ * drop): 0, or 1 when it would end. ring_store_server_stop frees it. */
+ring_status_t ring_store_server_new(const char *job, int world,
+                                    const struct ring_auth_key *key,
+                                    ring_store_server_t **srv_p);
+int ring_store_server_add(ring_store_server_t *srv, int fd);
+int ring_store_server_turn(ring_store_server_t *srv, int timeout_ms);
 
 /* The file store in dir (created if missing, with a subdirectory per job).
  * The owner (rank 0) removes the job's files when it closes. */

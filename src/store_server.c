@@ -32,9 +32,9 @@
 #include "auth.h"
 #include "clock.h"
 #include "errors.h"
-#include "le.h"
 #include "log.h"
 #include "store.h"
+#include "store_proto.h"
 
 #define HELLO_DEADLINE_S 10.0
 #define IDLE_S 300.0
@@ -62,6 +62,7 @@ typedef struct client {
 
 struct ring_store_server {
     pthread_t thread;
+    int running;                /* the thread runs (not so for ring_store_server_new's) */
     int listen_fd, stop_pipe[2];
     char job[RING_STORE_KEY_MAX + 1];
     ring_auth_key_t key;        /* key.on: clients must prove the secret first */
@@ -73,6 +74,8 @@ struct ring_store_server {
     client_t *clients;
     size_t nclients, clients_cap;
     unsigned long next_id;
+    struct pollfd *pfd;         /* the loop's poll set */
+    size_t pfd_cap;
     char stop_why[1024];        /* told to the clients still waiting when it stops */
 };
 
@@ -107,9 +110,7 @@ static void reply(client_t *c, char status, const char *data, size_t len)
 {
     unsigned char hdr[RING_STORE_REP_HDR];
 
-    memcpy(hdr, RING_STORE_MAGIC, 4);
-    hdr[4] = (unsigned char)status;
-    le_put32(hdr + 5, (uint32_t)len);
+    ring_store_rep_encode(status, (uint32_t)len, hdr);
     send_raw(c, hdr, sizeof(hdr));
     send_raw(c, data, len);
 }
@@ -278,6 +279,12 @@ static void parse_requests(ring_store_server_t *srv, client_t *c)
 {
     size_t off = 0;
 
+    if (c->closing) {
+        /* it is dropped once its replies are out: what it sends meanwhile is not
+         * read, nor kept (a client that reads nothing must not grow c->in) */
+        c->in_len = 0;
+        return;
+    }
     if (srv->key.on && c->auth_phase < 2) {
         long start = client_authenticate(c, &srv->key);
 
@@ -285,29 +292,28 @@ static void parse_requests(ring_store_server_t *srv, client_t *c)
             return;
         off = (size_t)start;
     }
-    while (!c->closing && c->in_len - off >= RING_STORE_REQ_HDR) {
-        unsigned char *h = c->in + off;
-        size_t klen = le_get16(h + 5), vlen = le_get32(h + 7);
+    while (!c->closing) {
+        ring_store_req_t r;
+        long used = ring_store_req_decode(c->in + off, c->in_len - off, &r);
         char *key, *value;
 
-        if (memcmp(h, RING_STORE_MAGIC, 4) != 0 || klen > RING_STORE_KEY_MAX ||
-            vlen > RING_STORE_VALUE_MAX) {
+        if (used < 0) {
             ring_log(RING_LOG_WARN, "rendezvous store: dropping a client that sent something "
                      "other than a ringd store request");
             reply_error(c, "not a ringd store request");
             break;
         }
-        if (c->in_len - off < RING_STORE_REQ_HDR + klen + vlen)
+        if (used == 0)
             break;
-        key = strndup((char *)h + RING_STORE_REQ_HDR, klen);
-        value = strndup((char *)h + RING_STORE_REQ_HDR + klen, vlen);
+        key = strndup((const char *)r.key, r.klen);
+        value = strndup((const char *)r.value, r.vlen);
         if (key == NULL || value == NULL)
             reply_error(c, "the store is out of memory");
         else
-            handle(srv, c, (char)h[4], key, value);
+            handle(srv, c, r.op, key, value);
         free(key);
         free(value);
-        off += RING_STORE_REQ_HDR + klen + vlen;
+        off += (size_t)used;
     }
     memmove(c->in, c->in + off, c->in_len - off);
     c->in_len -= off;
@@ -385,75 +391,92 @@ static void server_tell_waiters(ring_store_server_t *srv)
     }
 }
 
+/* A connected client: 0, or -1 when the server has its maximum (fd is closed). */
+static int server_add_client(ring_store_server_t *srv, int fd)
+{
+    int one = 1;
+
+    if (srv->nclients >= srv->max_clients) {
+        ring_log(RING_LOG_WARN, "rendezvous store: %zu clients already; closed a "
+                 "newcomer", srv->nclients);
+        close(fd);
+        return -1;
+    }
+    /* replies are small and must not wait for the client's delayed ACK */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (grow((void **)&srv->clients, &srv->clients_cap, srv->nclients + 1,
+             sizeof(client_t)) != 0) {
+        close(fd);
+        return -1;
+    }
+    srv->clients[srv->nclients++] = (client_t){.fd = fd, .id = ++srv->next_id,
+                                               .since = ring_now(),
+                                               .last_active = ring_now()};
+    return 0;
+}
+
+/* One turn of the server's loop, waiting at most timeout_ms for something to
+ * happen: 0, or 1 when the server ends (stopped, or every peer came and left). */
+static int server_turn(ring_store_server_t *srv, int timeout_ms)
+{
+    size_t n = srv->nclients;
+    struct pollfd *pfd;
+
+    if (grow((void **)&srv->pfd, &srv->pfd_cap, n + 2, sizeof(*srv->pfd)) != 0)
+        return 1;
+    pfd = srv->pfd;
+    /* (a server of ring_store_server_new has neither: poll skips fd -1) */
+    pfd[0] = (struct pollfd){.fd = srv->stop_pipe[0], .events = POLLIN};
+    pfd[1] = (struct pollfd){.fd = srv->listen_fd, .events = POLLIN};
+    for (size_t i = 0; i < n; i++)
+        pfd[i + 2] = (struct pollfd){.fd = srv->clients[i].fd,
+                                     .events = (short)(POLLIN |
+                                                       (srv->clients[i].out_len ? POLLOUT : 0))};
+    if (poll(pfd, n + 2, timeout_ms) < 0 && errno != EINTR)
+        return 1;
+    if (pfd[0].revents)
+        return 1;
+    /* clients first: dropping one moves the last into its place */
+    for (size_t i = n; i-- > 0;)
+        if (pfd[i + 2].revents != 0 &&
+            client_io(srv, &srv->clients[i], pfd[i + 2].revents) != 0)
+            client_drop(srv, i);
+    /* a set may have answered parked gets of other clients: send those too */
+    for (size_t i = srv->nclients; i-- > 0;)
+        if (srv->clients[i].out_len > 0 && client_io(srv, &srv->clients[i], 0) != 0)
+            client_drop(srv, i);
+    /* strangers that never say hello, and clients gone quiet, make room */
+    for (size_t i = srv->nclients; i-- > 0;) {
+        client_t *c = &srv->clients[i];
+        double now = ring_now();
+
+        if ((!c->hello && now - c->since > HELLO_DEADLINE_S) ||
+            (c->hello && c->waiting == NULL && c->out_len == 0 &&
+             now - c->last_active > IDLE_S))
+            client_drop(srv, i);
+    }
+    /* every peer said hello and left: the ring is up everywhere, nobody needs us */
+    if (srv->world > 0 && srv->departed >= srv->world) {
+        if (srv->listen_fd >= 0)
+            close(srv->listen_fd);
+        srv->listen_fd = -1;
+        return 1;
+    }
+    if (pfd[1].revents & POLLIN) {
+        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (fd >= 0)
+            (void)server_add_client(srv, fd);
+    }
+    return 0;
+}
+
 static void *server_main(void *arg)
 {
     ring_store_server_t *srv = arg;
-    struct pollfd *pfd = NULL;
-    size_t pfd_cap = 0;
 
-    for (;;) {
-        size_t n = srv->nclients;
-
-        if (grow((void **)&pfd, &pfd_cap, n + 2, sizeof(*pfd)) != 0)
-            break;
-        pfd[0] = (struct pollfd){.fd = srv->stop_pipe[0], .events = POLLIN};
-        pfd[1] = (struct pollfd){.fd = srv->listen_fd, .events = POLLIN};
-        for (size_t i = 0; i < n; i++)
-            pfd[i + 2] = (struct pollfd){.fd = srv->clients[i].fd,
-                                         .events = (short)(POLLIN |
-                                                           (srv->clients[i].out_len ? POLLOUT : 0))};
-        if (poll(pfd, n + 2, 1000) < 0 && errno != EINTR)
-            break;
-        if (pfd[0].revents)
-            break;
-        /* clients first: dropping one moves the last into its place */
-        for (size_t i = n; i-- > 0;)
-            if (pfd[i + 2].revents != 0 &&
-                client_io(srv, &srv->clients[i], pfd[i + 2].revents) != 0)
-                client_drop(srv, i);
-        /* a set may have answered parked gets of other clients: send those too */
-        for (size_t i = srv->nclients; i-- > 0;)
-            if (srv->clients[i].out_len > 0 && client_io(srv, &srv->clients[i], 0) != 0)
-                client_drop(srv, i);
-        /* strangers that never say hello, and clients gone quiet, make room */
-        for (size_t i = srv->nclients; i-- > 0;) {
-            client_t *c = &srv->clients[i];
-            double now = ring_now();
-
-            if ((!c->hello && now - c->since > HELLO_DEADLINE_S) ||
-                (c->hello && c->waiting == NULL && c->out_len == 0 &&
-                 now - c->last_active > IDLE_S))
-                client_drop(srv, i);
-        }
-        /* every peer said hello and left: the ring is up everywhere, nobody needs us */
-        if (srv->world > 0 && srv->departed >= srv->world) {
-            close(srv->listen_fd);
-            srv->listen_fd = -1;
-            break;
-        }
-        if (pfd[1].revents & POLLIN) {
-            int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), one = 1;
-            if (fd >= 0 && srv->nclients >= srv->max_clients) {
-                ring_log(RING_LOG_WARN, "rendezvous store: %zu clients already; closed a "
-                         "newcomer", srv->nclients);
-                close(fd);
-                fd = -1;
-            }
-            if (fd >= 0) {
-                /* replies are small and must not wait for the client's delayed ACK */
-                (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-                if (grow((void **)&srv->clients, &srv->clients_cap, srv->nclients + 1,
-                         sizeof(client_t)) != 0) {
-                    close(fd);
-                    continue;
-                }
-                srv->clients[srv->nclients++] = (client_t){.fd = fd, .id = ++srv->next_id,
-                                                           .since = ring_now(),
-                                                           .last_active = ring_now()};
-            }
-        }
-    }
-    free(pfd);
+    while (server_turn(srv, 1000) == 0)
+        ;
     server_tell_waiters(srv);
     return NULL;
 }
@@ -524,11 +547,10 @@ static int server_listen(int port, int *err)
     return -1;
 }
 
-ring_status_t ring_store_server_start(const char *host, int port, const char *job, int world,
-                                      const ring_auth_key_t *key, ring_store_server_t **srv_p)
+ring_status_t ring_store_server_new(const char *job, int world, const ring_auth_key_t *key,
+                                    ring_store_server_t **srv_p)
 {
     ring_store_server_t *srv = calloc(1, sizeof(*srv));
-    int err = 0;
 
     if (srv == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous store");
@@ -538,6 +560,28 @@ ring_status_t ring_store_server_start(const char *host, int port, const char *jo
     srv->world = world;
     srv->max_clients = 2 * (size_t)(world > 0 ? world : 1) + 16;
     srv->max_keys = 4 * (size_t)(world > 0 ? world : 1) + 64;
+    srv->listen_fd = srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
+    *srv_p = srv;
+    return RING_OK;
+}
+
+int ring_store_server_add(ring_store_server_t *srv, int fd)
+{
+    return server_add_client(srv, fd);
+}
+
+int ring_store_server_turn(ring_store_server_t *srv, int timeout_ms)
+{
+    return server_turn(srv, timeout_ms);
+}
+
+ring_status_t ring_store_server_start(const char *host, int port, const char *job, int world,
+                                      const ring_auth_key_t *key, ring_store_server_t **srv_p)
+{
+    ring_store_server_t *srv;
+    int err = 0;
+
+    RING_CHECK(ring_store_server_new(job, world, key, &srv));
     srv->listen_fd = server_listen_host(host, port, &err);
     if (srv->listen_fd == -2)
         srv->listen_fd = server_listen(port, &err);
@@ -560,6 +604,7 @@ ring_status_t ring_store_server_start(const char *host, int port, const char *jo
         free(srv);
         return ring_error_set(RING_ERR_NO_RESOURCE, "rendezvous store: cannot start its thread");
     }
+    srv->running = 1;
     *srv_p = srv;
     return RING_OK;
 }
@@ -571,8 +616,12 @@ void ring_store_server_stop(ring_store_server_t *srv, const char *why)
     if (why != NULL)
         snprintf(srv->stop_why, sizeof(srv->stop_why), "rank 0, which serves this store, gave "
                  "up: %s", why);
-    (void)!write(srv->stop_pipe[1], "x", 1);
-    pthread_join(srv->thread, NULL);
+    if (srv->running) {
+        (void)!write(srv->stop_pipe[1], "x", 1);
+        pthread_join(srv->thread, NULL);
+    } else {
+        server_tell_waiters(srv); /* what the thread does as it ends */
+    }
     while (srv->nclients > 0)
         client_drop(srv, srv->nclients - 1);
     for (size_t i = 0; i < srv->nkv; i++) {
@@ -581,9 +630,12 @@ void ring_store_server_stop(ring_store_server_t *srv, const char *why)
     }
     free(srv->kv);
     free(srv->clients);
+    free(srv->pfd);
     if (srv->listen_fd >= 0)
         close(srv->listen_fd);
-    close(srv->stop_pipe[0]);
-    close(srv->stop_pipe[1]);
+    if (srv->stop_pipe[0] >= 0) {
+        close(srv->stop_pipe[0]);
+        close(srv->stop_pipe[1]);
+    }
     free(srv);
 }

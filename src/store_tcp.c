@@ -19,8 +19,8 @@
 #include "clock.h"
 #include "auth.h"
 #include "errors.h"
-#include "le.h"
 #include "store.h"
+#include "store_proto.h"
 
 typedef struct store_tcp {
     ring_store_t base;
@@ -77,8 +77,8 @@ static ring_status_t store_call(store_tcp_t *st, char op, const char *key, const
 {
     size_t klen = strlen(key), vlen = value != NULL ? strlen(value) : 0;
     unsigned char *req, rep[RING_STORE_REP_HDR];
-    uint32_t rlen;
-    int sent;
+    ring_store_rep_t r;
+    int sent, bad;
 
     if (klen > RING_STORE_KEY_MAX || vlen > RING_STORE_VALUE_MAX)
         return ring_error_set(RING_ERR_INVALID, "rendezvous store: key or value too long");
@@ -87,31 +87,25 @@ static ring_status_t store_call(store_tcp_t *st, char op, const char *key, const
     req = malloc(RING_STORE_REQ_HDR + klen + vlen);
     if (req == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a store request");
-    memcpy(req, RING_STORE_MAGIC, 4);
-    req[4] = (unsigned char)op;
-    le_put16(req + 5, (uint16_t)klen);
-    le_put32(req + 7, (uint32_t)vlen);
-    memcpy(req + RING_STORE_REQ_HDR, key, klen);
-    if (vlen > 0)
-        memcpy(req + RING_STORE_REQ_HDR + klen, value, vlen);
-    sent = io_all(st->fd, req, RING_STORE_REQ_HDR + klen + vlen, 1, deadline);
+    sent = io_all(st->fd, req, ring_store_req_encode(op, key, klen, value, vlen, req), 1,
+                  deadline);
     free(req);
     if (sent != 0)
         return io_error(st, "sending a request");
     if (io_all(st->fd, rep, sizeof(rep), 0, deadline) != 0)
         return io_error(st, "waiting for its reply");
-    if (memcmp(rep, RING_STORE_MAGIC, 4) != 0)
+    bad = ring_store_rep_decode(rep, len, &r);
+    if (bad == -1)
         return ring_error_set(RING_ERR_PROTOCOL, "the program at %s is not a ringd rendezvous "
                               "store (it answered bytes %02x %02x %02x %02x)", st->base.where,
                               rep[0], rep[1], rep[2], rep[3]);
-    *status = (char)rep[4];
-    rlen = le_get32(rep + 5);
-    if (rlen > RING_STORE_VALUE_MAX || rlen >= len)
+    *status = r.status;
+    if (bad != 0)
         return ring_error_set(RING_ERR_PROTOCOL, "rendezvous store %s: a reply of %u bytes is "
-                              "too long", st->base.where, rlen);
-    if (io_all(st->fd, data, rlen, 0, deadline) != 0)
+                              "too long", st->base.where, r.len);
+    if (io_all(st->fd, data, r.len, 0, deadline) != 0)
         return io_error(st, "reading its reply");
-    data[rlen] = '\0';
+    data[r.len] = '\0';
     if (*status == 'E')
         return ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s: %s", st->base.where, data);
     return RING_OK;
@@ -241,12 +235,36 @@ static ring_status_t tcp_authenticate(store_tcp_t *st, const ring_auth_key_t *ke
     return RING_OK;
 }
 
+/* The store's opening on a connected socket: the secret (with a key), then the hello. */
+static ring_status_t tcp_begin(store_tcp_t *st, const char *job, const ring_auth_key_t *key,
+                               ring_store_t **s_p)
+{
+    char status, data[1024];
+    ring_status_t rs;
+
+    rs = key != NULL && key->on ? tcp_authenticate(st, key, ring_now() + st->op_timeout)
+                                : RING_OK;
+    if (rs == RING_OK)
+        rs = store_call(st, 'H', job, NULL, ring_now() + st->op_timeout, &status, data,
+                        sizeof(data));
+    if (rs == RING_ERR_TIMED_OUT)
+        rs = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: the program at %s accepted the "
+                            "connection but never answered a ringd store's hello",
+                            st->base.where);
+    if (rs != RING_OK) {
+        tcp_close(&st->base, 0);
+        return rs;
+    }
+    *s_p = &st->base;
+    return RING_OK;
+}
+
 ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
                                   const ring_auth_key_t *key, double deadline, ring_store_t **s_p)
 {
     store_tcp_t *st = calloc(1, sizeof(*st));
     double started = ring_now(), backoff = 0.005;
-    char err[256] = "no answer", status, data[1024];
+    char err[256] = "no answer";
     ring_status_t rs;
 
     if (st == NULL)
@@ -271,19 +289,22 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
         usleep((useconds_t)(backoff * 1e6));
         backoff = backoff < 0.1 ? backoff * 2 : 0.2;
     }
-    rs = key != NULL && key->on ? tcp_authenticate(st, key, ring_now() + st->op_timeout)
-                                : RING_OK;
-    if (rs == RING_OK)
-        rs = store_call(st, 'H', job, NULL, ring_now() + st->op_timeout, &status, data,
-                        sizeof(data));
-    if (rs == RING_ERR_TIMED_OUT)
-        rs = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: the program at %s accepted the "
-                            "connection but never answered a ringd store's hello",
-                            st->base.where);
-    if (rs != RING_OK) {
-        tcp_close(&st->base, 0);
-        return rs;
+    return tcp_begin(st, job, key, s_p);
+}
+
+ring_status_t ring_store_tcp_open_fd(int fd, const char *where, const char *job,
+                                     const ring_auth_key_t *key, double op_timeout,
+                                     ring_store_t **s_p)
+{
+    store_tcp_t *st = calloc(1, sizeof(*st));
+
+    if (st == NULL) {
+        close(fd);
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a rendezvous store");
     }
-    *s_p = &st->base;
-    return RING_OK;
+    st->base.ops = &store_tcp_ops;
+    snprintf(st->base.where, sizeof(st->base.where), "%s", where);
+    st->op_timeout = op_timeout;
+    st->fd = fd;
+    return tcp_begin(st, job, key, s_p);
 }
