@@ -178,6 +178,16 @@ static ring_auth_state_t fail(ring_auth_t *a, const char *why)
     return RING_AUTH_FAILED;
 }
 
+/* A request failed because the endpoint did (a verbs bootstrap that found the
+ * secrets differ, say): the transport's own words, when it has some. */
+static const char *ep_words(const ring_auth_t *a, const ring_tp_req_t *r)
+{
+    const char *text = r->status == RING_ERR_PROTOCOL && a->ops->ep_error != NULL
+                           ? a->ops->ep_error(a->ep) : NULL;
+
+    return text != NULL && text[0] != '\0' ? text : NULL;
+}
+
 ring_status_t ring_auth_begin(ring_auth_t *a, const ring_auth_key_t *key,
                               const ring_tp_ops_t *ops, ring_tp_ep_t *ep, int acceptor)
 {
@@ -209,6 +219,8 @@ static ring_auth_state_t got_challenge(ring_auth_t *a)
         le_get32(a->in_challenge) == RING_HELLO_MAGIC)
         return fail(a, "sent a ringd hello without authenticating: it runs without a secret "
                        "(give every peer the same --secret-file)");
+    if (r->status != RING_OK && r->status != RING_ERR_MISMATCH && ep_words(a, r) != NULL)
+        return fail(a, ep_words(a, r));
     if (r->status != RING_OK && r->status != RING_ERR_MISMATCH) {
         a->unreachable = !a->acceptor && (r->sys_errno == ECONNREFUSED ||
                                           r->sys_errno == EHOSTUNREACH ||
@@ -240,6 +252,8 @@ static ring_auth_state_t got_proof(ring_auth_t *a)
 {
     ring_tp_req_t *r = &a->r_proof;
 
+    if (r->status != RING_OK && r->status != RING_ERR_MISMATCH && ep_words(a, r) != NULL)
+        return fail(a, ep_words(a, r));
     if (r->status != RING_OK && r->status != RING_ERR_MISMATCH) {
         /* an acceptor that closes after our proof found it wrong */
         a->refused = !a->acceptor;

@@ -89,7 +89,7 @@ typedef struct ring_auth {
     unsigned char in_proof[RING_AUTH_PROOF_BYTES + 4];
     ring_tp_req_t s_challenge, s_proof, r_challenge, r_proof;
     /* what failed, for a log line or an error: "sent a ringd hello instead (no secret?)" */
-    char why[160];
+    char why[400];
     /* 1 when the other side failed us (closed after our proof): the secrets differ */
     int refused;
     /* connector: 1 when the connection never came up (refused, unreachable): nobody

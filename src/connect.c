@@ -47,7 +47,7 @@ typedef struct connect_state {
     int nout, accepted;
     /* authentication failures, for the start-up timeout's message */
     int auth_failed_in, auth_failed_out;
-    char auth_why[400];
+    char auth_why[600];
     ring_status_t last_refusal;
     int last_errno;
     /* file store: when the right address first answered as another peer (0:
