@@ -775,6 +775,8 @@ static void kill_mid_round(void)
 static void secret_cases(void)
 {
     static const h_setting_t same[] = {{-1, "secret", SECRET}, {0, NULL, NULL}};
+    static const h_setting_t frames[] = {{-1, "secret", SECRET}, {-1, "auth", "frames"},
+                                         {0, NULL, NULL}};
     static const h_setting_t other[] = {{-1, "secret", SECRET}, {1, "secret", SECRET "-other"},
                                         {0, NULL, NULL}};
     static const h_setting_t none[] = {{0, "secret", SECRET}, {0, NULL, NULL}};
@@ -791,6 +793,8 @@ static void secret_cases(void)
     add_op(&c, 1009, RING_SUM);
     add_op(&c, 65537, RING_AVG);
     run_check("N=2, both with the job's secret", 2, &c, same, 1);
+    /* --auth frames over RDMA: every frame tagged (src/frame_mac.c), the same sums */
+    run_check("N=2 with --auth frames", 2, &c, frames, 1);
 
     /* refused: the ring never forms, and each side's error names the secret */
     connect_timeout = "8s";
