@@ -699,9 +699,10 @@ static void test_train(void)
     diag("training: %.2f s, %.0f samples/s (%.0f us per sample, forward + backward, one core); "
          "evaluation: %.0f samples/s", t1 - t0, TRAIN_STEPS * TRAIN_BATCH / (t1 - t0),
          1e6 * (t1 - t0) / (TRAIN_STEPS * TRAIN_BATCH), (double)sub.ntest / (t2 - t1));
-    /* ~5 s on an idle core, ~15 s with ASan: the bound is a tripwire for a
-     * pathological slowdown (BLAS threads fighting over the cores), not a benchmark */
-    ok(t2 - t0 < 45.0, "training and evaluation took %.1f s (< 45)", t2 - t0);
+    /* ~5 s on an idle core, ~15 s with ASan, 60 s with ASan on a host busy with
+     * other work: the bound is a tripwire for a pathological slowdown (BLAS threads
+     * fighting over the cores, 10x and more), not a benchmark */
+    ok(t2 - t0 < 120.0, "training and evaluation took %.1f s (< 120)", t2 - t0);
     free(vel);
     w->ops->destroy(w);
     fmnist_free(&d);
