@@ -328,12 +328,18 @@ static void mismatch_phase_and_ranks(const h_run_t *run, int r, const char *labe
              "request_begin), so fail.c's fail_active_request() gives NULL and the phase "
              "says 'between allreduces'");
     {
-        const char *p = strstr(run->r[r].msg, "differ between ranks ");
+        /* "differ between rank A and rank B" where it was seen, "differ: rank A called
+         * ...; rank B (addr) called ..." where it was relayed */
+        const char *p = strstr(run->r[r].msg, "differ between rank ");
+        const char *q = strstr(run->r[r].msg, "differ: rank ");
+        const char *q2 = q != NULL ? strstr(q, "; rank ") : NULL;
         unsigned a = 0, b = 0;
-        int two = p != NULL && sscanf(p, "differ between ranks %u and %u", &a, &b) == 2;
+        int two = p != NULL ? sscanf(p, "differ between rank %u and rank %u", &a, &b) == 2
+                            : q != NULL && q2 != NULL && sscanf(q, "differ: rank %u", &a) == 1 &&
+                                  sscanf(q2, "; rank %u", &b) == 1;
 
-        if (!ok(p == NULL || (two && a != b), "%s: rank %d's message blames two different "
-                "ranks", label, r))
+        if (!ok(two && a != b, "%s: rank %d's message blames two different ranks (%u, %u)",
+                label, r, a, b))
             diag("regression (fixed bug): a relayed ABORT is re-sent by ring_comm_send_notice (src/fail.c) with "
                  "origin_rank = the relaying rank and its own round/count, so the next rank "
                  "reads 'differ between ranks %u and %u' and the relayer's count", a, b);
