@@ -207,12 +207,9 @@ static ring_status_t fail_link(ring_comm_t *comm, ring_request_t *req, int step,
 {
     ring_fault_t fault = {.status = RING_ERR_REMOTE, .culprit = peer,
                           .sys_errno = treq->sys_errno, .step = step};
-    char phase[96], addr[300];
 
-    ring_phase_format(comm, req, step, phase, sizeof(phase));
-    ring_rank_addr(comm, peer, addr, sizeof(addr));
-    return ring_comm_fail(comm, &fault, "%s: %s by rank %d (%s)", phase,
-                          ring_tp_ep_cause(comm->tp_ops, ep, treq), peer, addr);
+    return ring_comm_fail_peer(comm, req, &fault, "%s by {peer}",
+                               ring_tp_ep_cause(comm->tp_ops, ep, treq));
 }
 
 /* A neighbour left the ring (CLOSE) while this allreduce still needed it. */
@@ -220,13 +217,9 @@ static ring_status_t fail_closed(ring_comm_t *comm, ring_request_t *req, int ste
 {
     ring_fault_t fault = {.status = RING_ERR_REMOTE, .culprit = peer,
                           .sys_errno = RING_CAUSE_CLOSED, .step = step};
-    char phase[96], addr[300];
 
-    ring_phase_format(comm, req, step, phase, sizeof(phase));
-    ring_rank_addr(comm, peer, addr, sizeof(addr));
-    return ring_comm_fail(comm, &fault, "%s: rank %d (%s) closed its communicator during this "
-                          "%s", phase, peer, addr,
-                          req != NULL ? ring_coll_names[req->coll] : "allreduce");
+    return ring_comm_fail_peer(comm, req, &fault, "{peer} closed its communicator during this %s",
+                               req != NULL ? ring_coll_names[req->coll] : "allreduce");
 }
 
 /* The frame belongs to the same call as req: round, collective and arguments. */
@@ -257,19 +250,14 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
                                  const ring_sched_frame_t *sf, ring_slot_t *slot,
                                  ring_tp_ep_t *ep)
 {
-    char phase[96], addr[300];
     ring_frame_t f;
     size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
     int left = comm->left_rank;
-
-    ring_phase_format(comm, req, sf->step, phase, sizeof(phase));
-    ring_rank_addr(comm, left, addr, sizeof(addr));
     ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = left, .step = sf->step};
 
     if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)
-        return ring_comm_fail(comm, &fault,
-                              "%s: rank %d (%s) sent something that is not a ringd frame "
-                              "(%zu bytes, bad magic)", phase, left, addr, slot->req.bytes);
+        return ring_comm_fail_peer(comm, req, &fault, "{peer} sent something that is not a "
+                                   "ringd frame (%zu bytes, bad magic)", slot->req.bytes);
     /* nothing in it is believed without a valid tag; but one too large for the
      * receive (another count) cannot be checked, and fails the call anyway */
     if (slot->req.status != RING_ERR_MISMATCH && ring_slot_tag_ok(comm, ep, slot) != 0)
@@ -279,10 +267,10 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
     if (f.type == RING_FRAME_CLOSE)
         return fail_closed(comm, req, sf->step, left);
     if (f.type == RING_FRAME_DOCTOR) /* doctor.c's frames: a peer runs the ring doctor */
-        return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent a ring doctor frame: it runs "
-                              "the ring doctor, this peer an allreduce; every peer must run the "
-                              "ring doctor at the same point (ringd --doctor, ring-bench "
-                              "--doctor), or none", phase, left, addr);
+        return ring_comm_fail_peer(comm, req, &fault, "{peer} sent a ring doctor frame: it runs "
+                                   "the ring doctor, this peer an allreduce; every peer must run "
+                                   "the ring doctor at the same point (ringd --doctor, ring-bench "
+                                   "--doctor), or none");
     if (!frame_matches_call(req, &f)) {
         char mine[160], theirs[160];
 
@@ -292,19 +280,19 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
                            req->tensor_id, req->root, mine, sizeof(mine));
         ring_coll_describe((ring_coll_t)f.coll, f.round, f.count, f.dtype, f.op, f.tensor_id,
                            (int)f.detail, theirs, sizeof(theirs));
-        return ring_comm_fail(comm, &fault,
-                              "%s: collective arguments differ between rank %d and rank %d (%s): "
-                              "rank %d called %s; rank %d called %s", phase, comm->rank, left,
-                              addr, comm->rank, mine, left, theirs);
+        return ring_comm_fail_peer(comm, req, &fault,
+                                   "collective arguments differ between rank %d and {peer}: "
+                                   "rank %d called %s; rank %d called %s", comm->rank,
+                                   comm->rank, mine, left, theirs);
     }
     if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||
         f.chunk != (uint32_t)sf->chunk || f.payload_bytes != expect ||
         slot->req.status != RING_OK || slot->req.bytes != comm->hdr_bytes + expect)
-        return ring_comm_fail(comm, &fault,
-                              "%s: rank %d (%s) sent frame type %u channel %u step %u chunk %u "
-                              "of %u bytes; expected channel %d step %d chunk %d of %zu bytes",
-                              phase, left, addr, f.type, f.channel, f.step, f.chunk,
-                              f.payload_bytes, ch->index, sf->step, sf->chunk, expect);
+        return ring_comm_fail_peer(comm, req, &fault,
+                                   "{peer} sent frame type %u channel %u step %u chunk %u of %u "
+                                   "bytes; expected channel %d step %d chunk %d of %zu bytes",
+                                   f.type, f.channel, f.step, f.chunk, f.payload_bytes,
+                                   ch->index, sf->step, sf->chunk, expect);
     return RING_OK;
 }
 
@@ -452,7 +440,6 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
 {
     ring_channel_t *ch = &comm->channels[0];
     ring_frame_t f;
-    char phase[96], addr[300];
     int pending = 0;
 
     if (!ch->back.posted || !ch->back.req.done)
@@ -460,8 +447,6 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     ch->back.posted = 0;
     for (int c = 0; req != NULL && c < comm->nchannels; c++)
         pending |= comm->channels[c].sends_done < comm->channels[c].sched.nsend;
-    ring_phase_format(comm, req, ring_comm_current_step(comm), phase, sizeof(phase));
-    ring_rank_addr(comm, comm->right_rank, addr, sizeof(addr));
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
         if (!pending)
             return RING_OK; /* reported when an allreduce needs that connection */
@@ -474,8 +459,7 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
                                       "a notice on the back channel");
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->right_rank,
                               .step = ring_comm_current_step(comm)};
-        return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent garbage on its back channel",
-                              phase, comm->right_rank, addr);
+        return ring_comm_fail_peer(comm, req, &fault, "{peer} sent garbage on its back channel");
     }
     if (f.type == RING_FRAME_ABORT) {
         ring_status_t status = ring_comm_fail_from_frame(comm, &f, comm->right_rank);

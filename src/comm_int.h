@@ -269,6 +269,12 @@ int ring_comm_check_timeout(ring_comm_t *comm, double idle);
  * the wait is over (returns 1 once the comm has failed, blaming the left one) */
 void ring_comm_probe_extend(ring_comm_t *comm, const ring_frame_t *waiting);
 int ring_comm_probe_check(ring_comm_t *comm);
+/* fail.c: ring_comm_fail for a fault that names a peer: the message is the phase
+ * of req at fault->step, ": ", then fmt, in which "{peer}" stands for "rank N
+ * (its address)" of fault->culprit */
+ring_status_t ring_comm_fail_peer(ring_comm_t *comm, const ring_request_t *req,
+                                  const ring_fault_t *fault, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* fail.c, --auth frames: fail because what came from peer on a connection does
  * not carry a valid tag (altered or injected there) */
 ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int step, int peer,

@@ -443,15 +443,12 @@ static ring_status_t enc_payload(ring_comm_t *comm, ring_channel_t *ch, const ri
     RING_TL_TIMED(comm, ch, RING_TL_LZ4, in_meta->bytes, /* hook: timeline.c */
                   bad = ring_enc_lz4_unpack(stage, in_meta->bytes, ch->unz, (size_t)want, &got));
     if (bad != 0) {
-        char phase[96], addr[300];
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->left_rank,
                               .step = sf->step};
 
-        ring_phase_format(comm, req, sf->step, phase, sizeof(phase));
-        ring_rank_addr(comm, comm->left_rank, addr, sizeof(addr));
-        return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent a corrupt lz4 chunk (chunk "
-                              "%d: %u bytes that decompress to %d, expected %d)", phase,
-                              comm->left_rank, addr, sf->chunk, in_meta->bytes, got, want);
+        return ring_comm_fail_peer(comm, req, &fault, "{peer} sent a corrupt lz4 chunk (chunk "
+                                   "%d: %u bytes that decompress to %d, expected %d)", sf->chunk,
+                                   in_meta->bytes, got, want);
     }
     *in_p = (const uint16_t *)ch->unz;
     return RING_OK;
@@ -466,7 +463,7 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
     int last_step = 2 * (comm->size - 1) - 1;
     size_t n = sf->range.len;
     ring_tx_meta_t in_meta;
-    const uint16_t *in;
+    const uint16_t *in = NULL; /* set by enc_payload when it returns RING_OK */
 
     enc_meta_get(f, &in_meta);
     RING_CHECK(enc_payload(comm, ch, req, sf, q, &in_meta, &in));

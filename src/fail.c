@@ -264,19 +264,41 @@ int ring_comm_probe_check(ring_comm_t *comm)
     return 1;
 }
 
+ring_status_t ring_comm_fail_peer(ring_comm_t *comm, const ring_request_t *req,
+                                  const ring_fault_t *fault, const char *fmt, ...)
+{
+    char phase[96], who[340], msg[900], out[1024];
+    const char *at, *rest = msg;
+    size_t n = 0;
+    va_list ap;
+
+    ring_phase_format(comm, req, fault->step, phase, sizeof(phase));
+    snprintf(who, sizeof(who), "rank %d (", fault->culprit);
+    ring_rank_addr(comm, fault->culprit, who + strlen(who), sizeof(who) - strlen(who) - 1);
+    strcat(who, ")");
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    n = (size_t)snprintf(out, sizeof(out), "%s: ", phase);
+    while (n < sizeof(out) && (at = strstr(rest, "{peer}")) != NULL) {
+        n += (size_t)snprintf(out + n, sizeof(out) - n, "%.*s%s", (int)(at - rest), rest, who);
+        rest = at + strlen("{peer}");
+    }
+    if (n < sizeof(out))
+        snprintf(out + n, sizeof(out) - n, "%s", rest);
+    return ring_comm_fail(comm, fault, "%s", out);
+}
+
 ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int step, int peer,
                                  const char *what)
 {
     ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = peer, .step = step,
                           .sys_errno = RING_CAUSE_BAD_TAG};
-    char phase[96], addr[300];
 
-    ring_phase_format(comm, req, step, phase, sizeof(phase));
-    ring_rank_addr(comm, peer, addr, sizeof(addr));
-    return ring_comm_fail(comm, &fault,
-                          "%s: %s from rank %d (%s) does not carry a valid tag (--auth frames): "
-                          "it was altered, replayed or injected on the connection, or that "
-                          "peer does not hold this job's secret", phase, what, peer, addr);
+    return ring_comm_fail_peer(comm, req, &fault,
+                               "%s from {peer} does not carry a valid tag (--auth frames): it "
+                               "was altered, replayed or injected on the connection, or that "
+                               "peer does not hold this job's secret", what);
 }
 
 /* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
@@ -395,17 +417,14 @@ static ring_status_t fail_timeout_on(ring_comm_t *comm, ring_request_t *req, int
     int peer = receiving ? comm->left_rank : comm->right_rank;
     ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = peer, .sys_errno = ETIMEDOUT,
                           .step = step};
-    char phase[96], addr[300];
 
-    ring_phase_format(comm, req, step, phase, sizeof(phase));
-    ring_rank_addr(comm, peer, addr, sizeof(addr));
     if (receiving)
-        return ring_comm_fail(comm, &fault,
-                              "%s: timed out after %.0f s waiting for data from rank %d (%s) "
-                              "(stopped, overloaded or unreachable?)", phase, waited, peer, addr);
-    return ring_comm_fail(comm, &fault,
-                          "%s: timed out after %.0f s sending to rank %d (%s), which is not "
-                          "reading (stopped or overloaded?)", phase, waited, peer, addr);
+        return ring_comm_fail_peer(comm, req, &fault,
+                                   "timed out after %.0f s waiting for data from {peer} "
+                                   "(stopped, overloaded or unreachable?)", waited);
+    return ring_comm_fail_peer(comm, req, &fault,
+                               "timed out after %.0f s sending to {peer}, which is not reading "
+                               "(stopped or overloaded?)", waited);
 }
 
 /* The oldest thing we are waiting for, as a timeout message. */
