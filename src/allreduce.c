@@ -89,9 +89,9 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         return;
     }
     req->wire = ring_enc_wire(comm, req);
-    ring_enc_request_begin(comm, req);
-    for (int c = 0; c < comm->nchannels; c++)
-        if (channel_begin(comm, &comm->channels[c], req) != RING_OK) {
+    for (int c = -1; c < comm->nchannels; c++)
+        if ((c < 0 ? ring_enc_request_begin(comm, req)
+                   : channel_begin(comm, &comm->channels[c], req)) != RING_OK) {
             /* the peers must not wait for a peer that cannot take part */
             char msg[512];
             snprintf(msg, sizeof(msg), "%s", ring_last_error());

@@ -225,7 +225,7 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
 ring_codec_t ring_enc_wire(const ring_comm_t *comm, const ring_request_t *req);
 ring_tx_meta_t *ring_enc_tx_meta(ring_channel_t *ch, uint32_t q);
 void ring_enc_channel_free(ring_channel_t *ch);
-void ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req);
+ring_status_t ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req);
 void ring_enc_comm_free(ring_comm_t *comm);
 void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                     const ring_sched_frame_t *sf, uint32_t q);

@@ -137,16 +137,21 @@ void ring_enc_comm_free(ring_comm_t *comm)
         free(comm->residuals[i].r);
 }
 
-/* The residual of a tensor id: found, or made (zeroed) on its first use. */
-static float *enc_residual(ring_comm_t *comm, const ring_request_t *req)
+/* The residual of a tensor id: found, or made (zeroed) on its first use; NULL
+ * (with a warning) when the table is full. Out of memory is an error: error
+ * feedback never goes silently missing. */
+static ring_status_t enc_residual(ring_comm_t *comm, const ring_request_t *req, float **r_p)
 {
     ring_residual_t *slot = NULL;
 
+    *r_p = NULL;
     for (int i = 0; i < RING_EF_TENSORS && slot == NULL; i++)
         if (comm->residuals[i].r != NULL && comm->residuals[i].tensor_id == req->tensor_id)
             slot = &comm->residuals[i];
-    if (slot != NULL && slot->count == req->count)
-        return slot->r;
+    if (slot != NULL && slot->count == req->count) {
+        *r_p = slot->r;
+        return RING_OK;
+    }
     if (slot == NULL)
         for (int i = 0; i < RING_EF_TENSORS && slot == NULL; i++)
             if (comm->residuals[i].r == NULL)
@@ -154,14 +159,18 @@ static float *enc_residual(ring_comm_t *comm, const ring_request_t *req)
     if (slot == NULL) {
         ring_log(RING_LOG_WARN, "error feedback keeps %d tensors; tensor id %u goes without",
                  RING_EF_TENSORS, req->tensor_id);
-        return NULL;
+        return RING_OK;
     }
     /* a new tensor, or one whose size changed: start from nothing lost */
     free(slot->r);
     slot->r = calloc(req->count > 0 ? req->count : 1, sizeof(float));
     slot->tensor_id = req->tensor_id;
     slot->count = req->count;
-    return slot->r;
+    if (slot->r == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the error feedback of "
+                              "tensor id %u (%zu floats)", req->tensor_id, req->count);
+    *r_p = slot->r;
+    return RING_OK;
 }
 
 static ring_lz4_track_t *enc_lz4_track(ring_comm_t *comm, uint32_t tensor_id)
@@ -173,16 +182,15 @@ static ring_lz4_track_t *enc_lz4_track(ring_comm_t *comm, uint32_t tensor_id)
     return t;
 }
 
-void ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req)
+ring_status_t ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req)
 {
     req->residual = NULL;
     req->lz4 = NULL;
     if (req->wire == RING_CODEC_NONE)
-        return;
-    if (comm->error_feedback)
-        req->residual = enc_residual(comm, req);
+        return RING_OK;
     if (comm->lz4_mode == 2)
         req->lz4 = enc_lz4_track(comm, req->tensor_id);
+    return comm->error_feedback ? enc_residual(comm, req, &req->residual) : RING_OK;
 }
 
 /* ---- helpers --------------------------------------------------------------- */
