@@ -390,23 +390,42 @@ static const float *enc_with_residual(ring_channel_t *ch, const ring_request_t *
     return ch->scratch;
 }
 
+/* This peer's values of sf's range and the scale they carry (*scale_p), with
+ * the residual of error feedback folded in. */
+static const float *enc_local_values(ring_comm_t *comm, ring_channel_t *ch,
+                                     const ring_request_t *req, const ring_sched_frame_t *sf,
+                                     float *scale_p)
+{
+    const float *local = enc_local(comm, ch, req, sf);
+
+    *scale_p = enc_local_scale(comm, req);
+    if (req->residual == NULL)
+        return local;
+    local = enc_with_residual(ch, req, sf, local, *scale_p);
+    *scale_p = 1.0f;
+    return local;
+}
+
+/* What an encoded chunk of n values carries besides its bytes. */
+static void enc_meta_set(ring_tx_meta_t *meta, int e, float bound, size_t n)
+{
+    meta->exp = e;
+    meta->bound = bound;
+    meta->bytes = (uint32_t)(n * 2);
+}
+
 void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                     const ring_sched_frame_t *sf, uint32_t q)
 {
     const ring_codec_ops_t *k = comm->kops;
-    const float *local = enc_local(comm, ch, req, sf);
-    float local_scale = enc_local_scale(comm, req);
+    float local_scale;
+    const float *local = enc_local_values(comm, ch, req, sf, &local_scale);
     size_t n = sf->range.len;
     int nonfinite = 0;
     float bound;
     int e;
     uint16_t *out = enc_tx_slot(comm, ch, q);
-    ring_tx_meta_t *meta = ring_enc_tx_meta(ch, q);
 
-    if (req->residual != NULL) {
-        local = enc_with_residual(ch, req, sf, local, local_scale);
-        local_scale = 1.0f;
-    }
     bound = k->absmax_f32(local, n, &nonfinite) * local_scale;
     e = enc_choose_exp(comm, req, bound);
     if (req->wire == RING_CODEC_FP16)
@@ -420,9 +439,7 @@ void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
             r[i] = ring_fadd(local[i], -ring_fmul(enc_decode1(req, out[i]), enc_pow2(e)));
     }
     req->nonfinite |= nonfinite || enc_overflowed(req, out, bound, e, n);
-    meta->exp = e;
-    meta->bound = bound;
-    meta->bytes = (uint32_t)(n * 2);
+    enc_meta_set(ring_enc_tx_meta(ch, q), e, bound, n);
     enc_compress(comm, ch, req, q);
 }
 
@@ -476,19 +493,14 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
     enc_meta_get(f, &in_meta);
     RING_CHECK(enc_payload(comm, ch, req, sf, q, &in_meta, &in));
     if (sf->reduce) {
-        const float *local = enc_local(comm, ch, req, sf);
-        float local_scale = enc_local_scale(comm, req);
+        float local_scale;
+        const float *local = enc_local_values(comm, ch, req, sf, &local_scale);
         int nonfinite = 0;
         float bound, in_scale = enc_pow2(in_meta.exp), out_scale;
         int e;
         uint16_t *out = enc_tx_slot(comm, ch, next);
         float *final = sf->last_reduce ? result : NULL;
-        ring_tx_meta_t *meta = ring_enc_tx_meta(ch, next);
 
-        if (req->residual != NULL) {
-            local = enc_with_residual(ch, req, sf, local, local_scale);
-            local_scale = 1.0f;
-        }
         bound = in_meta.bound + k->absmax_f32(local, n, &nonfinite) * local_scale;
         e = enc_choose_exp(comm, req, bound);
         out_scale = enc_pow2(-e);
@@ -504,9 +516,7 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
             }
         }
         req->nonfinite |= nonfinite || enc_overflowed(req, out, bound, e, n);
-        meta->exp = e;
-        meta->bound = bound;
-        meta->bytes = (uint32_t)(n * 2);
+        enc_meta_set(ring_enc_tx_meta(ch, next), e, bound, n);
         if (final != NULL)
             enc_result_store(comm, ch, req, sf);
         enc_compress(comm, ch, req, next);
