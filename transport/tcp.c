@@ -87,7 +87,8 @@ static ring_status_t tcp_listen(ring_tp_t *tp_, const char *host, int port,
     socklen_t sslen;
     char err[256], addr[80];
     ring_tp_listener_t *l;
-    int fd, one = 1;
+    ring_status_t st;
+    int fd, e, one = 1;
 
     if (tp->nlisteners == (int)(sizeof(tp->listeners) / sizeof(tp->listeners[0])))
         return ring_error_set(RING_ERR_NO_RESOURCE, "too many tcp listeners");
@@ -102,30 +103,33 @@ static ring_status_t tcp_listen(ring_tp_t *tp_, const char *host, int port,
     /* accepted sockets inherit the buffer sizes, which must be set before listen() */
     tcp_set_options(fd, tp->params.sockbuf);
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0) {
-        int e = errno;
-        close(fd);
-        return ring_error_set(RING_ERR_IO, "cannot listen on %s: %s%s", addr, strerror(e),
-                              e == EADDRINUSE ? " (another process has this port: pick another "
-                                                "with --port or RING_PEERS)"
-                              : e == EADDRNOTAVAIL ? " (this address is not on this host: check "
-                                                     "RING_PEERS or --bind)"
-                                                   : "");
+        e = errno;
+        st = ring_error_set(RING_ERR_IO, "cannot listen on %s: %s%s", addr, strerror(e),
+                            e == EADDRINUSE ? " (another process has this port: pick another "
+                                              "with --port or RING_PEERS)"
+                            : e == EADDRNOTAVAIL ? " (this address is not on this host: check "
+                                                   "RING_PEERS or --bind)"
+                                                 : "");
+        goto fail;
     }
     if (listen(fd, 128) != 0 || tcp_set_nonblock(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return ring_error_set(RING_ERR_IO, "cannot listen on %s: %s", addr, strerror(e));
+        e = errno;
+        st = ring_error_set(RING_ERR_IO, "cannot listen on %s: %s", addr, strerror(e));
+        goto fail;
     }
     l = calloc(1, sizeof(*l));
     if (l == NULL) {
-        close(fd);
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a listener");
+        st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a listener");
+        goto fail;
     }
     l->tp = tp;
     l->fd = fd;
     tp->listeners[tp->nlisteners++] = l;
     *l_p = l;
     return RING_OK;
+fail:
+    close(fd);
+    return st;
 }
 
 static ring_status_t tcp_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
