@@ -26,18 +26,18 @@
 #include "verbs.h"
 #include "verbs_int.h"
 
-static void req_finish(ring_tp_req_t *req, ring_status_t status, int sys_errno)
+static void vb_req_finish(ring_tp_req_t *req, ring_status_t status, int sys_errno)
 {
     req->status = status;
     req->sys_errno = sys_errno;
     req->done = 1;
 }
 
-static void fail_list(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t st, int err)
+static void vb_fail_list(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t st, int err)
 {
     for (ring_tp_req_t *r = *head, *next; r != NULL; r = next) {
         next = r->next;
-        req_finish(r, st, err);
+        vb_req_finish(r, st, err);
     }
     *head = *tail = NULL;
 }
@@ -58,18 +58,18 @@ void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *f
         va_end(ap);
         ring_log(RING_LOG_DEBUG, "verbs: %s", ep->error_text);
     }
-    fail_list(&ep->sq_head, &ep->sq_tail, st, sys_errno);
-    fail_list(&ep->fl_head, &ep->fl_tail, st, sys_errno);
-    fail_list(&ep->rq_head, &ep->rq_tail, st, sys_errno);
+    vb_fail_list(&ep->sq_head, &ep->sq_tail, st, sys_errno);
+    vb_fail_list(&ep->fl_head, &ep->fl_tail, st, sys_errno);
+    vb_fail_list(&ep->rq_head, &ep->rq_tail, st, sys_errno);
 }
 
-static const char *peer_gid(const ring_tp_ep_t *ep, char *buf, size_t len)
+static const char *vb_peer_gid(const ring_tp_ep_t *ep, char *buf, size_t len)
 {
     vb_gid_format(ep->theirs.gid, buf, len);
     return buf;
 }
 
-static void push(ring_tp_req_t **head, ring_tp_req_t **tail, ring_tp_req_t *req)
+static void vb_push(ring_tp_req_t **head, ring_tp_req_t **tail, ring_tp_req_t *req)
 {
     req->next = NULL;
     if (*tail != NULL)
@@ -79,7 +79,7 @@ static void push(ring_tp_req_t **head, ring_tp_req_t **tail, ring_tp_req_t *req)
     *tail = req;
 }
 
-static ring_tp_req_t *pop(ring_tp_req_t **head, ring_tp_req_t **tail)
+static ring_tp_req_t *vb_pop(ring_tp_req_t **head, ring_tp_req_t **tail)
 {
     ring_tp_req_t *r = *head;
 
@@ -91,7 +91,7 @@ static ring_tp_req_t *pop(ring_tp_req_t **head, ring_tp_req_t **tail)
     return r;
 }
 
-static size_t req_len(const ring_tp_req_t *req)
+static size_t vb_req_len(const ring_tp_req_t *req)
 {
     size_t len = 0;
 
@@ -101,7 +101,7 @@ static size_t req_len(const ring_tp_req_t *req)
 }
 
 /* Copy len bytes from src into bytes [off, off + len) of the request's iov. */
-static void iov_fill(const ring_tp_req_t *req, size_t off, size_t len, const void *src)
+static void vb_iov_fill(const ring_tp_req_t *req, size_t off, size_t len, const void *src)
 {
     for (int i = 0; i < req->iovcnt && len > 0; i++) {
         size_t l = req->iov[i].iov_len, n;
@@ -268,7 +268,7 @@ static int vb_post_write(ring_tp_ep_t *ep, uint32_t imm, uint64_t wr_id, struct 
         char gid[64];
 
         vb_ep_fail(ep, RING_ERR_IO, rc, "RDMA write to %s (GID %s, QP 0x%x -> 0x%x) could not "
-                   "be posted: %s", ring_tcp_ops.ep_peer(ep->boot), peer_gid(ep, gid, sizeof(gid)),
+                   "be posted: %s", ring_tcp_ops.ep_peer(ep->boot), vb_peer_gid(ep, gid, sizeof(gid)),
                    ep->mine.qpn, ep->theirs.qpn, strerror(rc));
         return -1;
     }
@@ -347,7 +347,7 @@ static uint32_t vb_next_fragment(const ring_tp_ep_t *ep)
 {
     uint32_t frag_max = ep->theirs.slot_bytes < VB_SLOT_BYTES ? ep->theirs.slot_bytes
                                                               : VB_SLOT_BYTES;
-    size_t left = req_len(ep->sq_head) - ep->sq_head->offset;
+    size_t left = vb_req_len(ep->sq_head) - ep->sq_head->offset;
 
     return left < frag_max ? (uint32_t)left : frag_max;
 }
@@ -361,7 +361,7 @@ static int vb_push_tx(ring_tp_ep_t *ep)
     while (ep->state == VB_EP_OPEN && ep->sq_head != NULL && ep->tx_credits > 0 &&
            ep->tx_posted - ep->tx_completed < VB_SLOTS && ep->sq_out < VB_SQ_DEPTH - 1) {
         ring_tp_req_t *req = ep->sq_head;
-        size_t total = req_len(req);
+        size_t total = vb_req_len(req);
         uint32_t len = vb_next_fragment(ep);
         int last = req->offset + len == total;
         uint32_t slot = ep->tx_posted % VB_SLOTS;
@@ -384,7 +384,7 @@ static int vb_push_tx(ring_tp_ep_t *ep)
         req->offset += len;
         moved = 1;
         if (last)
-            push(&ep->fl_head, &ep->fl_tail, pop(&ep->sq_head, &ep->sq_tail));
+            vb_push(&ep->fl_head, &ep->fl_tail, vb_pop(&ep->sq_head, &ep->sq_tail));
     }
     return moved;
 }
@@ -397,9 +397,9 @@ static int vb_deliver(ring_tp_ep_t *ep)
     while (ep->rx_consumed != ep->rx_arrived && ep->rq_head != NULL) {
         ring_tp_req_t *req = ep->rq_head;
         uint32_t k = ep->rx_consumed % VB_SLOTS, len = ep->rx_len[k];
-        size_t cap = req_len(req), room = cap > ep->rx_msg_bytes ? cap - ep->rx_msg_bytes : 0;
+        size_t cap = vb_req_len(req), room = cap > ep->rx_msg_bytes ? cap - ep->rx_msg_bytes : 0;
 
-        iov_fill(req, ep->rx_msg_bytes, len < room ? len : room,
+        vb_iov_fill(req, ep->rx_msg_bytes, len < room ? len : room,
                  ep->rx_slots + (size_t)k * VB_SLOT_BYTES);
         if (len > room)
             ep->rx_overflow = 1;
@@ -408,17 +408,17 @@ static int vb_deliver(ring_tp_ep_t *ep)
         ep->rx_unreturned++;
         moved = 1;
         if (ep->rx_last[k]) {
-            req = pop(&ep->rq_head, &ep->rq_tail);
+            req = vb_pop(&ep->rq_head, &ep->rq_tail);
             req->bytes = ep->rx_msg_bytes;
             ep->rx_msg_bytes = 0;
             if (ep->rx_overflow) {
                 ep->rx_overflow = 0;
                 /* as tcp: this receive and every later one fail, sends still work */
                 ep->rx_broken = 1;
-                req_finish(req, RING_ERR_MISMATCH, 0);
-                fail_list(&ep->rq_head, &ep->rq_tail, RING_ERR_MISMATCH, 0);
+                vb_req_finish(req, RING_ERR_MISMATCH, 0);
+                vb_fail_list(&ep->rq_head, &ep->rq_tail, RING_ERR_MISMATCH, 0);
             } else {
-                req_finish(req, RING_OK, 0);
+                vb_req_finish(req, RING_OK, 0);
             }
         }
     }
@@ -433,7 +433,7 @@ static void vb_completion_error(ring_tp_ep_t *ep, const struct ibv_wc *wc)
 
     vb_ep_fail(ep, RING_ERR_REMOTE, wc->status == IBV_WC_RETRY_EXC_ERR ? ETIMEDOUT : ECONNRESET,
                "%s %s (GID %s, QP 0x%x -> 0x%x on %s) failed: %s", what,
-               ring_tcp_ops.ep_peer(ep->boot), peer_gid(ep, gid, sizeof(gid)), ep->mine.qpn,
+               ring_tcp_ops.ep_peer(ep->boot), vb_peer_gid(ep, gid, sizeof(gid)), ep->mine.qpn,
                ep->theirs.qpn, ep->tp->dev.name, ibv_wc_status_str(wc->status));
 }
 
@@ -457,9 +457,9 @@ static int vb_poll_cq(ring_tp_ep_t *ep)
                 ep->tx_completed++;
                 ep->sq_out--;
                 if (ep->tx_ends_req[slot]) {
-                    ring_tp_req_t *req = pop(&ep->fl_head, &ep->fl_tail);
+                    ring_tp_req_t *req = vb_pop(&ep->fl_head, &ep->fl_tail);
                     if (req != NULL)
-                        req_finish(req, RING_OK, 0);
+                        vb_req_finish(req, RING_OK, 0);
                 }
             } else if (wc[i].wr_id == VB_WR_CREDIT) {
                 ep->sq_out--;
@@ -508,16 +508,16 @@ static ring_status_t vb_req_start(ring_tp_ep_t *ep, ring_tp_req_t *req)
     req->bytes = 0;
     if (ep->state != VB_EP_FAILED)
         return RING_OK;
-    req_finish(req, ep->error, ep->error_errno);
+    vb_req_finish(req, ep->error, ep->error_errno);
     return ep->error;
 }
 
 static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
     RING_CHECK(vb_req_start(ep, req));
-    if (req_len(req) > UINT32_MAX)
+    if (vb_req_len(req) > UINT32_MAX)
         return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large",
-                              req_len(req));
+                              vb_req_len(req));
     if (req->urgent && ep->sq_head != NULL) {
         /* before every queued message, except one already partly posted */
         ring_tp_req_t *after = ep->sq_head->offset > 0 ? ep->sq_head : NULL;
@@ -530,7 +530,7 @@ static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
         if (req->next == NULL)
             ep->sq_tail = req;
     } else {
-        push(&ep->sq_head, &ep->sq_tail, req);
+        vb_push(&ep->sq_head, &ep->sq_tail, req);
     }
     if (ep->state == VB_EP_OPEN)
         (void)vb_push_tx(ep);
@@ -541,10 +541,10 @@ static ring_status_t vb_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
     RING_CHECK(vb_req_start(ep, req));
     if (ep->rx_broken) {
-        req_finish(req, RING_ERR_MISMATCH, 0);
+        vb_req_finish(req, RING_ERR_MISMATCH, 0);
         return RING_ERR_MISMATCH;
     }
-    push(&ep->rq_head, &ep->rq_tail, req);
+    vb_push(&ep->rq_head, &ep->rq_tail, req);
     if (ep->state == VB_EP_OPEN)
         (void)vb_deliver(ep);
     return RING_OK;

@@ -31,7 +31,7 @@
 #include "wire.h"
 
 /* Our QP in INIT with its receives posted, our record on its way, theirs awaited. */
-static int boot_post_record(ring_tp_ep_t *ep, char *err, size_t errlen)
+static int vb_boot_post_record(ring_tp_ep_t *ep, char *err, size_t errlen)
 {
     vb_tp_t *tp = ep->tp;
 
@@ -95,7 +95,7 @@ ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_
         *ep_p = ep;
         return RING_OK;
     }
-    if (boot_post_record(ep, err, sizeof(err)) != 0) {
+    if (vb_boot_post_record(ep, err, sizeof(err)) != 0) {
         vb_ep_free(ep);
         return ring_error_set(RING_ERR_NO_RESOURCE, "verbs: %s", err);
     }
@@ -105,7 +105,7 @@ ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_
 
 /* Close the bootstrap connection of an endpoint that failed before it was
  * authenticated: the other side hears nothing more, only the close. */
-static void boot_drop(ring_tp_ep_t *ep)
+static void vb_boot_drop(ring_tp_ep_t *ep)
 {
     snprintf(ep->peer, sizeof(ep->peer), "%s", ring_tcp_ops.ep_peer(ep->boot));
     ring_tcp_ops.ep_close(ep->boot);
@@ -113,7 +113,7 @@ static void boot_drop(ring_tp_ep_t *ep)
 }
 
 /* The challenge-response on the bootstrap connection; 1 when it moved. */
-static int boot_auth(ring_tp_ep_t *ep)
+static int vb_boot_auth(ring_tp_ep_t *ep)
 {
     ring_auth_t *a = &ep->auth;
     ring_auth_state_t as = ring_auth_step(a);
@@ -128,7 +128,7 @@ static int boot_auth(ring_tp_ep_t *ep)
     if (as == RING_AUTH_DONE) {
         ring_log(RING_LOG_DEBUG, "verbs: %s %s proved the job's secret", ep->acceptor ?
                  "a connection from" : "the bootstrap connection to", peer);
-        if (boot_post_record(ep, err, sizeof(err)) != 0) {
+        if (vb_boot_post_record(ep, err, sizeof(err)) != 0) {
             vb_ep_fail(ep, RING_ERR_NO_RESOURCE, errno, "verbs: %s", err);
             ring_log(RING_LOG_WARN, "%s", ep->error_text);
         }
@@ -138,7 +138,7 @@ static int boot_auth(ring_tp_ep_t *ep)
         /* nobody listens there (yet): the same failure as without a secret */
         vb_ep_fail(ep, rc->status, rc->sys_errno, "%s: %s", peer,
                    ring_tp_cause(rc->status, rc->sys_errno));
-        boot_drop(ep);
+        vb_boot_drop(ep);
         return 1;
     }
     if (rc->done && (rc->status == RING_OK || rc->status == RING_ERR_MISMATCH) &&
@@ -152,12 +152,12 @@ static int boot_auth(ring_tp_ep_t *ep)
         vb_ep_fail(ep, RING_ERR_PROTOCOL, EACCES, "verbs bootstrap: authentication with %s "
                    "failed: %s", peer, why);
     ring_log(RING_LOG_WARN, "%s", ep->error_text);
-    boot_drop(ep);
+    vb_boot_drop(ep);
     return 1;
 }
 
 /* What arrived instead of a verbs record, in words. */
-static void boot_refused(ring_tp_ep_t *ep)
+static void vb_boot_refused(ring_tp_ep_t *ep)
 {
     const char *peer = ring_tcp_ops.ep_peer(ep->boot);
     ring_tp_req_t *r = &ep->rec_recv;
@@ -181,7 +181,7 @@ static void boot_refused(ring_tp_ep_t *ep)
 }
 
 /* After the secret: their record -> RTR, RTS -> ready byte both ways -> open. */
-static int boot_records(ring_tp_ep_t *ep)
+static int vb_boot_records(ring_tp_ep_t *ep)
 {
     char err[384];
 
@@ -189,7 +189,7 @@ static int boot_records(ring_tp_ep_t *ep)
         if (!ep->rec_recv.done)
             return 0;
         if (ep->rec_recv.status != RING_OK || ep->rec_recv.bytes != VB_RECORD_BYTES) {
-            boot_refused(ep);
+            vb_boot_refused(ep);
             return 1;
         }
         if (vb_record_decode(ep->rec_in, &ep->theirs, err, sizeof(err)) != 0) {
@@ -243,8 +243,8 @@ int vb_boot_progress(ring_tp_ep_t *ep)
     int moved;
 
     if (ep->authing)
-        return boot_auth(ep);
-    moved = boot_records(ep);
+        return vb_boot_auth(ep);
+    moved = vb_boot_records(ep);
     /* with a secret the caller's own exchange over this endpoint sees only that it
      * failed, not why (another transport, another link layer...): say it here */
     if (ep->state == VB_EP_FAILED && ep->auth.key != NULL)

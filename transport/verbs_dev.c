@@ -26,7 +26,7 @@ static int gid_is_ipv4_mapped(const uint8_t *g)
     return memcmp(g, prefix, sizeof(prefix)) == 0;
 }
 
-static int gid_is_zero(const uint8_t *g)
+static int vb_gid_is_zero(const uint8_t *g)
 {
     for (int i = 0; i < 16; i++)
         if (g[i] != 0)
@@ -35,7 +35,7 @@ static int gid_is_zero(const uint8_t *g)
 }
 
 /* The GID for RoCE: the requested index, or the best the table offers. */
-static int pick_gid(vb_dev_t *dev, const struct ibv_port_attr *pa, int want, char *why,
+static int vb_pick_gid(vb_dev_t *dev, const struct ibv_port_attr *pa, int want, char *why,
                     size_t whylen)
 {
     int best = -1, best_score = 0;
@@ -44,7 +44,7 @@ static int pick_gid(vb_dev_t *dev, const struct ibv_port_attr *pa, int want, cha
         union ibv_gid gid;
 
         if (want >= pa->gid_tbl_len || ibv_query_gid(dev->ctx, dev->port, want, &gid) != 0 ||
-            gid_is_zero(gid.raw)) {
+            vb_gid_is_zero(gid.raw)) {
             snprintf(why, whylen, "%s port %u has no GID at index %d (--gid-index; its table "
                      "has %d entries: see `ibv_devinfo -v`)", dev->name, dev->port, want,
                      pa->gid_tbl_len);
@@ -59,7 +59,7 @@ static int pick_gid(vb_dev_t *dev, const struct ibv_port_attr *pa, int want, cha
         int score;
 
         if (ibv_query_gid_ex(dev->ctx, dev->port, (uint32_t)i, &e, 0) != 0 ||
-            gid_is_zero(e.gid.raw))
+            vb_gid_is_zero(e.gid.raw))
             continue;
         /* RoCE v2 with an IPv4 address, then any RoCE v2, then anything */
         score = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? (gid_is_ipv4_mapped(e.gid.raw) ? 3 : 2) : 1;
@@ -148,7 +148,7 @@ int vb_dev_open(const ring_tp_params_t *params, vb_dev_t *dev, char *why, size_t
     dev->mtu = (uint8_t)pa.active_mtu;
     dev->lid = pa.lid;
     if (dev->link_layer == 2) {
-        if (pick_gid(dev, &pa, params->gid_index, why, whylen) != 0) {
+        if (vb_pick_gid(dev, &pa, params->gid_index, why, whylen) != 0) {
             vb_dev_close(dev);
             return -1;
         }
