@@ -268,8 +268,8 @@ static int vb_post_write(ring_tp_ep_t *ep, uint32_t imm, uint64_t wr_id, struct 
         char gid[64];
 
         vb_ep_fail(ep, RING_ERR_IO, rc, "RDMA write to %s (GID %s, QP 0x%x -> 0x%x) could not "
-                   "be posted: %s", ring_tcp_ops.ep_peer(ep->boot), vb_peer_gid(ep, gid, sizeof(gid)),
-                   ep->mine.qpn, ep->theirs.qpn, strerror(rc));
+                   "be posted: %s", ring_tcp_ops.ep_peer(ep->boot),
+                   vb_peer_gid(ep, gid, sizeof(gid)), ep->mine.qpn, ep->theirs.qpn, strerror(rc));
         return -1;
     }
     ep->sq_out++;
