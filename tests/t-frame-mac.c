@@ -184,9 +184,15 @@ static void run_ring(const char *label, ring_case_t kind)
                                          {-1, "chunk-size", "64K"}, {0, NULL, NULL}};
     static const h_setting_t mismatch[] = {{-1, "secret", SECRET}, {-1, "auth", "frames"},
                                            {1, "auth", "connect"}, {0, NULL, NULL}};
+    /* one connection a neighbour: the refusing peer's ABORT reaches the next one before
+     * its close does (with several streams the close may come first on another one) */
+    static const h_setting_t altered[] = {{-1, "secret", SECRET}, {-1, "auth", "frames"},
+                                          {-1, "chunk-size", "64K"}, {0, NULL, NULL}};
     h_spec_t spec = {.n = 3, .fn = ring_main, .arg = &kind, .child_timeout = 30,
                      .connect_timeout = kind == R_MISMATCH ? "3s" : "10s", .timeout = "5s",
-                     .settings = kind == R_MISMATCH ? mismatch : frames};
+                     .settings = kind == R_MISMATCH ? mismatch
+                                 : kind == R_ALTERED ? altered
+                                                     : frames};
     h_run_t *run = calloc(1, sizeof(*run));
     int all = 1;
 
