@@ -61,6 +61,8 @@ static int half_nonfinite(const uint16_t *v, size_t n, uint16_t exp_mask)
 
 static void request_begin(ring_comm_t *comm, ring_request_t *req)
 {
+    ring_status_t st;
+
     req->started = 1;
     if (comm->tl != NULL) /* hook: timeline.c */
         ring_tl_request_begin(comm, req);
@@ -89,17 +91,17 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         return;
     }
     req->wire = ring_enc_wire(comm, req);
-    for (int c = -1; c < comm->nchannels; c++)
-        if ((c < 0 ? ring_enc_request_begin(comm, req)
-                   : channel_begin(comm, &comm->channels[c], req)) != RING_OK) {
-            /* the peers must not wait for a peer that cannot take part */
-            char msg[512];
-            snprintf(msg, sizeof(msg), "%s", ring_last_error());
-            ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY, .culprit = comm->rank,
-                                                 .step = -1},
-                           "round %llu: %s", (unsigned long long)req->round, msg);
-            return;
-        }
+    st = ring_enc_request_begin(comm, req);
+    for (int c = 0; st == RING_OK && c < comm->nchannels; c++)
+        st = channel_begin(comm, &comm->channels[c], req);
+    if (st != RING_OK) {
+        /* the peers must not wait for a peer that cannot take part */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", ring_last_error());
+        ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY, .culprit = comm->rank,
+                                             .step = -1},
+                       "round %llu: %s", (unsigned long long)req->round, msg);
+    }
 }
 
 /* Where a range of the user's elements starts (fp32 or bytes: what travels unencoded). */
@@ -230,7 +232,7 @@ static int frame_matches_call(const ring_request_t *req, const ring_frame_t *f)
            (req->coll != RING_COLL_BROADCAST || f->detail == (uint64_t)req->root);
 }
 
-int ring_slot_tag_ok(ring_comm_t *comm, ring_tp_ep_t *ep, const ring_slot_t *slot)
+int ring_slot_tag_ok(ring_comm_t *comm, const ring_tp_ep_t *ep, const ring_slot_t *slot)
 {
     size_t payload;
 
@@ -453,7 +455,8 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         return fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
                          ch->right[0], &ch->back.req);
     }
-    if (ring_frame_decode(ch->back.hdr, &f) != 0 || ring_slot_tag_ok(comm, ch->right[0], &ch->back) != 0) {
+    if (ring_frame_decode(ch->back.hdr, &f) != 0 ||
+        ring_slot_tag_ok(comm, ch->right[0], &ch->back) != 0) {
         if (comm->macs != NULL)
             return ring_comm_fail_tag(comm, req, ring_comm_current_step(comm), comm->right_rank,
                                       "a notice on the back channel");

@@ -286,6 +286,6 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req);
 void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch);
 /* --auth frames: 0 when what slot received on ep carries a valid tag (or
  * frames are not tagged); its payload is what followed the header */
-int ring_slot_tag_ok(ring_comm_t *comm, ring_tp_ep_t *ep, const ring_slot_t *slot);
+int ring_slot_tag_ok(ring_comm_t *comm, const ring_tp_ep_t *ep, const ring_slot_t *slot);
 
 #endif /* RING_COMM_INT_H */

@@ -179,7 +179,7 @@ static ring_status_t doctor_frame(ring_comm_t *comm, const ring_slot_t *slot, in
                  slot->req.bytes);
         return doctor_fail_protocol(comm, peer, what);
     }
-    if (slot->req.status != RING_ERR_MISMATCH && ring_slot_tag_ok(comm, (ring_tp_ep_t *)ep, slot) != 0)
+    if (slot->req.status != RING_ERR_MISMATCH && ring_slot_tag_ok(comm, ep, slot) != 0)
         return ring_comm_fail_tag(comm, NULL, -1, peer, "a ring doctor frame");
     if (f->type == RING_FRAME_ABORT)
         return ring_comm_fail_from_frame(comm, f, peer);

@@ -27,7 +27,7 @@ typedef struct mac_dir {
 } mac_dir_t;
 
 typedef struct mac_conn {
-    ring_tp_ep_t *ep;
+    const ring_tp_ep_t *ep;    /* only a key: never used */
     mac_dir_t tx, rx;
 } mac_conn_t;
 
@@ -79,7 +79,7 @@ static int dir_init(mac_dir_t *d, const ring_auth_key_t *key, const ring_auth_t 
     return ok ? 0 : -1;
 }
 
-ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, ring_tp_ep_t *ep,
+ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, const ring_tp_ep_t *ep,
                                      const ring_auth_key_t *key, const ring_auth_t *auth,
                                      int connector)
 {
@@ -141,7 +141,7 @@ static int tag_of(mac_dir_t *d, uint64_t counter, const unsigned char *hdr, cons
     return 0;
 }
 
-int ring_frame_macs_seal(ring_frame_macs_t *t, ring_tp_ep_t *ep, unsigned char *hdr,
+int ring_frame_macs_seal(ring_frame_macs_t *t, const ring_tp_ep_t *ep, unsigned char *hdr,
                          const void *payload, size_t len)
 {
     mac_conn_t *c = find(t, ep);
@@ -152,7 +152,7 @@ int ring_frame_macs_seal(ring_frame_macs_t *t, ring_tp_ep_t *ep, unsigned char *
     return tag_of(&c->tx, c->tx.counter, hdr, payload, len, hdr + RING_FRAME_BYTES + 8);
 }
 
-int ring_frame_macs_open(ring_frame_macs_t *t, ring_tp_ep_t *ep, const unsigned char *hdr,
+int ring_frame_macs_open(ring_frame_macs_t *t, const ring_tp_ep_t *ep, const unsigned char *hdr,
                          const void *payload, size_t len)
 {
     mac_conn_t *c = find(t, ep);

@@ -36,18 +36,18 @@ void ring_frame_macs_free(ring_frame_macs_t *t);
 
 /* Keys for both directions of ep, from its finished challenge-response;
  * connector: 1 on the side that connected. */
-ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, ring_tp_ep_t *ep,
+ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, const ring_tp_ep_t *ep,
                                      const ring_auth_key_t *key, const ring_auth_t *auth,
                                      int connector);
 
 /* Write the trailer for hdr (RING_FRAME_BYTES + trailer) and payload, to be
  * sent on ep. Returns 0, or -1 when ep has no keys or libcrypto failed. */
-int ring_frame_macs_seal(ring_frame_macs_t *t, ring_tp_ep_t *ep, unsigned char *hdr,
+int ring_frame_macs_seal(ring_frame_macs_t *t, const ring_tp_ep_t *ep, unsigned char *hdr,
                          const void *payload, size_t len);
 
 /* Check what arrived on ep: 0 when the tag verifies and the counter is new
  * (then it is remembered), -1 otherwise. */
-int ring_frame_macs_open(ring_frame_macs_t *t, ring_tp_ep_t *ep, const unsigned char *hdr,
+int ring_frame_macs_open(ring_frame_macs_t *t, const ring_tp_ep_t *ep, const unsigned char *hdr,
                          const void *payload, size_t len);
 
 #endif /* RING_FRAME_MAC_H */
