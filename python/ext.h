@@ -33,7 +33,7 @@
 
 #define RINGPY_MSG_MAX 1024 /* ring_last_error()'s buffer is this long */
 
-/* ---- errors.c: ring_status_t -> the ringd.Error hierarchy ---- */
+/* ---- ext_errors.c: ring_status_t -> the ringd.Error hierarchy ---- */
 
 /* Where a failure happened; the Python factory picks ConfigError for RING_ERR_INVALID
  * in "config" and "open". */
@@ -46,7 +46,7 @@ int ringpy_errors_init(PyObject *module);
 PyObject *ringpy_set_error_factory(PyObject *self, PyObject *factory);
 PyObject *ringpy_status_name(PyObject *self, PyObject *arg);
 
-/* ---- config.c: the settings, by name ---- */
+/* ---- ext_config.c: the settings, by name ---- */
 typedef struct ringpy_config {
     PyObject_HEAD
     ring_config_t *cfg; /* ring_config_new(); never NULL once made */
@@ -55,7 +55,7 @@ typedef struct ringpy_config {
 extern PyTypeObject ringpy_config_type;
 PyObject *ringpy_setting_names(PyObject *self, PyObject *unused);
 
-/* ---- buffer.c: tensors as (pointer, bytes, dtype) ---- */
+/* ---- ext_buffer.c: tensors as (pointer, bytes, dtype) ---- */
 typedef enum ringpy_kind {
     RINGPY_F32 = RING_FLOAT32,
     RINGPY_F16 = RING_FLOAT16,
@@ -90,7 +90,7 @@ int ringpy_buf_check_overlap(const ringpy_buf_t *a, const ringpy_buf_t *b, const
 /* -1 with TypeError unless b is float32, float16 or bfloat16. */
 int ringpy_buf_check_float(const ringpy_buf_t *b, const char *what);
 
-/* ---- comm.c: the communicator behind its mutex ---- */
+/* ---- ext_comm.c: the communicator behind its mutex ---- */
 typedef struct ringpy_comm {
     PyObject_HEAD
     ring_comm_t *comm;     /* NULL once closed */
@@ -104,7 +104,7 @@ typedef struct ringpy_comm {
 
 extern PyTypeObject ringpy_comm_type;
 
-/* ---- request.c: one started collective and the buffers it uses ---- */
+/* ---- ext_request.c: one started collective and the buffers it uses ---- */
 typedef struct ringpy_request {
     PyObject_HEAD
     ringpy_comm_t *comm;   /* strong reference */

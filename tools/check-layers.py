@@ -13,6 +13,8 @@ Prints, for the C sources of libringd, the daemon and the tools:
   duplicates  runs of 6 or more identical lines (blank lines and lone braces
               skipped) that appear in two places.
 
+With --edges it also lists, inside each circle, every edge and the symbols
+that make it (what to move to break the circle).
 With --strict it exits 1 when there is a circle or an include violation.
 Only Python's standard library and binutils' nm are needed.
 """
@@ -64,9 +66,11 @@ def object_files(build):
             if not srcs:
                 continue
             sub = os.path.relpath(root, build)
-            # the source in the same relative folder when two share a name
-            pick = [s for s in srcs if rel(os.path.dirname(s)) == sub] or srcs
-            out.append((os.path.join(root, f), pick[0]))
+            # automake's subdir-objects puts an object in its source's folder:
+            # an object with no source there is stale (a file that moved)
+            pick = [s for s in srcs if rel(os.path.dirname(s)) == sub]
+            if pick:
+                out.append((os.path.join(root, f), pick[0]))
     return out
 
 
@@ -133,14 +137,15 @@ def circles(build):
         for s in syms:
             owner.setdefault(s, src)
     graph = {src: set() for src in defs}
+    why = collections.defaultdict(set)
     for src, syms in uses.items():
         for s in syms:
             o = owner.get(s)
             if o is not None and o != src:
                 graph[src].add(o)
+                why[(src, o)].add(s)
     groups = [c for c in sccs(graph) if len(c) > 1]
-    # one witness edge pair per group, for the message
-    return len(defs), groups, graph
+    return len(defs), groups, graph, why
 
 
 # ---- include rules -------------------------------------------------------------
@@ -160,8 +165,9 @@ def resolve(inc, src, search):
 
 
 def include_violations():
-    search = ["src/base", "src", "transport", "kernels", "include", "src/daemon",
-              "src/workloads"]
+    # the -I folders of Makefile.am's AM_CPPFLAGS, in its order
+    search = ["include", "src", "src/base", "src/bootstrap", "src/core", "src/diag",
+              "transport", "kernels"]
     bad = []
     for src in source_files():
         r = rel(src)
@@ -239,11 +245,15 @@ def main():
         return 0 if len(sys.argv) >= 2 else 2
     build = sys.argv[1]
     strict = "--strict" in sys.argv[2:]
-    nfiles, groups, graph = circles(build)
+    nfiles, groups, graph, why = circles(build)
     print("circles: %d (between %d source files with objects in %s)" % (
         len(groups), nfiles, build))
     for g in groups:
         print("  circle: " + " <-> ".join(g))
+        if "--edges" in sys.argv[2:]:
+            for a in g:
+                for b in sorted(graph[a] & set(g)):
+                    print("    %s -> %s: %s" % (a, b, " ".join(sorted(why[(a, b)]))))
     bad = include_violations()
     print("include-rule violations: %d" % len(bad))
     for src, t, why in bad:

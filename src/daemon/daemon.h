@@ -133,7 +133,7 @@ void progress_summary(const run_t *r);
 /* every peer's idle time in allreduces, naming the one the others wait for */
 void progress_peer_wait(const run_t *r, const float *wait);
 
-/* workload registry (registry.c) */
+/* workload registry (workload_registry.c) */
 const workload_ops_t *workload_find(const char *name);
 
 #endif /* RINGD_DAEMON_H */

@@ -1,4 +1,4 @@
-/* fuzz-lz4.c - libFuzzer: a received lz4 chunk (src/encoded.c decodes every
+/* fuzz-lz4.c - libFuzzer: a received lz4 chunk (src/core/codec_pipeline.c decodes every
  * frame flagged RING_FRAME_LZ4 with ring_enc_lz4_unpack): the first two
  * bytes are the size it must decompress to (little-endian; the receiver's
  * schedule says it), the rest the chunk, whose length is the frame header's

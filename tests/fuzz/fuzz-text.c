@@ -11,7 +11,7 @@
 #include "hostlist.h"
 #include "launch_int.h"
 #include "peers.h"
-#include "rendezvous.h"
+#include "rdzv_record.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

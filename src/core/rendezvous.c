@@ -37,61 +37,6 @@
 #include "rendezvous.h"
 #include "store.h"
 
-
-int ring_rdzv_url_parse(const char *url, ring_rdzv_url_t *u, char *why, size_t len)
-{
-    memset(u, 0, sizeof(*u));
-    if (strncmp(url, "file://", 7) == 0) {
-        const char *path = url + 7;
-        if (path[0] != '/') {
-            snprintf(why, len, "file:// needs an absolute directory, as in file:///shared/dir");
-            return -1;
-        }
-        if (strlen(path) >= sizeof(u->path) - 64) {
-            snprintf(why, len, "the directory name is too long");
-            return -1;
-        }
-        u->kind = RING_RDZV_FILE;
-        snprintf(u->path, sizeof(u->path), "%s", path);
-        return 0;
-    }
-    if (strncmp(url, "tcp://", 6) == 0) {
-        const char *h = url + 6, *colon, *end;
-        long port;
-
-        if (h[0] == '[') {
-            end = strchr(h, ']');
-            if (end == NULL || end[1] != ':') {
-                snprintf(why, len, "an IPv6 host needs brackets and a port: tcp://[::1]:29500");
-                return -1;
-            }
-            h++;
-            colon = end + 1;
-        } else {
-            colon = strrchr(h, ':');
-            end = colon;
-            if (colon == NULL || memchr(h, ':', (size_t)(colon - h)) != NULL) {
-                snprintf(why, len, "expected tcp://HOST:PORT (IPv6 as tcp://[ADDR]:PORT)");
-                return -1;
-            }
-        }
-        if (end == h || (size_t)(end - h) >= sizeof(u->host)) {
-            snprintf(why, len, "the host is empty or too long");
-            return -1;
-        }
-        if (ring_parse_long(colon + 1, &port) != 0 || port < 1 || port > 65535) {
-            snprintf(why, len, "the port must be 1..65535");
-            return -1;
-        }
-        u->kind = RING_RDZV_TCP;
-        memcpy(u->host, h, (size_t)(end - h));
-        u->port = (int)port;
-        return 0;
-    }
-    snprintf(why, len, "expected tcp://HOST:PORT or file:///DIR");
-    return -1;
-}
-
 /* Listen where --bind or --iface says (else on every address), on port 0
  * unless --port was set; fill rec with what others need to reach us. */
 /* The store is reached over loopback: every peer is on this host. */
@@ -154,62 +99,6 @@ static ring_status_t rdzv_listen(ring_comm_t *comm, const ring_rdzv_url_t *url,
         rec->naddr = 1;
     }
     return RING_OK;
-}
-
-static void rdzv_format(const rdzv_record_t *rec, char *buf, size_t len)
-{
-    size_t used = (size_t)snprintf(buf, len, "ringd-rendezvous 1\nworld %d\ntransport %s\n"
-                                   "nonce %s\nhost %s\ngroup %s\nport %d\n", rec->world,
-                                   rec->transport, rec->nonce, rec->host, rec->group, rec->port);
-    for (int i = 0; i < rec->naddr && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "addr %s\n", rec->addr[i]);
-}
-
-int ring_rdzv_record_parse(char *text, rdzv_record_t *rec, char *why, size_t len)
-{
-    char *save = NULL, *line;
-    int have = 0;
-    long v;
-
-    memset(rec, 0, sizeof(*rec));
-    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
-        char *val = strchr(line, ' ');
-        if (val == NULL)
-            break;
-        *val++ = '\0';
-        if (strcmp(line, "ringd-rendezvous") == 0) {
-            if (strcmp(val, "1") != 0) {
-                snprintf(why, len, "record version %s (this ringd speaks 1)", val);
-                return -1;
-            }
-            have |= 1;
-        } else if (strcmp(line, "world") == 0 && ring_parse_long(val, &v) == 0) {
-            rec->world = (int)v;
-            have |= 2;
-        } else if (strcmp(line, "transport") == 0) {
-            snprintf(rec->transport, sizeof(rec->transport), "%s", val);
-        } else if (strcmp(line, "nonce") == 0) {
-            snprintf(rec->nonce, sizeof(rec->nonce), "%s", val);
-        } else if (strcmp(line, "host") == 0) {
-            snprintf(rec->host, sizeof(rec->host), "%s", val);
-            have |= 4;
-        } else if (strcmp(line, "group") == 0) {
-            snprintf(rec->group, sizeof(rec->group), "%s", val);
-        } else if (strcmp(line, "port") == 0 && ring_parse_long(val, &v) == 0 && v > 0 &&
-                   v < 65536) {
-            rec->port = (int)v;
-            have |= 8;
-        } else if (strcmp(line, "addr") == 0 && rec->naddr < RDZV_ADDRS) {
-            snprintf(rec->addr[rec->naddr++], sizeof(rec->addr[0]), "%s", val);
-        }
-    }
-    if (have != 15 || rec->naddr == 0) {
-        snprintf(why, len, "not a ringd rendezvous record (from another program, or garbled)");
-        return -1;
-    }
-    if (rec->group[0] == '\0')
-        snprintf(rec->group, sizeof(rec->group), "%s", rec->host);
-    return 0;
 }
 
 /* "2", "2, 5 and 3 more": the ranks whose records are missing. When the
@@ -365,7 +254,7 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     st = rdzv_open_store(comm, &url, deadline);
     if (st != RING_OK)
         goto out;
-    rdzv_format(&mine, text, sizeof(text));
+    ring_rdzv_record_format(&mine, text, sizeof(text));
     snprintf(key, sizeof(key), "rank/%d", comm->rank);
     st = comm->store->ops->set(comm->store, key, text);
     if (st == RING_ERR_MISMATCH)

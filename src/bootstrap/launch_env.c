@@ -15,7 +15,7 @@
 #include "hostlist.h"
 #include "launch_int.h"
 #include "parse.h"
-#include "wire.h"
+#include "hash.h"
 
 /* 0 when var is unset or empty, 1 with *out set, or an error naming var. */
 static int env_int(const char *var, long min, long max, long *out, ring_status_t *status)

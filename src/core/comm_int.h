@@ -1,5 +1,5 @@
 /*
- * comm_int.h - the communicator's insides, shared by comm.c (open, close),
+ * comm_int.h - the communicator's insides, shared by comm_open.c (open, close), requests.c,
  * handshake.c (hellos), allreduce.c (the request engine) and fail.c
  * (sticky errors and telling the neighbours).
  */
@@ -9,7 +9,7 @@
 #include <ringd/comm.h>
 
 #include "errors.h"
-#include "autotune.h"
+#include "autotune_space.h"
 #include "peers.h"
 #include "schedule.h"
 #include "auth.h"
@@ -22,7 +22,6 @@
  * the user's element type (frames carry it as their dtype). */
 #define RING_DTYPE_BYTES RING_DTYPE_COUNT
 
-#define RING_MAX_CHANNELS 16
 #define RING_MAX_STREAMS 16
 #define RING_WINDOW 4 /* frames in flight per channel and direction */
 
@@ -217,7 +216,7 @@ const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t 
 ring_request_t *ring_comm_active_request(ring_comm_t *comm);
 int ring_comm_current_step(const ring_comm_t *comm);
 
-/* encoded.c: the fp16/bf16 data path */
+/* codec_pipeline.c: the fp16/bf16 data path */
 size_t ring_enc_elem_bytes(const ring_comm_t *comm, const ring_request_t *req);
 ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch);
 ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
@@ -254,7 +253,7 @@ void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_statu
 size_t ring_coll_describe(ring_coll_t coll, uint64_t round, uint64_t count, unsigned dtype,
                           unsigned op, uint32_t tensor_id, int root, char *buf, size_t len);
 
-/* comm.c, with the comm's lock held: the next free request slot (zeroed; fill
+/* requests.c, with the comm's lock held: the next free request slot (zeroed; fill
  * in the call), then queue it and start it */
 ring_status_t ring_request_next(ring_comm_t *comm, ring_request_t **slot_p);
 ring_status_t ring_request_push(ring_comm_t *comm, ring_request_t *req, ring_request_t **req_p);

@@ -1,5 +1,5 @@
 /*
- * collectives.c - the Comm methods that start a collective: check the
+ * ext_collectives.c - the Comm methods that start a collective: check the
  * buffers' sizes and dtypes here, where a wrong size would become a write
  * past the end, then start the request under the comm's lock.
  *

@@ -3,7 +3,8 @@
  * of the same engine as allreduce (allreduce.c), over the same frames, each
  * a part of the ring schedule (schedule.h says which). What is theirs lives
  * here: checking the call, laying each rank's block out as the schedule's
- * segments, and the few buffers they need.
+ * segments, and the few buffers they need (coll_plan.c); here, the
+ * calls users make: checking them and queueing the request.
  *
  *  - broadcast and allgather move bytes (dtype RING_DTYPE_BYTES), never
  *    encoded, so they are bit-exact whatever --codec says;
@@ -23,149 +24,6 @@
 #include "comm_int.h"
 #include "cuda/ring_cuda.h"
 #include "progress_thread.h"
-
-const char *const ring_coll_names[RING_COLL_COUNT] = {"allreduce", "reduce-scatter", "allgather",
-                                                      "broadcast"};
-
-size_t ring_dtype_size(ring_dtype_t dtype)
-{
-    return dtype == RING_FLOAT32 ? 4 : dtype == RING_DTYPE_BYTES ? 1 : 2;
-}
-
-ring_status_t ring_coll_comm_alloc(ring_comm_t *comm)
-{
-    size_t n = (size_t)comm->size;
-
-    for (int c = 0; c < RING_MAX_CHANNELS; c++)
-        if ((comm->channels[c].segs = calloc(n, sizeof(ring_range_t))) == NULL)
-            goto oom;
-    for (int i = 0; i < RING_MAX_REQUESTS; i++)
-        if ((comm->reqs[i].offsets = calloc(n + 1, sizeof(size_t))) == NULL)
-            goto oom;
-    if ((comm->barrier_bytes = calloc(n, 1)) == NULL)
-        goto oom;
-    return RING_OK;
-oom:
-    return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the collectives' tables of %d "
-                          "peers", comm->size);
-}
-
-void ring_coll_comm_free(ring_comm_t *comm)
-{
-    for (int c = 0; c < RING_MAX_CHANNELS; c++)
-        free(comm->channels[c].segs);
-    for (int i = 0; i < RING_MAX_REQUESTS; i++)
-        free(comm->reqs[i].offsets);
-    free(comm->barrier_bytes);
-    free(comm->coll_scratch);
-}
-
-static int place_of(const ring_comm_t *comm, int rank)
-{
-    for (int p = 0; p < comm->size; p++)
-        if (comm->order[p] == rank)
-            return p;
-    return 0;
-}
-
-void ring_coll_channel_layout(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req)
-{
-    int n = comm->size;
-    size_t esize = req->wire != RING_CODEC_NONE ? 2 : ring_dtype_size(req->dtype);
-    ring_sched_kind_t kind = req->coll == RING_COLL_BROADCAST        ? RING_SCHED_BROADCAST
-                             : req->coll == RING_COLL_ALLGATHER      ? RING_SCHED_ALLGATHER
-                                                                     : RING_SCHED_REDUCE_SCATTER;
-    int root_dist = 0;
-
-    /* ranges are absolute: the channel's part is the whole buffer */
-    ch->part.off = 0;
-    ch->part.len = req->count;
-    if (kind == RING_SCHED_BROADCAST) {
-        ch->segs[0] = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
-        root_dist = (comm->pos - place_of(comm, req->root) + n) % n;
-    } else {
-        /* segment s is owned (after reduce-scatter) by the peer at place s - 1: its
-         * rank's block, of which this channel takes its share */
-        for (int s = 0; s < n; s++) {
-            int r = comm->order[(s - 1 + n) % n];
-            size_t off = req->offsets[r], len = req->offsets[r + 1] - off;
-            ring_range_t sub = ring_sched_split(len, comm->nchannels, ch->index, RING_SCHED_ALIGN);
-
-            ch->segs[s].off = off + sub.off;
-            ch->segs[s].len = sub.len;
-        }
-    }
-    ring_sched_init_coll(&ch->sched, kind, comm->pos, n, ch->segs, root_dist, esize,
-                         comm->cfg.chunk_bytes);
-}
-
-ring_status_t ring_coll_request_begin(ring_comm_t *comm, ring_request_t *req)
-{
-    size_t esize = ring_dtype_size(req->dtype);
-
-    if (req->coll == RING_COLL_ALLGATHER) {
-        unsigned char *mine = (unsigned char *)req->recvbuf + req->offsets[comm->rank];
-        size_t bytes = req->offsets[comm->rank + 1] - req->offsets[comm->rank];
-
-        if (req->sendbuf != mine && bytes > 0)
-            memmove(mine, req->sendbuf, bytes);
-        req->sendbuf = req->recvbuf; /* sends read the segments in place */
-    } else if (req->coll == RING_COLL_REDUCE_SCATTER && comm->size > 1) {
-        size_t bytes = req->count * esize;
-
-        if (comm->coll_scratch_bytes < bytes) {
-            void *grown = realloc(comm->coll_scratch, bytes);
-            if (grown == NULL)
-                return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY,
-                                                            .culprit = comm->rank, .step = -1},
-                                      "round %llu: out of memory for reduce-scatter's scratch "
-                                      "of %zu bytes", (unsigned long long)req->round, bytes);
-            comm->coll_scratch = grown;
-            comm->coll_scratch_bytes = bytes;
-        }
-        req->user_recvbuf = req->recvbuf;
-        req->recvbuf = comm->coll_scratch;
-    }
-    return RING_OK;
-}
-
-void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status)
-{
-    if (req->coll != RING_COLL_REDUCE_SCATTER || req->user_recvbuf == NULL)
-        return;
-    /* a non-finite result is still a result; a failed one leaves recvbuf undefined */
-    if (status == RING_OK || status == RING_ERR_NONFINITE) {
-        size_t esize = ring_dtype_size(req->dtype), block = req->count / (size_t)comm->size;
-        memcpy(req->user_recvbuf, (const char *)req->recvbuf + (size_t)comm->rank * block * esize,
-               block * esize);
-    }
-    req->recvbuf = req->user_recvbuf;
-    req->user_recvbuf = NULL;
-}
-
-size_t ring_coll_describe(ring_coll_t coll, uint64_t round, uint64_t count, unsigned dtype,
-                          unsigned op, uint32_t tensor_id, int root, char *buf, size_t len)
-{
-    static const char *const dtypes[] = {"float32", "float16", "bfloat16", "bytes"};
-    static const char *const ops[] = {"sum", "avg"};
-    const char *name = coll < RING_COLL_COUNT ? ring_coll_names[coll] : "an unknown collective";
-    int n;
-
-    if (coll == RING_COLL_BROADCAST && root >= 0)
-        n = snprintf(buf, len, "%s #%llu of %llu bytes from rank %d, tensor id %u", name,
-                     (unsigned long long)round, (unsigned long long)count, root, tensor_id);
-    else if (coll == RING_COLL_BROADCAST) /* an ABORT notice does not carry the root */
-        n = snprintf(buf, len, "%s #%llu of %llu bytes, tensor id %u", name,
-                     (unsigned long long)round, (unsigned long long)count, tensor_id);
-    else if (coll == RING_COLL_ALLGATHER)
-        n = snprintf(buf, len, "%s #%llu of %llu bytes in all, tensor id %u", name,
-                     (unsigned long long)round, (unsigned long long)count, tensor_id);
-    else
-        n = snprintf(buf, len, "%s #%llu with count %llu, %s, %s, tensor id %u", name,
-                     (unsigned long long)round, (unsigned long long)count,
-                     dtype < 4 ? dtypes[dtype] : "?", op < 2 ? ops[op] : "?", tensor_id);
-    return n < 0 ? 0 : (size_t)n;
-}
 
 /* ---- the public calls ------------------------------------------------------ */
 

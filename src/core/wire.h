@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h"
+
 #define RING_WIRE_VERSION 2 /* 2: the collective in the op byte */
 #define RING_HELLO_MAGIC 0x48474e52u /* "RNGH" */
 #define RING_FRAME_MAGIC 0x46474e52u /* "RNGF" */
@@ -55,7 +57,7 @@ typedef enum ring_frame_type {
     RING_FRAME_DATA = 1,
     RING_FRAME_ABORT = 2,
     RING_FRAME_CLOSE = 3,
-    RING_FRAME_DOCTOR = 4, /* the ring doctor's measurements (doctor.c), before any allreduce */
+    RING_FRAME_DOCTOR = 4, /* the ring doctor's measurements (diag/doctor.c), before any allreduce */
     RING_FRAME_WAITING = 5 /* fail.c: "I wait too", only to a right neighbour that asked */
 } ring_frame_type_t;
 
@@ -113,8 +115,5 @@ void ring_frame_encode(const ring_frame_t *f, unsigned char out[RING_FRAME_BYTES
 /* Returns 0, or -1 when the bytes do not start with the frame magic. */
 int ring_frame_decode(const unsigned char in[RING_FRAME_BYTES], ring_frame_t *f);
 
-/* FNV-1a, for hashing settings and peer lists into the hello. */
-uint64_t ring_hash_bytes(uint64_t h, const void *data, size_t len);
-#define RING_HASH_INIT 0xcbf29ce484222325ull
 
 #endif /* RING_WIRE_H */

@@ -1,10 +1,14 @@
-/* autotune.h - choosing chunk size and channels on the real ring (autotune.c). */
-#ifndef RING_AUTOTUNE_H
-#define RING_AUTOTUNE_H
+/*
+ * autotune_space.h - the candidates --autotune-chunks and
+ * --autotune-channels name (autotune_space.c): parsed when the settings are
+ * validated and when a communicator opens; diag/autotune.c times them.
+ */
+#ifndef RING_AUTOTUNE_SPACE_H
+#define RING_AUTOTUNE_SPACE_H
 
 #include <stddef.h>
 
-#include <ringd/status.h>
+#define RING_MAX_CHANNELS 16 /* the most channels a ring connects (--channels) */
 
 #define RING_AUTOTUNE_MAX 8 /* values per list */
 
@@ -20,9 +24,4 @@ typedef struct ring_autotune_space {
 int ring_autotune_parse(const char *chunks, const char *channels, ring_autotune_space_t *sp,
                         char *why, size_t len);
 
-struct ring_comm;
-/* Time every candidate, agree on rank 0's fastest, switch to it; the report
- * lands in comm->autotune_desc. */
-ring_status_t ring_autotune(struct ring_comm *comm);
-
-#endif /* RING_AUTOTUNE_H */
+#endif /* RING_AUTOTUNE_SPACE_H */

@@ -1,5 +1,5 @@
 /*
- * request.c - _ringd.Request: one started collective and the buffers it uses.
+ * ext_request.c - _ringd.Request: one started collective and the buffers it uses.
  *
  * The request holds its buffers (numpy views, torch tensors) and its Comm
  * until it has been waited for: libringd writes into them until then. Its

@@ -1,5 +1,5 @@
 /*
- * doctor.c - ringd --doctor and --doctor-only: the ring doctor
+ * doctor_cmd.c - ringd --doctor and --doctor-only: the ring doctor
  * (ring_comm_doctor) right after the ring connects, before the first
  * allreduce, so every peer runs it at the same point. Rank 0 prints the
  * report; a slow edge is a diagnosis, not a failure: --doctor trains anyway,

@@ -1,6 +1,6 @@
 /* lz4_chunk.h - a received lz4 chunk (a frame flagged RING_FRAME_LZ4): its
  * bytes and its header's payload_bytes come from the left neighbour, the
- * size it must decompress to from this peer's schedule. encoded.c decodes
+ * size it must decompress to from this peer's schedule. codec_pipeline.c decodes
  * every such chunk with this; tests/fuzz/fuzz-lz4.c fuzzes it. */
 #ifndef RING_LZ4_CHUNK_H
 #define RING_LZ4_CHUNK_H

@@ -1,5 +1,5 @@
 /*
- * errors.c - libringd's statuses as Python exceptions.
+ * ext_errors.c - libringd's statuses as Python exceptions.
  *
  * The exception classes live in ringd/_errors.py, which registers a factory
  * (set_error_factory) when the package is imported: factory(code, message,

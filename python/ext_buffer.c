@@ -1,5 +1,5 @@
 /*
- * buffer.c - a tensor's memory as (pointer, bytes, dtype), without a copy.
+ * ext_buffer.c - a tensor's memory as (pointer, bytes, dtype), without a copy.
  *
  * numpy arrays (and bytearray, array.array, memoryview...) come through the
  * buffer protocol; the view is held until the request finishes, which also

@@ -1,5 +1,5 @@
 /*
- * registry.c - the workloads this daemon offers, by name.
+ * workload_registry.c - the workloads this daemon offers, by name.
  */
 #include "config.h"
 

@@ -1,5 +1,5 @@
 /*
- * config.c - _ringd.Config: a ring_config_t on the heap, read and written
+ * ext_config.c - _ringd.Config: a ring_config_t on the heap, read and written
  * by setting name (ring_config_new/set/get), so that no part of the Python
  * package depends on the struct's size. What the launcher said is read from
  * cfg->launch (ringd/launch.h).

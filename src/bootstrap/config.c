@@ -19,10 +19,10 @@
 #include "log.h"
 #include "parse.h"
 #include "verbs_hca.h"
-#include "autotune.h"
+#include "autotune_space.h"
 #include "iface.h"
 #include "peers.h"
-#include "rendezvous.h"
+#include "rdzv_record.h"
 
 typedef enum config_type {
     CONFIG_INT,

@@ -1,5 +1,5 @@
 /*
- * comm.c - _ringd.Comm: a connected ring_comm_t behind a mutex.
+ * ext_comm.c - _ringd.Comm: a connected ring_comm_t behind a mutex.
  *
  * Opening blocks until the ring is up (bounded by connect-timeout) with the
  * GIL released. Every later call into the communicator takes self->lock

@@ -1,5 +1,5 @@
 /*
- * encoded.c - the fp16/bf16 data path. Chunks travel encoded and are
+ * codec_pipeline.c - the fp16/bf16 data path. Chunks travel encoded and are
  * accumulated in fp32:
  *  - reduce-scatter step 0 encodes this peer's chunk (times 1/N for an
  *    average, so the sum cannot overflow where the average would not);

@@ -1,5 +1,5 @@
 /*
- * registry.c - the transports compiled into this build, with every missing
+ * tp_registry.c - the transports compiled into this build, with every missing
  * operation filled by a default that returns RING_ERR_UNSUPPORTED (memory
  * registration: RING_OK, it only saves copies), so the engine never tests
  * for NULL; and the choice --transport auto makes. The only place (besides

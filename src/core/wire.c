@@ -99,14 +99,3 @@ int ring_frame_decode(const unsigned char in[RING_FRAME_BYTES], ring_frame_t *f)
     f->detail = le_get64(in + 56);
     return 0;
 }
-
-uint64_t ring_hash_bytes(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}

@@ -1,5 +1,5 @@
 /*
- * module.c - the _ringd module: its types, functions and constants.
+ * ext_module.c - the _ringd module: its types, functions and constants.
  * The Python API (ringd.init, ringd.allreduce, ...) is ringd/__init__.py.
  */
 #include "ext.h"

@@ -2,7 +2,7 @@
  * timeline.h - --timeline FILE: a Chrome trace-event JSON of every allreduce,
  * per ring step and phase, for chrome://tracing and Perfetto (the Horovod
  * timeline, for the ring). timeline.c writes it; the request engine
- * (allreduce.c, encoded.c) calls the hooks below.
+ * (allreduce.c, codec_pipeline.c) calls the hooks below.
  *
  * What a rank's file holds (JSON Array Format, one event per line):
  *  - metadata ("ph":"M"): process_name "rank R (host)", process_sort_index,

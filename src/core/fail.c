@@ -329,7 +329,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         return ring_comm_fail_timeout(comm, req, comm->cfg.timeout_s);
     }
     /* the origin's round and step say where the ring broke, whatever this peer is doing;
-     * during the ring doctor (doctor.c) no peer is in a round */
+     * during the ring doctor (diag/doctor.c) no peer is in a round */
     if (comm->doctor_running)
         snprintf(phase, sizeof(phase), "ring doctor");
     else
