@@ -45,7 +45,7 @@ typedef struct bench_opts {
     double compute_ms;  /* --compute-ms; 0: as long as the allreduce alone */
 } bench_opts_t;
 
-/* ---- ring-bench.c ---------------------------------------------------------- */
+/* ---- ring-bench-data.c ----------------------------------------------------- */
 
 double bench_now(void);
 /* The same value on every rank: the maximum over ranks of v (slots: one float per rank). */

@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VB_RECORD_MAGIC 0x56474e52u /* "RNGV" */
+#include "magic.h"
+
 #define VB_RECORD_VERSION 1
 #define VB_RECORD_BYTES 96
 #define VB_DEV_NAME_MAX 24          /* with the NUL */

@@ -19,7 +19,7 @@
 #include "auth.h"
 #include "errors.h"
 #include "le.h"
-#include "wire.h"
+#include "magic.h"
 
 static const char KEY_LABEL[] = "ringd-auth key v1";
 static const char *const ROLE_LABEL[2] = {"ringd-auth connector", "ringd-auth acceptor"};

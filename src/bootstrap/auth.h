@@ -24,10 +24,9 @@
 
 #include <ringd/config.h>
 
+#include "magic.h"
 #include "transport.h"
 
-#define RING_AUTH_MAGIC 0x41474e52u /* "RNGA" */
-#define RING_AUTH_PROOF_MAGIC 0x50474e52u /* "RNGP" */
 #define RING_AUTH_VERSION 1
 #define RING_AUTH_NONCE_BYTES 32
 #define RING_AUTH_MAC_BYTES 32

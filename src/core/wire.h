@@ -14,10 +14,9 @@
 #include <stdint.h>
 
 #include "hash.h"
+#include "magic.h"
 
 #define RING_WIRE_VERSION 2 /* 2: the collective in the op byte */
-#define RING_HELLO_MAGIC 0x48474e52u /* "RNGH" */
-#define RING_FRAME_MAGIC 0x46474e52u /* "RNGF" */
 #define RING_HELLO_BYTES 128
 #define RING_FRAME_BYTES 64
 #define RING_HELLO_JOB_TEXT 40

@@ -69,9 +69,6 @@ typedef struct run {
     int aside_pending;        /* --no-resume: the earlier run's checkpoints wait in previous-run */
 } run_t;
 
-/* seconds on the monotonic clock */
-double daemon_now(void);
-
 /* train.c: the whole life of a trainer after the ring is open. 0, or -1 with err. */
 int train_run(run_t *r, char *err, size_t errlen);
 

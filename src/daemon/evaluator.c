@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "daemon/daemon.h"
 
 #define EVAL_SCAN_MAX 4096
@@ -35,7 +36,7 @@ int evaluator_main(const daemon_opts_t *opt, const ring_config_t *cfg)
     int have_done = 0, rc = 0, evaluated = 0;
     float *scratch;
     FILE *metrics = NULL;
-    double t0 = daemon_now();
+    double t0 = ring_now();
 
     daemon_opts_workload(opt, cfg->launch.local_rank, &s);
     if (steps == NULL || ops->create(&s, &w, err, sizeof(err)) != 0) {
@@ -111,7 +112,7 @@ int evaluator_main(const daemon_opts_t *opt, const ring_config_t *cfg)
         if (fin)
             break;
         if (signals_stop_requested() ||
-            (opt->max_time_s > 0 && daemon_now() - t0 >= opt->max_time_s)) {
+            (opt->max_time_s > 0 && ring_now() - t0 >= opt->max_time_s)) {
             printf("ringd evaluator: stopping (%s) after %d evaluation%s\n",
                    signals_stop_requested() ? "signal" : "--max-time", evaluated,
                    evaluated == 1 ? "" : "s");

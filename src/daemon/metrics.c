@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "daemon/daemon.h"
 
 int metrics_open(const daemon_opts_t *opt, int rank, FILE **f_out, char *err, size_t errlen)
@@ -60,7 +61,7 @@ void metrics_step(FILE *f, const run_t *r, double loss, int samples, double comp
             "{\"type\":\"step\",\"rank\":%d,\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
             ",\"time\":%.6f,\"loss\":%.6g,\"samples\":%d,\"wire_bytes\":%" PRIu64
             ",\"compute_s\":%.6f,\"wait_s\":%.6f,\"comm_s\":%.6f,\"tau\":0,\"blocked_s\":%.6f}\n",
-            r->rank, r->step, r->epoch, r->elapsed_before + (daemon_now() - r->t_start), loss,
+            r->rank, r->step, r->epoch, r->elapsed_before + (ring_now() - r->t_start), loss,
             samples, wire_bytes, compute_s, wait_s, comm_s, wait_s);
     fflush(f);
 }

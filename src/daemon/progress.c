@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "daemon/daemon.h"
 
 static struct {
@@ -77,7 +78,7 @@ static void format_eta(double s, char *buf, size_t len)
 
 void progress_step(run_t *r)
 {
-    double now = daemon_now(), span = now - pg.at_time;
+    double now = ring_now(), span = now - pg.at_time;
     int epoch_changed = r->epoch != pg.at_epoch || r->stop != STOP_NONE;
     double sps, mbps, comm, wait;
     char test[32] = "", train[32] = "";
@@ -159,7 +160,7 @@ void progress_summary(const run_t *r)
                                       "--max-time reached", "stopped by a signal",
                                       "a peer asked to stop (signal or --max-time)"};
     char mode[32];
-    double wall = daemon_now() - r->t_start, steps = (double)(r->step - r->start_step);
+    double wall = ring_now() - r->t_start, steps = (double)(r->step - r->start_step);
     /* what the gradients would have cost as fp32: 2(N-1)/N of the buffer per step */
     double fp32 = r->world > 1 ? steps * 2.0 * (r->world - 1) / r->world *
                                      (double)r->w->nparams * 4

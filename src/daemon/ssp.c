@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "daemon/daemon.h"
 #include "daemon/straggler.h"
 
@@ -171,7 +172,7 @@ static int engine_checkpoint(ssp_t *s, uint64_t m)
     else if (e->steps > 0)
         due = m / (uint64_t)e->steps > s->ckpt_last_m / (uint64_t)e->steps;
     else if (e->seconds > 0)
-        due = daemon_now() - s->ckpt_last_t >= e->seconds;
+        due = ring_now() - s->ckpt_last_t >= e->seconds;
     if (!due)
         return 0;
     {
@@ -186,7 +187,7 @@ static int engine_checkpoint(ssp_t *s, uint64_t m)
         }
     }
     s->ckpt_last_m = m;
-    s->ckpt_last_t = daemon_now();
+    s->ckpt_last_t = ring_now();
     return 0;
 }
 
@@ -206,7 +207,7 @@ static int engine_round(ssp_t *s)
     /* take this peer's contribution: wait for the trainer's step when lockstep
      * applies, or briefly while it is computing one */
     pthread_mutex_lock(&s->mu);
-    t0 = daemon_now();
+    t0 = ring_now();
     /* auto: a step's time, so that on time peers all make it into the round */
     idle = o->round_idle_s >= 0 ? o->round_idle_s : s->step_ema;
     for (;;) {
@@ -220,7 +221,7 @@ static int engine_round(ssp_t *s)
             break;
         /* even when our trainer is blocked on the bound, joining at once would only
          * spin empty rounds: the round it needs comes when the late peer has its step */
-        if (!lock && daemon_now() - t0 >= idle)
+        if (!lock && ring_now() - t0 >= idle)
             break;
         sleep_until(&s->cv, &s->mu, lock ? 0.05 : idle);
     }
@@ -244,12 +245,12 @@ static int engine_round(ssp_t *s)
     s->ctl[me * CTL_SLOTS + CTL_DONE] = s->trainer_done && my_count == 0 ? 1.0f : 0.0f;
     s->ctl[me * CTL_SLOTS + CTL_STOP] =
         signals_stop_requested() ||
-                (o->max_time_s > 0 && daemon_now() - r->t_start >= o->max_time_s)
+                (o->max_time_s > 0 && ring_now() - r->t_start >= o->max_time_s)
             ? 1.0f
             : 0.0f;
     pthread_mutex_unlock(&s->mu);
 
-    t0 = daemon_now();
+    t0 = ring_now();
     if (ring_allreduce_start_flags(r->comm, s->ctl, s->ctl, (size_t)n * CTL_SLOTS, RING_FLOAT32,
                                    RING_SUM, TENSOR_CONTROL, RING_CALL_EXACT, &req) != RING_OK ||
         ring_request_wait(req) != RING_OK) {
@@ -289,7 +290,7 @@ static int engine_round(ssp_t *s)
     (void)ring_comm_get_stats(r->comm, &stats);
 
     pthread_mutex_lock(&s->mu);
-    s->comm_s += daemon_now() - t0;
+    s->comm_s += ring_now() - t0;
     s->wire_bytes = stats.payload_bytes - s->wire_base;
     if (total > 0) {
         /* the schedule follows M, the steps every peer has in the parameters */
@@ -335,7 +336,7 @@ static int engine_round(ssp_t *s)
         fprintf(r->metrics,
                 "{\"type\":\"round\",\"rank\":%d,\"round\":%" PRIu64 ",\"steps\":%" PRIu64
                 ",\"min_clock\":%" PRIu64 ",\"comm_s\":%.6f,\"idle_s\":%.6f}\n",
-                r->rank, s->rounds, total, new_min, daemon_now() - t0,
+                r->rank, s->rounds, total, new_min, ring_now() - t0,
                 stats.wait_s - idle_before);
     if (r->metrics != NULL)
         fflush(r->metrics);
@@ -400,7 +401,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
     const daemon_opts_t *o = r->opt;
     uint64_t spe = shard_steps_per_epoch(&r->shard, o->batch_size), seen_version = UINT64_MAX;
     uint64_t end = (uint64_t)o->epochs * spe;
-    double last_eval = daemon_now();
+    double last_eval = ring_now();
 
     if (spe == 0) {
         snprintf(err, errlen, "each peer's shard has %zu samples, fewer than --batch-size %d: "
@@ -431,7 +432,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         }
         shard_set_epoch(&r->shard, r->epoch);
         /* the bound: every peer's steps below c - S are in the parameters */
-        t0 = daemon_now();
+        t0 = ring_now();
         pthread_mutex_lock(&s->mu);
         b = bound_at(s, c);
         waited = 0;
@@ -450,14 +451,14 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         }
         min_at_start = s->min_clock;
         pthread_mutex_unlock(&s->mu);
-        t1 = daemon_now();
+        t1 = ring_now();
         blocked = waited ? t1 - t0 : 0; /* the bound held us, not the lock */
 
         idx = shard_batch(&r->shard, r->step_in_epoch, o->batch_size);
         if (r->w->ops->train_step(r->w, idx, o->batch_size, &loss, &correct, err, errlen) != 0)
             return -1;
-        straggler_sleep(straggler_extra(o, r->rank, c, daemon_now() - t1));
-        t2 = daemon_now();
+        straggler_sleep(straggler_extra(o, r->rank, c, ring_now() - t1));
+        t2 = ring_now();
 
         pthread_mutex_lock(&s->mu);
         {
@@ -516,7 +517,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         progress_step(r);
         /* rank 0 evaluates its own view between steps; the rounds go on meanwhile */
         if (r->rank == 0 && r->w->ntest > 0 && r->step < end &&
-            every_due(&o->eval_every, r->step, daemon_now(), &last_eval)) {
+            every_due(&o->eval_every, r->step, ring_now(), &last_eval)) {
             pthread_mutex_lock(&s->mu);
             local_view(s, r->w->params);
             pthread_mutex_unlock(&s->mu);
@@ -543,7 +544,7 @@ static void print_summary_extra(const ssp_t *s)
             printf(" tau=%d%s: %.1f%%", k, k == TAU_BINS - 1 ? "+" : "",
                    100.0 * (double)s->tau_hist[k] / (double)(steps ? steps : 1));
     printf("\n  %-20s %.1f s (%.1f %% of the run)\n", "blocked on the bound", r->wait_s,
-           100 * r->wait_s / (daemon_now() - r->t_start));
+           100 * r->wait_s / (ring_now() - r->t_start));
     progress_peer_wait(r, s->peer_wait);
 }
 
@@ -571,7 +572,7 @@ int ssp_run(run_t *r, char *err, size_t errlen)
     }
     memcpy(s.master, r->w->params, bytes);
     s.clock = s.min_clock = s.ckpt_last_m = r->step;
-    s.ckpt_last_t = daemon_now();
+    s.ckpt_last_t = ring_now();
     {
         ring_comm_stats_t stats;
         (void)ring_comm_get_stats(r->comm, &stats);
@@ -588,7 +589,7 @@ int ssp_run(run_t *r, char *err, size_t errlen)
     }
     r->total_steps = (uint64_t)r->opt->epochs *
                      shard_steps_per_epoch(&r->shard, r->opt->batch_size);
-    r->t_start = daemon_now();
+    r->t_start = ring_now();
     progress_start(r);
     if (pthread_create(&engine, NULL, engine_main, &s) != 0) {
         snprintf(err, errlen, "cannot start the engine thread");
@@ -612,7 +613,7 @@ int ssp_run(run_t *r, char *err, size_t errlen)
         if (signals_stop_requested())
             r->stop = STOP_SIGNAL;
         else if (s.stop_all && r->opt->max_time_s > 0 &&
-                 daemon_now() - r->t_start >= r->opt->max_time_s)
+                 ring_now() - r->t_start >= r->opt->max_time_s)
             r->stop = STOP_MAX_TIME;
         else if (s.stop_all)
             r->stop = STOP_PEER;
@@ -626,12 +627,12 @@ int ssp_run(run_t *r, char *err, size_t errlen)
             r->step_in_epoch = 0;
         }
         if (r->rank == 0) {
-            double t0 = daemon_now();
+            double t0 = ring_now();
             if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate(r, err, errlen) != 0)
                 rc = -1;
             else if (r->opt->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
                 rc = -1;
-            r->other_s += daemon_now() - t0;
+            r->other_s += ring_now() - t0;
         }
         if (rc == 0 && r->chatty) {
             progress_summary(r);

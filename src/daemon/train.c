@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "daemon/daemon.h"
 #include "daemon/straggler.h"
 
@@ -37,17 +38,9 @@ enum { CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_EVAL, CTL_LOSS, CTL_CORRECT, CTL_SAMP
 /* give up after this many consecutive steps with an inf/NaN gradient */
 #define NONFINITE_STREAK_MAX 5
 
-double daemon_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double training_time(const run_t *r)
 {
-    return r->elapsed_before + (daemon_now() - r->t_start);
+    return r->elapsed_before + (ring_now() - r->t_start);
 }
 
 static int ring_fail(run_t *r, const char *what, char *err, size_t errlen)
@@ -70,11 +63,11 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
     ring_request_t *req;
     ring_status_t st;
 
-    t0 = daemon_now();
+    t0 = ring_now();
     if (r->w->ops->train_step(r->w, idx, o->batch_size, &loss, &correct, err, errlen) != 0)
         return -1;
-    straggler_sleep(straggler_extra(o, r->rank, r->step, daemon_now() - t0));
-    t1 = daemon_now();
+    straggler_sleep(straggler_extra(o, r->rank, r->step, ring_now() - t0));
+    t1 = ring_now();
 
     memset(ctl, 0, (CTL_COUNT + (size_t)r->world) * sizeof(float));
     ctl[CTL_STOP_SIGNAL] = signals_stop_requested() ? 1.0f : 0.0f;
@@ -90,12 +83,12 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
                                    TENSOR_CONTROL, RING_CALL_EXACT, &req) != RING_OK ||
         ring_request_wait(req) != RING_OK)
         return ring_fail(r, "control allreduce", err, errlen);
-    t2 = daemon_now();
+    t2 = ring_now();
     st = ring_allreduce_start_flags(r->comm, r->w->grads, r->w->grads, r->w->nparams,
                                     RING_FLOAT32, RING_AVG, TENSOR_GRADIENT, 0, &req);
     if (st == RING_OK)
         st = ring_request_wait(req);
-    t3 = daemon_now();
+    t3 = ring_now();
     if (st == RING_ERR_NONFINITE) {
         /* skip the update, as mixed-precision loss scaling does; a streak is a diverged run */
         r->nonfinite_steps++;
@@ -146,7 +139,7 @@ static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, char
                       size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
-    double now = daemon_now(), t0 = now;
+    double now = ring_now(), t0 = now;
     int ckpt;
 
     if (epoch_end)
@@ -158,7 +151,7 @@ static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, char
         return -1;
     if (ckpt && run_checkpoint(r, 0, err, errlen) != 0)
         return -1;
-    r->other_s += daemon_now() - t0;
+    r->other_s += ring_now() - t0;
     return 0;
 }
 
@@ -193,7 +186,7 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
     /* the schedule spans the epochs; --max-steps and --max-time only interrupt it,
      * so a run stopped early and resumed follows the uninterrupted run's path */
     r->total_steps = (uint64_t)o->epochs * steps_per_epoch;
-    r->t_start = last_eval = last_ckpt = daemon_now();
+    r->t_start = last_eval = last_ckpt = ring_now();
     progress_start(r);
     /* resumed at or past --max-steps: nothing to train */
     if (o->max_steps > 0 && r->step >= (uint64_t)o->max_steps)
@@ -203,7 +196,7 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
         while (r->stop == STOP_NONE && r->step_in_epoch < steps_per_epoch) {
             /* rank 0 decides (its clock for --eval-every DURATION); the step tells everyone */
             int want = r->rank == 0 && r->w->ntest > 0 &&
-                       every_due(&o->eval_every, r->step + 1, daemon_now(), &last_eval);
+                       every_due(&o->eval_every, r->step + 1, ring_now(), &last_eval);
             int eval = 0;
 
             if (train_step(r, ctl, want, &eval, &streak, err, errlen) != 0)
@@ -227,12 +220,12 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
     /* the end: every peer evaluates the final parameters (its share; test_step is the
      * same everywhere), rank 0 writes the final checkpoint */
     {
-        double t0 = daemon_now();
+        double t0 = ring_now();
         if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate_shared(r, err, errlen) != 0)
             return -1;
         if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
             return -1;
-        r->other_s += daemon_now() - t0;
+        r->other_s += ring_now() - t0;
     }
     return 0;
 }
