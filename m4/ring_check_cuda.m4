@@ -44,7 +44,9 @@ AC_DEFUN([RING_CHECK_CUDA], [
       AS_IF([test "$ring_have_cuda" = 1], [
         CUDA_CPPFLAGS="-I$ring_cuda_root/include"
         CUDA_LDFLAGS="-L$ring_cuda_root/lib64 $ring_cuda_exclude"
-        CUDA_LIBS="-lcudart_static -lstdc++ -ldl -lrt -lpthread"
+        # the -L here too: programs that link libringd_internal.la (the tests)
+        # take the static runtime from it, not from libringd.so
+        CUDA_LIBS="-L$ring_cuda_root/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread"
       ])
     ])
     AS_IF([test "$ring_have_cuda" = 0 && test "x$with_cuda" != xcheck],

@@ -1,10 +1,10 @@
 /*
  * t-cuda-staging.c - src/device.c's staging of device buffers, on any
  * machine, with a fake device: this program defines ring_cuda_available,
- * ring_cuda_is_device_ptr and ring_cuda_memcpy_d2h/h2d itself, and the
- * dynamic linker lets its definitions take the place of libringd's (the
- * way a malloc replacement does; with a static libringd the archive member
- * that defines them is simply not pulled in). "Device memory" is an mmap'ed
+ * ring_cuda_is_device_ptr, ring_cuda_memcpy_d2h/h2d and ring_cuda_dmabuf_fd
+ * itself: every ring_cuda_* call the library makes, so the member of
+ * libringd_internal.a that defines the real ones is never pulled in (one
+ * call left to it would pull the member and clash). "Device memory" is an mmap'ed
  * region kept PROT_NONE outside the fake copies, so an engine that touched
  * a device buffer directly would crash the rank rather than pass.
  *
@@ -64,11 +64,13 @@ static void dev_copy(void *dst, const void *src, size_t bytes)
     fake_copies++;
 }
 
-/* the interposed part of ring_cuda.h (prototypes there) */
+/* the part of ring_cuda.h the library calls (prototypes there) */
 int ring_cuda_available(void);
 int ring_cuda_is_device_ptr(const void *p);
 int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes);
 int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes);
+int ring_cuda_dmabuf_fd(const void *dev_ptr, size_t bytes, int *fd, uintptr_t *base,
+                        size_t *len);
 
 int ring_cuda_available(void)
 {
@@ -94,6 +96,14 @@ int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes)
         return -1;
     dev_copy(dev_dst, src, bytes);
     return 0;
+}
+
+/* the fake device has no dma-buf: registration falls back as without a driver */
+int ring_cuda_dmabuf_fd(const void *dev_ptr, size_t bytes, int *fd, uintptr_t *base,
+                        size_t *len)
+{
+    (void)dev_ptr, (void)bytes, (void)fd, (void)base, (void)len;
+    return -1;
 }
 
 /* ---- allreduces with buffers where a placement says ------------------------ */

@@ -70,23 +70,30 @@ typedef enum ring_op {
  * (connection refused until the deadline, settings mismatch naming the first
  * differing field, bad magic from a stranger on the port...).
  */
+RING_API
 ring_status_t ring_comm_open(const ring_config_t *cfg, ring_comm_t **comm_p);
 
 /*
  * Tell the neighbours this peer is leaving, close every connection and free
  * the communicator. Pending requests are cancelled. Accepts NULL.
  */
+RING_API
 void ring_comm_close(ring_comm_t *comm);
 
+RING_API
 int ring_comm_rank(const ring_comm_t *comm);
+RING_API
 int ring_comm_size(const ring_comm_t *comm);
 /* The transport the ring runs on ("tcp" or "verbs"): what --transport auto chose. */
+RING_API
 const char *ring_comm_transport(const ring_comm_t *comm);
 
 /* The ring's order by host, "hostA[0-1] -> hostB[2,3]" (--ring-order). */
+RING_API
 const char *ring_comm_ring_order(const ring_comm_t *comm);
 
 /* What --autotune chose and measured ("" when it did not run). */
+RING_API
 const char *ring_comm_autotune_report(const ring_comm_t *comm);
 
 /*
@@ -97,7 +104,9 @@ const char *ring_comm_autotune_report(const ring_comm_t *comm);
  * ring_comm_deregister, which must not be called while an allreduce that
  * uses it is in flight. Registration is never needed for correctness.
  */
+RING_API
 ring_status_t ring_comm_register(ring_comm_t *comm, void *buf, size_t bytes);
+RING_API
 ring_status_t ring_comm_deregister(ring_comm_t *comm, void *buf);
 
 /*
@@ -107,6 +116,7 @@ ring_status_t ring_comm_deregister(ring_comm_t *comm, void *buf);
  * that does not gets RING_ERR_MISMATCH naming the field, and so do the
  * others. Results are bitwise identical on every peer.
  */
+RING_API
 ring_status_t ring_allreduce(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                              size_t count, ring_dtype_t dtype, ring_op_t op);
 
@@ -116,6 +126,7 @@ ring_status_t ring_allreduce(ring_comm_t *comm, const void *sendbuf, void *recvb
  * were started. Buffers must stay untouched until the request completes.
  * Returns RING_ERR_NO_RESOURCE when RING_MAX_REQUESTS are outstanding.
  */
+RING_API
 ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, ring_dtype_t dtype, ring_op_t op,
                                    uint32_t tensor_id, ring_request_t **req_p);
@@ -128,6 +139,7 @@ ring_status_t ring_allreduce_start(ring_comm_t *comm, const void *sendbuf, void 
 /* ring_allreduce_start with per-call flags; every peer must pass the same flags
  * (otherwise the frame sizes differ and every peer fails, the one that notices
  * naming its neighbour and both sizes). */
+RING_API
 ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                          size_t count, ring_dtype_t dtype, ring_op_t op,
                                          uint32_t tensor_id, unsigned flags,
@@ -138,10 +150,12 @@ ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf,
  * finished (successfully or not, see the return value). A finished request
  * still has to be released with ring_request_wait.
  */
+RING_API
 ring_status_t ring_request_test(ring_request_t *req, int *done_p);
 
 /* Block until the request finishes (bounded by timeout_s without progress),
  * release it and return its status. */
+RING_API
 ring_status_t ring_request_wait(ring_request_t *req);
 
 /*
@@ -159,20 +173,25 @@ ring_status_t ring_request_wait(ring_request_t *req);
 /* Broadcast `bytes` bytes of buf from rank `root` to every peer, pipelined
  * along the ring in chunks (root -> root+1 -> ... : N-1 hops, each chunk
  * forwarded as soon as it arrives). Every peer passes the same bytes and root. */
+RING_API
 ring_status_t ring_broadcast(ring_comm_t *comm, void *buf, size_t bytes, int root);
+RING_API
 ring_status_t ring_broadcast_start(ring_comm_t *comm, void *buf, size_t bytes, int root,
                                    uint32_t tensor_id, ring_request_t **req_p);
 
 /* Allgather: recvbuf (size * bytes) receives every rank's `bytes` bytes of
  * sendbuf, rank r's at offset r * bytes. In place when sendbuf ==
  * recvbuf + rank * bytes. */
+RING_API
 ring_status_t ring_allgather(ring_comm_t *comm, const void *sendbuf, void *recvbuf, size_t bytes);
+RING_API
 ring_status_t ring_allgather_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t bytes, uint32_t tensor_id, ring_request_t **req_p);
 /* Allgather with sizes per rank: rank r contributes bytes[r] (size entries,
  * the same array contents on every peer; a peer whose sizes differ fails the
  * ring naming the sizes), placed at offset bytes[0] + ... + bytes[r-1] of
  * recvbuf. sendbuf holds bytes[rank]. The array is copied. */
+RING_API
 ring_status_t ring_allgatherv_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                     const size_t *bytes, uint32_t tensor_id,
                                     ring_request_t **req_p);
@@ -183,8 +202,10 @@ ring_status_t ring_allgatherv_start(ring_comm_t *comm, const void *sendbuf, void
  * allreduce, N-1 steps, with the codec (and flags) as allreduce: the owner's
  * result is what an allreduce would give it. Needs one scratch buffer of the
  * input's size inside the communicator (grown on demand, kept until close). */
+RING_API
 ring_status_t ring_reduce_scatter(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                   size_t count, ring_dtype_t dtype, ring_op_t op);
+RING_API
 ring_status_t ring_reduce_scatter_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                         size_t count, ring_dtype_t dtype, ring_op_t op,
                                         uint32_t tensor_id, unsigned flags,
@@ -192,7 +213,9 @@ ring_status_t ring_reduce_scatter_start(ring_comm_t *comm, const void *sendbuf, 
 
 /* Barrier: returns once every peer has entered it (an allgather of one byte
  * per rank: N-1 ring steps). */
+RING_API
 ring_status_t ring_barrier(ring_comm_t *comm);
+RING_API
 ring_status_t ring_barrier_start(ring_comm_t *comm, ring_request_t **req_p);
 
 /* What this peer has sent since the communicator opened (for benchmarks and tests). */
@@ -208,6 +231,7 @@ typedef struct ring_comm_stats {
 } ring_comm_stats_t;
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */
+RING_API
 ring_status_t ring_comm_get_stats(const ring_comm_t *comm, ring_comm_stats_t *stats_p);
 
 /*
@@ -254,6 +278,7 @@ typedef struct ring_edge_report {
  * failure (a peer that dies, hangs, leaves or runs allreduces instead) is
  * the comm's sticky error, naming the peer as usual.
  */
+RING_API
 ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report_t *edges);
 
 /*
@@ -263,9 +288,11 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
  * (h3): 48 MB/s, 49% of the median 98 MB/s") or "no slow edge: ...".
  * Returns the number of slow edges.
  */
+RING_API
 int ring_doctor_print(const ring_comm_t *comm, const ring_edge_report_t *edges, FILE *out);
 
 /* Version of the library, e.g. "0.1.0". */
+RING_API
 const char *ring_version(void);
 
 #ifdef __cplusplus

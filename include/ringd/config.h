@@ -79,6 +79,7 @@ typedef struct ring_config {
 } ring_config_t;
 
 /* Fill cfg with the defaults. Never fails; cfg must be released with ring_config_free. */
+RING_API
 void ring_config_init(ring_config_t *cfg);
 
 /*
@@ -88,7 +89,9 @@ void ring_config_init(ring_config_t *cfg);
  * ring_config_set and ring_config_get. (ring_config_free below releases only
  * the contents of a config the caller owns, hence the other name.)
  */
+RING_API
 ring_config_t *ring_config_new(void);
+RING_API
 void ring_config_delete(ring_config_t *cfg);
 
 /*
@@ -96,12 +99,15 @@ void ring_config_delete(ring_config_t *cfg);
  * ("fp16", "1048576", "30"), into buf. RING_ERR_UNSUPPORTED for an unknown
  * name, RING_ERR_INVALID when buf is too small.
  */
+RING_API
 ring_status_t ring_config_get(const ring_config_t *cfg, const char *name, char *buf, size_t len);
 
 /* Release what the config owns (the peers string). cfg may be reused after ring_config_init. */
+RING_API
 void ring_config_free(ring_config_t *cfg);
 
 /* Copy src into dst (dst must be uninitialised or freed). */
+RING_API
 ring_status_t ring_config_copy(ring_config_t *dst, const ring_config_t *src);
 
 /*
@@ -110,6 +116,7 @@ ring_status_t ring_config_copy(ring_config_t *dst, const ring_config_t *src);
  * RING_ERR_INVALID with a message naming the setting and the expected form,
  * or RING_ERR_UNSUPPORTED when the name is not a setting of this table.
  */
+RING_API
 ring_status_t ring_config_set(ring_config_t *cfg, const char *name, const char *value,
                               ring_config_source_t source);
 
@@ -120,17 +127,20 @@ ring_status_t ring_config_set(ring_config_t *cfg, const char *name, const char *
  * kept in cfg->launch) for the settings no RING_* variable gave.
  * RING_DEBUG=1 is a shorthand for RING_LOG_LEVEL=debug.
  */
+RING_API
 ring_status_t ring_config_load_env(ring_config_t *cfg);
 
 /*
  * Count the RING_* variables in the environment that no part of ringd reads
  * (typos, usually) and, when out is not NULL, print a warning for each.
  */
+RING_API
 int ring_config_check_env(FILE *out);
 
 /* 1 when the library reads the environment variable var[0..len) (len: its name's
  * length, so "NAME=value" strings can be passed as they are), else 0. Programs
  * with RING_* variables of their own check the rest themselves. */
+RING_API
 int ring_config_env_known(const char *var, size_t len);
 
 /*
@@ -138,23 +148,29 @@ int ring_config_env_known(const char *var, size_t len);
  * is a flag of the table, advancing *i past what was used. Returns
  * RING_ERR_UNSUPPORTED without touching *i when argv[*i] is not one of ours.
  */
+RING_API
 ring_status_t ring_config_parse_arg(ring_config_t *cfg, int argc, char **argv, int *i);
 
 /* Check that the settings make sense together: rank < world size, a peer list
  * that parses with one entry per rank, sane chunk size and timeouts. */
+RING_API
 ring_status_t ring_config_validate(const ring_config_t *cfg);
 
 /* Print every setting as "  --flag VALUE  (RING_ENV, default D) doc" lines for --help. */
+RING_API
 void ring_config_print_help(FILE *out);
 
 /* Print the effective value of every setting and where it came from. */
+RING_API
 void ring_config_print(const ring_config_t *cfg, FILE *out);
 
 /* Where the value of setting name came from (RING_SRC_DEFAULT for an unknown name). */
+RING_API
 ring_config_source_t ring_config_source(const ring_config_t *cfg, const char *name);
 
 /* 1 when the peers meet through cfg->rendezvous, 0 when through the static
  * peer list: a peer list given by the user beats a launcher's rendezvous. */
+RING_API
 int ring_config_uses_rendezvous(const ring_config_t *cfg);
 
 #ifdef __cplusplus

@@ -69,6 +69,7 @@ typedef struct ring_launch {
  * with a message naming the variable when one is malformed (a rank that is
  * not a number, TF_CONFIG that is not the JSON it should be).
  */
+RING_API
 ring_status_t ring_launch_detect(ring_launch_t *l, int port);
 
 #ifdef __cplusplus

@@ -9,6 +9,14 @@
 #ifndef RINGD_STATUS_H
 #define RINGD_STATUS_H
 
+/* What libringd exports: the declarations marked RING_API, nothing else (the
+ * library is built with -fvisibility=hidden; tests/exports.test checks it). */
+#if defined(__GNUC__) && !defined(RING_API)
+#define RING_API __attribute__((visibility("default")))
+#elif !defined(RING_API)
+#define RING_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +42,7 @@ typedef enum ring_status {
 } ring_status_t;
 
 /* Short constant name of a status, e.g. "timed out". Never NULL. */
+RING_API
 const char *ring_status_str(ring_status_t status);
 
 /*
@@ -42,6 +51,7 @@ const char *ring_status_str(ring_status_t status);
  * by rank 2 (127.0.0.1:29502)". Empty string when there was none. The
  * pointer stays valid until the thread's next failing libringd call.
  */
+RING_API
 const char *ring_last_error(void);
 
 #ifdef __cplusplus
