@@ -175,7 +175,7 @@ PyTypeObject ringpy_config_type = {
 };
 
 /* The names of the settings, in the table's order, from ring_config_print_help's
- * "  --name UNIT" lines: the public API has no other list. */
+ * "  --name UNIT" and "  --name, --no-name" lines: the public API has no other list. */
 PyObject *ringpy_setting_names(PyObject *self, PyObject *unused)
 {
     char *text = NULL, *line, *save = NULL;
@@ -198,7 +198,7 @@ PyObject *ringpy_setting_names(PyObject *self, PyObject *unused)
         if (strncmp(line, "  --", 4) != 0)
             continue;
         line += 4;
-        n = PyUnicode_FromStringAndSize(line, (Py_ssize_t)strcspn(line, " "));
+        n = PyUnicode_FromStringAndSize(line, (Py_ssize_t)strcspn(line, " ,"));
         if (n == NULL || PyList_Append(names, n) < 0) {
             Py_XDECREF(n);
             Py_DECREF(names);

@@ -524,6 +524,47 @@ static void test_parse_arg(void)
     ring_config_free(&cfg);
 }
 
+/* The on/off settings are switches, as the daemon's are (one engine, base/opt_table.c). */
+static void test_switches(void)
+{
+    ring_config_t cfg;
+    char *argv[] = {"prog", "--autotune", "--no-autotune", "--autotune", "off", "--autotune=yes",
+                    "--no-codec", "--no-autotune=on", "--autotune", "--rank", NULL};
+    int i;
+    ring_status_t st;
+
+    ring_config_init(&cfg);
+    i = 1;
+    ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 2 &&
+           strcmp(cfg.autotune, "on") == 0,
+       "\"--autotune\" alone is on (one argument)");
+    ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 3 &&
+           strcmp(cfg.autotune, "off") == 0,
+       "\"--no-autotune\" is off");
+    ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 5 &&
+           strcmp(cfg.autotune, "off") == 0,
+       "\"--autotune off\" still takes its value (two arguments)");
+    ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 6 &&
+           strcmp(cfg.autotune, "on") == 0,
+       "\"--autotune=yes\": the usual spellings of on, stored as on");
+    st = ring_config_parse_arg(&cfg, 10, argv, &i);
+    ok(st == RING_ERR_UNSUPPORTED && i == 6, "\"--no-codec\": codec is no switch, not ours");
+    i = 7;
+    st = ring_config_parse_arg(&cfg, 10, argv, &i);
+    ok(st == RING_ERR_INVALID && strstr(ring_last_error(), "--no-autotune takes no value"),
+       "\"--no-autotune=on\" is an error that says so: %s", ring_last_error());
+    i = 8;
+    ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 9 &&
+           strcmp(cfg.autotune, "on") == 0,
+       "\"--autotune --rank\": the next flag is not taken as its value");
+    {
+        char *text = capture_print(NULL);
+        like(text, "  --autotune, --no-autotune\n", "--help shows the switch forms");
+        free(text);
+    }
+    ring_config_free(&cfg);
+}
+
 static void test_validate(void)
 {
     ring_config_t cfg;
@@ -709,7 +750,7 @@ static void test_peers_bad(void)
 
 int main(void)
 {
-    plan(108);
+    plan(116);
     test_parse_size();     /* 4 */
     test_parse_duration(); /* 2 */
     test_parse_long();     /* 2 */
@@ -719,6 +760,7 @@ int main(void)
     test_set();            /* 18 */
     test_env();            /* 19 */
     test_parse_arg();      /* 11 */
+    test_switches();
     test_validate();
     test_help();           /* 3 */
     test_peers_good();     /* 8 */
