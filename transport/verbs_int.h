@@ -1,7 +1,8 @@
 /*
  * verbs_int.h - the verbs transport's private state, shared by its files:
- * verbs.c (the transport operations: data path, waiting), verbs_boot.c
- * (an endpoint's bootstrap: the secret, the records, the ready byte),
+ * verbs.c (the transport operations: data path, waiting), verbs_ep.c (an
+ * endpoint's sticky failure and its freeing), verbs_boot.c (an endpoint's
+ * bootstrap: the secret, the records, the ready byte),
  * verbs_dev.c (device, port and GID choice), verbs_qp.c (queue pairs and
  * their state transitions) and verbs_mr.c (memory registration).
  *
@@ -170,10 +171,14 @@ struct ring_tp_ep {
     ring_tp_req_t *fl_head, *fl_tail;     /* fully posted, awaiting the last completion */
 };
 
-/* verbs.c */
+/* verbs_ep.c */
+/* A request done with this status and errno; every request of a list so. */
+void vb_req_finish(ring_tp_req_t *req, ring_status_t status, int sys_errno);
+void vb_fail_list(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t st, int err);
 /* The first error on an endpoint is sticky: every pending request gets it. */
 void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *fmt, ...)
     RING_PRINTF(4, 5);
+/* Destroys its QP, closes its bootstrap connection, forgets and frees it. */
 void vb_ep_free(ring_tp_ep_t *ep);
 
 /* verbs_boot.c */
