@@ -35,6 +35,7 @@
 typedef struct ring_tp ring_tp_t;
 typedef struct ring_tp_ep ring_tp_ep_t;
 typedef struct ring_tp_listener ring_tp_listener_t;
+typedef struct ring_tp_ops ring_tp_ops_t;
 
 /* A send or receive; owned by the caller. */
 typedef struct ring_tp_req {
@@ -54,6 +55,36 @@ typedef struct ring_tp_req {
     size_t offset;
     unsigned char prefix[4];
 } ring_tp_req_t;
+
+/*
+ * What the engine lends a transport: hooks, each called with ctx, each
+ * optional. All NULL (a ring_tp_params_t filled by hand, as tests do) means
+ * host memory only. The engine fills them in src/core/tp_lend.c; they must
+ * stay valid until the transport's fini.
+ */
+typedef struct ring_tp_hooks {
+    void *ctx;
+
+    /*
+     * A peer's bootstrap sent something other than the transport's own
+     * record: first holds its first 4 bytes (as many as arrived), bytes the
+     * message's size. Returns what the engine recognises, in words to follow
+     * the peer's address ("runs ringd over the tcp transport, this peer over
+     * verbs: ..."), or NULL. Only verbs asks.
+     */
+    const char *(*foreign_bytes)(void *ctx, const unsigned char first[4], size_t bytes);
+
+    /*
+     * Device memory (CUDA), for a transport that registers memory:
+     * is_device_ptr is 1 when p is device memory; dmabuf_fd, for such
+     * memory, a dma-buf fd (the caller closes it) covering [*base_p,
+     * *base_p + *len_p), which holds [p, p + bytes): 0, or -1 when it cannot
+     * be exported. is_device_ptr NULL: every buffer is host memory.
+     */
+    int (*is_device_ptr)(void *ctx, const void *p);
+    int (*dmabuf_fd)(void *ctx, const void *p, size_t bytes, int *fd_p, uintptr_t *base_p,
+                     size_t *len_p);
+} ring_tp_hooks_t;
 
 typedef struct ring_tp_params {
     size_t sockbuf;         /* SO_SNDBUF/SO_RCVBUF, 0 = kernel default */
@@ -79,9 +110,11 @@ typedef struct ring_tp_params {
     /* the job's secret (src/auth.h), or NULL / off: none. verbs: a bootstrap
      * connection proves it (both ways) before any queue-pair record is sent */
     const struct ring_auth_key *auth_key;
+    /* what the engine lends (foreign bytes in words, device memory) */
+    ring_tp_hooks_t hooks;
 } ring_tp_params_t;
 
-typedef struct ring_tp_ops {
+struct ring_tp_ops {
     size_t size;            /* sizeof(ring_tp_ops_t), lets the table grow */
     const char *name;
 
@@ -122,7 +155,7 @@ typedef struct ring_tp_ops {
      * dereg_mem. Transports that need nothing accept and ignore it. */
     ring_status_t (*reg_mem)(ring_tp_t *tp, void *addr, size_t bytes);
     ring_status_t (*dereg_mem)(ring_tp_t *tp, void *addr);
-} ring_tp_ops_t;
+};
 
 /* Transports compiled into this build, NULL-terminated; defaults filled in. */
 const ring_tp_ops_t *ring_tp_find(const char *name);

@@ -28,7 +28,6 @@
 #include "log.h"
 #include "tcp.h"
 #include "verbs_int.h"
-#include "wire.h"
 
 /* Our QP in INIT with its receives posted, our record on its way, theirs awaited. */
 static int vb_boot_post_record(ring_tp_ep_t *ep, char *err, size_t errlen)
@@ -159,19 +158,16 @@ static int vb_boot_auth(ring_tp_ep_t *ep)
 /* What arrived instead of a verbs record, in words. */
 static void vb_boot_refused(ring_tp_ep_t *ep)
 {
+    const ring_tp_hooks_t *h = &ep->tp->params.hooks;
     const char *peer = ring_tcp_ops.ep_peer(ep->boot);
     ring_tp_req_t *r = &ep->rec_recv;
-    uint32_t magic = le_get32(ep->rec_in);
     int spoke = r->status == RING_OK || r->status == RING_ERR_MISMATCH;
+    /* another protocol's first bytes (the engine knows its own): in its words */
+    const char *what = spoke && h->foreign_bytes != NULL
+                           ? h->foreign_bytes(h->ctx, ep->rec_in, r->bytes) : NULL;
 
-    if (spoke && magic == RING_HELLO_MAGIC)
-        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0,
-                   "%s runs ringd over the tcp transport, this peer over verbs: every peer "
-                   "needs the same --transport (RING_TRANSPORT)", peer);
-    else if (spoke && r->bytes >= 4 && magic == RING_AUTH_MAGIC)
-        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0,
-                   "%s asked this peer to prove the job's secret, and this peer has none: "
-                   "give every peer the same --secret-file (RING_SECRET_FILE)", peer);
+    if (what != NULL)
+        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s %s", peer, what);
     else if (r->status != RING_OK)
         vb_ep_fail(ep, r->status, r->sys_errno, "%s: %s", peer,
                    ring_tp_cause(r->status, r->sys_errno));
