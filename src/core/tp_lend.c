@@ -1,9 +1,10 @@
 /*
  * tp_lend.c - what the engine lends its transport (ring_tp_hooks_t in
  * transport.h), so that no transport includes a file above its layer: the
- * engine's own first bytes recognised where a verbs record was due, and
- * CUDA device memory for registration (kernels/cuda/ring_cuda.h: GPUDirect
- * RDMA through a dma-buf).
+ * job's secret as the connection guard of the verbs bootstrap
+ * (src/bootstrap/auth_guard.c), the engine's own first bytes recognised
+ * where a verbs record was due, and CUDA device memory for registration
+ * (kernels/cuda/ring_cuda.h: GPUDirect RDMA through a dma-buf).
  */
 #include "config.h"
 
@@ -39,6 +40,8 @@ static int lend_dmabuf_fd(void *ctx, const void *p, size_t bytes, int *fd_p, uin
 
 void ring_comm_tp_lend(ring_comm_t *comm, ring_tp_params_t *params)
 {
+    /* the guard's context is the key; the other hooks need none */
+    ring_auth_guard_lend(&comm->auth_key, &params->hooks);
     params->hooks.foreign_bytes = lend_foreign_bytes;
     params->hooks.is_device_ptr = lend_is_device_ptr;
     params->hooks.dmabuf_fd = lend_dmabuf_fd;
