@@ -7,7 +7,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,30 +179,4 @@ const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *pa
     snprintf(why, whylen, "this build has no verbs transport (configure found no libibverbs)");
 #endif
     return ring_tp_find("tcp");
-}
-
-const char *ring_tp_ep_cause(const ring_tp_ops_t *ops, const ring_tp_ep_t *ep,
-                             const ring_tp_req_t *req)
-{
-    const char *text = ep != NULL ? ops->ep_error(ep) : "";
-
-    return text[0] != '\0' ? text : ring_tp_cause(req->status, req->sys_errno);
-}
-
-const char *ring_tp_cause(ring_status_t status, int sys_errno)
-{
-    if (status == RING_ERR_CANCELED)
-        return "canceled";
-    if (status == RING_ERR_MISMATCH)
-        return "message larger than expected";
-    switch (sys_errno) {
-    case 0: return "connection closed";
-    case ECONNRESET: return "connection reset";
-    case ECONNREFUSED: return "connection refused";
-    case EPIPE: return "connection broken";
-    case ETIMEDOUT: return "connection timed out";
-    case EHOSTUNREACH: return "host unreachable";
-    case ENETUNREACH: return "network unreachable";
-    default: return strerror(sys_errno);
-    }
 }

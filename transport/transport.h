@@ -35,6 +35,7 @@
 typedef struct ring_tp ring_tp_t;
 typedef struct ring_tp_ep ring_tp_ep_t;
 typedef struct ring_tp_listener ring_tp_listener_t;
+typedef struct ring_tp_ops ring_tp_ops_t;
 
 /* A send or receive; owned by the caller. */
 typedef struct ring_tp_req {
@@ -54,6 +55,77 @@ typedef struct ring_tp_req {
     size_t offset;
     unsigned char prefix[4];
 } ring_tp_req_t;
+
+/* A connection guard's verdict so far (ring_tp_hooks_t.guard_step). */
+typedef enum ring_tp_guard_state {
+    RING_TP_GUARD_PENDING = 0,
+    RING_TP_GUARD_DONE,        /* the peer proved itself: go on */
+    RING_TP_GUARD_FAILED       /* guard_why says why */
+} ring_tp_guard_state_t;
+
+/* Why a connection's guard failed, for the transport's own message. */
+typedef struct ring_tp_guard_why {
+    const char *why;           /* in words, after the peer's address ("refused this peer's
+                                * proof: the secrets differ"); lives with the guard's state */
+    int refused;               /* connector: the other side closed after our proof */
+    int unreachable;           /* connector: the connection never came up (nobody listens
+                                * there yet): a failure as without a guard, status and
+                                * sys_errno say which */
+    ring_status_t status;      /* the guard's first receive: its status and errno */
+    int sys_errno;
+    size_t first_len;          /* 0..4: how many bytes of that message first holds (0: none
+                                * arrived), to tell another protocol by its magic */
+    unsigned char first[4];
+} ring_tp_guard_why_t;
+
+/*
+ * What the engine lends a transport: hooks, each called with ctx, each
+ * optional. All NULL (a ring_tp_params_t filled by hand, as tests do) means
+ * no secret and host memory only. The engine fills them in
+ * src/core/tp_lend.c; they must stay valid until the transport's fini.
+ */
+typedef struct ring_tp_hooks {
+    void *ctx;
+
+    /*
+     * The connection guard, for a transport that runs its own bootstrap
+     * connections (verbs): with the job's secret the engine's
+     * challenge-response, which must succeed before the transport sends
+     * anything about this peer. guard_begin NULL: no guard, go on at once.
+     * The transport allocates guard_state_bytes of zeroed memory per
+     * connection, keeps it in place until that connection (ep, over the
+     * bootstrap transport ops) is closed, then frees it; nothing in it
+     * needs releasing. guard_begin posts the first messages on ep
+     * (acceptor: 1 when ep was accepted), RING_ERR_* with the last error
+     * set when it cannot; guard_step moves it on after ops->progress;
+     * guard_why, after RING_TP_GUARD_FAILED, says why.
+     */
+    size_t guard_state_bytes;
+    ring_status_t (*guard_begin)(void *ctx, void *state, const ring_tp_ops_t *ops,
+                                 ring_tp_ep_t *ep, int acceptor);
+    ring_tp_guard_state_t (*guard_step)(void *ctx, void *state);
+    void (*guard_why)(void *ctx, const void *state, ring_tp_guard_why_t *why_p);
+
+    /*
+     * A peer's bootstrap sent something other than the transport's own
+     * record: first holds its first 4 bytes (as many as arrived), bytes the
+     * message's size. Returns what the engine recognises, in words to follow
+     * the peer's address ("runs ringd over the tcp transport, this peer over
+     * verbs: ..."), or NULL. Only verbs asks.
+     */
+    const char *(*foreign_bytes)(void *ctx, const unsigned char first[4], size_t bytes);
+
+    /*
+     * Device memory (CUDA), for a transport that registers memory:
+     * is_device_ptr is 1 when p is device memory; dmabuf_fd, for such
+     * memory, a dma-buf fd (the caller closes it) covering [*base_p,
+     * *base_p + *len_p), which holds [p, p + bytes): 0, or -1 when it cannot
+     * be exported. is_device_ptr NULL: every buffer is host memory.
+     */
+    int (*is_device_ptr)(void *ctx, const void *p);
+    int (*dmabuf_fd)(void *ctx, const void *p, size_t bytes, int *fd_p, uintptr_t *base_p,
+                     size_t *len_p);
+} ring_tp_hooks_t;
 
 typedef struct ring_tp_params {
     size_t sockbuf;         /* SO_SNDBUF/SO_RCVBUF, 0 = kernel default */
@@ -76,12 +148,12 @@ typedef struct ring_tp_params {
     int gid_index;          /* -1 = an IPv4-mapped RoCE v2 GID */
     int ib_timeout;         /* QP local ACK timeout: 4.096 us x 2^this */
     int ib_retry_count;     /* QP retransmissions before an error */
-    /* the job's secret (src/auth.h), or NULL / off: none. verbs: a bootstrap
-     * connection proves it (both ways) before any queue-pair record is sent */
-    const struct ring_auth_key *auth_key;
+    /* what the engine lends (the connection guard, device memory ...); verbs:
+     * a bootstrap connection passes the guard before any queue-pair record */
+    ring_tp_hooks_t hooks;
 } ring_tp_params_t;
 
-typedef struct ring_tp_ops {
+struct ring_tp_ops {
     size_t size;            /* sizeof(ring_tp_ops_t), lets the table grow */
     const char *name;
 
@@ -122,7 +194,7 @@ typedef struct ring_tp_ops {
      * dereg_mem. Transports that need nothing accept and ignore it. */
     ring_status_t (*reg_mem)(ring_tp_t *tp, void *addr, size_t bytes);
     ring_status_t (*dereg_mem)(ring_tp_t *tp, void *addr);
-} ring_tp_ops_t;
+};
 
 /* Transports compiled into this build, NULL-terminated; defaults filled in. */
 const ring_tp_ops_t *ring_tp_find(const char *name);

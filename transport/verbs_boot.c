@@ -1,8 +1,9 @@
 /*
  * verbs_boot.c - one verbs endpoint's bootstrap over its TCP connection:
  *
- *   [with the job's secret] the challenge-response of src/auth.h, the side
- *       that called connect as its connector, run to the end first;
+ *   [with the job's secret] the engine's connection guard (params.hooks:
+ *       its challenge-response), the side that called connect as its
+ *       connector, run to the end first;
  *   our QP (INIT, receives posted) and our record out, theirs in;
  *   RTR, RTS, then one ready byte each way; the endpoint is open.
  *
@@ -22,13 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
 #include "errors.h"
 #include "le.h"
 #include "log.h"
 #include "tcp.h"
 #include "verbs_int.h"
-#include "wire.h"
 
 /* Our QP in INIT with its receives posted, our record on its way, theirs awaited. */
 static int vb_boot_post_record(ring_tp_ep_t *ep, char *err, size_t errlen)
@@ -63,7 +62,7 @@ static int vb_boot_post_record(ring_tp_ep_t *ep, char *err, size_t errlen)
 
 ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_tp_ep_t **ep_p)
 {
-    const ring_auth_key_t *key = tp->params.auth_key;
+    const ring_tp_hooks_t *h = &tp->params.hooks;
     ring_tp_ep_t *ep;
     char err[384];
 
@@ -83,15 +82,21 @@ ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_
     ep->acceptor = acceptor;
     ring_bucket_init(&ep->tx_bucket, tp->params.rate_limit_bps, ring_bucket_now());
     tp->eps[tp->neps++] = ep;
-    if (key != NULL && key->on) {
+    if (h->guard_begin != NULL) {
         /* the secret first: no QP, no record until the other side has proven it */
-        ring_status_t st = ring_auth_begin(&ep->auth, key, &ring_tcp_ops, boot, acceptor);
+        ring_status_t st;
 
+        ep->guard = calloc(1, h->guard_state_bytes);
+        if (ep->guard == NULL) {
+            vb_ep_free(ep);
+            return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a verbs connection");
+        }
+        st = h->guard_begin(h->ctx, ep->guard, &ring_tcp_ops, boot, acceptor);
         if (st != RING_OK) {
             vb_ep_free(ep);
             return st;
         }
-        ep->authing = 1;
+        ep->guarding = 1;
         *ep_p = ep;
         return RING_OK;
     }
@@ -112,20 +117,20 @@ static void vb_boot_drop(ring_tp_ep_t *ep)
     ep->boot = NULL;
 }
 
-/* The challenge-response on the bootstrap connection; 1 when it moved. */
-static int vb_boot_auth(ring_tp_ep_t *ep)
+/* The guard (the challenge-response) on the bootstrap connection; 1 when it moved. */
+static int vb_boot_guard(ring_tp_ep_t *ep)
 {
-    ring_auth_t *a = &ep->auth;
-    ring_auth_state_t as = ring_auth_step(a);
-    const ring_tp_req_t *rc = &a->r_challenge;
+    const ring_tp_hooks_t *h = &ep->tp->params.hooks;
+    ring_tp_guard_state_t gs = h->guard_step(h->ctx, ep->guard);
     const char *peer = ring_tcp_ops.ep_peer(ep->boot);
-    const char *why = a->why;
+    ring_tp_guard_why_t w;
+    const char *why;
     char err[384];
 
-    if (as == RING_AUTH_PENDING)
+    if (gs == RING_TP_GUARD_PENDING)
         return 0;
-    ep->authing = 0;
-    if (as == RING_AUTH_DONE) {
+    ep->guarding = 0;
+    if (gs == RING_TP_GUARD_DONE) {
         ring_log(RING_LOG_DEBUG, "verbs: %s %s proved the job's secret", ep->acceptor ?
                  "a connection from" : "the bootstrap connection to", peer);
         if (vb_boot_post_record(ep, err, sizeof(err)) != 0) {
@@ -134,15 +139,17 @@ static int vb_boot_auth(ring_tp_ep_t *ep)
         }
         return 1;
     }
-    if (a->unreachable) {
+    memset(&w, 0, sizeof(w));
+    h->guard_why(h->ctx, ep->guard, &w);
+    why = w.why != NULL ? w.why : "";
+    if (w.unreachable) {
         /* nobody listens there (yet): the same failure as without a secret */
-        vb_ep_fail(ep, rc->status, rc->sys_errno, "%s: %s", peer,
-                   ring_tp_cause(rc->status, rc->sys_errno));
+        vb_ep_fail(ep, w.status, w.sys_errno, "%s: %s", peer,
+                   ring_tp_cause(w.status, w.sys_errno));
         vb_boot_drop(ep);
         return 1;
     }
-    if (rc->done && (rc->status == RING_OK || rc->status == RING_ERR_MISMATCH) &&
-        rc->bytes >= 4 && le_get32(a->in_challenge) == VB_RECORD_MAGIC)
+    if (w.first_len >= 4 && le_get32(w.first) == VB_RECORD_MAGIC)
         why = "sent its verbs queue-pair record without authenticating: it runs without a "
               "secret (give every peer the same --secret-file)";
     if (ep->acceptor)
@@ -159,19 +166,16 @@ static int vb_boot_auth(ring_tp_ep_t *ep)
 /* What arrived instead of a verbs record, in words. */
 static void vb_boot_refused(ring_tp_ep_t *ep)
 {
+    const ring_tp_hooks_t *h = &ep->tp->params.hooks;
     const char *peer = ring_tcp_ops.ep_peer(ep->boot);
     ring_tp_req_t *r = &ep->rec_recv;
-    uint32_t magic = le_get32(ep->rec_in);
     int spoke = r->status == RING_OK || r->status == RING_ERR_MISMATCH;
+    /* another protocol's first bytes (the engine knows its own): in its words */
+    const char *what = spoke && h->foreign_bytes != NULL
+                           ? h->foreign_bytes(h->ctx, ep->rec_in, r->bytes) : NULL;
 
-    if (spoke && magic == RING_HELLO_MAGIC)
-        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0,
-                   "%s runs ringd over the tcp transport, this peer over verbs: every peer "
-                   "needs the same --transport (RING_TRANSPORT)", peer);
-    else if (spoke && r->bytes >= 4 && magic == RING_AUTH_MAGIC)
-        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0,
-                   "%s asked this peer to prove the job's secret, and this peer has none: "
-                   "give every peer the same --secret-file (RING_SECRET_FILE)", peer);
+    if (what != NULL)
+        vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s %s", peer, what);
     else if (r->status != RING_OK)
         vb_ep_fail(ep, r->status, r->sys_errno, "%s: %s", peer,
                    ring_tp_cause(r->status, r->sys_errno));
@@ -242,12 +246,12 @@ int vb_boot_progress(ring_tp_ep_t *ep)
 {
     int moved;
 
-    if (ep->authing)
-        return vb_boot_auth(ep);
+    if (ep->guarding)
+        return vb_boot_guard(ep);
     moved = vb_boot_records(ep);
     /* with a secret the caller's own exchange over this endpoint sees only that it
      * failed, not why (another transport, another link layer...): say it here */
-    if (ep->state == VB_EP_FAILED && ep->auth.key != NULL)
+    if (ep->state == VB_EP_FAILED && ep->guard != NULL)
         ring_log(RING_LOG_WARN, "verbs: %s", ep->error_text);
     return moved;
 }

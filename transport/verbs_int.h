@@ -1,18 +1,19 @@
 /*
  * verbs_int.h - the verbs transport's private state, shared by its files:
- * verbs.c (the transport operations: data path, waiting), verbs_boot.c
- * (an endpoint's bootstrap: the secret, the records, the ready byte),
+ * verbs.c (the transport operations: data path, waiting), verbs_ep.c (an
+ * endpoint's sticky failure and its freeing), verbs_boot.c (an endpoint's
+ * bootstrap: the secret, the records, the ready byte),
  * verbs_dev.c (device, port and GID choice), verbs_qp.c (queue pairs and
  * their state transitions) and verbs_mr.c (memory registration).
  *
  * The bootstrap, per endpoint, over its own TCP connection (verbs_boot.c):
- * - With the job's secret (params.auth_key on), the challenge-response of
- *   src/auth.h comes first, the side that called connect as its connector;
- *   only then does the queue pair exist and its record go out (the acceptor's
- *   right after its proof, the connector's once it has checked that proof).
- *   A stranger, a peer with another secret or none fails only its endpoint
- *   and is sent nothing about this peer. Without a secret the records go
- *   out at once.
+ * - With the job's secret the engine lends a connection guard (params.hooks,
+ *   transport.h: its challenge-response), which comes first, the side that
+ *   called connect as its connector; only then does the queue pair exist
+ *   and its record go out (the acceptor's right after its proof, the
+ *   connector's once it has checked that proof). A stranger, a peer with
+ *   another secret or none fails only its endpoint and is sent nothing
+ *   about this peer. Without a guard the records go out at once.
  * - Then one record each way (verbs_record.h), RTR and RTS, and one ready
  *   byte each way.
  *
@@ -40,7 +41,6 @@
 
 #include <infiniband/verbs.h>
 
-#include "auth.h"
 #include "errors.h"
 #include "token_bucket.h"
 #include "transport.h"
@@ -132,9 +132,9 @@ struct ring_tp_ep {
     int rx_broken;             /* an oversized message: receives fail, sends still work */
     int rx_overflow;           /* the message being received does not fit its receive */
 
-    /* bootstrap messages: the secret first (with a key), then records, ready bytes */
-    ring_auth_t auth;
-    int authing;               /* 1 while the challenge-response runs */
+    /* bootstrap messages: the guard first (with a secret), then records, ready bytes */
+    void *guard;               /* the guard's state (hooks.guard_state_bytes), NULL: none */
+    int guarding;              /* 1 while the guard runs */
     int acceptor;              /* the bootstrap connection was accepted, not connected */
     unsigned char rec_out[VB_RECORD_BYTES], rec_in[VB_RECORD_BYTES];
     unsigned char rdy_out, rdy_in, live_in;
@@ -170,10 +170,15 @@ struct ring_tp_ep {
     ring_tp_req_t *fl_head, *fl_tail;     /* fully posted, awaiting the last completion */
 };
 
-/* verbs.c */
+/* verbs_ep.c */
+/* A request done with this status and errno; every request of a list so. */
+void vb_req_finish(ring_tp_req_t *req, ring_status_t status, int sys_errno);
+void vb_fail_list(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t st, int err);
 /* The first error on an endpoint is sticky: every pending request gets it. */
 void vb_ep_fail(ring_tp_ep_t *ep, ring_status_t st, int sys_errno, const char *fmt, ...)
     RING_PRINTF(4, 5);
+/* Destroys its QP, closes its bootstrap connection, frees its guard's state,
+ * forgets and frees it. */
 void vb_ep_free(ring_tp_ep_t *ep);
 
 /* verbs_boot.c */

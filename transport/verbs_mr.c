@@ -3,7 +3,9 @@
  * of regions looked up for every fragment, so that registered bytes leave
  * straight from the caller's memory instead of through the bounce slots.
  * Host memory is registered with ibv_reg_mr; CUDA device memory through a
- * dma-buf with ibv_reg_dmabuf_mr (GPUDirect RDMA: the NIC reads the GPU).
+ * dma-buf with ibv_reg_dmabuf_mr (GPUDirect RDMA: the NIC reads the GPU),
+ * told apart and exported by the engine's hooks (params.hooks: without
+ * them every buffer is host memory).
  *
  * Why registration is explicit, not an automatic cache keyed by address: a
  * buffer freed and another allocated at the same address would hit a stale
@@ -16,7 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cuda/ring_cuda.h"
 #include "errors.h"
 #include "log.h"
 #include "verbs_int.h"
@@ -27,12 +28,13 @@ static const int vb_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 static struct ibv_mr *vb_reg_device(vb_tp_t *tp, void *addr, size_t bytes, char *why,
                                     size_t whylen)
 {
+    const ring_tp_hooks_t *h = &tp->params.hooks;
     int fd;
     uintptr_t base;
     size_t len;
     struct ibv_mr *mr;
 
-    if (ring_cuda_dmabuf_fd(addr, bytes, &fd, &base, &len) != 0) {
+    if (h->dmabuf_fd == NULL || h->dmabuf_fd(h->ctx, addr, bytes, &fd, &base, &len) != 0) {
         snprintf(why, whylen, "the CUDA driver cannot export it as a dma-buf (driver older "
                  "than 11.7, or no dma-buf support in the kernel)");
         return NULL;
@@ -49,9 +51,10 @@ static struct ibv_mr *vb_reg_device(vb_tp_t *tp, void *addr, size_t bytes, char 
 ring_status_t vb_reg_mem(ring_tp_t *tp_, void *addr, size_t bytes)
 {
     vb_tp_t *tp = (vb_tp_t *)tp_;
+    const ring_tp_hooks_t *h = &tp->params.hooks;
     vb_region_t *r;
     char why[256] = "";
-    int device = ring_cuda_is_device_ptr(addr);
+    int device = h->is_device_ptr != NULL && h->is_device_ptr(h->ctx, addr);
 
     if (addr == NULL || bytes == 0)
         return ring_error_set(RING_ERR_INVALID, "cannot register %zu bytes at %p", bytes, addr);

@@ -100,4 +100,12 @@ ring_status_t ring_auth_begin(ring_auth_t *a, const ring_auth_key_t *key,
                               const ring_tp_ops_t *ops, ring_tp_ep_t *ep, int acceptor);
 ring_auth_state_t ring_auth_step(ring_auth_t *a);
 
+/*
+ * auth_guard.c: with a key that is on, hooks get the connection guard
+ * (ctx = key, which must outlive the transport): ring_auth_begin and
+ * ring_auth_step on a ring_auth_t per connection, and what failed. Without
+ * one hooks stay as they are (no guard).
+ */
+void ring_auth_guard_lend(ring_auth_key_t *key, ring_tp_hooks_t *hooks);
+
 #endif /* RING_AUTH_H */

@@ -242,6 +242,9 @@ void ring_dev_comm_free(ring_comm_t *comm);
 /* doctor.c */
 void ring_doctor_free(ring_comm_t *comm);
 
+/* tp_lend.c: the hooks the transport gets in params (after comm->auth_key is loaded) */
+void ring_comm_tp_lend(ring_comm_t *comm, ring_tp_params_t *params);
+
 /* collectives.c: what is not allreduce */
 extern const char *const ring_coll_names[RING_COLL_COUNT];
 size_t ring_dtype_size(ring_dtype_t dtype); /* 1 for RING_DTYPE_BYTES */

@@ -106,7 +106,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     RING_CHECK(ring_config_validate(cfg));
     RING_CHECK(ring_config_copy(&comm->cfg, cfg));
     RING_CHECK(ring_auth_key_load(cfg, &comm->auth_key));
-    params.auth_key = &comm->auth_key;
+    ring_comm_tp_lend(comm, &params);
     comm->auth_frames = strcmp(cfg->auth, "frames") == 0;
     if (comm->auth_frames && !comm->auth_key.on)
         return ring_error_set(RING_ERR_INVALID, "--auth frames (RING_AUTH) needs the job's secret: "

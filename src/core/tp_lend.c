@@ -1,0 +1,48 @@
+/*
+ * tp_lend.c - what the engine lends its transport (ring_tp_hooks_t in
+ * transport.h), so that no transport includes a file above its layer: the
+ * job's secret as the connection guard of the verbs bootstrap
+ * (src/bootstrap/auth_guard.c), the engine's own first bytes recognised
+ * where a verbs record was due, and CUDA device memory for registration
+ * (kernels/cuda/ring_cuda.h: GPUDirect RDMA through a dma-buf).
+ */
+#include "config.h"
+
+#include "comm_int.h"
+#include "cuda/ring_cuda.h"
+#include "le.h"
+
+/* A peer's bootstrap started with a ringd hello or an authentication
+ * challenge: it runs over tcp, or with a secret this peer lacks. */
+static const char *lend_foreign_bytes(void *ctx, const unsigned char first[4], size_t bytes)
+{
+    uint32_t magic = le_get32(first);
+
+    if (magic == RING_HELLO_MAGIC)
+        return "runs ringd over the tcp transport, this peer over verbs: every peer needs the "
+               "same --transport (RING_TRANSPORT)";
+    if (bytes >= 4 && magic == RING_AUTH_MAGIC)
+        return "asked this peer to prove the job's secret, and this peer has none: give every "
+               "peer the same --secret-file (RING_SECRET_FILE)";
+    return NULL;
+}
+
+static int lend_is_device_ptr(void *ctx, const void *p)
+{
+    return ring_cuda_is_device_ptr(p);
+}
+
+static int lend_dmabuf_fd(void *ctx, const void *p, size_t bytes, int *fd_p, uintptr_t *base_p,
+                          size_t *len_p)
+{
+    return ring_cuda_dmabuf_fd(p, bytes, fd_p, base_p, len_p);
+}
+
+void ring_comm_tp_lend(ring_comm_t *comm, ring_tp_params_t *params)
+{
+    /* the guard's context is the key; the other hooks need none */
+    ring_auth_guard_lend(&comm->auth_key, &params->hooks);
+    params->hooks.foreign_bytes = lend_foreign_bytes;
+    params->hooks.is_device_ptr = lend_is_device_ptr;
+    params->hooks.dmabuf_fd = lend_dmabuf_fd;
+}
