@@ -69,7 +69,13 @@ def object_files(build):
             pick = [s for s in srcs if rel(os.path.dirname(s)) == sub]
             if pick:
                 out.append((os.path.join(root, f), pick[0]))
-    return out
+    # one object per source, the newest: an older one is from before a
+    # change of target (libringd_la-x.o became libringd_internal_la-x.o)
+    newest = {}
+    for obj, src in out:
+        if src not in newest or os.path.getmtime(obj) > os.path.getmtime(newest[src]):
+            newest[src] = obj
+    return [(obj, src) for src, obj in newest.items()]
 
 
 def nm_symbols(obj):
