@@ -1,16 +1,33 @@
-# ringd-lib.sh - what the ringd shell tests (daemon.test, staleness.test)
-# share: TAP output, bounded command runs, metrics helpers and finding a
-# rank's process. Sourced, not run. The test sets PLAN before sourcing and
-# gets D (ringd), L (ring-launch), T (a temporary directory removed at exit,
-# with every background job killed) and a clean RING_* environment.
+# ringd-lib.sh - what every shell test shares: TAP output, bounded command
+# runs, a private temporary directory, a clean RING_* environment, metrics
+# helpers and finding a rank's process. Sourced, not run.
+#
+# The test sets PLAN (its number of checks) before sourcing, and NEEDS when
+# it needs other programs than ringd and ring-launch (words among ringd,
+# ring-launch, ring-bench, python3). It gets D (ringd), L (ring-launch), B
+# (ring-bench), T (a temporary directory removed at exit, with every
+# background job killed), the plan line printed, and every check skipped
+# with the reason when a needed program is missing.
 
 D=${RINGD:-${top_builddir:-.}/ringd}
 L=${RING_LAUNCH:-${top_builddir:-.}/ring-launch}
+B=${RING_BENCH:-${top_builddir:-.}/ring-bench}
 echo "1..$PLAN"
-if [ ! -x "$D" ] || [ ! -x "$L" ]; then
-    for i in $(seq 1 "$PLAN"); do echo "ok $i # SKIP ringd or ring-launch not built"; done
+# skip_all WHY: every check of the plan skipped, and the test ends
+skip_all() {
+    local i
+    for i in $(seq 1 "$PLAN"); do echo "ok $i # SKIP $1"; done
     exit 0
-fi
+}
+for need in ${NEEDS:-ringd ring-launch}; do
+    case $need in
+    ringd) [ -x "$D" ] || skip_all "ringd not built ($D)" ;;
+    ring-launch) [ -x "$L" ] || skip_all "ring-launch not built ($L)" ;;
+    ring-bench) [ -x "$B" ] || skip_all "ring-bench not built ($B)" ;;
+    python3) command -v python3 > /dev/null || skip_all "no python3" ;;
+    *) skip_all "ringd-lib.sh: unknown NEEDS word '$need'" ;;
+    esac
+done
 # the suite exports variables of its own; a user's RING_RANK must not leak in either
 for v in $(compgen -e | grep '^RING_'); do
     unset "$v"
@@ -33,6 +50,7 @@ check() {
         echo "ok $n - $desc"
     else
         echo "not ok $n - $desc"
+        failed=1
         show
     fi
 }
@@ -51,6 +69,8 @@ run() {
     rc=$?
 }
 rc_is() { [ "$rc" -eq "$1" ]; }
+# a usage or run-time error, not a timeout or a crash
+failed_cleanly() { [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -lt 128 ]; }
 err_has() { grep -qF -- "$1" "$T/err"; }
 out_has() { grep -qF -- "$1" "$T/out"; }
 # all 'CONDITION' ...: every condition (shell text) holds

@@ -36,6 +36,7 @@ BUILD=${1:-}
 [ -n "$BUILD" ] || { [ -x ./build/ring-bench ] && BUILD=./build || BUILD=.; }
 BUILD=$(cd "$BUILD" && pwd)
 B=$BUILD/ring-bench
+L=$BUILD/ring-launch
 N=${N:-4}
 RATE=${RATE:-1gbit}
 BYTES=${BYTES:-64M}
@@ -43,7 +44,7 @@ REPS=${REPS:-3}
 MTU=${MTU:-1500}
 OUT=${OUT:-/tmp/ringd-lab-compare}
 LAB=$HERE/netns-lab.sh
-[ -x "$B" ] || { echo "lab-compare: no ring-bench in $BUILD" >&2; exit 2; }
+[ -x "$B" ] && [ -x "$L" ] || { echo "lab-compare: no ring-bench or ring-launch in $BUILD" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "lab-compare: needs root (the namespace lab)" >&2; exit 77; }
 mkdir -p "$OUT"
 for v in $(compgen -e | grep '^RING_'); do unset "$v"; done
@@ -82,16 +83,16 @@ run_gloo() {
     awk -v n="$N" '$1 ~ /^[0-9]+$/ && $4 > 0 { a = $1 / $4 / 1e3
         printf "%.4f,%.4f\n", a, a * 2 * (n - 1) / n }' "$OUT/gloo-0.out" | tail -1
 }
+# ringd's peers through ring-launch, each in its host's namespace: the first that
+# fails stops the others (--timeout bounds the whole run)
 run_ringd() {
-    local codec=$1 r
-    port=$((port + 1))
-    for r in $(seq 0 $((N - 1))); do
-        "$LAB" exec "$name" "$r" -- env RING_RANK=$r RING_WORLD_SIZE=$N \
-            RING_RENDEZVOUS=tcp://${addrs[0]}:$port RING_CODEC=$codec RING_CONNECT_TIMEOUT=30 \
-            timeout 120 "$B" -b "$BYTES" -e "$BYTES" -n 3 -w 1 -c --csv > "$OUT/ringd-$r.out" 2>&1 &
-    done
-    wait
-    # bytes,count,dtype,time_us,algbw,busbw,wrong
+    local codec=$1
+    port=$((port + N))
+    RING_CODEC=$codec RING_CONNECT_TIMEOUT=30 timeout 150 "$L" -n "$N" --no-prefix \
+        --hosts "$(echo "${addrs[*]}" | tr ' ' ,)" --base-port "$port" --timeout 120 \
+        --exec-prefix "$LAB exec $name {node} --" \
+        -- "$B" -b "$BYTES" -e "$BYTES" -n 3 -w 1 -c --csv > "$OUT/ringd-0.out" 2>&1
+    # bytes,count,dtype,time_us,algbw,busbw,wrong (rank 0 alone prints rows)
     awk -F, 'NR > 1 && $1 ~ /^[0-9]+$/ { print $5 "," $6 (($7 != 0) ? ",WRONG" : "") }' \
         "$OUT/ringd-0.out" | tail -1
 }

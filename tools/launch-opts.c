@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "launch-opts.h"
+#include "launch-ranks.h"
 
 static const char launch_usage_text[] =
-    "usage: ring-launch -n N [--host ADDR] [--base-port P] [--grace SECS]\n"
+    "usage: ring-launch -n N [--host ADDR | --hosts ADDR,...] [--base-port P]\n"
+    "                   [--exec-prefix 'CMD ...'] [--grace SECS]\n"
     "                   [--timeout SECS] [--max-restarts K] [--no-prefix]\n"
     "                   [--timeline FILE]\n"
     "                   -- PROGRAM [ARGS...]\n"
@@ -19,13 +21,28 @@ static const char launch_usage_text[] =
     "       ring-launch --help | --version\n";
 
 static const char launch_help_text[] =
-    "\nStart N copies of PROGRAM on this host as the ranks of one ring.\n"
+    "\nStart N copies of PROGRAM as the ranks of one ring: on this host, or each\n"
+    "through a command of its own (--exec-prefix: a network namespace, a\n"
+    "container, ssh) on the address --hosts gives it.\n"
     "\nOPTIONS\n"
     "  -n N            number of ranks, 1..1024 (required)\n"
     "  --host ADDR     numeric IPv4 or IPv6 address the ranks listen on;\n"
     "                  free ports are probed on it (default 127.0.0.1)\n"
     "  --base-port P   use ports P..P+N-1 instead of probing free ones\n"
-    "                  (default: probe)\n"
+    "                  (default: probe; with --hosts, 29500)\n"
+    "  --hosts ADDR,...\n"
+    "                  numeric addresses the ranks listen on instead of --host:\n"
+    "                  rank r on entry r mod K, port --base-port + r (no\n"
+    "                  probing: the ranks may live in other network namespaces);\n"
+    "                  RING_LOCAL_RANK counts the ranks of each address\n"
+    "  --exec-prefix 'CMD ...'\n"
+    "                  run each rank as CMD ... PROGRAM [ARGS...]: the words\n"
+    "                  split on blanks (no shell); in them {rank} is the rank,\n"
+    "                  {node} the index of its --hosts entry (0 without) and\n"
+    "                  {host} its address. E.g. with tools/netns-lab.sh:\n"
+    "                  --exec-prefix 'netns-lab.sh exec LAB {node} --'. The\n"
+    "                  supervision is the same: the first rank that fails\n"
+    "                  stops the others\n"
     "  --grace SECS    after SIGTERM, wait SECS before SIGKILL (default 5)\n"
     "  --timeout SECS  kill the whole job after SECS; 0 = never (default 0)\n"
     "  --max-restarts K\n"
@@ -55,7 +72,8 @@ static const char launch_help_text[] =
     "\nENVIRONMENT SET FOR EACH RANK\n"
     "  RING_RANK        rank of this process, 0..N-1\n"
     "  RING_WORLD_SIZE  N\n"
-    "  RING_LOCAL_RANK  same as RING_RANK (all ranks are local)\n"
+    "  RING_LOCAL_RANK  same as RING_RANK (all ranks are local); with\n"
+    "                   --hosts, the rank's index among its address's ranks\n"
     "  RING_PEERS       comma-separated HOST:PORT of every rank in rank\n"
     "                   order, e.g. 127.0.0.1:4000,127.0.0.1:4001;\n"
     "                   IPv6 hosts are bracketed: [::1]:4000\n"
@@ -80,10 +98,12 @@ static const char launch_help_text[] =
     "  124      --timeout expired\n"
     "  128+SIG  the launcher got signal SIG and no rank failed\n"
     "\nEXAMPLES\n"
-    "  ring-launch -n 4 -- ./ringd-bench --size 1M\n"
+    "  ring-launch -n 4 -- ring-bench -b 1M -e 1M\n"
     "  ring-launch -n 2 --host ::1 --timeout 60 -- ./ring-test\n"
     "  ring-launch -n 3 --base-port 9000 -- sh -c 'echo $RING_PEERS'\n"
-    "  ring-launch -n 4 --timeline trace.json -- ring-bench -e 64M\n";
+    "  ring-launch -n 4 --timeline trace.json -- ring-bench -e 64M\n"
+    "  ring-launch -n 4 --hosts 198.18.0.2,198.18.0.6,198.18.0.10,198.18.0.14 \\\n"
+    "      --exec-prefix 'tools/netns-lab.sh exec lab1 {node} --' -- ring-bench -e 64M\n";
 
 void launch_usage_die(const char *fmt, ...)
 {
@@ -132,7 +152,7 @@ static const char *launch_opt_take(int argc, char **argv, int *i,
 void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
 {
     const char *v;
-    int i;
+    int i, host_given = 0;
     *o = (struct launch_opts){ .host = "127.0.0.1", .grace = 5, .prefix = 1 };
     for (i = 1; i < argc && !o->argv; i++) {
         const char *a = argv[i];
@@ -158,8 +178,16 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
             o->timeline = v;
         } else if ((v = launch_opt_take(argc, argv, &i, "-n"))) {
             o->n = (long)launch_num_parse(v, "-n", 1, LAUNCH_MAX_RANKS, 1);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--hosts"))) {
+            launch_hosts_parse(o, v);
         } else if ((v = launch_opt_take(argc, argv, &i, "--host"))) {
             o->host = v;
+            host_given = 1;
+        } else if ((v = launch_opt_take(argc, argv, &i, "--exec-prefix"))) {
+            if (strspn(v, " \t") == strlen(v))
+                launch_usage_die("--exec-prefix needs a command (e.g. 'netns-lab.sh exec LAB "
+                                 "{rank} --')");
+            o->exec_prefix = v;
         } else if ((v = launch_opt_take(argc, argv, &i, "--base-port"))) {
             o->base_port = (long)launch_num_parse(v, "--base-port", 1,
                                                   65535, 1);
@@ -179,6 +207,10 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
     if (!o->argv || !o->argv[0])
         launch_usage_die(o->argv ? "missing PROGRAM after '--'"
                          : "missing '--' followed by PROGRAM");
+    if (host_given && o->nhosts > 0)
+        launch_usage_die("--host and --hosts: give one (--hosts is an address per rank)");
+    if (o->nhosts > 0 && !o->base_port)
+        o->base_port = 29500; /* nothing to probe in another namespace */
     if (o->base_port && o->base_port + o->n - 1 > 65535)
         launch_usage_die("--base-port %ld + %ld ranks exceeds port 65535",
                          o->base_port, o->n);

@@ -14,6 +14,10 @@ struct launch_opts {
     double grace, timeout;        /* seconds; timeout 0 = none */
     long max_restarts;            /* restart every rank after a failure, up to this often */
     const char *host;
+    const char **hosts;           /* --hosts: rank r listens on hosts[r % nhosts] (malloc) */
+    char *hosts_text;             /* the list, cut up in place (malloc) */
+    long nhosts;                  /* 0: every rank on host */
+    const char *exec_prefix;      /* --exec-prefix: words before PROGRAM, or NULL */
     int prefix;
     const char *timeline;         /* --timeline FILE, or NULL */
     char *timeline_parts;         /* FILE.{rank}.part: RING_TIMELINE of the ranks */

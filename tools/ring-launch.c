@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "launch-opts.h"
+#include "launch-ranks.h"
 #include "launch-secret.h"
 #include "timeline-merge.h"
 
@@ -118,7 +119,8 @@ static int launch_port_bind(const struct sockaddr_storage *ss, socklen_t sl,
 static int *launch_ports_probe(const struct launch_opts *o, int *ports)
 {
     struct sockaddr_storage ss;
-    socklen_t sl = launch_host_parse(o->host, &ss);
+    /* --hosts: the ranks' addresses may not exist here; --base-port + r */
+    socklen_t sl = o->nhosts > 0 ? 0 : launch_host_parse(o->host, &ss);
     int *fds = calloc((size_t)o->n, sizeof(*fds));
     long i;
     for (i = 0; fds && i < o->n; i++) {
@@ -134,25 +136,12 @@ static int *launch_ports_probe(const struct launch_opts *o, int *ports)
     return fds;
 }
 
-static char *launch_peers_build(const struct launch_opts *o, const int *ports)
-{
-    int v6 = strchr(o->host, ':') != NULL;
-    size_t cap = (size_t)o->n * (strlen(o->host) + 10) + 1, off = 0;
-    char *s = malloc(cap);
-    long i;
-    for (i = 0; s && i < o->n; i++)
-        off += (size_t)snprintf(s + off, cap - off, "%s%s%s%s:%d",
-                                i ? "," : "", v6 ? "[" : "", o->host,
-                                v6 ? "]" : "", ports[i]);
-    return s;
-}
-
 /* Runs in the forked child and never returns. Errors go out through
  * write/_exit because the stdio buffers are copies of the launcher's. */
-static void launch_child_exec(const struct launch_opts *o, long rank,
+static void launch_child_exec(const struct launch_opts *o, long rank, char **argv,
                               const char *peers, int out_fd, int err_fd)
 {
-    char num[32], wsize[32], msg[512];
+    char num[32], local[32], wsize[32], msg[512];
     sigset_t none;
     int devnull, ok, len;
     /* Signals arrive blocked; unblock only once the inherited handlers are
@@ -166,17 +155,18 @@ static void launch_child_exec(const struct launch_opts *o, long rank,
     ok = ok && devnull >= 0 && dup2(devnull, 0) == 0 &&
          dup2(out_fd, 1) == 1 && dup2(err_fd, 2) == 2;
     snprintf(num, sizeof(num), "%ld", rank);
+    snprintf(local, sizeof(local), "%ld", launch_local_rank(o, rank));
     snprintf(wsize, sizeof(wsize), "%ld", o->n);
     /* ring-launch's --timeline beats a RING_TIMELINE of the caller's */
     ok = ok && (!o->timeline || (setenv("RING_TIMELINE", o->timeline_parts, 1) == 0));
     ok = ok && setenv("RING_RANK", num, 1) == 0 &&
-         setenv("RING_LOCAL_RANK", num, 1) == 0 &&
+         setenv("RING_LOCAL_RANK", local, 1) == 0 &&
          setenv("RING_WORLD_SIZE", wsize, 1) == 0 &&
          setenv("RING_PEERS", peers, 1) == 0;
     if (ok)
-        execvp(o->argv[0], o->argv);
+        execvp(argv[0], argv);
     len = snprintf(msg, sizeof(msg), "ring-launch: cannot run '%s': %s\n",
-                   o->argv[0], strerror(errno));
+                   argv[0], strerror(errno));
     ssize_t r = write(2, msg, len > 0 ? (size_t)len : 0);
     (void)r;    /* nowhere left to report a failed write */
     _exit(127);
@@ -196,20 +186,25 @@ static int launch_child_spawn(struct launch_state *st, long rank,
     struct launch_child *c = &st->kids[rank];
     sigset_t old;
     int p[2][2], k;
+    /* built before fork: the child only execs */
+    char **argv = launch_rank_argv(&st->opt, rank);
+    if (argv == NULL)
+        return -1;
     for (k = 0; k < 2; k++) {
         if (pipe(p[k]) != 0 || launch_fd_prepare(p[k][0], 1) != 0 ||
             launch_fd_prepare(p[k][1], 0) != 0)
-            return -1;
+            goto fail;
         c->io[k] = (struct launch_stream){ .fd = p[k][0], .out_fd = k + 1,
                                            .buf = malloc(LAUNCH_LINE_MAX) };
         if (!c->io[k].buf)
-            return -1;
+            goto fail;
     }
     if (sigprocmask(SIG_BLOCK, &launch_sigset, &old) != 0)
-        return -1;
+        goto fail;
     c->pid = fork();
     if (c->pid == 0)
-        launch_child_exec(&st->opt, rank, peers, p[0][1], p[1][1]);
+        launch_child_exec(&st->opt, rank, argv, peers, p[0][1], p[1][1]);
+    launch_rank_argv_free(argv);
     if (sigprocmask(SIG_SETMASK, &old, NULL) != 0 || c->pid < 0)
         return -1;
     /* Set the group here too, as we may signal it before the child runs.
@@ -219,6 +214,9 @@ static int launch_child_spawn(struct launch_state *st, long rank,
     c->running = 1;
     st->running++;
     return close(p[0][1]) == 0 && close(p[1][1]) == 0 ? 0 : -1;
+fail:
+    launch_rank_argv_free(argv);
+    return -1;
 }
 
 static void launch_signal_note(int sig)
@@ -670,6 +668,8 @@ int main(int argc, char **argv)
     }
     if (launch_secret_setenv(err, sizeof(err)) != 0) {
         fprintf(stderr, "ring-launch: %s\n", err);
+        free(opt.hosts);
+        free(opt.hosts_text);
         return 1;
     }
     launch_fds_prepare(opt.n);
@@ -696,5 +696,7 @@ int main(int argc, char **argv)
     if (opt.timeline && launch_timeline_merge(&opt) != 0 && rc == 0)
         rc = 1;
     free(opt.timeline_parts);
+    free(opt.hosts);
+    free(opt.hosts_text);
     return rc;
 }

@@ -1,0 +1,28 @@
+/* launch-ranks.h - where each rank of ring-launch runs and how it is started
+ * (launch-ranks.c): its address in RING_PEERS, its local rank, and its command
+ * line with --exec-prefix. */
+#ifndef RING_LAUNCH_RANKS_H
+#define RING_LAUNCH_RANKS_H
+
+#include "launch-opts.h"
+
+/* Split --hosts ADDR,... into o->hosts / o->nhosts; exits 2 (usage) on a bad list. */
+void launch_hosts_parse(struct launch_opts *o, const char *list);
+
+/* The address rank listens on: --hosts' entry rank mod K, else --host. */
+const char *launch_rank_host(const struct launch_opts *o, long rank);
+
+/* The rank's index among the ranks that share its address (RING_LOCAL_RANK). */
+long launch_local_rank(const struct launch_opts *o, long rank);
+
+/* RING_PEERS: HOST:PORT of every rank in rank order ([V6]:PORT); NULL without memory. */
+char *launch_peers_build(const struct launch_opts *o, const int *ports);
+
+/* The rank's command line: --exec-prefix's words with {rank}, {node} (the index
+ * of its --hosts entry) and {host} (its address) replaced,
+ * then PROGRAM and its arguments (NULL-terminated, malloc'ed; free with
+ * launch_rank_argv_free). NULL without memory. */
+char **launch_rank_argv(const struct launch_opts *o, long rank);
+void launch_rank_argv_free(char **argv);
+
+#endif /* RING_LAUNCH_RANKS_H */
