@@ -48,9 +48,11 @@ BUCKET_MB=${BUCKET_MB:-25}
 THREADS=${THREADS:-1}
 OUT=${OUT:-/tmp/ringd-torch-lab}
 PY=${PYTHON:-/usr/bin/python3}
+L=$BUILD/ring-launch
 LAB=$HERE/netns-lab.sh
 SCRIPT=$TOP/examples/pytorch/synthetic_mlp.py
-[ -d "$BUILD/python/ringd" ] || { echo "torch-lab-compare: no ringd package in $BUILD/python (build first)" >&2; exit 2; }
+[ -d "$BUILD/python/ringd" ] && [ -x "$L" ] ||
+    { echo "torch-lab-compare: no ringd package or ring-launch in $BUILD (build first)" >&2; exit 2; }
 "$PY" -c 'import torch' 2> /dev/null || { echo "torch-lab-compare: $PY has no torch (apt-get install python3-torch)" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "torch-lab-compare: needs root (the namespace lab)" >&2; exit 77; }
 mkdir -p "$OUT"
@@ -66,26 +68,24 @@ fi
 read -r -a addrs <<< "$NETNS_LAB_ADDRS"
 port=$((33000 + RANDOM % 4000))
 
-# run SYSTEM: one training run, every peer in its host; prints rank 0's samples/s
+# run SYSTEM: one training run under ring-launch, every peer in its host (the first
+# that fails stops the others); prints rank 0's samples/s
 run() {
-    local sys=$1 r peers="" env_r
-    port=$((port + 1))
-    for r in $(seq 0 $((N - 1))); do peers+="${peers:+,}${addrs[$r]}:$((port + 1 + r))"; done
-    for r in $(seq 0 $((N - 1))); do
-        case $sys in
-        ddp-gloo) env_r="RANK=$r WORLD_SIZE=$N MASTER_ADDR=${addrs[0]} MASTER_PORT=$port GLOO_SOCKET_IFNAME=eth0" ;;
-        *) env_r="RING_RANK=$r RING_WORLD_SIZE=$N RING_PEERS=$peers RING_CONNECT_TIMEOUT=60" ;;
-        esac
-        # shellcheck disable=SC2086 # env_r is words on purpose
-        "$LAB" exec "$name" "$r" -- env $env_r PYTHONPATH="$BUILD/python" OMP_NUM_THREADS="$THREADS" \
-            timeout 600 "$PY" "$SCRIPT" --backend "${sys%%-fp*}" --codec "$(case $sys in *fp16*) echo fp16 ;; *) echo none ;; esac)" \
+    local sys=$1 env_r
+    port=$((port + N + 1))
+    case $sys in
+    ddp-gloo) env_r="RANK={rank} WORLD_SIZE=$N MASTER_ADDR=${addrs[0]} MASTER_PORT=$port GLOO_SOCKET_IFNAME=eth0" ;;
+    *) env_r="RING_CONNECT_TIMEOUT=60" ;; # ring-launch gives RING_RANK and RING_PEERS
+    esac
+    timeout 660 "$L" -n "$N" --timeout 600 --hosts "$(echo "${addrs[*]}" | tr ' ' ,)" \
+        --base-port $((port + 1)) --exec-prefix "$LAB exec $name {node} -- env $env_r \
+            PYTHONPATH=$BUILD/python OMP_NUM_THREADS=$THREADS" \
+        -- "$PY" "$SCRIPT" --backend "${sys%%-fp*}" --codec "$(case $sys in *fp16*) echo fp16 ;; *) echo none ;; esac)" \
             --staleness "$(case $sys in *-s1) echo 1 ;; *) echo 0 ;; esac)" \
             $(case $sys in *-ov) echo --overlap-step ;; esac) \
             --steps "$STEPS" --batch "$BATCH" --width "$WIDTH" --layers "$LAYERS" --bucket-mb "$BUCKET_MB" \
-            --threads "$THREADS" > "$OUT/$sys-$r.out" 2>&1 &
-    done
-    wait
-    sed -n 's/.* \([0-9.]*\) samples\/s.*/\1/p' "$OUT/$sys-0.out" | tail -1
+            --threads "$THREADS" > "$OUT/$sys.out" 2>&1
+    sed -n 's/^\[0\] .* \([0-9.]*\) samples\/s.*/\1/p' "$OUT/$sys.out" | tail -1
 }
 
 echo "# N=$N hosts, links ${RATE} both ways, synthetic MLP $LAYERS hidden layers of $WIDTH, batch $BATCH per peer, $STEPS steps, buckets ${BUCKET_MB} MiB, $REPS rounds, $(nproc) cores"
