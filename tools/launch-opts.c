@@ -179,7 +179,9 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
         } else if ((v = launch_opt_take(argc, argv, &i, "-n"))) {
             o->n = (long)launch_num_parse(v, "-n", 1, LAUNCH_MAX_RANKS, 1);
         } else if ((v = launch_opt_take(argc, argv, &i, "--hosts"))) {
-            launch_hosts_parse(o, v);
+            char why[256];
+            if (launch_hosts_parse(o, v, why, sizeof(why)) != 0)
+                launch_usage_die("%s", why);
         } else if ((v = launch_opt_take(argc, argv, &i, "--host"))) {
             o->host = v;
             host_given = 1;

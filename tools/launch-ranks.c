@@ -28,26 +28,37 @@ static int launch_addr_ok(const char *a)
     return inet_pton(AF_INET, a, &b4) == 1 || inet_pton(AF_INET6, a, &b6) == 1;
 }
 
-void launch_hosts_parse(struct launch_opts *o, const char *list)
+int launch_hosts_parse(struct launch_opts *o, const char *list, char *err, size_t errlen)
 {
     char *copy = strdup(list), *save = NULL, *tok;
     size_t k = 0;
 
+    free(o->hosts);
+    free(o->hosts_text);
     o->hosts = calloc((size_t)LAUNCH_MAX_RANKS, sizeof(*o->hosts));
-    if (copy == NULL || o->hosts == NULL)
-        launch_usage_die("out of memory reading --hosts");
     o->hosts_text = copy;
+    if (copy == NULL || o->hosts == NULL) {
+        snprintf(err, errlen, "out of memory reading --hosts");
+        return -1;
+    }
     for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        if (k == LAUNCH_MAX_RANKS)
-            launch_usage_die("--hosts: more than %d addresses", LAUNCH_MAX_RANKS);
-        if (!launch_addr_ok(tok))
-            launch_usage_die("--hosts: '%s' is not a numeric IPv4 or IPv6 address (each rank "
-                             "listens on one: e.g. --hosts 10.0.0.1,10.0.0.2)", tok);
+        if (k == LAUNCH_MAX_RANKS) {
+            snprintf(err, errlen, "--hosts: more than %d addresses", LAUNCH_MAX_RANKS);
+            return -1;
+        }
+        if (!launch_addr_ok(tok)) {
+            snprintf(err, errlen, "--hosts: '%s' is not a numeric IPv4 or IPv6 address (each "
+                     "rank listens on one: e.g. --hosts 10.0.0.1,10.0.0.2)", tok);
+            return -1;
+        }
         o->hosts[k++] = tok;
     }
-    if (k == 0)
-        launch_usage_die("--hosts needs at least one address (ADDR,ADDR,...)");
+    if (k == 0) {
+        snprintf(err, errlen, "--hosts needs at least one address (ADDR,ADDR,...)");
+        return -1;
+    }
     o->nhosts = (long)k;
+    return 0;
 }
 
 const char *launch_rank_host(const struct launch_opts *o, long rank)

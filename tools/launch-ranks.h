@@ -4,10 +4,12 @@
 #ifndef RING_LAUNCH_RANKS_H
 #define RING_LAUNCH_RANKS_H
 
+#include <stddef.h>
+
 #include "launch-opts.h"
 
-/* Split --hosts ADDR,... into o->hosts / o->nhosts; exits 2 (usage) on a bad list. */
-void launch_hosts_parse(struct launch_opts *o, const char *list);
+/* Split --hosts ADDR,... into o->hosts / o->nhosts: 0, or -1 saying why in err. */
+int launch_hosts_parse(struct launch_opts *o, const char *list, char *err, size_t errlen);
 
 /* The address rank listens on: --hosts' entry rank mod K, else --host. */
 const char *launch_rank_host(const struct launch_opts *o, long rank);

@@ -163,8 +163,6 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
     if (comm->macs != NULL)
         RING_TL_TIMED(comm, ch, RING_TL_MAC, f.payload_bytes,
                       (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, src, f.payload_bytes));
-    if (comm->fault_frame_tag && comm->stats.frames_sent == 2)
-        slot->hdr[RING_FRAME_BYTES + 8] ^= 1; /* as if altered on the way */
     comm->stats.frames_sent++;
     comm->stats.payload_bytes += f.payload_bytes;
     comm->stats.raw_bytes += sf.range.len * ring_enc_elem_bytes(comm, req);

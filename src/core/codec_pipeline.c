@@ -362,12 +362,6 @@ static void enc_compress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *
     if (packed > 0 && packed < raw - raw / 8) {
         meta->lz4 = meta->in_zbuf = 1;
         meta->bytes = (uint32_t)packed;
-        if (comm->fault_lz4_corrupt) {
-            /* a test wants a peer that sends garbage: scramble the compressed bytes */
-            unsigned char *z = ch->zbuf + (size_t)enc_slot(ch, q) * ch->zcap;
-            for (int i = 0; i < packed; i++)
-                z[i] = (unsigned char)(z[i] ^ 0xa5);
-        }
         if (t != NULL)
             t->misses = 0;
     } else if (t != NULL && ++t->misses >= LZ4_AUTO_MISSES) {

@@ -148,7 +148,6 @@ struct ring_comm {
     ring_lz4_track_t lz4_track[RING_LZ4_TRACKS];
     ring_comm_stats_t stats;
     ring_timeline_t *tl;                   /* timeline.c: --timeline; NULL when off */
-    int fault_lz4_corrupt;                 /* RING_FAULT=lz4-corrupt: a test's fault injection */
     ring_residual_t residuals[RING_EF_TENSORS];
     void *coll_scratch;                    /* collectives.c: reduce-scatter's partial sums,
                                             * grow-only */
@@ -172,7 +171,6 @@ struct ring_comm {
     int auth_frames;                       /* --auth frames: a MAC on every frame (frame_mac.c) */
     ring_frame_macs_t *macs;               /* ... its keys per connection, NULL when off */
     size_t hdr_bytes;                      /* a frame's header: 64, + the trailer with macs */
-    int fault_frame_tag;                   /* RING_FAULT=frame-tag: a test's fault injection */
     double timeout_probe_deadline;         /* fail.c: the left neighbour was asked; 0: not yet */
     double probe_started, probe_idle;      /* when it was asked, and how long we had waited */
     int probed_by_right;                   /* the right neighbour asked us (it gets WAITING) */
@@ -241,6 +239,10 @@ void ring_dev_comm_free(ring_comm_t *comm);
 
 /* doctor.c */
 void ring_doctor_free(ring_comm_t *comm);
+
+/* fault_inject.c: ops wrapped so a test's RING_FAULT damages frames on the way out,
+ * or ops themselves when RING_FAULT names no wire fault */
+const ring_tp_ops_t *ring_fault_wrap(const ring_tp_ops_t *ops);
 
 /* tp_lend.c: the hooks the transport gets in params (after comm->auth_key is loaded) */
 void ring_comm_tp_lend(ring_comm_t *comm, ring_tp_params_t *params);

@@ -136,12 +136,6 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     comm->fp16_scaling = strcmp(cfg->fp16_scaling, "off") != 0;
     comm->lz4_mode = strcmp(cfg->lz4, "on") == 0 ? 1 : strcmp(cfg->lz4, "auto") == 0 ? 2 : 0;
     comm->error_feedback = strcmp(cfg->error_feedback, "on") == 0;
-    /* fault injection for tests: this peer corrupts every lz4 chunk it sends */
-    comm->fault_lz4_corrupt = getenv("RING_FAULT") != NULL &&
-                              strcmp(getenv("RING_FAULT"), "lz4-corrupt") == 0;
-    /* ... or alters its third data frame after tagging it (--auth frames) */
-    comm->fault_frame_tag = getenv("RING_FAULT") != NULL &&
-                            strcmp(getenv("RING_FAULT"), "frame-tag") == 0;
     comm->kops = ring_codec_ops();
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
     RING_CHECK(ring_tl_open(comm)); /* hook: timeline.c, --timeline (a bad path fails here) */
@@ -155,6 +149,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     if (comm->tp_ops == NULL)
         return ring_error_set(RING_ERR_UNSUPPORTED, "transport '%s' is not in this build (it has: %s)",
                               cfg->transport, ring_tp_names());
+    comm->tp_ops = ring_fault_wrap(comm->tp_ops); /* RING_FAULT, tests only: fault_inject.c */
     if (why[0] != '\0')
         ring_log(RING_LOG_INFO, "transport auto: tcp, because %s", why);
     for (int c = 0; c < comm->nchannels; c++) {
