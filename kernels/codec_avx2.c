@@ -14,7 +14,7 @@
  * (MXCSR is not consulted) and _mm256_cvtph_ps; their NaN results are what
  * half.h defines. bf16: integer round to nearest even, NaN blended in.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "codec.h"
 #include "half.h"

@@ -15,7 +15,7 @@
  * subnormals; its NaN and normal-number results do agree. The integer
  * path costs a few ALU ops per 16 elements and stays memory-bound.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "codec.h"
 #include "half.h"

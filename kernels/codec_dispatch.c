@@ -4,7 +4,7 @@
  * thread of a process uses the same kernels. Together with the transport
  * registry this is the only place that asks the CPU what it has.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * loops. Every other variant is tested bit for bit against this table, and
  * it is what runs on CPUs without F16C/AVX2 (and off x86).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "codec.h"
 #include "half.h"

@@ -4,7 +4,7 @@
  * pointer is a device pointer and every device operation fails. The rest of
  * the library calls these functions unconditionally and needs no #if.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "cuda/ring_cuda.h"
 

@@ -4,7 +4,7 @@
  * ring needs from them. Order of operations is fixed, so results are the
  * same on every peer.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "reduce.h"
 

@@ -3,7 +3,7 @@
  * watch them: ports, configs, reports through pipes, actions, deadlines.
  * See harness.h.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "harness.h"
 

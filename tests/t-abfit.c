@@ -5,7 +5,7 @@
  * with a message that says why, and the CSV reader selects rows and names
  * the line of anything malformed.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
  * so |err| <= (N-1) u sum|x_r| with u = 2^-24; the average also rounds 1/N
  * and the product: |err| <= (N+1) u sum|x_r| / N. N = 1 must be exact.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -12,7 +12,7 @@
  *   - with every peer present, a stranger that connects to rank 0 and sends a
  *     hello gets no byte back, and the ring trains on.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -3,7 +3,7 @@
  * and every way a file can be bad (corrupt, truncated, wrong magic or
  * version, another model), each with its message.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -17,7 +17,7 @@
  *   - --device cuda: with a GPU, one train_step and evaluate against the
  *     CPU path; without, create's error says why and the rest is skipped.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -19,7 +19,7 @@
  * pre-scale by 1/N (exact for N a power of two, within 2^-24 otherwise):
  * the same bound divided by N, plus 2^-24 * S / N.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * adds the full 2^32 fp32 sweep, every variant and the independent
  * reference on every pattern (about 5 minutes). Unit test: pure, no I/O.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <math.h>
 #include <stdint.h>

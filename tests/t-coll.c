@@ -11,7 +11,7 @@
  * patterns an allreduce against zeros would change: -0.0, NaNs with
  * payloads, subnormals, infinities.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <math.h>
 #include <signal.h>

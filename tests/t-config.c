@@ -5,7 +5,7 @@
  * (src/peers.c). Every error must be RING_ERR_INVALID with a message that
  * names what was wrong and where it came from.
  */
-#include "config.h" /* _GNU_SOURCE for setenv, open_memstream */
+#include "ring_build.h" /* _GNU_SOURCE for setenv, open_memstream */
 
 #include <stdio.h>
 #include <stdlib.h>

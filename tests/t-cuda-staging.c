@@ -15,7 +15,7 @@
  * finish (RING_ERR_IO on that rank, the peer told). The real CUDA copies
  * are tested by t-cuda where there is a GPU.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -25,7 +25,7 @@
  * so everything that forks (the probe, the rings) runs before this process
  * makes its first CUDA call.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdint.h>
 #include <stdio.h>

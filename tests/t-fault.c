@@ -6,7 +6,7 @@
  * (which peer, its address, the phase, the cause) and how long it took:
  * a failure must never hang the others.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
  *   - a frame altered after tagging (RING_FAULT=frame-tag on rank 1): its
  *     receiver refuses it naming the tag and rank 1, and no peer hangs.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdlib.h>
 #include <string.h>

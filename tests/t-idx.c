@@ -6,7 +6,7 @@
  * dataset-fashion-mnist is installed, the real dataset: sizes, class
  * balance and the pixel statistics fmnist.h hard-codes. Under a second.
  */
-#include "config.h" /* _GNU_SOURCE for mkdtemp, nftw */
+#include "ring_build.h" /* _GNU_SOURCE for mkdtemp, nftw */
 
 #include <errno.h>
 #include <ftw.h>

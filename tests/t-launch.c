@@ -10,7 +10,7 @@
  * The test may itself run under Slurm, mpirun or torchrun: clear_env()
  * removes every variable the detection reads before each case.
  */
-#include "config.h" /* _GNU_SOURCE for setenv */
+#include "ring_build.h" /* _GNU_SOURCE for setenv */
 
 #include <stdarg.h>
 #include <stdio.h>

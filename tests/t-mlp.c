@@ -10,7 +10,7 @@
  * dataset-fashion-mnist is installed and is skipped otherwise.
  * About 1.5 s on 2 cores (4 s under ASan/UBSan). Unit test: no network.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <math.h>
 #include <stdint.h>

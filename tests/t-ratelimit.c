@@ -7,7 +7,7 @@
  * 127.0.0.1 whose bus bandwidth must come out at the cap, with correct
  * results, far below the unlimited speed and without burning the CPU.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <math.h>

@@ -33,7 +33,7 @@
  * transport; it exists to check this test itself (over tcp, the traffic checks
  * must fail).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

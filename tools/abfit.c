@@ -3,7 +3,7 @@
  * the CSV tables it is fitted to. No output here: see abfit.h for the
  * contracts and ring-abfit.c for the program.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "abfit.h"
 

@@ -1,6 +1,6 @@
 /* launch-opts.c - ring-launch's command line: usage, help and parsing. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "ring_build.h"
 #endif
 #include <errno.h>
 #include <stdarg.h>

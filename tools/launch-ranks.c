@@ -10,7 +10,7 @@
  * peers through ring-launch and gets its supervision: the first rank that
  * fails stops all of them.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

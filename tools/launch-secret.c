@@ -5,7 +5,7 @@
  * doing anything. A secret the caller set already (RING_SECRET or
  * RING_SECRET_FILE) is kept: the ranks may have to meet peers of other hosts.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * ring-sweep's results.csv) and says how well it predicts them. The math is
  * in abfit.c; this file is the command line and the output.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <getopt.h>

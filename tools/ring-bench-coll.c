@@ -10,7 +10,7 @@
  * algbw * 2(N-1)/N for allreduce, * (N-1)/N for allgather and
  * reducescatter, * 1 for broadcast (each byte crosses one link per peer).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <string.h>
 

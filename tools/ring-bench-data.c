@@ -4,7 +4,7 @@
  * float), and the data: gradient-like values to time, integer-valued ones
  * whose sums are exact to check.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <math.h>
 #include <stdint.h>

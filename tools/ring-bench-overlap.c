@@ -15,7 +15,7 @@
  * The two modes run on two communicators, opened one after the other from
  * the same settings with progress-thread off, then on.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <sched.h> /* CPU_COUNT: _GNU_SOURCE comes from config.h */
 #include <stdio.h>

@@ -11,7 +11,7 @@
  * ring edge measured on its own, slow ones named; with --overlap it measures
  * how much of an allreduce hides behind computation (ring-bench-overlap.c).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <getopt.h>

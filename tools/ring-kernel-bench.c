@@ -19,7 +19,7 @@
  * Pin it (taskset -c 1) and keep the machine otherwise idle for stable
  * DRAM figures; the 256 KiB ones show the compute cost.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <getopt.h>
 #include <stdint.h>

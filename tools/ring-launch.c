@@ -7,7 +7,7 @@
  * With --timeline it merges the ranks' trace-event files once they have
  * exited (timeline-merge.c). */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "ring_build.h"
 #endif
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

@@ -4,7 +4,7 @@
  * exactly when it starts with '{' and ends with '}' (a trailing comma
  * aside), and its timestamp is the number after its first "ts":. */
 #ifdef HAVE_CONFIG_H
-#include "config.h"
+#include "ring_build.h"
 #endif
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1

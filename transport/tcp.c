@@ -3,7 +3,7 @@
  * non-blocking connects, endpoints, and poll() over all of them.
  * Bytes move in tcp_io.c; names and socket options live in tcp_addr.c.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <fcntl.h>

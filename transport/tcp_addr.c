@@ -1,5 +1,5 @@
 /* tcp_addr.c - resolving hosts and interface names, formatting addresses, socket options. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

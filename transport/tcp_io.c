@@ -5,7 +5,7 @@
  * into the caller's buffer. Sends may be held back by a token bucket
  * (ring_tp_params_t.rate_limit_bps). Nothing here allocates.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <stdint.h>

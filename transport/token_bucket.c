@@ -1,7 +1,7 @@
 /*
  * token_bucket.c - the send-side rate limit both transports share.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "token_bucket.h"
 

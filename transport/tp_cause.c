@@ -3,7 +3,7 @@
  * closed"...), or its endpoint's own words when the transport has them. Apart
  * from the registry so the transports can use it without depending on it.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * for NULL; and the choice --transport auto makes. The only place (besides
  * kernel dispatch) where a RING_HAVE_* macro appears.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <pthread.h>
 #include <stdio.h>

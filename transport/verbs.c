@@ -8,7 +8,7 @@
  * --spin-us, then calls wait(), which arms every CQ and sleeps in poll() on
  * the completion channel and the bootstrap sockets together.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

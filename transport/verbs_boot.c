@@ -16,7 +16,7 @@
  * connection and logs why (who, from where): never the listener, never
  * the ring. Without a secret the records go out at once, as they always did.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * IPv4 address (::ffff:a.b.c.d), which routes over UDP/IP like the
  * bootstrap connection; on InfiniBand the LID routes and GID 0 is kept.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

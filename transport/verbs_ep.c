@@ -3,7 +3,7 @@
  * path (verbs.c) and the bootstrap (verbs_boot.c) need: the first error is
  * sticky and completes every pending request with it.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdarg.h>
 #include <stdio.h>

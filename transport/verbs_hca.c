@@ -3,7 +3,7 @@
  * NCCL_IB_HCA's syntax (verbs_hca.h). No libibverbs here: the parser is
  * checked by config validation and tested on any host.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

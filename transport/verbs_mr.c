@@ -12,7 +12,7 @@
  * registration that still pins the old pages, and RDMA would silently send
  * the old bytes. NCCL asks for ncclCommRegister for the same reason.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <string.h>

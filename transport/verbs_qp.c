@@ -4,7 +4,7 @@
  * slots our writes read from), and one function per state transition,
  * RESET -> INIT -> RTR -> RTS, as the verbs spec lays them out.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * little-endian, never by memcpy of a struct; decoding checks every field
  * a later ibv_modify_qp or RDMA write would trust.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>

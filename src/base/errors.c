@@ -1,5 +1,5 @@
 /* errors.c - status names and the per-thread last error message. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* hash.c - FNV-1a over bytes. */
-#include "config.h"
+#include "ring_build.h"
 
 #include "hash.h"
 

@@ -1,5 +1,5 @@
 /* log.c - opt-in stderr logging with a rank/host/pid prefix. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * variables, switches, --help and --print-config for every table, so the
  * library's settings and the daemon's options behave alike.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* parse.c - strict parsers for user input: reject trailing junk, overflow, negatives. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -3,7 +3,7 @@
  * OpenSSL's libcrypto for HMAC-SHA-256, random nonces and the
  * constant-time compare (no hand-written primitives).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * in transport.h): the challenge-response of auth.h, one ring_auth_t per
  * connection as the guard's state, the key as its context.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * autotune_space.c - parse --autotune-chunks and --autotune-channels into
  * the candidates the autotuner times (diag/autotune.c).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <string.h>

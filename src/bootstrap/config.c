@@ -3,7 +3,7 @@
  * variable, default, unit, doc and parser. Flags, RING_* variables, --help
  * and --print-config all read it.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <limits.h>

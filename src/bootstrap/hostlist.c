@@ -7,7 +7,7 @@
  * the last group turning fastest. Nothing is allocated for an entry until
  * its count is known to fit.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <ctype.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  * and its messages speak of RDMA devices. A list is checked once, whole,
  * and then matched by walking its text, so nothing is copied or allocated.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * launch_env.c - rank, world size and the way to the peers, from the
  * variables a launcher sets (the list and its order: ringd/launch.h).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* peers.c - parsing the static peer list with errors that name the bad entry. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

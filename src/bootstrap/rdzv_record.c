@@ -3,7 +3,7 @@
  * settings are validated) and a peer's record, as it reads from a store
  * (untrusted bytes: fuzzed by tests/fuzz/fuzz-text), and format a record.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <string.h>

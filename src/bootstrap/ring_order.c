@@ -5,7 +5,7 @@
  * hosts come in the order of their lowest rank, ranks in rank order
  * within a host. Every peer computes the same order from the same list.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

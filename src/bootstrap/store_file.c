@@ -14,7 +14,7 @@
  * never followed. The owner's clean-up removes only the regular files this
  * user's ringd peers write there (rank.N and their temporary files).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <dirent.h>
 #include <errno.h>

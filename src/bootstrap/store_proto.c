@@ -1,5 +1,5 @@
 /* store_proto.c - the tcp store's messages (store_proto.h). */
-#include "config.h"
+#include "ring_build.h"
 
 #include <string.h>
 

@@ -13,7 +13,7 @@
  * every peer's client said hello and left (the ring is up everywhere), the
  * server stops listening and ends.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * blocking socket; every read and write waits in poll() no longer than the
  * caller's deadline.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <netdb.h>

@@ -11,7 +11,7 @@
  * (saying so once), and a task that is one is told not to start ringd. An
  * evaluator task becomes the evaluator role.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <string.h>

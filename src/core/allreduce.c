@@ -8,7 +8,7 @@
  * and sending chunk k-1 overlap. Nothing here allocates or blocks except
  * ring_comm_wait_until, which sleeps in the transport's wait with a deadline.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -17,7 +17,7 @@
  * and error feedback (what this peer's encodings lost is added to its next
  * contribution to the same tensor).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <limits.h>
 #include <lz4.h>

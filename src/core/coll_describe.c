@@ -5,7 +5,7 @@
  * (fail.c) and the engine (allreduce.c) both use them, so they sit below
  * both.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 

@@ -5,7 +5,7 @@
  * this peer's block into place, reduce-scatter's scratch and copy out).
  * The calls users make are in collectives.c.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdlib.h>
 #include <string.h>

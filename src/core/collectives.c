@@ -16,7 +16,7 @@
  *  - barrier is an allgather of one byte per rank: a peer's byte reaches
  *    every other only through all of them.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * nothing below calls back into it. What a user does with an open
  * communicator is in requests.c.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  * neighbour: a refusal or a stranger's answer there reads its record again
  * (a stranger's answer is an error only after RING_RDZV_STALE_GRACE_S).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

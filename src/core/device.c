@@ -19,7 +19,7 @@
  * pageable memory; a failed copy fails the communicator like any other
  * local error (RING_ERR_IO, this rank to blame), so the peers stop too.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdlib.h>
 

@@ -6,7 +6,7 @@
  * unchanged, so the last peer to hear of it still names the origin, the
  * culprit and what differed.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -14,7 +14,7 @@
  *
  * One wrapped transport per process: the tests run one communicator per peer.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdlib.h>
 #include <string.h>

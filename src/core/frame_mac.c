@@ -3,7 +3,7 @@
  * with OpenSSL's libcrypto (AES-256-GCM, HMAC-SHA-256, constant-time
  * compare).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <limits.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * field and both ranks, so a misconfigured job fails in one line instead of
  * hanging or computing garbage.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <inttypes.h>
 #include <string.h>

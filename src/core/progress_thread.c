@@ -7,7 +7,7 @@
  * wakes the waiters when a request finishes or the ring fails. With nothing
  * pending it sleeps on a condition variable until a request is queued.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -20,7 +20,7 @@
  * and it was published, else the first non-loopback address. The ring
  * port listens on that address alone, never on every address.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * (allreduce.c), then test or wait for them. The diagnostics (autotune,
  * the doctor) use these calls too; opening and closing is comm_open.c.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* schedule.c - the ring schedule: pure arithmetic, no I/O. */
-#include "config.h"
+#include "ring_build.h"
 
 #include "schedule.h"
 

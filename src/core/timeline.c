@@ -20,7 +20,7 @@
  * After max_events events the file ends with one instant event saying so
  * and the timeline is closed: nothing more is recorded, at no further cost.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <fcntl.h>

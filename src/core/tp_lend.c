@@ -6,7 +6,7 @@
  * where a verbs record was due, and CUDA device memory for registration
  * (kernels/cuda/ring_cuda.h: GPUDirect RDMA through a dma-buf).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "comm_int.h"
 #include "cuda/ring_cuda.h"

@@ -1,5 +1,5 @@
 /* wire.c - encoding and decoding hellos and frame headers, little-endian. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <string.h>
 

@@ -8,7 +8,7 @@
  * with each other rank's: the first setting that differs is named with both
  * values, the same message on every peer.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * checkpoint.c - write, read, list and prune checkpoint files (format in
  * checkpoint.h).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "checkpoint.h"
 

@@ -5,7 +5,7 @@
  * report; a slow edge is a diagnosis, not a failure: --doctor trains anyway,
  * --doctor-only exits 3.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * Checkpoints are renamed into place whole, so a file it can read but
  * whose checksum fails is really corrupt: reported once and skipped.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * 1 a run-time failure (ring, data, checkpoint), 2 a usage error, 3 the
  * ring doctor (--doctor-only) found a slow edge.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

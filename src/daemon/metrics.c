@@ -22,7 +22,7 @@
  * Final line: {"type":"final","rank":R,"step":S,"params_fnv1a64":"HEX"}: a hash
  *   of the parameters' bytes, equal on every peer of a lockstep ring.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * Compiled with -ffp-contract=off (Makefile.am): an FMA here would round
  * differently from a peer built by another compiler.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "optimizer.h"
 

@@ -4,7 +4,7 @@
  * settings use too (base/opt_table.c). The ring's own settings are libringd's
  * table (ring_config_*); main.c offers both.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "options.h"
 

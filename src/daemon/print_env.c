@@ -4,7 +4,7 @@
  * flags, each with where it came from. One "NAME VALUE (SOURCE)" line per
  * item, so scripts and tests can read it.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  *
  * One training run per process, so the between-lines state is file-local.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

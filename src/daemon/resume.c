@@ -12,7 +12,7 @@
  * contributes -0.0: x + (-0.0) == x for every float x, -0.0 included, so
  * the sum is rank 0's bits, whatever the order of additions.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * shard.c - a peer's shard of the training set and its per-epoch order
  * (see shard.h).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "shard.h"
 

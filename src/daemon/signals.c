@@ -6,7 +6,7 @@
  * signal kills the process at once (its peers then see the connection
  * drop and fail with a message naming it).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <signal.h>
 #include <string.h>

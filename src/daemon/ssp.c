@@ -25,7 +25,7 @@
  * the master parameters and the counters under one mutex; the engine alone
  * calls libringd.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <inttypes.h>

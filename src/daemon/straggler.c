@@ -1,7 +1,7 @@
 /*
  * straggler.c - deterministic slow steps (see straggler.h).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include "daemon/straggler.h"
 

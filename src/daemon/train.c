@@ -15,7 +15,7 @@
  * to evaluate after the step, which every peer then does on its share of
  * the test set (run_evaluate_shared).
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <inttypes.h>
 #include <math.h>

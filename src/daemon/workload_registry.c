@@ -1,7 +1,7 @@
 /*
  * workload_registry.c - the workloads this daemon offers, by name.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stddef.h>
 #include <string.h>

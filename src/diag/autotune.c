@@ -11,7 +11,7 @@
  * about the same moment) and its choice reaches the others through one
  * exact allreduce, so every peer switches to the same setting.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

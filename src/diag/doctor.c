@@ -58,7 +58,7 @@
  * Failures go through fail.c: sticky, an ABORT to both neighbours, passed on
  * round the ring, naming the peer and the edge.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <sched.h>

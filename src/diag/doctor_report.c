@@ -3,7 +3,7 @@
  * fills from the results vector (doctor.c carries it round the ring), the
  * median and the slow flags, and the printed table.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* dense.c - fully connected layers, ReLU and softmax cross-entropy through CBLAS. */
-#include "config.h"
+#include "ring_build.h"
 
 #include "dense.h"
 

@@ -3,7 +3,7 @@
  * offers as its evaluate op, built on its evaluate_part (part 0 of 1): one
  * loop over the samples per workload, not two.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdio.h>
 

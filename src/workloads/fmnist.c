@@ -7,7 +7,7 @@
  * installing (or reinstalling) the Debian package or pointing --data-dir
  * elsewhere.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <limits.h>
 #include <stdio.h>

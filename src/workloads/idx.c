@@ -8,7 +8,7 @@
  * leaves Z_BUF_ERROR in gzerror. Both are checked, so a damaged download
  * is reported as such rather than as a short or silently wrong dataset.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <stdlib.h>

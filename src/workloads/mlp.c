@@ -1,5 +1,5 @@
 /* mlp.c - the fmnist-mlp workload: a ReLU MLP on Fashion-MNIST, on the CPU through CBLAS. */
-#include "config.h"
+#include "ring_build.h"
 
 #include "mlp.h"
 

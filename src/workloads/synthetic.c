@@ -37,7 +37,7 @@
  * Evaluation: there is no test set (ntest = 0, as workload.h allows), and
  * evaluate is an error saying so.
  */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <inttypes.h>

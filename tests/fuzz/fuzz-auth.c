@@ -1,6 +1,6 @@
 /* fuzz-auth.c - libFuzzer: the authentication messages a stranger sends
  * first (src/auth.c): the challenge, and a proof checked against a key. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdint.h>
 

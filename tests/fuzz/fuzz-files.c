@@ -3,7 +3,7 @@
  * checkpoint. The first byte picks which; the rest is the file, served from a
  * memfd through /proc/self/fd. */
 #define _GNU_SOURCE
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdint.h>
 #include <stdio.h>

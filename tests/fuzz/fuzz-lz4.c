@@ -4,7 +4,7 @@
  * schedule says it), the rest the chunk, whose length is the frame header's
  * payload_bytes. Into a buffer of exactly that size, from one of exactly the
  * chunk's: ASan sees any byte read or written past them. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <lz4.h>
 #include <stdint.h>

@@ -7,7 +7,7 @@
  * says so, then the hello) and, when that worked, sets, gets and checks a
  * key. Bits 1-2 pick the caller's buffer for the get. No network, no
  * thread; every read finds its bytes there or the end of the stream. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <stdint.h>

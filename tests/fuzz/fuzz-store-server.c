@@ -16,7 +16,7 @@
  * secret, a stream of well-formed replies; with one, its challenge and
  * nothing more unless the client proved the secret, then its proof and
  * replies. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <errno.h>
 #include <stdint.h>

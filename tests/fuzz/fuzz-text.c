@@ -2,7 +2,7 @@
  * stores, which a user or a stranger writes: the first byte picks the parser
  * (RING_PEERS, a Slurm hostlist, TF_CONFIG, a rendezvous record, a
  * rendezvous URL), the rest is the text. */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* fuzz-verbs-record.c - libFuzzer: the QP record a verbs peer sends at
  * bootstrap (transport/verbs_record.c). */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdint.h>
 #include <string.h>

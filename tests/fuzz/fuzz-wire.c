@@ -1,6 +1,6 @@
 /* fuzz-wire.c - libFuzzer: the hello and the frame header, the first bytes a
  * ring connection and every data message decode from a peer (src/wire.c). */
-#include "config.h"
+#include "ring_build.h"
 
 #include <stdint.h>
 #include <string.h>
