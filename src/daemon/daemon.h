@@ -117,8 +117,18 @@ int signals_stop_requested(void);   /* the signal number, or 0 */
 /* metrics.c */
 /* *f_out: the open file, or NULL when this rank writes none. 0, or -1 with err. */
 int metrics_open(const daemon_opts_t *opt, int rank, FILE **f_out, char *err, size_t errlen);
-void metrics_step(FILE *f, const run_t *r, double loss, int samples, double compute_s,
-                  double wait_s, double comm_s, uint64_t wire_bytes);
+/* One step's line, the same schema in every mode: lockstep has tau 0 and its
+ * clock, min_clock and rounds equal to the steps before this one. */
+typedef struct metrics_step {
+    uint64_t step, epoch;     /* the step just done (1-based), its epoch */
+    double time;              /* seconds of training so far, across resumes */
+    double loss;
+    int samples;
+    uint64_t wire_bytes;      /* sent by this step (lockstep) or so far (bounded/async) */
+    double compute_s, wait_s, comm_s, blocked_s;
+    uint64_t clock, min_clock, tau, rounds;
+} metrics_step_t;
+void metrics_step(FILE *f, int rank, const metrics_step_t *m);
 void metrics_eval(FILE *f, uint64_t step, uint64_t epoch, double elapsed, double loss, double acc);
 void metrics_final(FILE *f, const run_t *r);
 

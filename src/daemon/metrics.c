@@ -54,15 +54,16 @@ int metrics_open(const daemon_opts_t *opt, int rank, FILE **f_out, char *err, si
     return 0;
 }
 
-void metrics_step(FILE *f, const run_t *r, double loss, int samples, double compute_s,
-                  double wait_s, double comm_s, uint64_t wire_bytes)
+void metrics_step(FILE *f, int rank, const metrics_step_t *m)
 {
     fprintf(f,
             "{\"type\":\"step\",\"rank\":%d,\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
             ",\"time\":%.6f,\"loss\":%.6g,\"samples\":%d,\"wire_bytes\":%" PRIu64
-            ",\"compute_s\":%.6f,\"wait_s\":%.6f,\"comm_s\":%.6f,\"tau\":0,\"blocked_s\":%.6f}\n",
-            r->rank, r->step, r->epoch, r->elapsed_before + (ring_now() - r->t_start), loss,
-            samples, wire_bytes, compute_s, wait_s, comm_s, wait_s);
+            ",\"compute_s\":%.6f,\"wait_s\":%.6f,\"comm_s\":%.6f,\"tau\":%" PRIu64
+            ",\"blocked_s\":%.6f,\"clock\":%" PRIu64 ",\"min_clock\":%" PRIu64
+            ",\"rounds\":%" PRIu64 "}\n",
+            rank, m->step, m->epoch, m->time, m->loss, m->samples, m->wire_bytes, m->compute_s,
+            m->wait_s, m->comm_s, m->tau, m->blocked_s, m->clock, m->min_clock, m->rounds);
     fflush(f);
 }
 

@@ -421,6 +421,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         long b;
         int correct = 0, waited;
         const uint32_t *idx;
+        metrics_step_t line;
 
         if (r->step_in_epoch >= spe) {
             r->epoch++;
@@ -495,18 +496,17 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
             r->comm_s = s->comm_s;
             r->wire_bytes = s->wire_bytes;
             pthread_cond_broadcast(&s->cv);
-            if (r->metrics != NULL)
-                fprintf(r->metrics,
-                        "{\"type\":\"step\",\"rank\":%d,\"step\":%" PRIu64 ",\"epoch\":%" PRIu64
-                        ",\"time\":%.6f,\"loss\":%.6g,\"samples\":%d,\"clock\":%" PRIu64
-                        ",\"min_clock\":%" PRIu64 ",\"tau\":%" PRIu64
-                        ",\"blocked_s\":%.6f,\"compute_s\":%.6f,\"rounds\":%" PRIu64 "}\n",
-                        r->rank, c + 1, r->epoch, r->elapsed_before + (t2 - r->t_start), loss,
-                        o->batch_size, c, min_at_start, tau, blocked, t2 - t1, s->rounds);
-            if (r->metrics != NULL)
-                fflush(r->metrics);
+            /* the line is written after the lock: the engine thread never waits on a file */
+            line = (metrics_step_t){.step = c + 1, .epoch = r->epoch,
+                                    .time = r->elapsed_before + (t2 - r->t_start), .loss = loss,
+                                    .samples = o->batch_size, .wire_bytes = s->wire_bytes,
+                                    .compute_s = t2 - t1, .wait_s = blocked,
+                                    .comm_s = s->comm_s, .blocked_s = blocked, .clock = c,
+                                    .min_clock = min_at_start, .tau = tau, .rounds = s->rounds};
         }
         pthread_mutex_unlock(&s->mu);
+        if (r->metrics != NULL)
+            metrics_step(r->metrics, r->rank, &line);
         r->step++;
         r->step_in_epoch++;
         r->total_samples += (uint64_t)o->batch_size;

@@ -121,9 +121,17 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
     r->wait_s += t2 - t1;
     r->comm_s += t3 - t2;
     r->wire_bytes += after.payload_bytes - before.payload_bytes;
-    if (r->metrics != NULL)
-        metrics_step(r->metrics, r, loss, o->batch_size, t1 - t0, t2 - t1, t3 - t2,
-                     after.payload_bytes - before.payload_bytes);
+    if (r->metrics != NULL) {
+        /* r->step counts this step already; one allreduce round per step */
+        metrics_step_t m = {.step = r->step, .epoch = r->epoch,
+                            .time = r->elapsed_before + (ring_now() - r->t_start), .loss = loss,
+                            .samples = o->batch_size,
+                            .wire_bytes = after.payload_bytes - before.payload_bytes,
+                            .compute_s = t1 - t0, .wait_s = t2 - t1, .comm_s = t3 - t2,
+                            .blocked_s = t2 - t1, .clock = r->step - 1,
+                            .min_clock = r->step - 1, .rounds = r->step};
+        metrics_step(r->metrics, r->rank, &m);
+    }
     if (ctl[CTL_STOP_SIGNAL] > 0)
         r->stop = STOP_SIGNAL;
     else if (ctl[CTL_STOP_TIME] > 0)
