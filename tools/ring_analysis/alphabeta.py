@@ -64,7 +64,7 @@ def t95(dof):
 
 def _check(points):
     """Validates the points; returns (n, bytes, t) arrays and fills a Fit's
-    counts. Raises FitError with the sentence ring-abfit gave."""
+    counts. Raises FitError with a sentence that says why."""
     if not points:
         raise FitError("no measurements to fit")
     for i, p in enumerate(points, 1):
@@ -291,7 +291,7 @@ def select_points_file(path, filters=()):
     return select_points(read_text(path), "(standard input)" if path == "-" else path, filters)
 
 
-# ---- reports (ring-abfit's formats, to the character) -------------------------------------
+# ---- reports (the C ring-abfit's formats, to the character: scripts read its columns) --------
 
 
 def _size_str(nbytes):

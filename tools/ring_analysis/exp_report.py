@@ -205,8 +205,8 @@ def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, p
               "analyze.sh"] + pngs:
         if os.path.exists(os.path.join(out, f)):
             print("  %s" % os.path.join(out, f))
-    print("  %s/NN-MODE-SCENARIO/ (%d runs: metrics m-RANK.jsonl, output.txt, command)"
-          % (out, len(runs)))
+    print("  %s/NN-MODE-SCENARIO/ (%d run%s: metrics m-RANK.jsonl, output.txt, command)"
+          % (out, len(runs), "" if len(runs) == 1 else "s"))
     return rc
 
 

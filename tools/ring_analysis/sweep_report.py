@@ -176,7 +176,8 @@ def report(out, fit=True, plots=True, elapsed=None, links=None):
             print("  %s" % os.path.join(out, f))
     if fit:
         print("  %s/fit-RATE-CODEC.txt (the fits' reports)" % out)
-    print("  %s/runs/ (%d runs: command, rank0.out, rankI.err)" % (out, len(table["rows"])))
+    k = len(table["rows"])
+    print("  %s/runs/ (%d run%s: command, rank0.out, rankI.err)" % (out, k, "" if k == 1 else "s"))
     return rc
 
 
