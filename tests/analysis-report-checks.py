@@ -20,7 +20,7 @@ from ring_analysis import alphabeta, charts, exp_report, readers  # noqa: E402
 from ring_analysis import saturation_report as sat  # noqa: E402
 from ring_analysis import sweep_report as sweep  # noqa: E402
 
-PLAN = 31
+PLAN = 32
 count = failed = 0
 T = tempfile.mkdtemp(prefix="analysis-test.")
 
@@ -211,6 +211,12 @@ def test_sweep():
     ok("(alpha fixed at 0: the free fit gave -" in out and "not resolved" not in out
        and "ring-sweep summary: 9 runs in 1.5s, 0 failed" in out,
        "sweep: the summary says a pinned alpha was fixed, not 'not resolved'", out)
+    bad = os.path.join(T, "sweep-bad")
+    write(os.path.join(bad, "results.csv"),
+          sweep_rows(50, 1e9, "tc").replace(",tc,none,3,", ",tc,none,3x,", 1))
+    rc, out, err = analyze("sweep", bad)
+    ok(rc == 2 and "results.csv:5: n is '3x', not a whole number" in err and "Traceback" not in err,
+       "sweep: a results.csv row whose n is not a whole number: exit 2 naming the line", err)
     pts, _ = alphabeta.select_points_file(os.path.join(d, "results.csv"))
     ok(fits[1] == "1gbit,ratelimit,none," + alphabeta.fit_row(alphabeta.fit_nonneg(pts)),
        "sweep: fits.csv's row is the fit's, ring-abfit's columns", fits)

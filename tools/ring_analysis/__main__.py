@@ -1,4 +1,5 @@
-"""python3 -m ring_analysis: what tools/ring-analyze runs."""
+"""python3 -m ring_analysis, with tools/ on sys.path: the same as tools/ring-analyze
+(which also picks an interpreter with numpy and matplotlib)."""
 
 import sys
 

@@ -8,6 +8,7 @@ sweep and must start fast.
 import json
 import math
 import re
+import sys
 
 
 class DataError(Exception):
@@ -68,8 +69,6 @@ def read_text(path):
     lone '\\r' is not a line end); '-' is standard input."""
     try:
         if path == "-":
-            import sys
-
             data = sys.stdin.buffer.read()
         else:
             with open(path, "rb") as f:
@@ -144,6 +143,14 @@ def parse_number(text):
     if not math.isfinite(v):
         raise ValueError(text)
     return v
+
+
+def whole(text, name, line, column):
+    """A field that must be a whole number >= 0, as an int; DataError naming
+    the line and column otherwise."""
+    if not text.isdigit():
+        raise DataError("%s:%d: %s is '%s', not a whole number" % (name, line, column, text))
+    return int(text)
 
 
 def number_or_none(text):

@@ -8,7 +8,7 @@ import os
 import re
 
 from . import alphabeta, charts
-from .readers import DataError, bench_rows, number_field, read_csv, read_jsonl
+from .readers import DataError, bench_rows, number_field, read_csv, read_jsonl, whole
 
 WARMUP = 2  # steps left out of the mean step time
 GAIN = 1.05  # a peer "pays" while it adds 5 % to samples/s
@@ -88,8 +88,9 @@ def rows(out, alpha, bw, batch):
     of an allreduce of the gradient (4 bytes a parameter, 2 with fp16/bf16)."""
     plan = read_csv(os.path.join(out, "plan.csv"))
     table, step1 = [], {}
-    for _, p in plan.records("params", "compute_ms", "codec", "n", "status", "run"):
-        n = int(p["n"])
+    for line, p in plan.records("params", "compute_ms", "codec", "n", "status", "run"):
+        n = whole(p["n"], plan.name, line, "n")
+        whole(p["compute_ms"], plan.name, line, "compute_ms")  # sorted as a number below
         step = None
         try:
             step = mean_step_s(os.path.join(out, "runs", p["run"], "m.jsonl"))

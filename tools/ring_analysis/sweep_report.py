@@ -7,7 +7,7 @@ import re
 import sys
 
 from . import alphabeta, charts
-from .readers import DataError, number_or_none, read_csv, read_text
+from .readers import DataError, number_or_none, read_csv, read_text, whole
 
 # the sizes of the time-vs-N plots: 16 MiB and 64 MiB when run, else the largest
 VS_N_SIZES = (16 << 20, 64 << 20)
@@ -71,11 +71,12 @@ def read_results(out):
     path = os.path.join(out, "results.csv")
     lines = read_text(path)
     t = read_csv(path)
-    rows = [rec for _, rec in t.records("rate", "method", "codec", "n", "bytes", "time_us",
-                                        "busbw_GBps", "wrong", "status", "run")]
-    for r in rows:
-        r["n"] = int(r["n"])
-        r["bytes"] = int(r["bytes"])
+    rows = []
+    for line, r in t.records("rate", "method", "codec", "n", "bytes", "time_us", "busbw_GBps",
+                             "wrong", "status", "run"):
+        r["n"] = whole(r["n"], path, line, "n")
+        r["bytes"] = whole(r["bytes"], path, line, "bytes")
+        rows.append(r)
     table = {"rows": rows,
              "rates": list(dict.fromkeys(r["rate"] for r in rows)),
              "codecs": list(dict.fromkeys(r["codec"] for r in rows)),
@@ -182,6 +183,8 @@ def report(out, fit=True, plots=True, elapsed=None, links=None):
 
 
 def _plots(out, table, fits):
+    import numpy as np
+
     rows = table["rows"]
     ok = [r for r in rows if r["status"] == "ok"]
     method = next(iter(table["method"].values()), "")
@@ -234,8 +237,6 @@ def _plots(out, table, fits):
                 ax.plot([g[0] for g in got], [g[1] for g in got], "o", markersize=7,
                         color="C%d" % i, label="%s measured" % size_label(b))
                 if not isinstance(f, str):
-                    import numpy as np
-
                     x = np.linspace(max(2.0, ns[0] - 0.5), ns[-1] + 0.5, 200)
                     ax.plot(x, alphabeta.predict(f[1].alpha_us, f[1].slope, x, b) / 1000,
                             linewidth=2, color="C%d" % i, label="%s model" % size_label(b))
