@@ -59,7 +59,7 @@ def object_files(build):
             stem = f[:-2]
             # libtool and per-target objects: libringd_la-comm.o, ring_bench-ring-bench.o
             cand = stem.split("-", 1)[1] if "-" in stem and stem.split("-", 1)[0].endswith(
-                ("_la", "_bench", "_launch", "ringd", "_abfit", "_merge")) else stem
+                ("_la", "_bench", "_launch", "ringd", "_merge")) else stem
             srcs = by_name.get(cand) or by_name.get(stem)
             if not srcs:
                 continue

@@ -1,0 +1,81 @@
+"""matplotlib with the Agg backend (PNG files, no display), and what the
+plots share: a figure of one size, grouped bars that label every bar, and
+saving with the title and the legend's entries in the PNG's text chunks
+(Title, Description), so a test or a reader can check what a plot shows
+without looking at it."""
+
+import math
+import textwrap
+
+_plt = None
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (imported on first use: it takes
+    most of a second, and the subcommands without plots do not need it)."""
+    global _plt
+    if _plt is None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        _plt = plt
+    return _plt
+
+
+def figure():
+    fig, ax = pyplot().subplots(figsize=(9, 5.6), dpi=100)
+    ax.grid(True, alpha=0.35)
+    return fig, ax
+
+
+def save(fig, path, title):
+    """Writes fig to path as PNG with title on top; the legend's entries go
+    into the Description chunk as 'series: A; B; ...'."""
+    ax = fig.axes[0]
+    ax.set_title(textwrap.fill(title, 100), fontsize=10)
+    labels = [t for t in ax.get_legend_handles_labels()[1] if not t.startswith("_")]
+    if labels:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, format="png",
+                metadata={"Title": title, "Description": "series: " + "; ".join(labels),
+                          "Software": "ringd ring-analyze"})
+    pyplot().close(fig)
+
+
+def grouped_bars(ax, groups, series, value, fmt, label_zero=True):
+    """Bars for every (group, series) with value(group, series) not None,
+    clustered by group, a colour per series. A group with no value at all is
+    left out (no empty, unlabelled cluster); every bar drawn is labelled with
+    fmt(value), so a bar of 0 still shows as '0' above its place (unless not
+    label_zero: a histogram's empty bins are no news). Returns the groups
+    left out."""
+    kept = [g for g in groups if any(value(g, s) is not None for s in series)]
+    width = 0.8 / max(len(series), 1)
+    top = max([value(g, s) for g in kept for s in series if value(g, s) is not None] + [0])
+    for j, s in enumerate(series):
+        xs, ys = [], []
+        for i, g in enumerate(kept):
+            v = value(g, s)
+            if v is not None:
+                xs.append(i - 0.4 + width * (j + 0.5))
+                ys.append(v)
+        bars = ax.bar(xs, ys, width * 0.92, label=str(s), edgecolor="black", linewidth=0.5)
+        for b, v in zip(bars, ys):
+            if v == 0 and not label_zero:
+                continue
+            ax.annotate(fmt(v), (b.get_x() + b.get_width() / 2, b.get_height()),
+                        xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                        fontsize=7)
+    ax.set_xticks(range(len(kept)))
+    ax.set_xticklabels([str(g) for g in kept])
+    ax.set_ylim(0, top * 1.12 if top > 0 else 1)
+    ax.grid(False)
+    ax.grid(True, axis="y", alpha=0.35)
+    return [g for g in groups if g not in kept]
+
+
+def finite(v):
+    return v is not None and isinstance(v, float) and math.isfinite(v)
