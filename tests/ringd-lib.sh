@@ -4,7 +4,8 @@
 #
 # The test sets PLAN (its number of checks) before sourcing, and NEEDS when
 # it needs other programs than ringd and ring-launch (words among ringd,
-# ring-launch, ring-bench, python3). It gets D (ringd), L (ring-launch), B
+# ring-launch, ring-bench, python3; empty: the test checks for itself), and
+# RUN_TMPDIR when the commands it runs must keep their temporary files there. It gets D (ringd), L (ring-launch), B
 # (ring-bench), T (a temporary directory removed at exit, with every
 # background job killed), the plan line printed, and every check skipped
 # with the reason when a needed program is missing.
@@ -19,7 +20,7 @@ skip_all() {
     for i in $(seq 1 "$PLAN"); do echo "ok $i # SKIP $1"; done
     exit 0
 }
-for need in ${NEEDS:-ringd ring-launch}; do
+for need in ${NEEDS-ringd ring-launch}; do
     case $need in
     ringd) [ -x "$D" ] || skip_all "ringd not built ($D)" ;;
     ring-launch) [ -x "$L" ] || skip_all "ring-launch not built ($L)" ;;
@@ -65,7 +66,7 @@ skip_n() {
 run() {
     local secs=$1
     shift
-    timeout "$secs" "$@" > "$T/out" 2> "$T/err" < /dev/null
+    TMPDIR=${RUN_TMPDIR:-${TMPDIR:-/tmp}} timeout -k 5 "$secs" "$@" > "$T/out" 2> "$T/err" < /dev/null
     rc=$?
 }
 rc_is() { [ "$rc" -eq "$1" ]; }
