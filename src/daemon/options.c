@@ -101,6 +101,11 @@ static const ring_opt_t opt_table[] = {
      "cores); accelerator = the gradient fill, then the step sleeps out the rest of "
      "--compute-ms, as a host waits on a GPU, leaving the cores to the ring (the case "
      "communication/compute overlap is for)"},
+    {"device-ms", "RING_DEVICE_MS", RING_OPT_DOUBLE, "0", "MS", OFIELD(device_ms), 0, 0,
+     "every workload: emulate an accelerator. Each step's real gradient is computed, then the "
+     "step sleeps until MS have passed since it began, as a host waits on a GPU (a compute "
+     "that takes longer is not cut); --straggler and --jitter scale MS. A 2-core machine "
+     "stands in for a GPU cluster this way; 0 = off"},
     {"device", "RING_DEVICE", RING_OPT_CHOICE, "cpu", "cpu|cuda", OFIELD(device), 0, 0,
      "fmnist-cnn: where the model runs (cuda needs a build with cuDNN and a GPU)"},
     {"cuda-device", "RING_CUDA_DEVICE", RING_OPT_STRING, "auto", "auto|N", OFIELD(cuda_device), 0, 0,

@@ -58,6 +58,7 @@ typedef struct daemon_opts {
     uint64_t params;          /* synthetic */
     double compute_ms;        /* synthetic */
     int compute_on;           /* synthetic: WL_COMPUTE_* */
+    double device_ms;         /* every workload: an emulated accelerator's step, 0 = off */
     int device;               /* WL_DEVICE_* */
     char cuda_device[32];     /* "auto" or a device index */
     int shuffle;

@@ -458,7 +458,7 @@ static int trainer_loop(ssp_t *s, char *err, size_t errlen)
         idx = shard_batch(&r->shard, r->step_in_epoch, o->batch_size);
         if (r->w->ops->train_step(r->w, idx, o->batch_size, &loss, &correct, err, errlen) != 0)
             return -1;
-        straggler_sleep(straggler_extra(o, r->rank, c, ring_now() - t1));
+        straggler_step_end(o, r->rank, c, t1); /* --straggler, --jitter, --device-ms */
         t2 = ring_now();
 
         pthread_mutex_lock(&s->mu);

@@ -8,11 +8,12 @@
 #include <errno.h>
 #include <time.h>
 
+#include "clock.h"
 #include "workloads/rng.h"
 
 #define JITTER_RNG_TAG 0x6a69747465722121ull /* "jitter!!" */
 
-double straggler_extra(const daemon_opts_t *o, int rank, uint64_t step, double compute_s)
+double straggler_factor(const daemon_opts_t *o, int rank, uint64_t step)
 {
     double factor = 1;
 
@@ -24,7 +25,17 @@ double straggler_extra(const daemon_opts_t *o, int rank, uint64_t step, double c
         if ((double)rng_uniform_float(&rng) < o->jitter_p)
             factor *= o->jitter_factor;
     }
-    return compute_s * (factor - 1);
+    return factor;
+}
+
+void straggler_step_end(const daemon_opts_t *o, int rank, uint64_t step, double t_begin)
+{
+    double factor = straggler_factor(o, rank, step), now = ring_now();
+
+    if (o->device_ms > 0)
+        straggler_sleep(t_begin + o->device_ms * 1e-3 * factor - now);
+    else
+        straggler_sleep((now - t_begin) * (factor - 1));
 }
 
 void straggler_sleep(double seconds)

@@ -16,8 +16,16 @@
 
 #include "daemon/options.h"
 
-/* Seconds to add after a step whose compute took compute_s (0 when none). */
-double straggler_extra(const daemon_opts_t *o, int rank, uint64_t step, double compute_s);
+/* How many times longer this peer's step is (1 when neither applies). */
+double straggler_factor(const daemon_opts_t *o, int rank, uint64_t step);
+
+/*
+ * The end of a step whose compute began at t_begin (ring_now()). With
+ * --device-ms the step lasts device-ms times its factor, slept out as a host
+ * waits on a GPU (a compute that took longer is not cut); without, the
+ * compute so far is stretched by the factor, the extra slept too.
+ */
+void straggler_step_end(const daemon_opts_t *o, int rank, uint64_t step, double t_begin);
 
 /* Sleep that long (interrupted sleeps are resumed). */
 void straggler_sleep(double seconds);

@@ -66,7 +66,7 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
     t0 = ring_now();
     if (r->w->ops->train_step(r->w, idx, o->batch_size, &loss, &correct, err, errlen) != 0)
         return -1;
-    straggler_sleep(straggler_extra(o, r->rank, r->step, ring_now() - t0));
+    straggler_step_end(o, r->rank, r->step, t0); /* --straggler, --jitter, --device-ms */
     t1 = ring_now();
 
     memset(ctl, 0, (CTL_COUNT + (size_t)r->world) * sizeof(float));
