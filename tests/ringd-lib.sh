@@ -5,10 +5,11 @@
 # The test sets PLAN (its number of checks) before sourcing, and NEEDS when
 # it needs other programs than ringd and ring-launch (words among ringd,
 # ring-launch, ring-bench, python3; empty: the test checks for itself), and
-# RUN_TMPDIR when the commands it runs must keep their temporary files there. It gets D (ringd), L (ring-launch), B
-# (ring-bench), T (a temporary directory removed at exit, with every
-# background job killed), the plan line printed, and every check skipped
-# with the reason when a needed program is missing.
+# RUN_TMPDIR when the commands it runs must keep their temporary files
+# there. It gets D (ringd), L (ring-launch), B (ring-bench), T (a temporary
+# directory removed at exit, with every background job killed), the plan
+# line printed, and every check skipped with the reason when a needed
+# program is missing.
 
 D=${RINGD:-${top_builddir:-.}/ringd}
 L=${RING_LAUNCH:-${top_builddir:-.}/ring-launch}
