@@ -13,21 +13,10 @@ import sys
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tools"))
 from ring_analysis import alphabeta as ab  # noqa: E402
 from ring_analysis.readers import DataError, NoRows  # noqa: E402
+from analysis_tap import done, ok  # noqa: E402
 
 MiB = 1048576.0
 PLAN = 85
-count = failed = 0
-
-
-def ok(cond, desc, detail=None):
-    global count, failed
-    count += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", count, desc))
-    if not cond:
-        failed += 1
-        if detail:
-            print("#   " + str(detail).replace("\n", "\n#   "))
-    return cond
 
 
 def noise(state):
@@ -293,6 +282,4 @@ test_degenerate()
 test_nonneg()
 test_csv()
 test_reports()
-if count != PLAN:
-    print("# planned %d checks but ran %d" % (PLAN, count))
-sys.exit(1 if failed or count != PLAN else 0)
+done(PLAN)

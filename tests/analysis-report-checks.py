@@ -19,21 +19,10 @@ sys.path.insert(0, TOOLS)
 from ring_analysis import alphabeta, charts, exp_report, readers  # noqa: E402
 from ring_analysis import saturation_report as sat  # noqa: E402
 from ring_analysis import sweep_report as sweep  # noqa: E402
+from analysis_tap import done, ok  # noqa: E402
 
 PLAN = 32
-count = failed = 0
 T = tempfile.mkdtemp(prefix="analysis-test.")
-
-
-def ok(cond, desc, detail=None):
-    global count, failed
-    count += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", count, desc))
-    if not cond:
-        failed += 1
-        if detail is not None:
-            print("#   " + str(detail).replace("\n", "\n#   "))
-    return cond
 
 
 def write(path, text):
@@ -307,6 +296,4 @@ try:
     test_cli()
 finally:
     shutil.rmtree(T, ignore_errors=True)
-if count != PLAN:
-    print("# planned %d checks but ran %d" % (PLAN, count))
-sys.exit(1 if failed or count != PLAN else 0)
+done(PLAN)

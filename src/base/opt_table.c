@@ -13,9 +13,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include <ringd/config.h>
+
 #include "opt_table.h"
 #include "parse.h"
 
+/* indexed by ring_config_source_t */
 static const char *const source_names[] = {"default", "environment", "flag", "api", "launcher"};
 
 const char *ring_opt_source_name(unsigned source)
@@ -238,7 +241,7 @@ int ring_opt_defaults(const ring_opt_table_t *t, void *settings, char *err, size
         /* defaults are parsed like user input; a failure is a bug in the table */
         if (ring_opt_apply(t, &t->entries[i], settings, t->entries[i].defval, err, errlen) != 0)
             rc = -1;
-        source_of(t, settings)[i] = 0;
+        source_of(t, settings)[i] = RING_SRC_DEFAULT;
     }
     return rc;
 }
@@ -252,7 +255,7 @@ int ring_opt_load_env(const ring_opt_table_t *t, void *settings, char *err, size
             continue;
         if (ring_opt_apply(t, &t->entries[i], settings, v, err, errlen) != 0)
             return -1;
-        source_of(t, settings)[i] = 1; /* RING_SRC_ENV */
+        source_of(t, settings)[i] = RING_SRC_ENV;
     }
     return 0;
 }
@@ -318,7 +321,7 @@ int ring_opt_parse_arg(const ring_opt_table_t *t, void *settings, int argc, char
     }
     if (ring_opt_apply(t, e, settings, value, err, errlen) != 0)
         return -1;
-    source_of(t, settings)[e - t->entries] = 2; /* RING_SRC_FLAG */
+    source_of(t, settings)[e - t->entries] = RING_SRC_FLAG;
     return 1;
 }
 

@@ -5,6 +5,7 @@ saving with the title and the legend's entries in the PNG's text chunks
 without looking at it."""
 
 import math
+import sys
 import textwrap
 
 _plt = None
@@ -22,6 +23,18 @@ def pyplot():
 
         _plt = plt
     return _plt
+
+
+def draw_all(draw):
+    """draw() makes a report's PNGs and returns their names. A plot that fails
+    must not lose the tables written before it: it says why on stderr.
+    Returns (names, 0), or ([], 1) after a failure."""
+    try:
+        return draw(), 0
+    except Exception as e:  # matplotlib's errors have no common base
+        print("ring-analyze: drawing the plots failed: %s: %s" % (type(e).__name__, e),
+              file=sys.stderr)
+        return [], 1
 
 
 def figure():

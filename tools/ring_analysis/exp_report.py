@@ -191,12 +191,9 @@ def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, p
 
     pngs = []
     if plots:
-        try:
-            pngs = _plots(out, runs, stats, modes, scens, n, model, target, target_text)
-        except Exception as e:  # a plot that fails must not lose the tables
-            print("ring-analyze: drawing the plots failed: %s: %s" % (type(e).__name__, e),
-                  file=sys.stderr)
-            rc = 1
+        pngs, failed = charts.draw_all(
+            lambda: _plots(out, runs, stats, modes, scens, n, model, target, target_text))
+        rc = rc or failed
     print()
     print("\n".join(lines))
     print()

@@ -198,12 +198,10 @@ def report(out, method, rate, mtu, batch, plots=True):
         if "why" in r:
             print("ring-analyze: %s" % r["why"])
     if plots:
-        try:
-            pngs = _plots(out, table, sat, method, rate)
+        pngs, failed = charts.draw_all(lambda: _plots(out, table, sat, method, rate))
+        if pngs:
             print("plots: %s" % " ".join(pngs))
-        except Exception as e:  # a plot that fails must not lose the tables
-            print("ring-analyze: drawing the plots failed: %s: %s" % (type(e).__name__, e))
-            rc = 1
+        rc = rc or failed
     print("files: %s" % ", ".join(os.path.join(out, f) for f in
                                   ("saturation.csv", "points.csv", "summary.txt")))
     return rc

@@ -4,7 +4,6 @@ from OUT/results.csv
 
 import os
 import re
-import sys
 
 from . import alphabeta, charts
 from .readers import DataError, number_or_none, read_csv, read_text, whole
@@ -161,12 +160,7 @@ def report(out, fit=True, plots=True, elapsed=None, links=None):
     rc = 0
     pngs = []
     if plots:
-        try:
-            pngs = _plots(out, table, fits or {})
-        except Exception as e:  # a plot that fails must not lose the tables
-            print("ring-analyze: drawing the plots failed: %s: %s" % (type(e).__name__, e),
-                  file=sys.stderr)
-            rc = 1
+        pngs, rc = charts.draw_all(lambda: _plots(out, table, fits or {}))
     print()
     print("\n".join(text))
     print()
