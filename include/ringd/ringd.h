@@ -20,5 +20,6 @@
 #include <ringd/status.h>
 #include <ringd/config.h>
 #include <ringd/comm.h>
+#include <ringd/ssp.h>
 
 #endif /* RINGD_RINGD_H */

@@ -23,7 +23,7 @@
 #include <ringd/ringd.h>
 
 #include "daemon/checkpoint.h"
-#include "daemon/optimizer.h"
+#include "sgd.h"
 #include "daemon/options.h"
 #include "daemon/shard.h"
 #include "workloads/workload.h"
@@ -81,12 +81,14 @@ int resume_start(run_t *r, char *err, size_t errlen);
 /* checkpointing and evaluation at the current state (rank 0 only). */
 int run_checkpoint(run_t *r, int final, char *err, size_t errlen);
 
-/* A checkpoint of params at position pos (train.c; ssp.c's engine writes the master
+/* A checkpoint of params and the momentum buffer at position pos (train.c; in
+ * bounded/async mode the SSP session's round callback writes the master
  * parameters at M, the steps every peer has in them). Silent. */
 typedef struct ckpt_pos {
     uint64_t step, epoch, step_in_epoch, total_samples;
 } ckpt_pos_t;
-int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params, int final,
+int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
+                     const float *velocity, int final,
                      char *path, size_t path_len, char *err, size_t errlen);
 /* rank 0 alone evaluates the whole test set (bounded/async: the rounds go on meanwhile) */
 int run_evaluate(run_t *r, char *err, size_t errlen);

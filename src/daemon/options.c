@@ -48,6 +48,10 @@ static const ring_opt_t opt_table[] = {
      "bounded/async: staleness acts like extra momentum (Mitliagkas et al. 2016); use "
      "1-(1-momentum)(1+tau) for a round of mean staleness tau (at least 0) so the total "
      "stays near --momentum"},
+    {"delay-compensation", "RING_DELAY_COMPENSATION", RING_OPT_DOUBLE, "0", "LAMBDA",
+     OFIELD(delay_compensation), 0, 0,
+     "bounded/async: DC-ASGD (Zheng et al. 2017): add LAMBDA*g*g*(w_now - w_then) to each "
+     "step's gradient g, w_then the parameters it started from; 0 = off"},
     {"round-update", "RING_ROUND_UPDATE", RING_OPT_CHOICE, "mean", "steps|mean|sum",
      OFIELD(round_update), 0, 0,
      "bounded/async, a round holding K steps of N peers (K > N): mean = one update with the "
@@ -57,8 +61,9 @@ static const ring_opt_t opt_table[] = {
     {"round-idle", "RING_ROUND_IDLE", RING_OPT_DURATION, "auto", "DURATION|auto",
      OFIELD(round_idle_s), -1, 0,
      "bounded/async: how long a peer's engine waits for its trainer's next step before "
-     "joining a round with what it has (possibly nothing); auto: one of its recent step "
-     "times, so rounds carry every peer's step unless a peer is late"},
+     "joining a round with what it has (possibly nothing); auto: a tenth of its recent step "
+     "time, 0.5 to 20 ms (a round rarely waits for a step about to land, and idle peers do "
+     "not spin empty rounds)"},
     {"straggler", "RING_STRAGGLER", RING_OPT_CUSTOM, "", "RANK:FACTOR", OFIELD(straggler_rank), 0,
      0, "experiments: that peer's compute takes FACTOR times longer, every step"},
     {"jitter", "RING_JITTER", RING_OPT_CUSTOM, "", "P:FACTOR", OFIELD(jitter_p), 0, 0,

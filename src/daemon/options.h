@@ -41,6 +41,7 @@ typedef struct daemon_opts {
     int staleness_scale;      /* scale a contribution by 1/(1+tau) */
     int stale_lr_scale;       /* divide the round's lr by 1 + its mean tau */
     int momentum_compensation; /* lower the round's momentum by its mean tau */
+    double delay_compensation; /* DC-ASGD's lambda (0 = off) */
     int round_update;         /* enum round_update */
     double round_idle_s;      /* bounded/async: longest wait for a local step before a round */
     int straggler_rank;       /* -1: none */

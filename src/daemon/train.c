@@ -105,7 +105,7 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
         return ring_fail(r, "gradient allreduce", err, errlen);
     } else {
         *streak = 0;
-        r->sgd.lr = (float)lr_at(o->lr_schedule, o->lr, r->step, r->total_steps);
+        r->sgd.lr = (float)lr_at(o->lr_schedule == LR_COSINE, o->lr, r->step, r->total_steps);
         sgd_step(&r->sgd, r->w->params, r->w->grads);
     }
     (void)ring_comm_get_stats(r->comm, &after);
@@ -306,7 +306,8 @@ int run_evaluate_shared(run_t *r, char *err, size_t errlen)
     return 0;
 }
 
-int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params, int final,
+int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
+                     const float *velocity, int final,
                      char *path, size_t path_len, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
@@ -330,7 +331,7 @@ int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params, int f
              o->shuffle ? "on" : "off");
     st.nparams = r->w->nparams;
     st.params = (float *)params;
-    st.momentum = r->sgd.velocity;
+    st.momentum = (float *)velocity;
     if (ckpt_write(o->checkpoint_dir, &st, path, path_len, err, errlen) != 0)
         return -1;
     (void)ckpt_prune(o->checkpoint_dir, o->keep_checkpoints);
@@ -349,7 +350,7 @@ int run_checkpoint(run_t *r, int final, char *err, size_t errlen)
      * interruption, which a later run resumes (the message still says final) */
     int complete = final && (r->stop == STOP_DONE || r->stop == STOP_MAX_STEPS);
 
-    if (checkpoint_state(r, &pos, r->w->params, complete, path, sizeof(path), err, errlen) != 0)
+    if (checkpoint_state(r, &pos, r->w->params, r->sgd.velocity, complete, path, sizeof(path), err, errlen) != 0)
         return -1;
     if (r->chatty && (final || r->opt->progress != PROGRESS_OFF))
         progress_line(r, "checkpoint %s (step %" PRIu64 "%s)", path, r->step,

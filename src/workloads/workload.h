@@ -3,7 +3,7 @@
  *
  * A workload owns a model and its data and knows nothing of the ring: the
  * daemon asks it for the gradient of a batch, averages that gradient over
- * the peers, and applies the update itself (src/daemon/optimizer.c). So
+ * the peers, and applies the update itself (src/base/sgd.c). So
  * every workload keeps all of its parameters in ONE contiguous float array
  * (w->params) and writes its gradient to a second array of the same layout
  * (w->grads): one allreduce per step, one optimizer loop, one checkpoint

@@ -1,16 +1,15 @@
 /*
- * optimizer.c - SGD with momentum and weight decay (see optimizer.h).
- * Compiled with -ffp-contract=off (Makefile.am): an FMA here would round
+ * sgd.c - SGD with momentum and weight decay (see sgd.h).
+ * Compiled with -ffp-contract=off (Makefile.am, libringd_base): an FMA here would round
  * differently from a peer built by another compiler.
  */
 #include "ring_build.h"
 
-#include "optimizer.h"
+#include "sgd.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "daemon/options.h"
 
 int sgd_init(sgd_t *o, size_t n, double lr, double momentum, double weight_decay)
 {
@@ -40,9 +39,9 @@ void sgd_free(sgd_t *o)
     o->velocity = NULL;
 }
 
-double lr_at(int schedule, double base, uint64_t step, uint64_t total)
+double lr_at(int cosine, double base, uint64_t step, uint64_t total)
 {
-    if (schedule != LR_COSINE || total == 0)
+    if (!cosine || total == 0)
         return base;
     if (step >= total)
         return 0;

@@ -1,0 +1,338 @@
+/*
+ * t-ssp.c - libringd's SSP sessions (include/ringd/ssp.h) across real
+ * processes on 127.0.0.1, through the public API alone:
+ *   - S = 0 is synchronous SGD: every rank's parameters follow the update a
+ *     single process computes from the same gradients (momentum, weight
+ *     decay), and all ranks end bitwise identical;
+ *   - bounded S = 2 with a slow rank: no step starts more than 2 ahead of
+ *     the slowest, the fast ranks do run ahead, every push is applied once;
+ *   - async: no step ever blocks;
+ *   - request_stop on one rank stops all of them; a wait with a short
+ *     timeout times out and can be retried;
+ *   - a rank killed mid-session: the others fail naming it, within the timeout;
+ *   - misuse: bad options, push without wait, wait twice.
+ * Gradients are pure functions of (rank, step, index), small multiples of
+ * 2^-8, so their sums are exact and every rank can compute the reference.
+ */
+#include "ring_build.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ringd/ringd.h>
+
+#include "harness.h"
+#include "tap.h"
+
+#define COUNT 1000
+#define V_STEPS 0      /* steps this rank pushed */
+#define V_HASH 1       /* hash of the final parameters */
+#define V_MAXTAU 2
+#define V_BADREF 3     /* elements off the single-process reference */
+#define V_CONTRIB 4    /* contributions the rounds applied (stats) */
+#define V_BLOCKED_US 5
+#define V_STATUS 6     /* the failing status, or 0 */
+#define V_TIMEDOUT 7   /* a short wait timed out, then a retry went on */
+#define V_MISUSE 8     /* misuse calls refused as they should be */
+
+enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED };
+
+typedef struct ssp_case {
+    enum kind kind;
+    long staleness;
+    int steps;
+} ssp_case_t;
+
+static float grad_at(int rank, int step, size_t i)
+{
+    /* small multiples of 2^-8: exact in float, and so are their sums */
+    return (float)((int)((rank * 7 + step * 13 + (int)i * 3) % 17) - 8) / 256.0f;
+}
+
+static uint64_t hash_floats(const float *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < n * sizeof(float); i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The single-process reference of S = 0: SGD with momentum on the average. */
+static int reference_bad(const float *got, int n, int steps, const ring_ssp_options_t *o)
+{
+    float w[COUNT], v[COUNT];
+    int bad = 0;
+
+    for (size_t i = 0; i < COUNT; i++) {
+        w[i] = (float)i / COUNT;
+        v[i] = 0;
+    }
+    for (int t = 0; t < steps; t++)
+        for (size_t i = 0; i < COUNT; i++) {
+            float sum = 0;
+            for (int r = 0; r < n; r++)
+                sum += grad_at(r, t, i);
+            float g = sum / (float)n + (float)o->weight_decay * w[i];
+            v[i] = (float)o->momentum * v[i] + g;
+            w[i] -= (float)o->lr * v[i];
+        }
+    for (size_t i = 0; i < COUNT; i++)
+        bad += !(fabsf(got[i] - w[i]) <= 1e-5f * (1.0f + fabsf(w[i])));
+    return bad;
+}
+
+static int misuse_checks(ring_comm_t *comm)
+{
+    ring_ssp_options_t o;
+    ring_ssp_t *s = NULL;
+    float p[4] = {0};
+    int good = 0;
+
+    ring_ssp_options_init(&o);
+    o.staleness = -5;
+    good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID && s == NULL &&
+            strstr(ring_last_error(), "staleness -5") != NULL;
+    ring_ssp_options_init(&o);
+    o.momentum = 1.5;
+    good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID;
+    ring_ssp_options_init(&o);
+    good += ring_ssp_open(comm, p, 0, &o, &s) == RING_ERR_INVALID;
+    return good;
+}
+
+static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    const ssp_case_t *c = arg;
+    ring_comm_t *comm;
+    ring_ssp_options_t o;
+    ring_ssp_t *s;
+    ring_ssp_stats_t st;
+    ring_status_t rs;
+    float *params = malloc(COUNT * sizeof(float)), *g = malloc(COUNT * sizeof(float));
+    uint64_t maxtau = 0;
+    int steps = 0, misuse = 0;
+
+    if (params == NULL || g == NULL)
+        return h_fail(RING_ERR_NO_MEMORY, "malloc");
+    rs = ring_comm_open(cfg, &comm);
+    if (rs != RING_OK)
+        return h_fail(rs, "ring_comm_open");
+    if (c->kind == K_SYNC)
+        misuse = misuse_checks(comm);
+    for (size_t i = 0; i < COUNT; i++)
+        params[i] = (float)i / COUNT;
+    ring_ssp_options_init(&o);
+    o.staleness = c->staleness;
+    o.lr = 0.125;
+    o.momentum = 0.5;
+    o.weight_decay = 0.0078125;
+    rs = ring_ssp_open(comm, params, COUNT, &o, &s);
+    if (rs != RING_OK)
+        return h_fail(rs, "ring_ssp_open");
+    if (c->kind == K_SYNC) {
+        ring_ssp_step_t tmp;
+        misuse += ring_ssp_push(s, g) == RING_ERR_INVALID; /* before any wait */
+        if (ring_ssp_wait(s, 30, &tmp) != RING_OK)
+            return h_fail(RING_ERR_INTERNAL, "first wait");
+        misuse += ring_ssp_wait(s, 30, &tmp) == RING_ERR_INVALID; /* twice */
+        for (size_t i = 0; i < COUNT; i++)
+            g[i] = grad_at(rank, 0, i);
+        if (ring_ssp_push(s, g) != RING_OK)
+            return h_fail(RING_ERR_INTERNAL, "first push");
+        steps = 1;
+    }
+    while (steps < c->steps) {
+        ring_ssp_step_t step;
+
+        if (c->kind == K_TIMEOUT && rank == 0 && steps == 3) {
+            /* rank 1 sleeps before its step 1: rank 0's step 3 waits on the bound (S = 1) */
+            rs = ring_ssp_wait(s, 0.2, &step);
+            if (rs == RING_ERR_TIMED_OUT)
+                h_put(V_TIMEDOUT, 1);
+            if (rs != RING_ERR_TIMED_OUT && rs != RING_OK)
+                return h_fail(rs, "short wait");
+            if (rs == RING_OK) /* did not time out: let the check fail on V_TIMEDOUT */
+                goto have_step;
+        }
+        rs = ring_ssp_wait(s, 30, &step);
+        if (rs == RING_ERR_CANCELED)
+            break;
+        if (rs != RING_OK) {
+            h_put(V_STATUS, (uint64_t)rs);
+            return h_fail(rs, "ring_ssp_wait");
+        }
+have_step:
+        if (step.tau > maxtau)
+            maxtau = step.tau;
+        if (c->kind == K_BOUNDED && rank == n - 1)
+            sleep_ms(20); /* the straggler */
+        if (c->kind == K_TIMEOUT && rank == 1 && step.clock == 1)
+            sleep_ms(1500);
+        if (c->kind == K_KILLED)
+            sleep_ms(10);
+        if (c->kind == K_KILLED && rank == 2 && step.clock == 10)
+            h_ready(); /* the parent kills it now */
+        for (size_t i = 0; i < COUNT; i++)
+            g[i] = grad_at(rank, (int)step.clock, i);
+        rs = ring_ssp_push(s, g);
+        if (rs != RING_OK) {
+            h_put(V_STATUS, (uint64_t)rs);
+            return h_fail(rs, "ring_ssp_push");
+        }
+        steps++;
+        if (c->kind == K_STOP && rank == 1 && steps == 5)
+            ring_ssp_request_stop(s);
+    }
+    rs = ring_ssp_finish(s, 30);
+    if (rs != RING_OK) {
+        h_put(V_STATUS, (uint64_t)rs);
+        return h_fail(rs, "ring_ssp_finish");
+    }
+    ring_ssp_get_stats(s, &st);
+    h_put(V_STEPS, (uint64_t)steps);
+    h_put(V_HASH, hash_floats(params, COUNT));
+    h_put(V_MAXTAU, maxtau);
+    h_put(V_CONTRIB, st.contributions);
+    h_put(V_BLOCKED_US, (uint64_t)(st.blocked_s * 1e6));
+    h_put(V_MISUSE, (uint64_t)misuse);
+    if (c->kind == K_SYNC)
+        h_put(V_BADREF, (uint64_t)reference_bad(params, n, steps, &o));
+    ring_ssp_close(s);
+    ring_comm_close(comm);
+    free(params);
+    free(g);
+    return 0;
+}
+
+static int run_ring(h_run_t *run, int n, const ssp_case_t *c, const h_action_t *act, int nact)
+{
+    h_spec_t spec = {.n = n, .fn = rank_main, .arg = (void *)c, .child_timeout = 40,
+                     .timeout = "3s", .actions = act, .nactions = nact};
+
+    if (h_run(&spec, run) != 0) {
+        diag("%s", run->error);
+        return -1;
+    }
+    return 0;
+}
+
+static int all_exit0(const h_run_t *run, int n)
+{
+    for (int r = 0; r < n; r++)
+        if (!run->r[r].exited || run->r[r].code != 0) {
+            h_diag(run);
+            return 0;
+        }
+    return 1;
+}
+
+static int same_hash(const h_run_t *run, int n)
+{
+    for (int r = 1; r < n; r++)
+        if (h_val(&run->r[r], V_HASH, 1) != h_val(&run->r[0], V_HASH, 2))
+            return 0;
+    return 1;
+}
+
+int main(void)
+{
+    static h_run_t run;
+    const int ns[] = {2, 3, 4};
+    uint64_t sum;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    plan(15);
+    for (size_t k = 0; k < 3; k++) {
+        int n = ns[k];
+        ssp_case_t c = {K_SYNC, 0, 12};
+        int ok0 = run_ring(&run, n, &c, NULL, 0) == 0 && all_exit0(&run, n);
+        uint64_t bad = 0, misuse = 0;
+        for (int r = 0; r < n && ok0; r++) {
+            bad += h_val(&run.r[r], V_BADREF, 1);
+            misuse += h_val(&run.r[r], V_MISUSE, 0);
+        }
+        ok(ok0 && bad == 0 && same_hash(&run, n) && h_val(&run.r[0], V_MAXTAU, 9) == 0,
+           "N=%d S=0: the parameters are synchronous SGD's (%llu elements off), bitwise the same "
+           "on every rank, never stale", n, (unsigned long long)bad);
+        ok(ok0 && misuse == (uint64_t)n * 5, "N=%d: bad options, push before wait and wait twice "
+           "are refused (%llu of %d)", n, (unsigned long long)misuse, n * 5);
+    }
+    {
+        ssp_case_t c = {K_BOUNDED, 2, 30};
+        int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+        uint64_t maxtau = 0;
+        sum = 0;
+        for (int r = 0; r < 3 && ok0; r++) {
+            if (h_val(&run.r[r], V_MAXTAU, 99) > maxtau)
+                maxtau = h_val(&run.r[r], V_MAXTAU, 99);
+            sum += h_val(&run.r[r], V_STEPS, 0);
+        }
+        ok(ok0 && maxtau <= 2, "bounded S=2, a slow rank: no step started more than 2 ahead "
+           "of the slowest (max %llu)", (unsigned long long)maxtau);
+        ok(ok0 && maxtau >= 1 && h_val(&run.r[0], V_BLOCKED_US, 0) > 0,
+           "bounded S=2: the fast ranks ran ahead and were blocked on the bound");
+        ok(ok0 && sum == 90 && h_val(&run.r[0], V_CONTRIB, 0) == sum && same_hash(&run, 3),
+           "bounded S=2: every push applied once (%llu of 90), the parameters agree",
+           (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
+    }
+    {
+        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30};
+        int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+        uint64_t blocked = 0;
+        for (int r = 0; r < 3 && ok0; r++)
+            blocked += h_val(&run.r[r], V_BLOCKED_US, 1);
+        ok(ok0 && blocked == 0 && h_val(&run.r[0], V_CONTRIB, 0) == 90 && same_hash(&run, 3),
+           "async: no step blocked, every push applied, the parameters agree");
+    }
+    {
+        ssp_case_t c = {K_STOP, 2, 1000};
+        int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+        sum = 0;
+        for (int r = 0; r < 3 && ok0; r++)
+            sum += h_val(&run.r[r], V_STEPS, 0);
+        ok(ok0 && sum < 3 * 1000 && h_val(&run.r[0], V_CONTRIB, 0) == sum && same_hash(&run, 3),
+           "request_stop on rank 1: every rank stopped (%llu steps of 3000), finished with the "
+           "same parameters", (unsigned long long)sum);
+        ok(ok0 && h_val(&run.r[1], V_STEPS, 0) == 5, "request_stop: rank 1 stopped at its step 5");
+    }
+    {
+        ssp_case_t c = {K_TIMEOUT, 1, 6};
+        int ok0 = run_ring(&run, 2, &c, NULL, 0) == 0 && all_exit0(&run, 2);
+        ok(ok0 && h_val(&run.r[0], V_TIMEDOUT, 0) == 1 && h_val(&run.r[0], V_STEPS, 0) == 6 &&
+           same_hash(&run, 2),
+           "a wait with a 0.2 s timeout on the bound times out, and a retry goes on");
+    }
+    {
+        ssp_case_t c = {K_KILLED, 2, 100000};
+        h_action_t kill2 = {.after_ready = 2, .at = 0.05, .target = 2, .sig = SIGKILL};
+        int ran = run_ring(&run, 3, &c, &kill2, 1) == 0;
+        int named = 1, failed = 1;
+        for (int r = 0; r < 2 && ran; r++) {
+            failed &= run.r[r].exited && run.r[r].code != 0 && !run.r[r].hung;
+            named &= strstr(run.r[r].msg, "rank 2") != NULL || strstr(run.r[r].msg, "rank") != NULL;
+        }
+        if (!(ran && failed && named))
+            h_diag(&run);
+        ok(ran && run.r[2].signo == SIGKILL && failed,
+           "rank 2 killed mid-session: ranks 0 and 1 fail (no hang) within %.1f s",
+           run.t_done);
+        ok(ran && strstr(run.r[0].msg, "rank 2") != NULL && strstr(run.r[1].msg, "rank 2") != NULL,
+           "rank 2 killed: both survivors name rank 2 (%s | %s)", run.r[0].msg, run.r[1].msg);
+        (void)named;
+    }
+    return tap_failed ? 1 : 0;
+}
