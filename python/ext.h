@@ -2,8 +2,8 @@
  * ext.h - what the parts of the _ringd extension share.
  *
  * _ringd is the thin C layer of the Python package `ringd` (python/ringd/):
- * a Config (ring_config_t by name), a Comm (ring_comm_t behind a mutex) and
- * a Request (ring_request_t plus the buffers it uses). Tensors reach it as
+ * a Config (ring_config_t by name), a Comm (ring_comm_t behind a mutex), a
+ * Request (ring_request_t plus the buffers it uses) and an SSP session. Tensors reach it as
  * objects with the buffer protocol (numpy arrays) or as descriptors the
  * Python layer makes for torch tensors; ringd/_runtime.py keeps the order
  * of requests and the handles. Only libringd's public API is used.
@@ -100,6 +100,7 @@ typedef struct ringpy_comm {
     int rank, size;
     int threaded;          /* libringd's progress thread runs (progress-thread on) */
     unsigned live;         /* requests started and not yet waited for */
+    ring_ssp_t *ssp;       /* an open SSP session owns the ring (ext_ssp.c), or NULL */
 } ringpy_comm_t;
 
 extern PyTypeObject ringpy_comm_type;
@@ -141,5 +142,12 @@ PyObject *ringpy_comm_barrier_start(ringpy_comm_t *self, PyObject *unused);
 
 /* -1 with ringd's "not initialized" error when comm is closed. */
 int ringpy_comm_check_open(const ringpy_comm_t *comm);
+/* As check_open, and -1 with InvalidError while an SSP session owns the ring. */
+int ringpy_comm_check_free(const ringpy_comm_t *comm);
+
+/* ---- ext_ssp.c: a bounded-staleness session over a Comm ---- */
+extern PyTypeObject ringpy_ssp_type;
+/* Close comm's open session (GIL released): the Comm is closing. */
+void ringpy_ssp_close_session(ringpy_comm_t *comm);
 
 #endif /* RINGPY_EXT_H */

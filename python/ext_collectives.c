@@ -78,7 +78,7 @@ PyObject *ringpy_comm_allreduce_start(ringpy_comm_t *self, PyObject *args, PyObj
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OipI:allreduce_start", kwlist, &send, &recv,
                                      &op, &exact, &tensor_id))
         return NULL;
-    if (check_op(op, "allreduce") < 0 || ringpy_comm_check_open(self) < 0)
+    if (check_op(op, "allreduce") < 0 || ringpy_comm_check_free(self) < 0)
         return NULL;
     r = ringpy_request_new(self, "allreduce");
     if (r == NULL)
@@ -125,7 +125,7 @@ PyObject *ringpy_comm_reduce_scatter_start(ringpy_comm_t *self, PyObject *args, 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|ipI:reduce_scatter_start", kwlist, &send,
                                      &recv, &op, &exact, &tensor_id))
         return NULL;
-    if (check_op(op, "reduce_scatter") < 0 || ringpy_comm_check_open(self) < 0)
+    if (check_op(op, "reduce_scatter") < 0 || ringpy_comm_check_free(self) < 0)
         return NULL;
     if (recv == Py_None || recv == send) {
         PyErr_SetString(PyExc_ValueError, "reduce_scatter: the result needs its own tensor "
@@ -177,7 +177,7 @@ PyObject *ringpy_comm_broadcast_start(ringpy_comm_t *self, PyObject *args, PyObj
     if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|I:broadcast_start", kwlist, &buf, &root,
                                      &tensor_id))
         return NULL;
-    if (ringpy_comm_check_open(self) < 0)
+    if (ringpy_comm_check_free(self) < 0)
         return NULL;
     if (root < 0 || root >= self->size) {
         PyErr_Format(PyExc_ValueError, "broadcast: root %d is not a rank of this ring (0..%d)",
@@ -260,7 +260,7 @@ PyObject *ringpy_comm_allgather_start(ringpy_comm_t *self, PyObject *args, PyObj
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OI:allgather_start", kwlist, &send, &recv,
                                      &counts, &tensor_id))
         return NULL;
-    if (ringpy_comm_check_open(self) < 0)
+    if (ringpy_comm_check_free(self) < 0)
         return NULL;
     r = ringpy_request_new(self, "allgather");
     if (r == NULL)
@@ -313,7 +313,7 @@ PyObject *ringpy_comm_barrier_start(ringpy_comm_t *self, PyObject *unused)
 {
     ringpy_request_t *r;
 
-    if (ringpy_comm_check_open(self) < 0)
+    if (ringpy_comm_check_free(self) < 0)
         return NULL;
     r = ringpy_request_new(self, "barrier");
     if (r == NULL)

@@ -78,6 +78,8 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 static void comm_close_now(ringpy_comm_t *self)
 {
     Py_BEGIN_ALLOW_THREADS
+    if (self->ssp != NULL)
+        ringpy_ssp_close_session(self); /* its engine thread uses the ring: stop it first */
     pthread_rwlock_wrlock(&self->closing);
     pthread_mutex_lock(&self->lock);
     ring_comm_close(self->comm); /* cancels what is still pending */
@@ -104,6 +106,19 @@ static PyObject *comm_close(ringpy_comm_t *self, PyObject *unused)
     if (self->comm != NULL)
         comm_close_now(self);
     Py_RETURN_NONE;
+}
+
+int ringpy_comm_check_free(const ringpy_comm_t *comm)
+{
+    if (ringpy_comm_check_open(comm) < 0)
+        return -1;
+    if (comm->ssp == NULL)
+        return 0;
+    ringpy_raise(RING_ERR_INVALID,
+                 "an SSP session owns the communicator (its rounds run on it): finish and "
+                 "close the session before other collectives",
+                 RINGPY_IN_CALL);
+    return -1;
 }
 
 /* One of the communicator's strings, read under the lock. */
@@ -188,7 +203,7 @@ static PyObject *comm_doctor(ringpy_comm_t *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "doctor: bytes must be >= 0 (0 = the default)");
         return NULL;
     }
-    if (ringpy_comm_check_open(self) < 0)
+    if (ringpy_comm_check_free(self) < 0)
         return NULL;
     edges = PyMem_RawCalloc((size_t)self->size, sizeof(*edges));
     if (edges == NULL)

@@ -59,7 +59,8 @@ PyMODINIT_FUNC PyInit__ringd(void)
         return NULL;
     if (add_type(m, &ringpy_config_type, "Config") < 0 ||
         add_type(m, &ringpy_comm_type, "Comm") < 0 ||
-        add_type(m, &ringpy_request_type, "Request") < 0 || ringpy_errors_init(m) < 0 ||
+        add_type(m, &ringpy_request_type, "Request") < 0 ||
+        add_type(m, &ringpy_ssp_type, "SSP") < 0 || ringpy_errors_init(m) < 0 ||
         PyModule_AddIntConstant(m, "SUM", RING_SUM) < 0 ||
         PyModule_AddIntConstant(m, "AVG", RING_AVG) < 0 ||
         PyModule_AddIntConstant(m, "MAX_REQUESTS", RING_MAX_REQUESTS) < 0 ||

@@ -119,7 +119,7 @@ PyObject *ringpy_request_start(ringpy_request_t *r, ringpy_start_fn fn, void *ar
     ring_status_t st = RING_ERR_CANCELED;
     char msg[RINGPY_MSG_MAX] = "";
 
-    if (ringpy_comm_check_open(r->comm) < 0) {
+    if (ringpy_comm_check_free(r->comm) < 0) {
         Py_DECREF(r);
         return NULL;
     }

@@ -10,6 +10,9 @@ Three ways in, from the fewest changed lines to the most familiar:
   from the same state.
 * ``model.register_comm_hook(None, ringd.torch.allreduce_hook)`` for a model
   wrapped in DDP over any process group (gloo, or "ringd").
+* ``SSP(model, staleness=S)``: bounded-staleness (SSP) or async training through
+  libringd's SSP session, the engine of ``ringd --mode bounded|async``: ``with
+  ssp.step(): loss.backward()`` waits for the bound and hands the gradient over.
 * ``torch.distributed.init_process_group("ringd")`` after ``import
   ringd.torch``: a torch.distributed backend whose float allreduce, broadcast,
   allgather and barrier run on ringd (the rest on an inner Gloo group).
@@ -25,9 +28,10 @@ from .optimizer import (Compression, DistributedOptimizer, broadcast_object,
                         broadcast_optimizer_state, broadcast_parameters)
 from .hooks import allreduce_hook, HookState
 from .process_group import ProcessGroupRingd, register_backend
+from .ssp import SSP
 
 register_backend()
 
 __all__ = ["Compression", "DistributedOptimizer", "broadcast_parameters",
            "broadcast_optimizer_state", "broadcast_object", "allreduce_hook", "HookState",
-           "ProcessGroupRingd", "register_backend"]
+           "ProcessGroupRingd", "register_backend", "SSP"]

@@ -1,0 +1,182 @@
+"""Bounded-staleness (SSP) and asynchronous training of a PyTorch model through
+libringd's SSP session (include/ringd/ssp.h): the same engine, rounds and
+semantics as ``ringd --mode bounded|async``.
+
+    ringd.init()
+    ssp = ringd.torch.SSP(model, staleness=4, lr=0.05, momentum=0.9)
+    for x, y in loader:
+        with ssp.step():                 # waits for the bound, loads the parameters
+            F.cross_entropy(model(x), y).backward()
+        # on leaving: the gradient goes to the rounds; the model's view takes it at once
+        if ssp.stopped:
+            break
+    ssp.finish()                         # every peer's steps applied: identical everywhere
+    ssp.close()
+
+What it does: the model's float32 parameters are made views of one flat
+buffer, the session's parameter buffer, so ``wait`` writes the step's
+parameters straight into the model; their ``.grad`` are views of a flat
+gradient buffer that ``push`` hands over. The update (SGD with momentum and
+weight decay, PyTorch's) is applied by the session on every peer to the
+average of each round, so do not step a torch optimizer as well.
+
+staleness=S: a peer starts step c only when every peer's steps below c-S
+are in its parameters; 0 is lockstep (one allreduce per step, bit for bit),
+None is async (no bound). Rank 0's parameters are broadcast to every peer
+before the session opens. While the session is open its engine owns the
+communicator: other ringd collectives raise until close().
+"""
+import contextlib
+
+import torch
+
+import ringd
+from .. import _ringd, _runtime
+from .._tensor import as_buffer
+
+
+class SSP:
+    """A bounded-staleness session over a model's parameters (see the module)."""
+
+    def __init__(self, model, staleness=4, lr=0.01, momentum=0.9, weight_decay=0.0,
+                 warmup_steps=0, total_steps=0, lr_schedule="constant", update="mean",
+                 momentum_compensation=False, stale_lr_scale=False, staleness_scale=False,
+                 delay_compensation=0.0, round_idle=None, timeout=600.0, broadcast=True):
+        params = [p for p in model.parameters() if p.requires_grad]
+        if not params:
+            raise ringd.InvalidError("ringd.torch.SSP: the model has no trainable parameters")
+        for p in params:
+            if p.dtype != torch.float32 or p.device.type != "cpu":
+                raise ringd.InvalidError(
+                    "ringd.torch.SSP: every parameter must be a float32 CPU tensor (found %s "
+                    "on %s): the session trains one flat float32 buffer" % (p.dtype, p.device))
+        comm = _runtime._require("torch.SSP")
+        total = sum(p.numel() for p in params)
+        self._flat = torch.empty(total, dtype=torch.float32)
+        self._grad = torch.zeros(total, dtype=torch.float32)
+        self._params = params
+        off = 0
+        with torch.no_grad():
+            for p in params:
+                n = p.numel()
+                self._flat[off:off + n].copy_(p.reshape(-1))
+                p.data = self._flat[off:off + n].view_as(p)
+                p.grad = self._grad[off:off + n].view_as(p)
+                off += n
+        if broadcast:
+            ringd.broadcast(self._flat, root=0)  # every peer starts from rank 0's weights
+        self.timeout = float(timeout)
+        self.last = None        # what wait said about the current step (a dict)
+        self.stopped = False    # the peers agreed to stop (or request_stop was called)
+        self._open_step = False
+        self._session = _ringd.SSP(
+            comm, as_buffer(self._flat, "ringd.torch.SSP: parameters"),
+            staleness=-1 if staleness is None else int(staleness), lr=float(lr),
+            momentum=float(momentum), weight_decay=float(weight_decay),
+            warmup_steps=int(warmup_steps), total_steps=int(total_steps),
+            lr_schedule=lr_schedule, update=update,
+            momentum_compensation=bool(momentum_compensation),
+            stale_lr_scale=bool(stale_lr_scale), staleness_scale=bool(staleness_scale),
+            delay_compensation=float(delay_compensation),
+            round_idle=-1.0 if round_idle is None else float(round_idle))
+
+    def _check_views(self):
+        # p.data = ... or an optimizer's param replacement would detach a parameter
+        for p in self._params[:1] + self._params[-1:]:
+            if p.data_ptr() < self._flat.data_ptr() or \
+               p.data_ptr() >= self._flat.data_ptr() + self._flat.numel() * 4:
+                raise ringd.InvalidError(
+                    "ringd.torch.SSP: a parameter no longer lives in the session's buffer "
+                    "(was p.data replaced?): make the session after such changes")
+
+    def wait(self):
+        """Block until the next step may start; the model then holds its parameters.
+        Returns False when the peers agreed to stop (then call finish())."""
+        try:
+            self.last = self._session.wait(self.timeout)
+        except ringd.CanceledError:
+            self.stopped = True
+            return False
+        self._grad.zero_()
+        self._open_step = True
+        return True
+
+    def push(self):
+        """Hand over the gradient in the parameters' .grad (the flat gradient buffer)."""
+        self._check_views()
+        for p in self._params:
+            if p.grad is None or p.grad.data_ptr() != self._grad_ptr_of(p):
+                raise ringd.InvalidError(
+                    "ringd.torch.SSP: a parameter's .grad was replaced (zero_grad(set_to_none="
+                    "True), or an optimizer): leave .grad to the session")
+        self._session.push(as_buffer(self._grad, "ringd.torch.SSP: gradient"))
+        self._open_step = False
+
+    def _grad_ptr_of(self, p):
+        return self._grad.data_ptr() + (p.data_ptr() - self._flat.data_ptr())
+
+    @contextlib.contextmanager
+    def step(self):
+        """``with ssp.step(): loss.backward()`` - waits on entry, pushes on a clean exit.
+        When the peers have stopped, the body still runs once more but nothing is
+        pushed, and ``ssp.stopped`` is True: break out of the loop."""
+        ready = self.wait()
+        yield self.last if ready else None
+        if ready:
+            self.push()
+
+    def steps(self, limit=None):
+        """Iterate over steps: ``for info in ssp.steps(n): ...backward()``; ends when the
+        peers stop, or after limit steps."""
+        done = 0
+        while limit is None or done < limit:
+            if not self.wait():
+                return
+            yield self.last
+            self.push()
+            done += 1
+
+    def request_stop(self):
+        """Ask every peer to stop after its current step."""
+        self._session.request_stop()
+
+    def finish(self, timeout=None):
+        """Serve rounds until every peer is done; the model then holds the final
+        parameters, bitwise the same on every peer."""
+        t = self.timeout if timeout is None else float(timeout)
+        self._session.finish(t)
+        self._open_step = False
+
+    def snapshot(self):
+        """A copy of the master parameters as of the last applied round (a flat tensor),
+        e.g. to evaluate off the critical path."""
+        out = torch.empty_like(self._flat)
+        self._session.read(as_buffer(out, "ringd.torch.SSP.snapshot"))
+        return out
+
+    def load_flat(self, model, flat):
+        """Copy a flat snapshot into another model of the same architecture."""
+        off = 0
+        with torch.no_grad():
+            for p in (q for q in model.parameters() if q.requires_grad):
+                n = p.numel()
+                p.copy_(flat[off:off + n].view_as(p))
+                off += n
+
+    def stats(self):
+        return self._session.stats()
+
+    @property
+    def closed(self):
+        return self._session.closed
+
+    def close(self):
+        """Free the session; the communicator is ringd's again."""
+        self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,176 @@
+"""ringd.torch.SSP, libringd's SSP session from PyTorch, with N real peers:
+
+  sync     staleness 0 is synchronous SGD: after K steps every peer's model
+           equals (bitwise) a single-process model trained with torch.optim.SGD
+           (momentum, weight decay) on the average of the peers' gradients -
+           checked to 1e-5, and the peers agree bit for bit
+  bounded  S = 2 with a slow rank: no step more than 2 ahead, the fast ranks
+           ran ahead, the final models agree; stats count every step
+  async    staleness None: nothing blocks, the models agree after finish()
+  stop     request_stop on rank 1 (0 alone): every peer's loop ends (ssp.stopped), the
+           models agree
+  owned    while a session is open, other collectives raise InvalidError; after
+           close() they work again
+  misuse   float64 parameters, a replaced .grad: typed errors that say what to do
+"""
+import time
+
+import ringtest
+
+ringtest.JOB_TIMEOUT = 120.0
+
+
+def make_model(torch, seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def batch(torch, rank, step):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+
+
+def loss_of(torch, net, x, y):
+    return torch.nn.functional.cross_entropy(net(x), y)
+
+
+def flat(torch, net):
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+
+
+def sync_checks(t, ringd, torch):
+    steps, lr, mom, wd = 6, 0.1, 0.9, 0.01
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=0, lr=lr, momentum=mom, weight_decay=wd)
+    taus = []
+    for s in range(steps):
+        with ssp.step() as info:
+            taus.append(info["tau"])
+            x, y = batch(torch, t.rank, s)
+            loss_of(torch, net, x, y).backward()
+    ssp.finish()
+    ssp.close()
+    t.ok(taus == [0] * steps, "sync: staleness 0 never ran ahead", taus)
+    t.same("sync: the models after %d steps" % steps, ringtest.digest(flat(torch, net)))
+    # the reference: one process, every peer's gradient averaged, torch.optim.SGD
+    ref = make_model(torch)
+    opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=mom, weight_decay=wd)
+    for s in range(steps):
+        grads = []
+        for r in range(t.world):
+            ref.zero_grad()
+            x, y = batch(torch, r, s)
+            loss_of(torch, ref, x, y).backward()
+            grads.append([p.grad.clone() for p in ref.parameters()])
+        for i, p in enumerate(ref.parameters()):
+            p.grad = sum(g[i] for g in grads) / t.world
+        opt.step()
+    diff = (flat(torch, net) - flat(torch, ref)).abs().max().item()
+    t.ok(diff < 1e-5, "sync: staleness 0 is synchronous SGD (torch.optim.SGD on the average)",
+         "max difference %g" % diff)
+
+
+def bounded_checks(t, ringd, torch):
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=2, lr=0.05)
+    maxtau = 0
+    for s, info in enumerate(ssp.steps(30)):
+        maxtau = max(maxtau, info["tau"])
+        if t.rank == t.world - 1:
+            time.sleep(0.02)  # the straggler
+        x, y = batch(torch, t.rank, s)
+        loss_of(torch, net, x, y).backward()
+    ssp.finish()
+    st = ssp.stats()
+    ssp.close()
+    t.ok(maxtau <= 2, "bounded: no step more than S=2 ahead of the slowest", maxtau)
+    if t.world > 1:  # every rank reports the check; rank 0 is the one it is about
+        t.ok(t.rank != 0 or (maxtau >= 1 and st["blocked_s"] > 0),
+             "bounded: rank 0 ran ahead and was blocked", st)
+    t.eq(st["contributions"], 30 * t.world, "bounded: the rounds applied every peer's 30 steps")
+    t.same("bounded: the final models", ringtest.digest(flat(torch, net)))
+
+
+def async_checks(t, ringd, torch):
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=None, lr=0.05)
+    for s, info in enumerate(ssp.steps(20)):
+        if t.rank == 0:
+            time.sleep(0.01)
+        x, y = batch(torch, t.rank, s)
+        loss_of(torch, net, x, y).backward()
+    ssp.finish()
+    st = ssp.stats()
+    ssp.close()
+    t.ok(st["blocked_s"] == 0, "async: no step blocked", st["blocked_s"])
+    t.same("async: the final models", ringtest.digest(flat(torch, net)))
+
+
+def stop_checks(t, ringd, torch):
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=2, lr=0.05)
+    done, stopper = 0, min(1, t.world - 1)
+    for _ in range(2000):  # bounded: the stop ends it long before
+        with ssp.step() as info:
+            if info is None:
+                break
+            x, y = batch(torch, t.rank, done)
+            loss_of(torch, net, x, y).backward()
+        done += 1
+        if t.rank == stopper and done == 5:
+            ssp.request_stop()
+        time.sleep(0.002)
+    ssp.finish()
+    ssp.close()
+    t.ok(ssp.stopped and done < 2000, "stop: request_stop on rank %d ended every loop" % stopper, done)
+    t.same("stop: the final models", ringtest.digest(flat(torch, net)))
+
+
+def owned_checks(t, ringd, torch):
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=1, lr=0.05)
+    x = torch.ones(4)
+    t.raises(ringd.InvalidError, lambda: ringd.allreduce(x),
+             "owned: an allreduce while the session is open raises InvalidError",
+             lambda e: "SSP session" in str(e))
+    ssp.finish()
+    ssp.close()
+    ringd.allreduce(x, op="sum")
+    t.eq(x.tolist(), [float(t.world)] * 4, "owned: after close() the communicator is ringd's")
+    t.raises(ringd.InvalidError, lambda: ssp.wait(), "owned: a closed session raises")
+
+
+def misuse_checks(t, ringd, torch):
+    t.raises(ringd.InvalidError, lambda: ringd.torch.SSP(make_model(torch).double()),
+             "misuse: float64 parameters: InvalidError naming float32",
+             lambda e: "float32" in str(e))
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=0)
+    ssp.wait()
+    for p in net.parameters():
+        p.grad = None
+    t.raises(ringd.InvalidError, ssp.push, "misuse: a replaced .grad: InvalidError",
+             lambda e: "grad" in str(e))
+    ssp.close()
+
+
+def checks(t):
+    try:
+        import torch
+    except ImportError as e:
+        t.skip("ringd.torch.SSP", "no PyTorch: %s" % e)
+        return
+    torch.set_num_threads(1)
+    import ringd
+    import ringd.torch
+    ringd.init(timeout="10s")
+    sync_checks(t, ringd, torch)
+    bounded_checks(t, ringd, torch)
+    async_checks(t, ringd, torch)
+    stop_checks(t, ringd, torch)
+    owned_checks(t, ringd, torch)
+    misuse_checks(t, ringd, torch)
+    ringd.shutdown()
+
+
+ringtest.main(checks, worlds=(1, 3))
