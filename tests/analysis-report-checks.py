@@ -2,7 +2,10 @@
 command line. Malformed JSON lines and CSV rows are refused naming the file
 and line (a peer's cut-off last line is not); one run's figures from
 ringd's metrics; bar charts keep no empty, unlabelled cluster and label a
-bar of 0; a plot title never gives an alpha the fit calls unresolved; the
+bar of 0; repeats of a ring-exp cell give medians and ranges, a repeat
+that never reached the target counted as never, a failed one left out and
+counted (repeats.py alone, then ring-analyze exp on synthetic metrics);
+a plot title never gives an alpha the fit calls unresolved; the
 saturation model is the fit's predict(); ring-analyze names the
 interpreters it tried, says what to install and exits 3 without a usable
 one (no traceback); fit's exit statuses. Run by tests/analysis-report.test
@@ -16,12 +19,12 @@ import tempfile
 
 TOOLS = os.path.join(os.path.abspath(os.environ.get("top_srcdir", ".")), "tools")
 sys.path.insert(0, TOOLS)
-from ring_analysis import alphabeta, charts, exp_report, readers  # noqa: E402
+from ring_analysis import alphabeta, charts, exp_report, readers, repeats  # noqa: E402
 from ring_analysis import saturation_report as sat  # noqa: E402
 from ring_analysis import sweep_report as sweep  # noqa: E402
 from analysis_tap import done, ok  # noqa: E402
 
-PLAN = 32
+PLAN = 40
 T = tempfile.mkdtemp(prefix="analysis-test.")
 
 
@@ -158,6 +161,117 @@ def test_exp():
        "exp: blocked.png drawn (matplotlib), its legend in the PNG", blocked)
 
 
+def test_repeats():
+    inf = repeats.NEVER
+    try:
+        repeats.median([])
+        empty = "no error"
+    except ValueError:
+        empty = True
+    got = [repeats.median(v) for v in ([3, 1, 2], [4, 1, 3, 2], [1, inf, inf], [1, 2, inf, inf],
+                                       [1, 2, 3, inf], [0.7])]
+    ok(got == [2, 2.5, inf, inf, 2.5, 0.7] and empty is True
+       and repeats.spread([0.5, None, 0.7, 0.6]) == (0.6, 0.5, 0.7, 3, 3)
+       and repeats.spread([None, None]) is None,
+       "repeats: the median (odd, even, never as the largest), the range, None left out",
+       (got, empty))
+    texts = [repeats.spread_text(repeats.time_spread(t), "%.1f", "s")
+             for t in ([1.0, 3.0, 2.0], [2.0, None, 1.0], [None, None, 1.5], [None, None])]
+    sp = repeats.time_spread([2.0, None, 1.0])
+    ok(texts == ["2.0s [1.0..3.0]", "2.0s [1.0..never] (2/3)", "never [1.5..never] (1/3)",
+                 "never (0/2)"]
+       and sp == (2.0, 1.0, inf, 3, 2) and repeats.time_spread([]) is None
+       and repeats.spread_text(repeats.spread([0.85, 0.8, 0.9]), "%.4f")
+       == "0.8500 [0.8000..0.9000]" and repeats.spread_text(None, "%.1f") == "-",
+       "repeats: time to target counts never-reached repeats as never, not as missing", texts)
+    by_step = repeats.curve_median([[(2, 0.1, 0.4), (4, 0.2, 0.6), (6, 0.3, 0.7)],
+                                    [(2, 0.3, 0.2), (4, 0.5, 0.5)],
+                                    [(2, 0.2, 0.3), (4, 0.4, 0.9), (6, 0.6, 0.8)]])
+    by_pos = repeats.curve_median([[(3, 1.0, 0.1), (7, 2.0, 0.2)], [(4, 3.0, 0.3), (8, 4.0, 0.4)]])
+    near = [(round(x, 9), round(y, 9)) for x, y in by_step + by_pos]
+    ok(near == [(0.2, 0.3), (0.4, 0.6), (2.0, 0.2), (3.0, 0.3)] and len(by_step) == 2
+       and repeats.curve_median([]) == [],
+       "repeats: the median curve at the steps all repeats have, else by position",
+       (by_step, by_pos))
+    fig, ax = charts.figure()
+    vals = {("A", "x"): 10.0, ("A", "y"): 4.0}
+    charts.grouped_bars(ax, ["A"], ["x", "y"], lambda g, s: vals.get((g, s)),
+                        lambda v: "%.0f" % v,
+                        spread=lambda g, s: (8.0, 30.0) if s == "x" else None)
+    caps = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    segs = [seg for c in caps for lc in c.lines[2] for seg in lc.get_segments()]
+    where = sorted((t.get_text(), t.xy[1]) for t in ax.texts)
+    ok(len(segs) == 1 and segs[0][0][1] == 8.0 and segs[0][1][1] == 30.0
+       and where == [("10", 30.0), ("4", 4.0)] and ax.get_ylim()[1] >= 30,
+       "bars: an error bar from min to max where a spread is given, the label above it",
+       (segs, where, ax.get_ylim()))
+    charts.pyplot().close(fig)
+
+    # 2 modes x 1 scenario x 3 repeats, and a mode whose 3 repeats all failed
+    d = os.path.join(T, "rep")
+    plan = ["run,mode,scenario,n,status,repeat,seed"]
+    lock = {1: (0.6, 0.2), 2: (0.7, 0.3), 3: (0.65, 0.1)}  # final accuracy, time to 0.5
+    k = 0
+    for rep in (1, 2, 3):
+        for mode in ("lockstep", "async", "bounded:4"):
+            k += 1
+            run = "%02d-%s-none-r%d" % (k, mode.replace(":", ""), rep)
+            status = "ok"
+            if mode == "lockstep":
+                acc, t = lock[rep]
+                fake_run(os.path.join(d, run), evals=((2, t, 0.5), (4, 0.35, acc)))
+            elif mode == "async" and rep == 2:
+                fake_run(os.path.join(d, run), evals=((2, 0.1, 0.3), (4, 0.2, 0.4)))
+            elif mode == "async":
+                fake_run(os.path.join(d, run), evals=((2, 0.2, 0.55), (4, 0.3, 0.6)))
+                status = "ok" if rep == 1 else "exit 124"
+            else:
+                os.makedirs(os.path.join(d, run))
+                status = "exit 124"
+            plan.append("%s,%s,none,2,%s,%d,%d" % (run, mode, status, rep, 6 + rep))
+    write(os.path.join(d, "plan.csv"), "\n".join(plan) + "\n")
+    rc, out, err = analyze("exp", d, "--target", "0.5", "--seed", "7")
+    runs = open(os.path.join(d, "runs.csv")).read().splitlines()
+    ok(rc == 0 and len(runs) == 10 and runs[0].endswith(",steps,status,repeat,seed")
+       and runs[1].startswith("01-lockstep-none-r1,lockstep,,none,2,")
+       and runs[1].endswith(",ok,1,7") and runs[9].endswith(",exit 124,3,9")
+       and open(os.path.join(d, "evals.csv")).readline().strip()
+       == "run,mode,scenario,time_s,step,accuracy,loss,repeat,seed",
+       "exp with repeats: every repeat's row in runs.csv, with its repeat and seed",
+       "%s\n%s" % ("\n".join(runs), err))
+    summ = readers.read_csv(os.path.join(d, "summary.csv"))
+    rows = {r["mode"] + r["staleness"]: r for _, r in summ.records()}
+    lk, asy, b4 = rows.get("lockstep", {}), rows.get("async", {}), rows.get("bounded4", {})
+    ok(len(rows) == 3
+       and [lk.get(c) for c in ("repeats", "ok", "reached_target", "final_accuracy_median",
+                                "final_accuracy_min", "final_accuracy_max",
+                                "time_to_target_s_median", "time_to_target_s_min",
+                                "time_to_target_s_max", "samples_per_s_median")]
+       == ["3", "3", "3", "0.65", "0.6", "0.7", "0.2", "0.1", "0.3", "1234"]
+       and [asy.get(c) for c in ("repeats", "ok", "reached_target", "final_accuracy_median",
+                                 "time_to_target_s_median", "time_to_target_s_min",
+                                 "time_to_target_s_max")]
+       == ["3", "2", "1", "0.5", "", "0.2", ""]
+       and [b4.get(c) for c in ("repeats", "ok", "reached_target", "final_accuracy_median")]
+       == ["3", "0", "0", ""],
+       "summary.csv: medians and ranges per cell; never reached and failed repeats counted",
+       "%s\n%s" % (open(os.path.join(d, "summary.csv")).read(), err))
+    ok("3 repeats per cell (seeds 7..9)" in out
+       and "final test accuracy: median [min..max] of 3 repeats" in out
+       and "lockstep     | 0.6500 [0.6000..0.7000]" in out
+       and "async        | 0.5000 [0.4000..0.6000] +1 failed" in out
+       and "lockstep     | 0.2s [0.1..0.3]" in out
+       and "async        | never [0.2..never] (1/2) +1 failed" in out
+       and "bounded:4    | FAILED(124)" in out and "9 runs in ?s, 4 failed" in out,
+       "exp with repeats: a table per figure, MEDIAN [MIN..MAX], never and failures said", out)
+    acc = png_text(os.path.join(d, "accuracy-none.png"))
+    thr = png_text(os.path.join(d, "throughput.png"))
+    ok(acc.get("Description") == "series: lockstep; async (1 of 3 failed); target 0.5"
+       and "thin lines: each of the 3 repeats" in acc.get("Title", "")
+       and "whiskers: their range (min..max)" in thr.get("Title", ""),
+       "exp with repeats: the plots say what the thick lines and the whiskers are", (acc, thr))
+
+
 def test_bars():
     fig, ax = charts.figure()
     vals = {("A", "x"): 0.0, ("A", "y"): 0.0, ("C", "x"): 5.0}
@@ -290,6 +404,7 @@ print("1..%d" % PLAN)
 try:
     test_readers()
     test_exp()
+    test_repeats()
     test_bars()
     test_sweep()
     test_saturation()

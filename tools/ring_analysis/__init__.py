@@ -10,6 +10,7 @@ tools/ring-analyze (`ring-analyze --help` is the manual).
   alphabeta.py          the alpha-beta model of the ring allreduce and its fit
   charts.py             matplotlib (Agg) helpers shared by the plots
   exp_report.py         ring-exp: sync vs stale
+  repeats.py            medians and ranges over repeated runs (ring-exp --repeats)
   saturation_report.py  ring-exp saturation: throughput vs peers
   sweep_report.py       ring-sweep: busbw and time vs size, codec, N, rate
   cli.py                the command line and its manual

@@ -58,28 +58,41 @@ def save(fig, path, title):
     pyplot().close(fig)
 
 
-def grouped_bars(ax, groups, series, value, fmt, label_zero=True):
+def grouped_bars(ax, groups, series, value, fmt, label_zero=True, spread=None):
     """Bars for every (group, series) with value(group, series) not None,
     clustered by group, a colour per series. A group with no value at all is
     left out (no empty, unlabelled cluster); every bar drawn is labelled with
     fmt(value), so a bar of 0 still shows as '0' above its place (unless not
-    label_zero: a histogram's empty bins are no news). Returns the groups
-    left out."""
+    label_zero: a histogram's empty bins are no news). spread(group, series),
+    when given, is (lo, hi) or None: an error bar from lo to hi (a bar over
+    repeats: the median, and the range of the repeats), the label above it.
+    Returns the groups left out."""
     kept = [g for g in groups if any(value(g, s) is not None for s in series)]
     width = 0.8 / max(len(series), 1)
-    top = max([value(g, s) for g in kept for s in series if value(g, s) is not None] + [0])
+    tops = [value(g, s) for g in kept for s in series if value(g, s) is not None]
+    if spread is not None:
+        tops += [spread(g, s)[1] for g in kept for s in series if spread(g, s) is not None]
+    top = max(tops + [0])
     for j, s in enumerate(series):
-        xs, ys = [], []
+        xs, ys, errs = [], [], []
         for i, g in enumerate(kept):
             v = value(g, s)
             if v is not None:
                 xs.append(i - 0.4 + width * (j + 0.5))
                 ys.append(v)
+                errs.append(spread(g, s) if spread is not None else None)
         bars = ax.bar(xs, ys, width * 0.92, label=str(s), edgecolor="black", linewidth=0.5)
-        for b, v in zip(bars, ys):
+        with_err = [(x, y, e) for x, y, e in zip(xs, ys, errs) if e is not None]
+        if with_err:
+            ax.errorbar([x for x, _, _ in with_err], [y for _, y, _ in with_err],
+                        yerr=[[y - e[0] for _, y, e in with_err],
+                              [e[1] - y for _, y, e in with_err]],
+                        fmt="none", ecolor="black", elinewidth=1, capsize=3, label="_range")
+        for b, v, e in zip(bars, ys, errs):
             if v == 0 and not label_zero:
                 continue
-            ax.annotate(fmt(v), (b.get_x() + b.get_width() / 2, b.get_height()),
+            y = max(b.get_height(), e[1]) if e else b.get_height()
+            ax.annotate(fmt(v), (b.get_x() + b.get_width() / 2, y),
                         xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                         fontsize=7)
     ax.set_xticks(range(len(kept)))

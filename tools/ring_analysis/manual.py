@@ -101,20 +101,31 @@ ring-analyze fit [--where COLUMN=VALUE]... [--predictions] [--csv] [--nonneg-alp
 EXP = """\
 ring-analyze exp OUT --target ACC [--model TEXT] [--epochs E] [--seed S] [--elapsed SECS]
                  [--no-plots]
-    ring-exp's report. Reads OUT/plan.csv (run,mode,scenario,n,status: the
-    runs tools/ring-exp made, mode as lockstep, async or bounded:S) and
-    every run's OUT/RUN/m-RANK.jsonl and OUT/RUN/output.txt, and writes
+    ring-exp's report. Reads OUT/plan.csv (run,mode,scenario,n,status and,
+    optionally, repeat,seed: the runs tools/ring-exp made, mode as
+    lockstep, async or bounded:S) and every run's OUT/RUN/m-RANK.jsonl and
+    OUT/RUN/output.txt, and writes
         OUT/runs.csv        run, mode, staleness, scenario, n, wall_s,
                             samples_per_s, final_accuracy, time_to_target_s,
                             blocked_share, mean_tau, steps, status
         OUT/evals.csv       run, mode, scenario, time_s, step, accuracy, loss
         OUT/staleness.csv   run, tau, count
+        OUT/summary.csv     per (mode, scenario) cell: repeats, ok,
+                            reached_target and each figure's median, min
+                            and max over the runs that succeeded
         OUT/summary.txt     the mode x scenario table (also printed)
         OUT/accuracy-SCENARIO.png, OUT/loss-SCENARIO.png, OUT/throughput.png,
         OUT/blocked.png, OUT/staleness-SCENARIO.png
     (tools/ring-exp --help says what each column and plot holds). Every bar
     of a bar chart is labelled with its value, so a bar of 0 (async never
     blocks) shows as 0; a cluster with no value at all is left out.
+    When a cell has more than one run (ring-exp --repeats R), runs.csv and
+    evals.csv get the columns repeat and seed, the summary is a table per
+    figure giving MEDIAN [MIN..MAX] over the runs that succeeded (a run
+    that never reached ACC counts as slower than any that did: the median
+    is "never" when the middle run never did, and "(K/N)" says K of N
+    reached it), the curves show each run thin and the median thick, and
+    the bars are medians with error bars from min to max.
     --target ACC is the accuracy of "time to target"; --model, --epochs,
     --seed and --elapsed only go into the summary's first and last lines.
     A run whose metrics cannot be read is named, its figures are left
