@@ -201,6 +201,20 @@ static int engine_take(ring_ssp_t *s)
     }
 }
 
+/* A peer's control slots hold counts: whole, finite, below 2^24 (wait: seconds >= 0).
+ * Checked before any is converted to an integer: nothing from the wire is trusted. */
+static int control_valid(const float *c)
+{
+    for (int k = 0; k < CTL_SLOTS; k++) {
+        float v = c[k];
+        if (!(v >= 0.0f && v < (float)CLOCK_MAX * (k == CTL_TAU ? 64.0f : 1.0f)))
+            return 0; /* also NaN */
+        if (k != CTL_WAIT && v != floorf(v))
+            return 0;
+    }
+    return c[CTL_DONE] <= 1.0f && c[CTL_STOP] <= 1.0f;
+}
+
 /* One round. Returns 1 when every peer is done (the last round), 0 to go on, -1 on failure. */
 static int engine_round(ring_ssp_t *s)
 {
@@ -247,6 +261,16 @@ static int engine_round(ring_ssp_t *s)
     }
     for (int p = 0; p < n; p++) {
         const float *c = s->ctl + p * CTL_SLOTS;
+        if (!control_valid(c)) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "rank %d sent control values that are not counts "
+                     "(clock %g, steps %g, staleness %g): a peer of another version, or a bug",
+                     p, (double)c[CTL_CLOCK], (double)c[CTL_COUNT], (double)c[CTL_TAU]);
+            pthread_mutex_lock(&s->mu);
+            fail_locked(s, RING_ERR_PROTOCOL, msg);
+            pthread_mutex_unlock(&s->mu);
+            return -1;
+        }
         total += (uint64_t)c[CTL_COUNT];
         tau_total += (uint64_t)c[CTL_TAU];
         if ((uint64_t)c[CTL_CLOCK] < new_min)
