@@ -10,6 +10,9 @@
  *   - request_stop on one rank stops all of them; a wait with a short
  *     timeout times out and can be retried;
  *   - a rank killed mid-session: the others fail naming it, within the timeout;
+ *   - a rank that sends control values that are not counts (huge, negative,
+ *     fractions) through the session's own allreduce: the others refuse them
+ *     before converting any, naming it;
  *   - misuse: bad options, push without wait, wait twice.
  * Gradients are pure functions of (rank, step, index), small multiples of
  * 2^-8, so their sums are exact and every rank can compute the reference.
@@ -41,7 +44,7 @@
 #define V_TIMEDOUT 7   /* a short wait timed out, then a retry went on */
 #define V_MISUSE 8     /* misuse calls refused as they should be */
 
-enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED };
+enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED, K_ROGUE };
 
 typedef struct ssp_case {
     enum kind kind;
@@ -133,6 +136,21 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         return h_fail(rs, "ring_comm_open");
     if (c->kind == K_SYNC)
         misuse = misuse_checks(comm);
+    if (c->kind == K_ROGUE && rank == n - 1) {
+        /* the session's first call: the exact control allreduce, 6 floats a rank
+         * (tensor id 2); this rank fills its slots with what no count can be */
+        float ctl[6 * H_MAX_RANKS] = {0};
+        ring_request_t *req;
+        ctl[6 * rank + 0] = 1e30f; /* (a NaN the ring itself refuses as non-finite) */
+        ctl[6 * rank + 1] = -3.0f;
+        ctl[6 * rank + 2] = 0.5f;
+        if (ring_allreduce_start_flags(comm, ctl, ctl, (size_t)n * 6, RING_FLOAT32, RING_SUM, 2,
+                                       RING_CALL_EXACT, &req) == RING_OK)
+            (void)ring_request_wait(req);
+        sleep_ms(300);
+        ring_comm_close(comm);
+        return 0;
+    }
     for (size_t i = 0; i < COUNT; i++)
         params[i] = (float)i / COUNT;
     ring_ssp_options_init(&o);
@@ -255,7 +273,7 @@ int main(void)
     uint64_t sum;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(15);
+    plan(16);
     for (size_t k = 0; k < 3; k++) {
         int n = ns[k];
         ssp_case_t c = {K_SYNC, 0, 12};
@@ -333,6 +351,18 @@ int main(void)
         ok(ran && strstr(run.r[0].msg, "rank 2") != NULL && strstr(run.r[1].msg, "rank 2") != NULL,
            "rank 2 killed: both survivors name rank 2 (%s | %s)", run.r[0].msg, run.r[1].msg);
         (void)named;
+    }
+    {
+        ssp_case_t c = {K_ROGUE, 2, 10};
+        int ran = run_ring(&run, 3, &c, NULL, 0) == 0, named = ran;
+        for (int r = 0; r < 2 && ran; r++)
+            named &= run.r[r].exited && run.r[r].code != 0 &&
+                     run.r[r].status == RING_ERR_PROTOCOL &&
+                     strstr(run.r[r].msg, "rank 2 sent control values") != NULL;
+        if (!named)
+            h_diag(&run);
+        ok(named, "a rank sending huge/negative/fractional control values: the others fail with "
+           "a protocol error naming it (%s)", ran ? run.r[0].msg : "");
     }
     return tap_failed ? 1 : 0;
 }
