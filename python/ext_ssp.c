@@ -57,9 +57,9 @@ static PyObject *ssp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     ring_ssp_options_t o;
     ringpy_comm_t *comm;
     PyObject *params;
-    const char *schedule = "constant", *update = "mean";
+    const char *schedule = "constant", *update = "sum";
     unsigned long long warmup = 0, total = 0, start = 0;
-    int mc = 0, slr = 0, ss = 0, k;
+    int mc = 1, slr = 0, ss = 0, k;
     ringpy_ssp_t *self;
     ring_status_t st;
     char msg[RINGPY_MSG_MAX] = "";
@@ -341,8 +341,8 @@ PyTypeObject ringpy_ssp_type = {
     .tp_dealloc = (destructor)ssp_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "SSP(comm, params, staleness=4, lr=0.01, momentum=0.9, weight_decay=0, "
-              "warmup_steps=0, total_steps=0, lr_schedule='constant', update='mean', "
-              "momentum_compensation=False, stale_lr_scale=False, staleness_scale=False, "
+              "warmup_steps=0, total_steps=0, lr_schedule='constant', update='sum', "
+              "momentum_compensation=True, stale_lr_scale=False, staleness_scale=False, "
               "delay_compensation=0, round_idle=-1, start_clock=0): a bounded-staleness "
               "session (ring_ssp_open); staleness -1 is async.",
     .tp_methods = ssp_methods,

@@ -79,7 +79,8 @@ def main():
     p.add_argument("--update", choices=["sum", "mean", "steps"], default=None,
                    help="the rule for rounds holding more than one step per peer (default: "
                         "the library's)")
-    p.add_argument("--momentum-compensation", action="store_true")
+    p.add_argument("--no-momentum-compensation", dest="momentum_compensation",
+                   action="store_false", help="(on by default, as in ringd)")
     p.add_argument("--device-ms", type=float, default=20.0,
                    help="emulated accelerator step time (0: CPU-bound)")
     p.add_argument("--jitter", type=lambda t: factor_spec(t, "--jitter"), default=None,

@@ -107,7 +107,8 @@ typedef struct ring_ssp_options {
     ring_ssp_update_t update; /* default RING_SSP_UPDATE_SUM */
     int momentum_compensation; /* staleness acts as implicit momentum (Mitliagkas et al.
                                   2016): each round uses 1 - (1 - momentum)(1 + tau), tau
-                                  its mean staleness, floored at 0; default on */
+                                  its mean staleness, floored at 0; default on (with SUM,
+                                  the best rule in repeated runs; SUM alone diverged) */
     int stale_lr_scale;       /* divide each round's lr by 1 + its mean staleness; default off */
     int staleness_scale;      /* scale each step's gradient by 1 / (1 + tau); default off */
     double delay_compensation; /* DC-ASGD's lambda (Zheng et al. 2017): a step's gradient

@@ -43,21 +43,22 @@ static const ring_opt_t opt_table[] = {
      OFIELD(stale_lr_scale), 0, 0,
      "bounded/async: divide each round's learning rate by 1 + the mean staleness of its "
      "contributions"},
-    {"momentum-compensation", "RING_MOMENTUM_COMPENSATION", RING_OPT_SWITCH, "off", "on|off",
+    {"momentum-compensation", "RING_MOMENTUM_COMPENSATION", RING_OPT_SWITCH, "on", "on|off",
      OFIELD(momentum_compensation), 0, 0,
      "bounded/async: staleness acts like extra momentum (Mitliagkas et al. 2016); use "
      "1-(1-momentum)(1+tau) for a round of mean staleness tau (at least 0) so the total "
-     "stays near --momentum"},
+     "stays near --momentum (with sum, the best of the rules in repeated runs: see the "
+     "README)"},
     {"delay-compensation", "RING_DELAY_COMPENSATION", RING_OPT_DOUBLE, "0", "LAMBDA",
      OFIELD(delay_compensation), 0, 0,
      "bounded/async: DC-ASGD (Zheng et al. 2017): add LAMBDA*g*g*(w_now - w_then) to each "
      "step's gradient g, w_then the parameters it started from; 0 = off"},
-    {"round-update", "RING_ROUND_UPDATE", RING_OPT_CHOICE, "mean", "steps|mean|sum",
+    {"round-update", "RING_ROUND_UPDATE", RING_OPT_CHOICE, "sum", "steps|mean|sum",
      OFIELD(round_update), 0, 0,
-     "bounded/async, a round holding K steps of N peers (K > N): mean = one update with the "
-     "mean of the K steps (a bigger batch; the most stable); steps = round(K/N) updates "
-     "sharing the round's average; sum = one update with their sum / N (with momentum, "
-     "overshoots)"},
+     "bounded/async, a round holding K steps of N peers (K > N): sum = one update with their "
+     "sum / N, so every sample counts as in lockstep (without --momentum-compensation it "
+     "diverged in async runs); mean = one update with the mean of the K steps (a bigger "
+     "batch: each step counts N/K); steps = round(K/N) updates sharing the round's average"},
     {"round-idle", "RING_ROUND_IDLE", RING_OPT_DURATION, "auto", "DURATION|auto",
      OFIELD(round_idle_s), -1, 0,
      "bounded/async: how long a peer's engine waits for its trainer's next step before "

@@ -39,8 +39,8 @@ class SSP:
     """A bounded-staleness session over a model's parameters (see the module)."""
 
     def __init__(self, model, staleness=4, lr=0.01, momentum=0.9, weight_decay=0.0,
-                 warmup_steps=0, total_steps=0, lr_schedule="constant", update="mean",
-                 momentum_compensation=False, stale_lr_scale=False, staleness_scale=False,
+                 warmup_steps=0, total_steps=0, lr_schedule="constant", update="sum",
+                 momentum_compensation=True, stale_lr_scale=False, staleness_scale=False,
                  delay_compensation=0.0, round_idle=None, timeout=600.0, broadcast=True):
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
