@@ -250,6 +250,7 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
 fail:
     fprintf(stderr, "ringd[rank %d]: error: %s\n", r.rank, err);
 out:
+    run_eval_close(&r);
     ring_comm_close(r.comm);
     if (r.metrics != NULL)
         fclose(r.metrics);
