@@ -98,8 +98,12 @@ int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
 /* run_eval.c: evaluations of the test set. Each records its result (r->test_*, time_to_85,
  * rank 0's line and metrics record) as of the step and training time of the parameters
  * it evaluated. 0, or -1 with err. */
+/* Rank 0, before training, when evaluations are due in the background: start the
+ * background evaluator, so its own copy of the workload (the dataset too) loads while the
+ * first steps run. Does nothing otherwise. */
+int run_eval_open(run_t *r, char *err, size_t errlen);
 /* Rank 0, an evaluation is due: a copy of r->w->params goes to the background evaluator
- * (started by the first call) and training goes on; with --eval-sync, run_evaluate. */
+ * (run_eval_open's, or started now) and training goes on; with --eval-sync, run_evaluate. */
 int run_evaluate_bg(run_t *r, char *err, size_t errlen);
 /* Rank 0, between steps: record a background evaluation that has ended, if any. */
 int run_eval_poll(run_t *r, char *err, size_t errlen);

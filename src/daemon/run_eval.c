@@ -9,7 +9,8 @@
  * parameters existed then). The trainer takes finished results between
  * steps (run_eval_poll) and prints and writes them itself: the progress bar
  * and the metrics file stay the trainer's, and the run's test_* fields are
- * only ever touched by its thread.
+ * only ever touched by its thread. The evaluator starts before training
+ * (run_eval_open), so its copy of the dataset loads during the first steps.
  *
  * --eval-sync keeps the old in-line evaluations: lockstep peers each
  * evaluate a share and wait for one another (run_evaluate_shared); in the
@@ -21,6 +22,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -129,19 +131,37 @@ int run_evaluate_shared(run_t *r, char *err, size_t errlen)
     return 0;
 }
 
+static int eval_start(run_t *r, char *err, size_t errlen)
+{
+    const char *fault = getenv("RING_FAULT");
+    wl_settings_t s;
+
+    daemon_opts_workload(r->opt, r->cfg->launch.local_rank, &s);
+    /* fault injection for the tests: RING_FAULT=eval-data-dir:DIR makes the evaluator
+     * load its copy of the data from DIR, so its failure can be had on purpose */
+    if (fault != NULL && strncmp(fault, "eval-data-dir:", 14) == 0)
+        s.data_dir = fault + 14;
+    return eval_thread_start(r->w->ops, &s, r->w->nparams, &r->eval_bg, err, errlen);
+}
+
+int run_eval_open(run_t *r, char *err, size_t errlen)
+{
+    const every_t *e = &r->opt->eval_every;
+
+    if (r->rank != 0 || r->w->ntest == 0 || r->opt->eval_sync || r->eval_bg != NULL ||
+        (e->steps <= 0 && e->seconds <= 0 && !e->per_epoch))
+        return 0;
+    return eval_start(r, err, errlen);
+}
+
 int run_evaluate_bg(run_t *r, char *err, size_t errlen)
 {
     eval_at_t at = eval_now(r), dropped;
 
     if (r->opt->eval_sync)
         return run_evaluate(r, err, errlen);
-    if (r->eval_bg == NULL) { /* the first one starts the thread: runs without any pay nothing */
-        wl_settings_t s;
-
-        daemon_opts_workload(r->opt, r->cfg->launch.local_rank, &s);
-        if (eval_thread_start(r->w->ops, &s, r->w->nparams, &r->eval_bg, err, errlen) != 0)
-            return -1;
-    }
+    if (r->eval_bg == NULL && eval_start(r, err, errlen) != 0)
+        return -1;
     if (run_eval_poll(r, err, errlen) != 0) /* an earlier result first, in step order */
         return -1;
     if (eval_thread_submit(r->eval_bg, r->w->params, &at, &dropped) && r->evals_dropped++ == 0 &&
