@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,8 @@ int eval_thread_start(const workload_ops_t *ops, const wl_settings_t *s, size_t 
 {
     eval_thread_t *t = calloc(1, sizeof(*t));
     pthread_condattr_t ca;
+    sigset_t stop, old;
+    int rc;
 
     if (t == NULL || (t->snap = malloc(nparams * sizeof(float))) == NULL) {
         snprintf(err, errlen, "out of memory for the evaluation snapshot (%zu bytes)",
@@ -157,7 +160,14 @@ int eval_thread_start(const workload_ops_t *ops, const wl_settings_t *s, size_t 
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&t->cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&t->thread, NULL, eval_main, t) != 0) {
+    /* SIGINT/SIGTERM stay the trainer's: its waits return early on them (signals.c) */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    rc = pthread_create(&t->thread, NULL, eval_main, t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
         snprintf(err, errlen, "cannot start the evaluation thread");
         eval_thread_free(t);
         return -1;
