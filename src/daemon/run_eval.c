@@ -166,8 +166,9 @@ int run_evaluate_bg(run_t *r, char *err, size_t errlen)
         return -1;
     if (eval_thread_submit(r->eval_bg, r->w->params, &at, &dropped) && r->evals_dropped++ == 0 &&
         r->chatty)
-        progress_line(r, "step %" PRIu64 ": the evaluation of step %" PRIu64 " was dropped "
-                      "for this one; evaluations take longer than --eval-every (said once)",
+        progress_line(r, "step %" PRIu64 ": the evaluation of step %" PRIu64 " gave way to "
+                      "this one: the background evaluator was still busy (loading its data, "
+                      "or evaluating for longer than --eval-every; said once)",
                       at.step, dropped.step);
     return 0;
 }
