@@ -19,14 +19,15 @@
 #define AGREE_BYTES 4096
 
 /* What must be equal on every peer for the parameters to stay identical:
- * the model, the optimizer, the schedule, the data order and the mode.
+ * the model, the optimizer, the schedule, the data order and the mode; and
+ * lockstep's in-line evaluations, which every peer joins (eval-every, eval-sync).
  * Left out on purpose: paths, devices, output, and fault injection. */
 static const char *const must_agree[] = {
     "workload", "hidden", "conv", "dense", "params", "compute-ms", "compute-on",
     "mode", "staleness", "warmup-steps", "staleness-scale", "stale-lr-scale",
     "momentum-compensation", "delay-compensation", "round-update",
     "epochs", "max-steps", "batch-size", "lr", "lr-schedule", "momentum", "weight-decay",
-    "seed", "shuffle", "eval-every", "checkpoint-every",
+    "seed", "shuffle", "eval-every", "eval-sync", "checkpoint-every",
 };
 static const char *const ring_must_agree[] = {"codec", "fp16-scaling", "error-feedback", "lz4"};
 

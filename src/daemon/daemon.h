@@ -6,6 +6,8 @@
  *   train.c      the lockstep training loop of a trainer
  *   ssp.c        bounded-staleness and async training: rounds in an engine thread
  *   straggler.c  slow steps on purpose (--straggler, --jitter)
+ *   run_eval.c   a run's evaluations: a snapshot in the background, or in-line
+ *   eval_thread.c the background evaluator: a thread with its own workload
  *   evaluator.c  the continuous evaluator (--role evaluator)
  *   resume.c     start-up state: newest valid checkpoint, broadcast from rank 0
  *   progress.c   what rank 0 prints: bar or lines, and the summary table
@@ -58,6 +60,8 @@ typedef struct run {
     double test_acc, test_loss; /* last evaluation (-1: none yet) */
     uint64_t test_step;
     double time_to_85;        /* training seconds until test accuracy first >= 85% (-1: not yet) */
+    struct eval_thread *eval_bg; /* rank 0's background evaluator (NULL until the first) */
+    uint64_t evals_dropped;   /* snapshots replaced by newer ones before they began */
     double last_loss;         /* mean loss over the peers, last step */
     double last_train_acc;
 
@@ -90,11 +94,28 @@ typedef struct ckpt_pos {
 int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
                      const float *velocity, int final,
                      char *path, size_t path_len, char *err, size_t errlen);
-/* rank 0 alone evaluates the whole test set (bounded/async: the rounds go on meanwhile) */
+
+/* run_eval.c: evaluations of the test set. Each records its result (r->test_*, time_to_85,
+ * rank 0's line and metrics record) as of the step and training time of the parameters
+ * it evaluated. 0, or -1 with err. */
+/* Rank 0, before training, when evaluations are due in the background: start the
+ * background evaluator, so its own copy of the workload (the dataset too) loads while the
+ * first steps run. Does nothing otherwise. */
+int run_eval_open(run_t *r, char *err, size_t errlen);
+/* Rank 0, an evaluation is due: a copy of r->w->params goes to the background evaluator
+ * (run_eval_open's, or started now) and training goes on; with --eval-sync, run_evaluate. */
+int run_evaluate_bg(run_t *r, char *err, size_t errlen);
+/* Rank 0, between steps: record a background evaluation that has ended, if any. */
+int run_eval_poll(run_t *r, char *err, size_t errlen);
+/* In-line, rank 0 alone, the whole test set (bounded/async: the rounds go on meanwhile).
+ * It first waits for the background evaluations still under way and records them. */
 int run_evaluate(run_t *r, char *err, size_t errlen);
-/* lockstep: every peer evaluates its share of the test set, then an exact allreduce of the
- * sums, so no peer waits on rank 0 for a whole evaluation (which may outlast --timeout) */
+/* lockstep in-line: every peer evaluates its share of the test set, then an exact allreduce
+ * of the sums, so no peer waits on rank 0 for a whole evaluation (which may outlast
+ * --timeout); rank 0 first waits for its background evaluations, as run_evaluate does */
 int run_evaluate_shared(run_t *r, char *err, size_t errlen);
+/* Stop the background evaluator (bounded wait; a warning on stderr if it would not end). */
+void run_eval_close(run_t *r);
 
 /* print_env.c: the --print-env report. */
 void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out);

@@ -233,6 +233,8 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
         goto fail;
     if (resume_start(&r, err, sizeof(err)) != 0)
         goto fail;
+    if (run_eval_open(&r, err, sizeof(err)) != 0)
+        goto fail;
     if (opt->mode == MODE_LOCKSTEP) {
         if (train_run(&r, err, sizeof(err)) != 0)
             goto fail;
@@ -250,6 +252,7 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
 fail:
     fprintf(stderr, "ringd[rank %d]: error: %s\n", r.rank, err);
 out:
+    run_eval_close(&r);
     ring_comm_close(r.comm);
     if (r.metrics != NULL)
         fclose(r.metrics);

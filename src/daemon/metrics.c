@@ -19,6 +19,8 @@
  *   neighbour in the round (mostly the left one: the peers the others wait
  *   for show the least).
  * Eval line: {"type":"eval","step":S,"epoch":E,"time":T,"loss":L,"accuracy":A}
+ *   step, epoch, time: those of the parameters evaluated (a background
+ *   evaluation's line comes later, when its result does).
  * Final line: {"type":"final","rank":R,"step":S,"params_fnv1a64":"HEX"}: a hash
  *   of the parameters' bytes, equal on every peer of a lockstep ring.
  */

@@ -136,7 +136,15 @@ static const ring_opt_t opt_table[] = {
      "resume from the newest valid checkpoint in --checkpoint-dir (--no-resume: start over; "
      "the earlier run's checkpoints wait in previous-run/ until this run writes one)"},
     {"eval-every", "RING_EVAL_EVERY", RING_OPT_CUSTOM, "epoch", "N|DURATION|epoch", OFIELD(eval_every),
-     0, 0, "rank 0 evaluates on the test set every N steps, every DURATION or every epoch"},
+     0, 0, "rank 0 evaluates on the test set every N steps, every DURATION or every epoch "
+     "(in the background unless --eval-sync), and once more at the end"},
+    {"eval-sync", "RING_EVAL_SYNC", RING_OPT_SWITCH, "off", "on|off", OFIELD(eval_sync), 0, 0,
+     "evaluate inside the training loop: lockstep peers each evaluate a share of the test set "
+     "and wait for one another; in bounded/async rank 0 evaluates alone while the others run "
+     "ahead to the bound. Off: when an evaluation is due, rank 0 copies its parameters and a "
+     "thread of its own evaluates the copy while training goes on; the result counts as of "
+     "the copy's step and training time (an evaluation due while one is still waiting to "
+     "begin replaces it). The final evaluation is in-line either way"},
     {"metrics", "RING_METRICS", RING_OPT_STRING, "", "FILE", OFIELD(metrics), 0, 0,
      "write one JSON line per step to FILE; {rank} in FILE is replaced by the rank (without "
      "it, only rank 0 writes)"},

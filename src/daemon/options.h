@@ -69,6 +69,7 @@ typedef struct daemon_opts {
     int keep_checkpoints;
     int resume;
     every_t eval_every;
+    int eval_sync;            /* evaluate in the training loop, not on a snapshot in the background */
     char metrics[OPT_STR_MAX]; /* "" = none; "{rank}" is replaced by the rank */
     int log_all;
     int progress;             /* enum progress_style */

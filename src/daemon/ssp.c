@@ -141,7 +141,7 @@ static int trainer_loop(ring_ssp_t *s, run_t *r, char *err, size_t errlen)
             r->step_in_epoch = 0;
             /* rank 0 evaluates its latest copy of the parameters; rounds go on meanwhile */
             if (r->rank == 0 && r->w->ntest > 0 && o->eval_every.per_epoch &&
-                r->epoch < (uint64_t)o->epochs && run_evaluate(r, err, errlen) != 0)
+                r->epoch < (uint64_t)o->epochs && run_evaluate_bg(r, err, errlen) != 0)
                 return -1;
         }
         shard_set_epoch(&r->shard, r->epoch);
@@ -186,7 +186,9 @@ static int trainer_loop(ring_ssp_t *s, run_t *r, char *err, size_t errlen)
         /* rank 0 evaluates its own view between steps; the rounds go on meanwhile */
         if (r->rank == 0 && r->w->ntest > 0 && r->step < end &&
             every_due(&o->eval_every, r->step, ring_now(), &last_eval) &&
-            run_evaluate(r, err, errlen) != 0)
+            run_evaluate_bg(r, err, errlen) != 0) /* a snapshot, in the background */
+            return -1;
+        if (r->rank == 0 && run_eval_poll(r, err, errlen) != 0)
             return -1;
     }
     return 0;

@@ -12,8 +12,10 @@
  *      identical across the ring.
  * A stop request (signal, --max-time on any peer) is part of step 2's
  * values, so every peer stops after the same step; so is rank 0's decision
- * to evaluate after the step, which every peer then does on its share of
- * the test set (run_evaluate_shared).
+ * to evaluate after the step. Rank 0 then hands a snapshot of the
+ * parameters to its background evaluator and the ring trains on
+ * (run_eval.c); with --eval-sync every peer evaluates its share of the test
+ * set instead, and they all wait for the slowest (run_evaluate_shared).
  */
 #include "ring_build.h"
 
@@ -34,7 +36,6 @@ enum { CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_EVAL, CTL_LOSS, CTL_CORRECT, CTL_SAMP
 
 #define TENSOR_GRADIENT 1u
 #define TENSOR_CONTROL 2u
-#define TENSOR_EVAL 3u
 /* give up after this many consecutive steps with an inf/NaN gradient */
 #define NONFINITE_STREAK_MAX 5
 
@@ -141,8 +142,8 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
     return 0;
 }
 
-/* After a step (eval: the peers agreed on it) or at an epoch's end: every peer
- * evaluates its share, rank 0 checkpoints. */
+/* After a step (eval: the peers agreed on it) or at an epoch's end: rank 0 evaluates
+ * in the background (--eval-sync: every peer its share, in-line), rank 0 checkpoints. */
 static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, char *err,
                       size_t errlen)
 {
@@ -155,7 +156,10 @@ static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, char
     ckpt = r->rank == 0 && o->checkpoint_dir[0] != '\0' &&
            (epoch_end ? o->checkpoint_every.per_epoch
                       : every_due(&o->checkpoint_every, r->step, now, last_ckpt));
-    if (eval && r->w->ntest > 0 && run_evaluate_shared(r, err, errlen) != 0)
+    if (eval && r->w->ntest > 0 && o->eval_sync && run_evaluate_shared(r, err, errlen) != 0)
+        return -1;
+    if (eval && r->w->ntest > 0 && !o->eval_sync && r->rank == 0 &&
+        run_evaluate_bg(r, err, errlen) != 0)
         return -1;
     if (ckpt && run_checkpoint(r, 0, err, errlen) != 0)
         return -1;
@@ -211,6 +215,8 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
                 return -1;
             if (kill_at != 0 && r->step == kill_at)
                 raise(SIGKILL);
+            if (r->rank == 0 && run_eval_poll(r, err, errlen) != 0)
+                return -1;
             progress_step(r);
             if (r->stop == STOP_NONE && after_step(r, 0, eval, &last_ckpt, err, errlen) != 0)
                 return -1;
@@ -225,11 +231,14 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
     }
     if (r->stop == STOP_NONE)
         r->stop = STOP_DONE;
-    /* the end: every peer evaluates the final parameters (its share; test_step is the
-     * same everywhere), rank 0 writes the final checkpoint */
+    /* the end: every peer evaluates the final parameters (its share), rank 0 writes the
+     * final checkpoint. With --eval-sync test_step is the same everywhere; otherwise only
+     * rank 0 has one, and it is never this step: snapshots are taken only after steps
+     * that more steps follow */
     {
         double t0 = ring_now();
-        if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate_shared(r, err, errlen) != 0)
+        if (r->w->ntest > 0 && (!o->eval_sync || r->test_step != r->step) &&
+            run_evaluate_shared(r, err, errlen) != 0)
             return -1;
         if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
             return -1;
@@ -252,58 +261,6 @@ int train_run(run_t *r, char *err, size_t errlen)
     rc = train_loop(r, ctl, err, errlen);
     free(ctl);
     return rc;
-}
-
-static void eval_record(run_t *r, double loss, double acc)
-{
-    r->test_loss = loss;
-    r->test_acc = acc;
-    r->test_step = r->step;
-    if (acc >= 0.85 && r->time_to_85 < 0)
-        r->time_to_85 = training_time(r);
-    if (r->chatty)
-        progress_line(r, "epoch %" PRIu64 " step %" PRIu64 ": test accuracy %.2f%%, loss %.4f",
-                      r->epoch + (r->step_in_epoch > 0), r->step, 100 * acc, loss);
-    if (r->metrics != NULL && r->rank == 0)
-        metrics_eval(r->metrics, r->step, r->epoch, training_time(r), loss, acc);
-}
-
-int run_evaluate(run_t *r, char *err, size_t errlen)
-{
-    double loss, acc;
-
-    if (r->w->ops->evaluate(r->w, &loss, &acc, err, errlen) != 0)
-        return -1;
-    eval_record(r, loss, acc);
-    return 0;
-}
-
-int run_evaluate_shared(run_t *r, char *err, size_t errlen)
-{
-    double loss_sum;
-    size_t correct, count;
-    float sums[3];
-    ring_request_t *req;
-
-    if (r->world == 1 || r->comm == NULL)
-        return run_evaluate(r, err, errlen);
-    if (r->w->ops->evaluate_part(r->w, (size_t)r->rank, (size_t)r->world, &loss_sum, &correct,
-                                 &count, err, errlen) != 0)
-        return -1;
-    /* counts below 2^24 add exactly in float; the loss sum to float precision */
-    sums[0] = (float)loss_sum;
-    sums[1] = (float)correct;
-    sums[2] = (float)count;
-    if (ring_allreduce_start_flags(r->comm, sums, sums, 3, RING_FLOAT32, RING_SUM, TENSOR_EVAL,
-                                   RING_CALL_EXACT, &req) != RING_OK ||
-        ring_request_wait(req) != RING_OK)
-        return ring_fail(r, "evaluation allreduce", err, errlen);
-    if (!(sums[2] > 0)) {
-        snprintf(err, errlen, "step %" PRIu64 ": the peers evaluated no test samples", r->step);
-        return -1;
-    }
-    eval_record(r, (double)sums[0] / sums[2], (double)sums[1] / sums[2]);
-    return 0;
 }
 
 int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
