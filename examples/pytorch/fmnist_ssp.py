@@ -74,6 +74,9 @@ def main():
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--warmup-steps", type=int, default=-1,
+                   help="bounded/async: lockstep for the first K steps (default: half an "
+                        "epoch, as ringd's --warmup-steps auto)")
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
     p.add_argument("--update", choices=["sum", "mean", "steps"], default=None,
@@ -107,8 +110,9 @@ def main():
     model = mlp()
     staleness = {"lockstep": 0, "bounded": args.staleness, "async": None}[args.mode]
     extra = {"update": args.update} if args.update else {}
+    warmup = args.warmup_steps if args.warmup_steps >= 0 else steps_per_epoch // 2
     ssp = ringd.torch.SSP(model, staleness=staleness, lr=args.lr, momentum=args.momentum,
-                          weight_decay=args.weight_decay, total_steps=total,
+                          weight_decay=args.weight_decay, total_steps=total, warmup_steps=warmup,
                           lr_schedule=args.lr_schedule,
                           momentum_compensation=args.momentum_compensation, **extra)
     snaps = []

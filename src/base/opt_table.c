@@ -116,6 +116,15 @@ static int parse_count(const char *v, uint64_t *out)
     return 0;
 }
 
+/* An integer that also takes "auto" (stored as -1, the caller decides): its entry has
+ * min -1 and says so in its placeholder ("K|auto"); other integers with min -1 keep
+ * -1 as a number (the library's "rank not set"). */
+static int long_auto(const ring_opt_t *e)
+{
+    return e->type == RING_OPT_LONG && e->min == -1 && e->unit != NULL &&
+           strstr(e->unit, "auto") != NULL;
+}
+
 static int bad(const ring_opt_t *e, const char *value, const char *why, char *err, size_t errlen)
 {
     snprintf(err, errlen, "invalid value '%s' for --%s (%s): %s; expected %s", value, e->name,
@@ -153,10 +162,15 @@ int ring_opt_apply(const ring_opt_table_t *t, const ring_opt_t *e, void *setting
     switch (e->type) {
     case RING_OPT_INT:
     case RING_OPT_LONG:
+        if (long_auto(e) && strcmp(v, "auto") == 0) {
+            *(long *)field = -1; /* the caller decides */
+            return 0;
+        }
         if (ring_parse_long(v, &l) != 0)
             return bad(e, v, "not an integer", err, errlen);
-        if (l < e->min || l > e->max) {
-            snprintf(why, sizeof(why), "out of range %ld..%ld", e->min, e->max);
+        if (l < (long_auto(e) ? 0 : e->min) || l > e->max) { /* -1 stands for auto */
+            snprintf(why, sizeof(why), "out of range %ld..%ld%s", long_auto(e) ? 0 : e->min,
+                     e->max, long_auto(e) ? ", or auto" : "");
             return bad(e, v, why, err, errlen);
         }
         if (e->type == RING_OPT_LONG)
@@ -333,7 +347,12 @@ void ring_opt_format(const ring_opt_table_t *t, const ring_opt_t *e, const void 
 
     switch (e->type) {
     case RING_OPT_INT: snprintf(buf, len, "%d", *(const int *)field); break;
-    case RING_OPT_LONG: snprintf(buf, len, "%ld", *(const long *)field); break;
+    case RING_OPT_LONG:
+        if (long_auto(e) && *(const long *)field == -1)
+            snprintf(buf, len, "auto");
+        else
+            snprintf(buf, len, "%ld", *(const long *)field);
+        break;
     case RING_OPT_COUNT:
         snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)field);
         break;

@@ -91,7 +91,10 @@ static void session_options(const run_t *r, ring_ssp_options_t *so, ssp_client_t
 
     ring_ssp_options_init(so);
     so->staleness = o->mode == MODE_ASYNC ? RING_SSP_ASYNC : o->staleness;
-    so->warmup_steps = (uint64_t)o->warmup_steps;
+    /* auto: half an epoch */
+    so->warmup_steps = o->warmup_steps >= 0
+                           ? (uint64_t)o->warmup_steps
+                           : shard_steps_per_epoch(&r->shard, o->batch_size) / 2;
     so->start_clock = r->step;
     so->total_steps = r->total_steps;
     so->lr = o->lr;
