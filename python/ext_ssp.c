@@ -51,24 +51,26 @@ static PyObject *ssp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"comm", "params", "staleness", "lr", "momentum", "weight_decay",
                              "warmup_steps", "total_steps", "lr_schedule", "update",
                              "momentum_compensation", "stale_lr_scale", "staleness_scale",
-                             "delay_compensation", "round_idle", "start_clock", NULL};
+                             "delay_compensation", "round_idle", "start_clock", "stop_at_steps",
+                             NULL};
     static const char *const schedules[] = {"constant", "cosine"};
     static const char *const updates[] = {"sum", "mean", "steps"};
     ring_ssp_options_t o;
     ringpy_comm_t *comm;
     PyObject *params;
     const char *schedule = "constant", *update = "sum";
-    unsigned long long warmup = 0, total = 0, start = 0;
+    unsigned long long warmup = 0, total = 0, start = 0, stop_at = 0;
     int mc = 1, slr = 0, ss = 0, k;
     ringpy_ssp_t *self;
     ring_status_t st;
     char msg[RINGPY_MSG_MAX] = "";
 
     ring_ssp_options_init(&o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|ldddKKssppppddK", kwlist, &ringpy_comm_type,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|ldddKKsspppddKK", kwlist, &ringpy_comm_type,
                                      &comm, &params, &o.staleness, &o.lr, &o.momentum,
                                      &o.weight_decay, &warmup, &total, &schedule, &update, &mc,
-                                     &slr, &ss, &o.delay_compensation, &o.round_idle_s, &start))
+                                     &slr, &ss, &o.delay_compensation, &o.round_idle_s, &start,
+                                     &stop_at))
         return NULL;
     if ((k = lookup(schedule, schedules, 2, "lr_schedule")) < 0)
         return NULL;
@@ -79,6 +81,7 @@ static PyObject *ssp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     o.warmup_steps = warmup;
     o.total_steps = total;
     o.start_clock = start;
+    o.stop_at_steps = stop_at;
     o.momentum_compensation = mc;
     o.stale_lr_scale = slr;
     o.staleness_scale = ss;
@@ -250,9 +253,10 @@ static PyObject *ssp_stats(ringpy_ssp_t *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS
     (void)ring_ssp_get_stats(self->s, &st);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:N,s:N}", "clock",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:N,s:N}", "clock",
                          (unsigned long long)st.clock, "min_clock",
-                         (unsigned long long)st.min_clock, "rounds",
+                         (unsigned long long)st.min_clock, "total_clock",
+                         (unsigned long long)st.total_clock, "rounds",
                          (unsigned long long)st.rounds, "rounds_applied",
                          (unsigned long long)st.rounds_applied, "contributions",
                          (unsigned long long)st.contributions, "nonfinite_steps",
@@ -343,7 +347,8 @@ PyTypeObject ringpy_ssp_type = {
     .tp_doc = "SSP(comm, params, staleness=4, lr=0.01, momentum=0.9, weight_decay=0, "
               "warmup_steps=0, total_steps=0, lr_schedule='constant', update='sum', "
               "momentum_compensation=True, stale_lr_scale=False, staleness_scale=False, "
-              "delay_compensation=0, round_idle=-1, start_clock=0): a bounded-staleness "
+              "delay_compensation=0, round_idle=-1, start_clock=0, stop_at_steps=0): a "
+              "bounded-staleness "
               "session (ring_ssp_open); staleness -1 is async.",
     .tp_methods = ssp_methods,
     .tp_getset = ssp_getset,

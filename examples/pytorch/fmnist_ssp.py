@@ -111,15 +111,18 @@ def main():
     staleness = {"lockstep": 0, "bounded": args.staleness, "async": None}[args.mode]
     extra = {"update": args.update} if args.update else {}
     warmup = args.warmup_steps if args.warmup_steps >= 0 else steps_per_epoch // 2
+    # a shared budget (ringd's --budget shared): the run ends when all peers' steps add up
+    # to total x world, so fast peers train on while a slow one is behind
     ssp = ringd.torch.SSP(model, staleness=staleness, lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay, total_steps=total, warmup_steps=warmup,
+                          stop_at_steps=total * world,
                           lr_schedule=args.lr_schedule,
                           momentum_compensation=args.momentum_compensation, **extra)
     snaps = []
     t0 = time.monotonic()
     step = 0
     gen = torch.Generator()
-    while step < total:
+    while step < 10 * total:  # the session stops every peer at the shared budget
         epoch = step // steps_per_epoch
         if step % steps_per_epoch == 0:
             gen.manual_seed(args.seed * 7919 + epoch)
@@ -139,8 +142,10 @@ def main():
                 spent = time.monotonic() - t1
                 time.sleep(spent * (step_factor(args, rank, step) - 1))
         step += 1
-        if rank == 0 and (step % args.eval_every == 0 or step == total):
+        if rank == 0 and step % args.eval_every == 0:
             snaps.append((step, time.monotonic() - t0, ssp.snapshot()))
+    if rank == 0 and (not snaps or snaps[-1][0] != step):
+        snaps.append((step, time.monotonic() - t0, ssp.snapshot()))
     wall_train = time.monotonic() - t0
     stats = ssp.stats()
     ssp.finish()

@@ -99,7 +99,12 @@ typedef struct ring_ssp_options {
     long staleness;           /* S >= 0, or RING_SSP_ASYNC; default 4 */
     uint64_t warmup_steps;    /* steps below this run lockstep (S = 0); default 0 */
     uint64_t start_clock;     /* resuming: the steps every peer has done; default 0 */
-    uint64_t total_steps;     /* the cosine schedule's length; default 0 (constant) */
+    uint64_t total_steps;     /* the cosine schedule's length, in steps of one peer; its
+                                 position is the peers' mean clock; default 0 (constant) */
+    uint64_t stop_at_steps;   /* all peers' steps together: when their clocks add up to it,
+                                 every peer stops (wait returns RING_ERR_CANCELED), so fast
+                                 peers train on while a slow one is behind, as asynchronous
+                                 SGD does; 0 = no such limit (default) */
     double lr;                /* default 0.01 */
     double momentum;          /* default 0.9 */
     double weight_decay;      /* default 0 */
@@ -139,6 +144,8 @@ typedef struct ring_ssp_step {
 
 typedef struct ring_ssp_stats {
     uint64_t clock, min_clock;
+    uint64_t total_clock;     /* the peers' clocks added up, as of the last round */
+    int stop_at_reached;      /* stop_at_steps stopped the session */
     uint64_t rounds;          /* every round, empty ones included */
     uint64_t rounds_applied;  /* rounds that changed the parameters */
     uint64_t contributions;   /* steps of all peers those rounds applied */

@@ -69,6 +69,7 @@ struct ring_ssp {
     sgd_t sgd;                /* its velocity belongs with master */
     uint64_t version;         /* bumped when the trainer's view must be rebuilt */
     uint64_t min_clock;       /* M */
+    uint64_t total_clock;     /* the sum of the peers' clocks: the schedule follows it / N */
     uint64_t own_applied;     /* this peer's clock in the last applied round */
     int in_flight;            /* send holds this peer's steps, in a round not yet applied */
     int stop_all, engine_done;
@@ -112,7 +113,10 @@ static long bound_at(const ring_ssp_t *s, uint64_t c)
 
 static double lr_now(const ring_ssp_t *s)
 {
-    return lr_at(s->o.lr_schedule == RING_LR_COSINE, s->o.lr, s->min_clock, s->o.total_steps);
+    /* the peers' mean clock: identical on every peer, M itself when they are in step
+     * (S = 0), and it moves on while a slow peer is behind */
+    return lr_at(s->o.lr_schedule == RING_LR_COSINE, s->o.lr,
+                 s->total_clock / (uint64_t)s->world, s->o.total_steps);
 }
 
 /* Under mu: the session fails with status and message (the first one stays). */
@@ -219,7 +223,7 @@ static int control_valid(const float *c)
 static int engine_round(ring_ssp_t *s)
 {
     int n = s->world, me = s->rank, any_stop = 0, all_done = 1, skipped = 0;
-    uint64_t my_count, total = 0, tau_total = 0, new_min = UINT64_MAX, own = 0;
+    uint64_t my_count, total = 0, tau_total = 0, new_min = UINT64_MAX, own = 0, sum_clock = 0;
     double t0, idle_before;
     ring_request_t *req;
     ring_comm_stats_t cs;
@@ -275,6 +279,7 @@ static int engine_round(ring_ssp_t *s)
         tau_total += (uint64_t)c[CTL_TAU];
         if ((uint64_t)c[CTL_CLOCK] < new_min)
             new_min = (uint64_t)c[CTL_CLOCK];
+        sum_clock += (uint64_t)c[CTL_CLOCK];
         all_done &= c[CTL_DONE] > 0;
         s->peer_wait[p] = c[CTL_WAIT];
         any_stop |= c[CTL_STOP] > 0;
@@ -324,6 +329,12 @@ static int engine_round(ring_ssp_t *s)
         s->nonfinite_streak = 0;
     }
     s->min_clock = new_min;
+    s->total_clock = sum_clock;
+    if (s->o.stop_at_steps > 0 && sum_clock >= s->o.stop_at_steps && !s->stop_all) {
+        /* the same control values on every peer: every peer stops after this round */
+        s->st.stop_at_reached = 1;
+        any_stop = 1;
+    }
     s->own_applied = own;
     s->in_flight = 0;
     s->st.rounds++;
@@ -586,6 +597,7 @@ ring_status_t ring_ssp_get_stats(ring_ssp_t *s, ring_ssp_stats_t *out)
     *out = s->st;
     out->clock = s->clock;
     out->min_clock = s->min_clock;
+    out->total_clock = s->total_clock;
     pthread_mutex_unlock(&s->mu);
     return RING_OK;
 }
@@ -682,6 +694,7 @@ ring_status_t ring_ssp_open(ring_comm_t *comm, float *params, size_t count,
         memcpy(s->sgd.velocity, o->velocity, bytes);
     memcpy(s->master, params, bytes);
     s->clock = s->min_clock = s->own_applied = o->start_clock;
+    s->total_clock = o->start_clock * (uint64_t)s->world;
     s->seen_version = 0;
     (void)ring_comm_get_stats(comm, &cs);
     s->wire_base = cs.payload_bytes;

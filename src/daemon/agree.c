@@ -25,7 +25,7 @@
 static const char *const must_agree[] = {
     "workload", "hidden", "conv", "dense", "params", "compute-ms", "compute-on",
     "mode", "staleness", "warmup-steps", "staleness-scale", "stale-lr-scale",
-    "momentum-compensation", "delay-compensation", "round-update",
+    "momentum-compensation", "delay-compensation", "round-update", "budget",
     "epochs", "max-steps", "batch-size", "lr", "lr-schedule", "momentum", "weight-decay",
     "seed", "shuffle", "eval-every", "eval-sync", "checkpoint-every",
 };

@@ -56,6 +56,12 @@ static const ring_opt_t opt_table[] = {
      OFIELD(delay_compensation), 0, 0,
      "bounded/async: DC-ASGD (Zheng et al. 2017): add LAMBDA*g*g*(w_now - w_then) to each "
      "step's gradient g, w_then the parameters it started from; 0 = off"},
+    {"budget", "RING_BUDGET", RING_OPT_CHOICE, "shared", "shared|per-peer", OFIELD(budget), 0, 0,
+     "bounded/async: shared = --epochs counts every peer's samples together, and training "
+     "ends when the peers' steps add up to epochs x shard steps x peers, so fast peers train "
+     "on while a slow one is behind (as asynchronous SGD does; the samples/s of the run then "
+     "count their work); per-peer = every peer does --epochs of its own shard, and the run "
+     "lasts as long as the slowest peer's"},
     {"round-update", "RING_ROUND_UPDATE", RING_OPT_CHOICE, "sum", "steps|mean|sum",
      OFIELD(round_update), 0, 0,
      "bounded/async, a round holding K steps of N peers (K > N): sum = one update with their "

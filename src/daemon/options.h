@@ -22,6 +22,7 @@
 enum daemon_role { ROLE_TRAINER = 0, ROLE_EVALUATOR };
 enum train_mode { MODE_LOCKSTEP = 0, MODE_BOUNDED, MODE_ASYNC };
 enum round_update { ROUND_STEPS = 0, ROUND_MEAN, ROUND_SUM }; /* word order of the option */
+enum budget { BUDGET_SHARED = 0, BUDGET_PER_PEER };            /* word order of the option */
 enum lr_schedule { LR_CONSTANT = 0, LR_COSINE };
 enum progress_style { PROGRESS_AUTO = 0, PROGRESS_BAR, PROGRESS_LINES, PROGRESS_OFF };
 
@@ -43,6 +44,7 @@ typedef struct daemon_opts {
     int momentum_compensation; /* lower the round's momentum by its mean tau */
     double delay_compensation; /* DC-ASGD's lambda (0 = off) */
     int round_update;         /* enum round_update */
+    int budget;               /* enum budget: whose samples --epochs counts (bounded/async) */
     double round_idle_s;      /* bounded/async: longest wait for a local step before a round */
     int straggler_rank;       /* -1: none */
     double straggler_factor;

@@ -97,6 +97,8 @@ static void session_options(const run_t *r, ring_ssp_options_t *so, ssp_client_t
                            : shard_steps_per_epoch(&r->shard, o->batch_size) / 2;
     so->start_clock = r->step;
     so->total_steps = r->total_steps;
+    if (o->budget == BUDGET_SHARED) /* the run's samples, whoever trains them */
+        so->stop_at_steps = r->total_steps * (uint64_t)r->world;
     so->lr = o->lr;
     so->momentum = o->momentum;
     so->weight_decay = o->weight_decay;
@@ -128,6 +130,8 @@ static int trainer_loop(ring_ssp_t *s, run_t *r, char *err, size_t errlen)
                  "use a smaller batch or fewer peers", r->shard.len, o->batch_size);
         return -1;
     }
+    if (o->budget == BUDGET_SHARED)
+        end = UINT64_MAX; /* the session stops every peer when their steps add up */
     if (o->max_steps > 0 && (uint64_t)o->max_steps < end)
         end = (uint64_t)o->max_steps;
     while (r->step < end) {
@@ -277,6 +281,8 @@ int ssp_run(run_t *r, char *err, size_t errlen)
     else if (stopped && r->opt->max_time_s > 0 &&
              ring_now() - r->t_start >= r->opt->max_time_s)
         r->stop = STOP_MAX_TIME;
+    else if (stopped && st.stop_at_reached)
+        r->stop = STOP_DONE; /* the shared budget: the peers' steps added up */
     else if (stopped)
         r->stop = STOP_PEER;
     else if (r->opt->max_steps > 0 && r->step >= (uint64_t)r->opt->max_steps)

@@ -9,6 +9,8 @@
   async    staleness None: nothing blocks, the models agree after finish()
   stop     request_stop on rank 1 (0 alone): every peer's loop ends (ssp.stopped), the
            models agree
+  budget   stop_at_steps (a shared budget) with a slow rank 0: every peer stops once
+           their steps add up to it; delay_compensation and round_idle are taken
   owned    while a session is open, other collectives raise InvalidError; after
            close() they work again
   misuse   float64 parameters, a replaced .grad: typed errors that say what to do
@@ -126,6 +128,31 @@ def stop_checks(t, ringd, torch):
     t.same("stop: the final models", ringtest.digest(flat(torch, net)))
 
 
+def budget_checks(t, ringd, torch):
+    net = make_model(torch)
+    budget = 20 * t.world
+    ssp = ringd.torch.SSP(net, staleness=None, lr=0.05, stop_at_steps=budget,
+                          delay_compensation=0.5, round_idle=0.001)
+    done = 0
+    for info in ssp.steps(1000):  # bounded: the budget ends it
+        time.sleep(0.02 if t.rank == 0 else 0.004)  # rank 0 is slow: the others do more
+        x, y = batch(torch, t.rank, done)
+        loss_of(torch, net, x, y).backward()
+        done += 1
+    ssp.finish()
+    st = ssp.stats()
+    ssp.close()
+    # the stop travels in the next round: steps pushed meanwhile count too
+    t.ok(ssp.stopped and budget <= st["total_clock"] < 2 * budget,
+         "budget: stop_at_steps=%d stopped every peer once their steps added up" % budget,
+         (done, st["total_clock"]))
+    t.same("budget: every peer stopped at the same total", st["total_clock"])
+    if t.world > 1:  # every rank reports it; the slow rank 0 is the one it is about
+        t.ok(t.rank != 0 or done < budget / t.world, "budget: the slow rank 0 did fewer than "
+             "its share of the steps, the fast ones the rest", done)
+    t.same("budget: the final models", ringtest.digest(flat(torch, net)))
+
+
 def owned_checks(t, ringd, torch):
     net = make_model(torch)
     ssp = ringd.torch.SSP(net, staleness=1, lr=0.05)
@@ -168,6 +195,7 @@ def checks(t):
     bounded_checks(t, ringd, torch)
     async_checks(t, ringd, torch)
     stop_checks(t, ringd, torch)
+    budget_checks(t, ringd, torch)
     owned_checks(t, ringd, torch)
     misuse_checks(t, ringd, torch)
     ringd.shutdown()

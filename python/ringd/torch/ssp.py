@@ -20,6 +20,10 @@ gradient buffer that ``push`` hands over. The update (SGD with momentum and
 weight decay, PyTorch's) is applied by the session on every peer to the
 average of each round, so do not step a torch optimizer as well.
 
+stop_at_steps=K: every peer stops once all peers' steps add up to K (a shared
+budget: fast peers train on while a slow one is behind, as asynchronous SGD
+does); the loop sees ``ssp.stopped``.
+
 staleness=S: a peer starts step c only when every peer's steps below c-S
 are in its parameters; 0 is lockstep (one allreduce per step, bit for bit),
 None is async (no bound). Rank 0's parameters are broadcast to every peer
@@ -41,7 +45,8 @@ class SSP:
     def __init__(self, model, staleness=4, lr=0.01, momentum=0.9, weight_decay=0.0,
                  warmup_steps=0, total_steps=0, lr_schedule="constant", update="sum",
                  momentum_compensation=True, stale_lr_scale=False, staleness_scale=False,
-                 delay_compensation=0.0, round_idle=None, timeout=600.0, broadcast=True):
+                 delay_compensation=0.0, round_idle=None, stop_at_steps=0, timeout=600.0,
+                 broadcast=True):
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ringd.InvalidError("ringd.torch.SSP: the model has no trainable parameters")
@@ -78,7 +83,8 @@ class SSP:
             momentum_compensation=bool(momentum_compensation),
             stale_lr_scale=bool(stale_lr_scale), staleness_scale=bool(staleness_scale),
             delay_compensation=float(delay_compensation),
-            round_idle=-1.0 if round_idle is None else float(round_idle))
+            round_idle=-1.0 if round_idle is None else float(round_idle),
+            stop_at_steps=int(stop_at_steps))
 
     def _check_views(self):
         # p.data = ... or an optimizer's param replacement would detach a parameter
