@@ -28,11 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <ringd/ssp.h>
 
 #include "clock.h"
+#include "cond_wait.h"
 #include "errors.h"
 #include "sgd.h"
 
@@ -90,20 +90,6 @@ struct ring_ssp {
     int nonfinite_streak;
     uint64_t wire_base;
 };
-
-static void sleep_until(pthread_cond_t *cv, pthread_mutex_t *mu, double seconds)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* the condition variable's clock */
-    ts.tv_sec += (time_t)seconds;
-    ts.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    (void)pthread_cond_timedwait(cv, mu, &ts);
-}
 
 /* S for a step at clock c: lockstep during the warm-up */
 static long bound_at(const ring_ssp_t *s, uint64_t c)
@@ -201,7 +187,7 @@ static int engine_take(ring_ssp_t *s)
             return 0;
         if (!lock && ring_now() - t0 >= idle)
             return 0;
-        sleep_until(&s->cv, &s->mu, lock ? 0.05 : idle);
+        (void)ring_cond_wait_s(&s->cv, &s->mu, lock ? 0.05 : idle);
     }
 }
 
@@ -426,7 +412,7 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
                                   timeout_s, c - (uint64_t)b - 1, b);
         }
         waited = 1;
-        sleep_until(&s->cv, &s->mu, left < 0.05 ? left : 0.05);
+        (void)ring_cond_wait_s(&s->cv, &s->mu, left < 0.05 ? left : 0.05);
     }
     if (s->failed != RING_OK) {
         ring_status_t st = failed_status(s);
@@ -451,9 +437,9 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
     step->min_clock = s->min_clock;
     step->tau = c - s->min_clock;
     step->lag = c - s->own_applied;
-    pthread_mutex_unlock(&s->mu);
     step->blocked_s = waited ? ring_now() - t0 : 0;
     s->st.blocked_s += step->blocked_s;
+    pthread_mutex_unlock(&s->mu);
     s->step_open = 1;
     s->step_t0 = ring_now();
     return RING_OK;
@@ -566,7 +552,7 @@ ring_status_t ring_ssp_finish(ring_ssp_t *s, double timeout_s)
                                   "close the session and the communicator", timeout_s,
                                   s->min_clock);
         }
-        sleep_until(&s->cv, &s->mu, left < 0.05 ? left : 0.05);
+        (void)ring_cond_wait_s(&s->cv, &s->mu, left < 0.05 ? left : 0.05);
     }
     st = failed_status(s);
     if (st == RING_OK)
@@ -659,7 +645,6 @@ ring_status_t ring_ssp_open(ring_comm_t *comm, float *params, size_t count,
     ring_ssp_t *s;
     size_t bytes = count * sizeof(float);
     ring_comm_stats_t cs;
-    pthread_condattr_t ca;
 
     if (s_p == NULL || comm == NULL || params == NULL || o == NULL)
         return ring_error_set(RING_ERR_INVALID, "ring_ssp_open: NULL argument");
@@ -699,11 +684,7 @@ ring_status_t ring_ssp_open(ring_comm_t *comm, float *params, size_t count,
     (void)ring_comm_get_stats(comm, &cs);
     s->wire_base = cs.payload_bytes;
     pthread_mutex_init(&s->mu, NULL);
-    /* timed waits on the monotonic clock: a stepped wall clock must not stretch them */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    ring_cond_init_monotonic(&s->cv); /* a stepped wall clock must not stretch waits */
     s->sync_ready = 1;
     if (pthread_create(&s->engine, NULL, engine_main, s) != 0) {
         ring_ssp_close(s);

@@ -25,9 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "clock.h"
+#include "cond_wait.h"
 #include "daemon/daemon.h"
 
 struct eval_thread {
@@ -65,19 +65,7 @@ static void eval_thread_free(eval_thread_t *t)
 /* the condition variable runs on the monotonic clock: deadline in ring_now() seconds */
 static int wait_until(eval_thread_t *t, double deadline)
 {
-    double left = deadline - ring_now();
-    struct timespec ts;
-
-    if (left <= 0)
-        return ETIMEDOUT;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)left;
-    ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+    return ring_cond_wait_s(&t->cv, &t->mu, deadline - ring_now());
 }
 
 static void *eval_main(void *arg)
@@ -139,7 +127,6 @@ int eval_thread_start(const workload_ops_t *ops, const wl_settings_t *s, size_t 
                       eval_thread_t **out, char *err, size_t errlen)
 {
     eval_thread_t *t = calloc(1, sizeof(*t));
-    pthread_condattr_t ca;
     sigset_t stop, old;
     int rc;
 
@@ -155,11 +142,7 @@ int eval_thread_start(const workload_ops_t *ops, const wl_settings_t *s, size_t 
     snprintf(t->data_dir, sizeof(t->data_dir), "%s", s->data_dir != NULL ? s->data_dir : "");
     t->settings.data_dir = t->data_dir;
     pthread_mutex_init(&t->mu, NULL);
-    /* timed waits on the monotonic clock: a stepped wall clock must not stretch them */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&t->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    ring_cond_init_monotonic(&t->cv); /* a stepped wall clock must not stretch waits */
     /* SIGINT/SIGTERM stay the trainer's: its waits return early on them (signals.c) */
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
