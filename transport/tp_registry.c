@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "transport.h"
+#include "shm.h"
 #include "tcp.h"
 #if RING_HAVE_VERBS
 #include "verbs.h"
@@ -114,6 +115,7 @@ static const ring_tp_ops_t tp_defaults = {
 
 static const ring_tp_ops_t *const tp_builtin[] = {
     &ring_tcp_ops,
+    &ring_shm_ops,
 #if RING_HAVE_VERBS
     &ring_verbs_ops,
 #endif
@@ -163,7 +165,7 @@ const ring_tp_ops_t *ring_tp_find(const char *name)
 
 const char *ring_tp_names(void)
 {
-    return RING_HAVE_VERBS ? "tcp, verbs" : "tcp";
+    return RING_HAVE_VERBS ? "tcp, shm, verbs" : "tcp, shm";
 }
 
 const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *params,

@@ -34,10 +34,11 @@ static const ring_opt_t config_table[] = {
     {"peers", "RING_PEERS", RING_OPT_CUSTOM, "", "host[:port],...", FIELD(peers), 0, 0,
      "address of every peer, in rank order; IPv6 as [addr]:port; a missing port is taken "
      "from --port"},
-    {"transport", "RING_TRANSPORT", RING_OPT_WORD, "auto", "auto|tcp|verbs", FIELD(transport),
-     0, 0,
-     "how peers exchange data: verbs (RDMA: InfiniBand or RoCE) or tcp; auto = verbs when "
-     "this build has it and an active RDMA port exists, else tcp (saying why, once)"},
+    {"transport", "RING_TRANSPORT", RING_OPT_WORD, "auto", "auto|tcp|shm|verbs",
+     FIELD(transport), 0, 0,
+     "how peers exchange data: verbs (RDMA: InfiniBand or RoCE), tcp, or shm (shared memory "
+     "between peers on one host, tcp to the others); auto = verbs when this build has it and "
+     "an active RDMA port exists, else tcp (saying why, once)"},
     {"ib-dev", "RING_IB_HCA", RING_OPT_STRING, "", "NAME[:PORT],...", FIELD(ib_dev), 0, 0,
      "verbs: the RDMA devices to use, as NCCL_IB_HCA: names are prefixes, '=' first for "
      "exact names, '^' first to exclude; rank r takes the (r mod k)-th of the k active "

@@ -115,6 +115,11 @@ static ring_status_t check_other_transport(ring_comm_t *comm, hello_conn_t *hc, 
                               "settings mismatch with %s: it runs the verbs transport (RDMA), "
                               "this peer %s: every peer needs the same --transport "
                               "(RING_TRANSPORT)", who, comm->tp_ops->name);
+    if (hc->rreq.status == RING_OK && hc->rreq.bytes >= 4 && memcmp(hc->in, "RSHO", 4) == 0)
+        return ring_error_set(RING_ERR_MISMATCH,
+                              "settings mismatch with %s: it runs the shm transport (shared "
+                              "memory), this peer %s: every peer needs the same --transport "
+                              "(RING_TRANSPORT)", who, comm->tp_ops->name);
     return RING_OK;
 }
 

@@ -37,7 +37,8 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->streams = (uint32_t)comm->nstreams;
     /* autotuned: the chunk size is chosen later, together; 0 says so */
     h->chunk_bytes = comm->autotuned ? 0 : comm->cfg.chunk_bytes;
-    h->transport = strcmp(comm->tp_ops->name, "verbs") == 0 ? 2 : 1;
+    h->transport = strcmp(comm->tp_ops->name, "verbs") == 0 ? 2
+                   : strcmp(comm->tp_ops->name, "shm") == 0 ? 3 : 1;
     h->codec = (uint8_t)comm->codec;
     h->fp16_scaling = (uint8_t)comm->fp16_scaling;
     h->auth_frames = (uint8_t)comm->auth_frames;
@@ -54,7 +55,7 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
                           comm->rank, mine->_field, theirs->rank, theirs->_field)
 
 /* A field that holds one of a few choices: named by word, not by number. */
-static const char *const transport_names[] = {"?", "tcp", "verbs"};
+static const char *const transport_names[] = {"?", "tcp", "verbs", "shm"};
 static const char *const codec_names[] = {"none", "fp16", "bf16"};
 static const char *const on_off_names[] = {"off", "on"};
 static const char *const auth_names[] = {"connect", "frames"};

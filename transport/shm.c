@@ -1,0 +1,469 @@
+/*
+ * shm.c - the shared-memory transport's ops table: tcp endpoints underneath,
+ * the hand-shake that moves one into shared memory (shm_int.h tells the
+ * story), liveness through the tcp connection, and waiting on both.
+ *
+ * The hand-shake, two tcp messages before any of the caller's:
+ *   offer  (connector): "RSHO" version name_len token[16] name
+ *   answer (acceptor):  "RSHA" version yes
+ * Until it is over the caller's requests wait in the endpoint's queues; then
+ * they go through the pipes (yes) or to the tcp endpoint, in order (no).
+ */
+#include "ring_build.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "parse.h"
+#include "shm_int.h"
+#include "tcp.h"
+
+#define HS_VERSION 1
+#define OFFER_FIXED (4 + 1 + 1 + SHM_TOKEN_BYTES)
+#define ANSWER_BYTES (4 + 1 + 1)
+
+static const ring_tp_ops_t *const tcp = &ring_tcp_ops;
+
+/* RING_SHM_BYTES: each direction's pipe, a power of two in 64 KiB..1 GiB. */
+static ring_status_t pipe_bytes_from_env(size_t *bytes_p)
+{
+    const char *s = getenv("RING_SHM_BYTES");
+    size_t v;
+
+    *bytes_p = SHM_PIPE_DEFAULT;
+    if (s == NULL || *s == '\0')
+        return RING_OK;
+    if (ring_parse_size(s, &v) != 0 || v < ((size_t)64 << 10) || v > ((size_t)1 << 30) ||
+        (v & (v - 1)) != 0)
+        return ring_error_set(RING_ERR_INVALID, "RING_SHM_BYTES=%s: expected a power of two "
+                              "from 64K to 1G (each direction's shared-memory pipe)", s);
+    *bytes_p = v;
+    return RING_OK;
+}
+
+static ring_status_t shm_init(const ring_tp_params_t *params, ring_tp_t **tp_p)
+{
+    shm_tp_t *tp = calloc(1, sizeof(*tp));
+    ring_status_t st;
+
+    if (tp == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory creating the shm transport");
+    tp->params = *params;
+    tp->ux_fd = -1;
+    for (int i = 0; i < SHM_ARRIVALS; i++)
+        tp->arrivals[i].conn_fd = tp->arrivals[i].seg_fd = tp->arrivals[i].efd_mine =
+            tp->arrivals[i].efd_peer = -1;
+    st = pipe_bytes_from_env(&tp->pipe_bytes);
+    if (st == RING_OK)
+        st = tcp->init(params, &tp->tcp);
+    if (st != RING_OK) {
+        free(tp);
+        return st;
+    }
+    *tp_p = (ring_tp_t *)tp;
+    return RING_OK;
+}
+
+static void shm_fini(ring_tp_t *tp_)
+{
+    shm_tp_t *tp = (shm_tp_t *)tp_;
+
+    shm_ux_close(tp);
+    tcp->fini(tp->tcp);
+    free(tp);
+}
+
+static ring_status_t shm_listen(ring_tp_t *tp_, const char *host, int port,
+                                ring_tp_listener_t **l_p)
+{
+    shm_tp_t *tp = (shm_tp_t *)tp_;
+    ring_tp_listener_t *l = calloc(1, sizeof(*l));
+    ring_status_t st;
+
+    if (l == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a listener");
+    l->tp = tp;
+    st = tcp->listen(tp->tcp, host, port, &l->tcp);
+    if (st != RING_OK) {
+        free(l);
+        return st;
+    }
+    *l_p = l;
+    return RING_OK;
+}
+
+static int shm_listener_port(const ring_tp_listener_t *l)
+{
+    return tcp->listener_port(l->tcp);
+}
+
+static void shm_listener_close(ring_tp_listener_t *l)
+{
+    if (l == NULL)
+        return;
+    tcp->listener_close(l->tcp);
+    free(l);
+}
+
+/* ---- endpoints -------------------------------------------------------- */
+
+static ring_status_t ep_wrap(shm_tp_t *tp, ring_tp_ep_t *tep, int acceptor, ring_tp_ep_t **ep_p)
+{
+    ring_tp_ep_t *ep;
+
+    if (tp->neps == SHM_MAX_EPS) {
+        tcp->ep_close(tep);
+        return ring_error_set(RING_ERR_NO_RESOURCE, "more than %d shm connections", SHM_MAX_EPS);
+    }
+    ep = calloc(1, sizeof(*ep));
+    if (ep == NULL) {
+        tcp->ep_close(tep);
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a connection");
+    }
+    ep->tp = tp;
+    ep->tcp = tep;
+    ep->acceptor = acceptor;
+    ep->efd_mine = ep->efd_peer = -1;
+    snprintf(ep->peer, sizeof(ep->peer), "%s", tcp->ep_peer(tep));
+    tp->eps[tp->neps++] = ep;
+    *ep_p = ep;
+    return RING_OK;
+}
+
+static void hs_post(ring_tp_ep_t *ep, ring_tp_req_t *req, unsigned char *buf, size_t len, int send)
+{
+    memset(req, 0, sizeof(*req));
+    req->iov[0].iov_base = buf;
+    req->iov[0].iov_len = len;
+    req->iovcnt = 1;
+    (void)(send ? tcp->post_send(ep->tcp, req) : tcp->post_recv(ep->tcp, req));
+}
+
+static ring_status_t shm_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
+{
+    ring_tp_ep_t *tep = NULL, *ep;
+
+    *ep_p = NULL;
+    RING_CHECK(tcp->accept(l->tcp, &tep));
+    if (tep == NULL)
+        return RING_OK;
+    RING_CHECK(ep_wrap(l->tp, tep, 1, &ep));
+    ep->phase = SHM_ANSWERING;
+    hs_post(ep, &ep->hs_recv, ep->hs_in, sizeof(ep->hs_in), 0);
+    *ep_p = ep;
+    return RING_OK;
+}
+
+static ring_status_t shm_connect(ring_tp_t *tp_, const char *host, int port, ring_tp_ep_t **ep_p)
+{
+    shm_tp_t *tp = (shm_tp_t *)tp_;
+    ring_tp_ep_t *tep, *ep;
+    size_t name_len = 0;
+
+    RING_CHECK(tcp->connect(tp->tcp, host, port, &tep));
+    RING_CHECK(ep_wrap(tp, tep, 0, &ep));
+    ep->phase = SHM_OFFERING;
+    if (shm_random(ep->token, sizeof(ep->token)) != 0 || shm_ux_listen(tp) != 0)
+        name_len = 0; /* no socket to be reached at: the offer says tcp only */
+    else
+        name_len = strlen(tp->ux_name);
+    memcpy(ep->hs_out, "RSHO", 4);
+    ep->hs_out[4] = HS_VERSION;
+    ep->hs_out[5] = (unsigned char)name_len;
+    memcpy(ep->hs_out + 6, ep->token, SHM_TOKEN_BYTES);
+    memcpy(ep->hs_out + OFFER_FIXED, tp->ux_name, name_len);
+    hs_post(ep, &ep->hs_send, ep->hs_out, OFFER_FIXED + name_len, 1);
+    hs_post(ep, &ep->hs_recv, ep->hs_in, sizeof(ep->hs_in), 0);
+    *ep_p = ep;
+    return RING_OK;
+}
+
+/* Queue a caller's request while the hand-shake runs or the pipes carry it
+ * (an urgent send goes before every queued one not yet begun, as tcp). */
+static void queue_req(ring_tp_req_t *req, ring_tp_req_t **head, ring_tp_req_t **tail)
+{
+    if (req->urgent && *head != NULL) {
+        ring_tp_req_t *after = (*head)->offset > 0 ? *head : NULL;
+
+        req->next = after != NULL ? after->next : *head;
+        if (after != NULL)
+            after->next = req;
+        else
+            *head = req;
+        if (req->next == NULL)
+            *tail = req;
+        return;
+    }
+    if (*tail != NULL)
+        (*tail)->next = req;
+    else
+        *head = req;
+    *tail = req;
+}
+
+static ring_status_t shm_post(ring_tp_ep_t *ep, ring_tp_req_t *req, int send)
+{
+    size_t len = 0;
+
+    if (ep->phase == SHM_TCP)
+        return send ? tcp->post_send(ep->tcp, req) : tcp->post_recv(ep->tcp, req);
+    req->done = 0;
+    req->status = RING_OK;
+    req->sys_errno = 0;
+    req->offset = 0;
+    req->bytes = 0;
+    req->next = NULL;
+    if (ep->phase == SHM_FAILED || (!send && ep->rx_broken)) {
+        req->status = ep->phase == SHM_FAILED ? ep->error : RING_ERR_MISMATCH;
+        req->sys_errno = ep->phase == SHM_FAILED ? ep->error_errno : 0;
+        req->done = 1;
+        return req->status;
+    }
+    if (send) {
+        for (int i = 0; i < req->iovcnt; i++)
+            len += req->iov[i].iov_len;
+        if (len > UINT32_MAX)
+            return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large", len);
+        for (int i = 0; i < 4; i++)
+            req->prefix[i] = (unsigned char)(len >> (8 * i));
+        queue_req(req, &ep->sq_head, &ep->sq_tail);
+    } else {
+        queue_req(req, &ep->rq_head, &ep->rq_tail);
+    }
+    return RING_OK;
+}
+
+static ring_status_t shm_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    return shm_post(ep, req, 1);
+}
+
+static ring_status_t shm_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    return shm_post(ep, req, 0);
+}
+
+/* The hand-shake ended in tcp: the held requests go to the tcp endpoint in order. */
+static void go_tcp(ring_tp_ep_t *ep)
+{
+    ring_tp_req_t *sq = ep->sq_head, *rq = ep->rq_head;
+
+    ep->phase = SHM_TCP;
+    ep->sq_head = ep->sq_tail = ep->rq_head = ep->rq_tail = NULL;
+    while (sq != NULL) {
+        ring_tp_req_t *next = sq->next;
+        (void)tcp->post_send(ep->tcp, sq);
+        sq = next;
+    }
+    while (rq != NULL) {
+        ring_tp_req_t *next = rq->next;
+        (void)tcp->post_recv(ep->tcp, rq);
+        rq = next;
+    }
+}
+
+static void go_pipes(ring_tp_ep_t *ep)
+{
+    ep->phase = SHM_PIPES;
+    /* nothing more comes over tcp: this receive completes when the peer goes */
+    hs_post(ep, &ep->live_req, ep->live_buf, sizeof(ep->live_buf), 0);
+}
+
+/* A hand-shake receive failed: the endpoint fails as its tcp connection did
+ * (connect.c retries a refused connection: the status and errno must stay). */
+static void hs_failed(ring_tp_ep_t *ep, const ring_tp_req_t *req, const char *what)
+{
+    char why[160];
+
+    if (req->status == RING_ERR_MISMATCH || (req->status == RING_OK && req->bytes > 0)) {
+        snprintf(why, sizeof(why), "sent no shared-memory %s: it runs another transport "
+                 "(use the same --transport, RING_TRANSPORT, on every peer)", what);
+        shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, why);
+        return;
+    }
+    shm_ep_fail(ep, req->status == RING_OK ? RING_ERR_PROTOCOL : req->status, req->sys_errno,
+                NULL);
+}
+
+static void answer(ring_tp_ep_t *ep, int yes)
+{
+    memcpy(ep->hs_out, "RSHA", 4);
+    ep->hs_out[4] = HS_VERSION;
+    ep->hs_out[5] = (unsigned char)yes;
+    hs_post(ep, &ep->hs_send, ep->hs_out, ANSWER_BYTES, 1);
+}
+
+/* Acceptor: the offer came. */
+static void on_offer(ring_tp_ep_t *ep)
+{
+    const unsigned char *m = ep->hs_in;
+    size_t len = ep->hs_recv.bytes, name_len;
+    char name[SHM_NAME_MAX], why[200];
+
+    if (ep->hs_recv.status != RING_OK || len < OFFER_FIXED || memcmp(m, "RSHO", 4) != 0) {
+        hs_failed(ep, &ep->hs_recv, "offer");
+        return;
+    }
+    name_len = m[5];
+    if (m[4] != HS_VERSION || name_len >= SHM_NAME_MAX || len != OFFER_FIXED + name_len) {
+        shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "sent a shared-memory offer of another version");
+        return;
+    }
+    memcpy(ep->token, m + 6, SHM_TOKEN_BYTES);
+    memcpy(name, m + OFFER_FIXED, name_len);
+    name[name_len] = '\0';
+    if (name_len > 0 && shm_seg_offer(ep->tp, ep, name, why, sizeof(why)) == 0) {
+        answer(ep, 1);
+        go_pipes(ep);
+        return;
+    }
+    answer(ep, 0); /* before any message of the caller's: tcp keeps the order */
+    go_tcp(ep);
+}
+
+/* Connector: the answer came. */
+static void on_answer(ring_tp_ep_t *ep)
+{
+    const unsigned char *m = ep->hs_in;
+    char why[200];
+    int rc;
+
+    if (ep->hs_recv.status != RING_OK || ep->hs_recv.bytes != ANSWER_BYTES ||
+        memcmp(m, "RSHA", 4) != 0) {
+        hs_failed(ep, &ep->hs_recv, "answer");
+        return;
+    }
+    if (m[5] == 0) {
+        go_tcp(ep);
+        return;
+    }
+    /* the acceptor handed the segment over before it answered: it is here */
+    rc = shm_seg_claim(ep->tp, ep, why, sizeof(why));
+    if (rc != 1) {
+        char msg[260];
+        snprintf(msg, sizeof(msg), "shared memory: %s", rc == 0 ? "its segment never came" : why);
+        shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, msg);
+        return;
+    }
+    go_pipes(ep);
+}
+
+static int ep_progress(ring_tp_ep_t *ep)
+{
+    int n = 0;
+
+    switch (ep->phase) {
+    case SHM_OFFERING:
+        if (ep->hs_send.done && ep->hs_send.status != RING_OK)
+            shm_ep_fail(ep, ep->hs_send.status, ep->hs_send.sys_errno, NULL);
+        else if (ep->hs_recv.done)
+            on_answer(ep);
+        return ep->phase != SHM_OFFERING;
+    case SHM_ANSWERING:
+        if (ep->hs_recv.done)
+            on_offer(ep);
+        return ep->phase != SHM_ANSWERING;
+    case SHM_PIPES:
+        n += shm_ep_progress_rx(ep);
+        n += shm_ep_progress_tx(ep);
+        if (ep->live_req.done && ep->phase == SHM_PIPES) {
+            /* the peer is gone: what it wrote before going (an ABORT saying why) is
+             * still in the pipe and is delivered first */
+            n += shm_ep_progress_rx(ep);
+            if (ep->live_req.status == RING_OK)
+                shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "sent tcp data after moving to shared "
+                            "memory");
+            else
+                shm_ep_fail(ep, ep->live_req.status, ep->live_req.sys_errno, NULL);
+            n++;
+        }
+        return n;
+    default:
+        return 0;
+    }
+}
+
+static int shm_progress(ring_tp_t *tp_)
+{
+    shm_tp_t *tp = (shm_tp_t *)tp_;
+    int n = tcp->progress(tp->tcp);
+
+    for (int i = 0; i < tp->neps; i++)
+        n += ep_progress(tp->eps[i]);
+    return n;
+}
+
+static void shm_wait(ring_tp_t *tp_, int timeout_ms)
+{
+    shm_tp_t *tp = (shm_tp_t *)tp_;
+    struct pollfd pfd[TCP_WAIT_FDS + SHM_MAX_EPS];
+    ring_tp_ep_t *sleeping[SHM_MAX_EPS];
+    int n, nsleep = 0;
+
+    n = tcp_wait_fds(tp->tcp, pfd, &timeout_ms);
+    for (int i = 0; i < tp->neps; i++) {
+        ring_tp_ep_t *ep = tp->eps[i];
+
+        if (ep->phase != SHM_PIPES || (ep->rq_head == NULL && ep->sq_head == NULL))
+            continue;
+        sleeping[nsleep++] = ep;
+        if (shm_ep_sleep_prepare(ep))
+            timeout_ms = 0; /* it is already there */
+        pfd[n++] = (struct pollfd){.fd = ep->efd_mine, .events = POLLIN};
+    }
+    (void)poll(pfd, (nfds_t)n, timeout_ms);
+    for (int i = 0; i < nsleep; i++)
+        shm_ep_wake_done(sleeping[i]);
+}
+
+static const char *shm_ep_peer(const ring_tp_ep_t *ep)
+{
+    return ep->peer;
+}
+
+static const char *shm_ep_error(const ring_tp_ep_t *ep)
+{
+    return ep->why;
+}
+
+static void shm_ep_close(ring_tp_ep_t *ep)
+{
+    shm_tp_t *tp;
+
+    if (ep == NULL)
+        return;
+    tp = ep->tp;
+    shm_ep_fail(ep, RING_ERR_CANCELED, 0, NULL);
+    tcp->ep_close(ep->tcp); /* completes the hand-shake and liveness requests first */
+    shm_seg_release(ep);
+    for (int i = 0; i < tp->neps; i++)
+        if (tp->eps[i] == ep) {
+            tp->eps[i] = tp->eps[--tp->neps];
+            break;
+        }
+    free(ep);
+}
+
+const ring_tp_ops_t ring_shm_ops = {
+    .size = sizeof(ring_tp_ops_t),
+    .name = "shm",
+    .init = shm_init,
+    .fini = shm_fini,
+    .listen = shm_listen,
+    .accept = shm_accept,
+    .listener_close = shm_listener_close,
+    .listener_port = shm_listener_port,
+    .connect = shm_connect,
+    .post_send = shm_post_send,
+    .post_recv = shm_post_recv,
+    .progress = shm_progress,
+    .wait = shm_wait,
+    .ep_peer = shm_ep_peer,
+    .ep_close = shm_ep_close,
+    .ep_error = shm_ep_error,
+};

@@ -1,0 +1,312 @@
+/*
+ * shm_pipe.c - moving messages through the shared-memory pipes: the same
+ * length-prefixed byte stream as tcp, written into one direction's ring by
+ * its producer and copied out by its consumer. Each side keeps its own
+ * index; the peer's, read from shared memory, is checked before it is used
+ * (a peer may be buggy or hostile: it can stall us, never make us read or
+ * write outside the segment). A sleeping side is woken through its eventfd.
+ * Nothing here allocates.
+ */
+#include "ring_build.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "shm_int.h"
+
+/* Publish the index every this many bytes of a long copy, so that the other
+ * side copies out one piece while this side copies in the next. */
+#define SHM_PIECE ((size_t)128 << 10)
+
+static size_t req_capacity(const ring_tp_req_t *req)
+{
+    size_t total = 0;
+
+    for (int i = 0; i < req->iovcnt; i++)
+        total += req->iov[i].iov_len;
+    return total;
+}
+
+static void req_complete(ring_tp_req_t *req, ring_status_t status, int sys_errno)
+{
+    req->status = status;
+    req->sys_errno = sys_errno;
+    req->next = NULL;
+    req->done = 1;
+}
+
+void shm_queue_fail(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t status,
+                    int sys_errno)
+{
+    while (*head != NULL) {
+        ring_tp_req_t *req = *head;
+        *head = req->next;
+        req_complete(req, status, sys_errno);
+    }
+    *tail = NULL;
+}
+
+void shm_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno, const char *why)
+{
+    if (ep->phase != SHM_FAILED) {
+        ep->phase = SHM_FAILED;
+        ep->error = status;
+        ep->error_errno = sys_errno;
+        if (why != NULL)
+            snprintf(ep->why, sizeof(ep->why), "%s", why);
+    }
+    shm_queue_fail(&ep->sq_head, &ep->sq_tail, ep->error, ep->error_errno);
+    shm_queue_fail(&ep->rq_head, &ep->rq_tail, ep->error, ep->error_errno);
+}
+
+static void wake_peer(ring_tp_ep_t *ep, _Atomic uint32_t *flag)
+{
+    /* pairs with the fence in shm_ep_sleep_prepare: either the peer sees the new
+     * index before it sleeps, or we see its flag and wake it */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(flag, memory_order_relaxed) != 0) {
+        atomic_store_explicit(flag, 0, memory_order_relaxed);
+        (void)eventfd_write(ep->efd_peer, 1);
+    }
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
+/* Room in the tx pipe, or -1 when the peer's tail cannot be right. */
+static int64_t tx_room(ring_tp_ep_t *ep)
+{
+    shm_pipe_t *p = &ep->tx;
+    uint64_t tail = atomic_load_explicit(&p->ctl->tail, memory_order_acquire);
+    uint64_t used = p->pos - tail;
+
+    return used > p->size ? -1 : (int64_t)(p->size - used);
+}
+
+static void pipe_put(shm_pipe_t *p, const void *src, size_t n)
+{
+    size_t off = (size_t)(p->pos & p->mask), first = p->size - off < n ? p->size - off : n;
+
+    memcpy(p->data + off, src, first);
+    if (n > first)
+        memcpy(p->data, (const char *)src + first, n - first);
+    p->pos += n;
+}
+
+/* The part of req's stream (prefix, then iovs) at its offset, at most limit bytes. */
+static size_t tx_piece(const ring_tp_req_t *req, const void **src, size_t limit)
+{
+    size_t skip = req->offset;
+
+    if (skip < sizeof(req->prefix)) {
+        *src = req->prefix + skip;
+        return sizeof(req->prefix) - skip < limit ? sizeof(req->prefix) - skip : limit;
+    }
+    skip -= sizeof(req->prefix);
+    for (int i = 0; i < req->iovcnt; i++) {
+        if (skip >= req->iov[i].iov_len) {
+            skip -= req->iov[i].iov_len;
+            continue;
+        }
+        *src = (const char *)req->iov[i].iov_base + skip;
+        return req->iov[i].iov_len - skip < limit ? req->iov[i].iov_len - skip : limit;
+    }
+    return 0;
+}
+
+int shm_ep_progress_tx(ring_tp_ep_t *ep)
+{
+    int completed = 0, moved = 0;
+
+    while (ep->phase == SHM_PIPES && ep->sq_head != NULL) {
+        ring_tp_req_t *req = ep->sq_head;
+        size_t total = sizeof(req->prefix) + req_capacity(req);
+        int64_t room = tx_room(ep);
+        const void *src = NULL;
+        size_t n;
+
+        if (room < 0) {
+            shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "its read index in shared memory is "
+                        "corrupt (a bug or a hostile peer)");
+            break;
+        }
+        if (req->offset < total) {
+            if (room == 0)
+                break;
+            n = tx_piece(req, &src, (size_t)room < SHM_PIECE ? (size_t)room : SHM_PIECE);
+            pipe_put(&ep->tx, src, n);
+            req->offset += n;
+            moved = 1;
+            atomic_store_explicit(&ep->tx.ctl->head, ep->tx.pos, memory_order_release);
+            wake_peer(ep, &ep->tx.ctl->consumer_sleeps);
+        }
+        if (req->offset == total) {
+            ep->sq_head = req->next;
+            if (ep->sq_head == NULL)
+                ep->sq_tail = NULL;
+            req->bytes = total - sizeof(req->prefix);
+            req_complete(req, RING_OK, 0);
+            completed++;
+        }
+    }
+    return completed + moved;
+}
+
+/* ---- receiving -------------------------------------------------------- */
+
+/* Bytes waiting in the rx pipe, or -1 when the peer's head cannot be right. */
+static int64_t rx_avail(ring_tp_ep_t *ep)
+{
+    shm_pipe_t *p = &ep->rx;
+    uint64_t head = atomic_load_explicit(&p->ctl->head, memory_order_acquire);
+    uint64_t avail = head - p->pos;
+
+    return avail > p->size ? -1 : (int64_t)avail;
+}
+
+static void pipe_get(shm_pipe_t *p, void *dst, size_t n)
+{
+    size_t off = (size_t)(p->pos & p->mask), first = p->size - off < n ? p->size - off : n;
+
+    memcpy(dst, p->data + off, first);
+    if (n > first)
+        memcpy((char *)dst + first, p->data, n - first);
+    p->pos += n;
+}
+
+/* Copy up to len bytes from the pipe into the request's iovs at its offset. */
+static void rx_copy_in(shm_pipe_t *p, ring_tp_req_t *req, size_t len)
+{
+    size_t skip = req->offset;
+
+    for (int i = 0; i < req->iovcnt && len > 0; i++) {
+        size_t n;
+
+        if (skip >= req->iov[i].iov_len) {
+            skip -= req->iov[i].iov_len;
+            continue;
+        }
+        n = req->iov[i].iov_len - skip;
+        if (n > len)
+            n = len;
+        pipe_get(p, (char *)req->iov[i].iov_base + skip, n);
+        len -= n;
+        req->offset += n;
+        skip = 0;
+    }
+}
+
+static void rx_consumed(ring_tp_ep_t *ep)
+{
+    atomic_store_explicit(&ep->rx.ctl->tail, ep->rx.pos, memory_order_release);
+    wake_peer(ep, &ep->rx.ctl->producer_sleeps);
+}
+
+static void rx_finish(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    ep->rq_head = req->next;
+    if (ep->rq_head == NULL)
+        ep->rq_tail = NULL;
+    ep->rx_have_len = 0;
+    ep->rx_len_got = 0;
+    req->bytes = ep->rx_msg_len;
+    if (ep->rx_msg_len > req_capacity(req)) {
+        /* the stream is out of step with the caller: no more receives (as tcp) */
+        req_complete(req, RING_ERR_MISMATCH, 0);
+        ep->rx_broken = 1;
+        shm_queue_fail(&ep->rq_head, &ep->rq_tail, RING_ERR_MISMATCH, 0);
+        return;
+    }
+    req_complete(req, RING_OK, 0);
+}
+
+int shm_ep_progress_rx(ring_tp_ep_t *ep)
+{
+    int progressed = 0;
+
+    while (ep->phase == SHM_PIPES && ep->rq_head != NULL) {
+        ring_tp_req_t *req = ep->rq_head;
+        int64_t avail = rx_avail(ep);
+
+        if (avail < 0) {
+            shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "its write index in shared memory is "
+                        "corrupt (a bug or a hostile peer)");
+            break;
+        }
+        if (!ep->rx_have_len) {
+            size_t n = 4 - (size_t)ep->rx_len_got;
+
+            if (avail == 0)
+                break;
+            if ((size_t)avail < n)
+                n = (size_t)avail;
+            pipe_get(&ep->rx, ep->rx_len_buf + ep->rx_len_got, n);
+            ep->rx_len_got += (int)n;
+            rx_consumed(ep);
+            progressed = 1;
+            if (ep->rx_len_got < 4)
+                continue;
+            ep->rx_msg_len = (size_t)ep->rx_len_buf[0] | (size_t)ep->rx_len_buf[1] << 8 |
+                             (size_t)ep->rx_len_buf[2] << 16 | (size_t)ep->rx_len_buf[3] << 24;
+            ep->rx_have_len = 1;
+            req->offset = 0;
+            req->bytes = 0;
+            continue;
+        }
+        {
+            size_t capacity = req_capacity(req);
+            size_t want = ep->rx_msg_len < capacity ? ep->rx_msg_len : capacity;
+            size_t left = want - req->offset;
+
+            if (left > 0) {
+                size_t n = (size_t)avail < left ? (size_t)avail : left;
+
+                if (n == 0)
+                    break;
+                rx_copy_in(&ep->rx, req, n < SHM_PIECE ? n : SHM_PIECE);
+                rx_consumed(ep);
+                progressed = 1;
+                continue;
+            }
+            rx_finish(ep, req);
+            progressed++;
+        }
+    }
+    return progressed;
+}
+
+/* ---- sleeping --------------------------------------------------------- */
+
+int shm_ep_ready(ring_tp_ep_t *ep)
+{
+    if (ep->phase != SHM_PIPES)
+        return 0;
+    if (ep->rq_head != NULL && rx_avail(ep) != 0)
+        return 1;
+    return ep->sq_head != NULL && tx_room(ep) != 0;
+}
+
+int shm_ep_sleep_prepare(ring_tp_ep_t *ep)
+{
+    if (ep->phase != SHM_PIPES)
+        return 0;
+    if (ep->rq_head != NULL)
+        atomic_store_explicit(&ep->rx.ctl->consumer_sleeps, 1, memory_order_relaxed);
+    if (ep->sq_head != NULL)
+        atomic_store_explicit(&ep->tx.ctl->producer_sleeps, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    return shm_ep_ready(ep);
+}
+
+void shm_ep_wake_done(ring_tp_ep_t *ep)
+{
+    eventfd_t v;
+
+    if (ep->phase != SHM_PIPES)
+        return;
+    atomic_store_explicit(&ep->rx.ctl->consumer_sleeps, 0, memory_order_relaxed);
+    atomic_store_explicit(&ep->tx.ctl->producer_sleeps, 0, memory_order_relaxed);
+    (void)eventfd_read(ep->efd_mine, &v); /* non-blocking: clears a wake-up, if any */
+}
