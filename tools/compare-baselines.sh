@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # compare-baselines.sh - measure ringd side by side with what users would pick
-# instead (Open MPI TCP BTL, Gloo ring) plus an iperf3 --bidir loopback ceiling,
+# instead (Open MPI's TCP and shared-memory BTLs, Gloo ring) plus an iperf3 --bidir
+# loopback ceiling,
 # in ONE run, interleaved round by round so machine noise hits every system alike.
 # Run `tools/compare-baselines.sh --help` for usage and environment variables.
 # All traffic is on 127.0.0.1; every step runs under `timeout`.
@@ -17,8 +18,10 @@ Builds the baseline benchmarks (tools/baselines/mpi_allreduce.c, gloo_allreduce.
 then runs REPS rounds. Each round runs, once each and in a rotating order:
   iperf3 --bidir   loopback ceiling (127.0.0.1, one-off server under timeout)
   mpi-tcp   n=N    Open MPI MPI_Allreduce, TCP BTL on lo (btl self,tcp; pml ob1)
+  mpi-vader n=N    Open MPI MPI_Allreduce, shared-memory BTL (btl self,vader; pml ob1)
   gloo-ring n=N    gloo::allreduce RING, TCP transport on 127.0.0.1, FileStore
-  ringd     n=N    ring-launch -n N -- ring-bench ... --csv
+  ringd     n=N    ring-launch -n N -- ring-bench ... --csv, RING_TRANSPORT=tcp (loopback)
+  ringd-shm n=N    the same with RING_TRANSPORT=shm (shared memory)
 for every N in NS. Before every run it waits (at most QUIET_WAIT s) for processes
 outside this script's Unix session ("foreign CPU", i.e. other tenants) to fall
 below 0.1 core, and it records the foreign CPU used during each run.
@@ -31,8 +34,9 @@ Outputs (OUT directory):
   compare-<ts>.log   console log;  compare-<ts>/  raw output of every run
   bin/               baseline binaries (rebuilt when the sources are newer)
 Summary: per n and size, the median busbw of each system (lower middle for even
-counts), ringd / max(MPI TCP, Gloo), the 4 KiB n=2 time ratio ringd/MPI and
-ringd n=2 256 MiB busbw / (iperf3 --bidir GB/s / 2).
+counts), ringd (tcp) / max(MPI TCP, Gloo), ringd-shm / MPI vader, the 4 KiB time
+ratios per n (ringd/mpi-tcp, ringd-shm/mpi-vader) and ringd n=2 256 MiB busbw /
+(iperf3 --bidir GB/s / 2).
 
 Options:
   --summary FILE.csv   only print the summary of an existing CSV
@@ -52,7 +56,7 @@ Environment (defaults in brackets):
   RINGD_ITERS  if set, also pass `-n RINGD_ITERS` to ring-bench
   RINGD_CHECK  1: pass -c to ring-bench (the baselines check once per size) [1]
   RINGD_BENCH_ARGS  extra ring-bench flags (word-split)
-  SYSTEMS      subset of "mpi-tcp gloo-ring ringd" [all three]
+  SYSTEMS      subset of "mpi-tcp mpi-vader gloo-ring ringd ringd-shm" [all five]
   IPERF_SECS   iperf3 duration, 0 = skip iperf3 [5]   IPERF_PORT [5297]
   QUIET_WAIT   max seconds to wait for quiet before each run [3]
   RUN_TIMEOUT  timeout (s) for each benchmark invocation [300]
@@ -99,27 +103,33 @@ summary() {
       if (!nn) { print "(no benchmark rows)"; exit }
       # sort rank counts and sizes
       for (i = 2; i <= nn; i++) { t = nlist[i]; for (j = i - 1; j >= 1 && nlist[j] > t; j--) nlist[j + 1] = nlist[j]; nlist[j + 1] = t }
-      printf "median busbw, GB/s (1e9 B/s); ratio = ringd / max(mpi-tcp, gloo-ring); noisy = runs with >= 0.1 foreign cores\n"
+      printf "median busbw, GB/s (1e9 B/s); tcp ratio = ringd (tcp) / max(mpi-tcp, gloo-ring); shm ratio = ringd-shm / mpi-vader;\nnoisy = runs with >= 0.1 foreign cores\n"
       for (x = 1; x <= nn; x++) {
         n = nlist[x]; m = nbs[n]
         for (i = 1; i <= m; i++) s[i] = bl[n, i]
         for (i = 2; i <= m; i++) { t = s[i]; for (j = i - 1; j >= 1 && s[j] > t; j--) s[j + 1] = s[j]; s[j + 1] = t }
-        printf "\nn=%d\n%10s %10s %10s %10s %12s %8s\n", n, "bytes", "mpi-tcp", "gloo-ring", "ringd", "ringd/best", "noisy"
+        printf "\nn=%d\n%10s %10s %10s %10s %10s %10s %10s %10s %8s\n", n, "bytes", "mpi-tcp", "gloo-ring", "ringd", "tcp ratio", "mpi-vader", "ringd-shm", "shm ratio", "noisy"
         for (i = 1; i <= m; i++) {
           b = s[i]
           mp = lmed("mpi-tcp" SUBSEP n SUBSEP b, "b"); gl = lmed("gloo-ring" SUBSEP n SUBSEP b, "b")
           rd = lmed("ringd" SUBSEP n SUBSEP b, "b")
+          mv = lmed("mpi-vader" SUBSEP n SUBSEP b, "b"); rs = lmed("ringd-shm" SUBSEP n SUBSEP b, "b")
           best = ""; if (mp != "") best = mp; if (gl != "" && (best == "" || gl > best)) best = gl
-          r = (rd != "" && best != "" && best > 0) ? sprintf("%11.2fx", rd / best) : sprintf("%12s", "-")
-          printf "%10s %s %s %s %s %4d/%-3d\n", hsz(b), cell(mp), cell(gl), cell(rd), r, noisy[n SUBSEP b] + 0, runs[n SUBSEP b]
+          r = (rd != "" && best != "" && best > 0) ? sprintf("%9.2fx", rd / best) : sprintf("%10s", "-")
+          r2 = (rs != "" && mv != "" && mv > 0) ? sprintf("%9.2fx", rs / mv) : sprintf("%10s", "-")
+          printf "%10s %s %s %s %s %s %s %s %4d/%-3d\n", hsz(b), cell(mp), cell(gl), cell(rd), r, cell(mv), cell(rs), r2, noisy[n SUBSEP b] + 0, runs[n SUBSEP b]
         }
       }
       printf "\n"
-      rt = lmed("ringd" SUBSEP 2 SUBSEP 4096, "t"); mt = lmed("mpi-tcp" SUBSEP 2 SUBSEP 4096, "t")
-      if (rt != "" && mt != "" && mt > 0)
-        printf "4 KiB n=2 latency: ringd %.1f us / mpi-tcp %.1f us = %.2f (lower is better for ringd)\n", rt, mt, rt / mt
-      else
-        printf "4 KiB n=2 latency ratio ringd/mpi-tcp: n/a (%s)\n", rt == "" ? "no ringd row" : "no mpi-tcp row"
+      for (x = 1; x <= nn; x++) {
+        n = nlist[x]
+        rt = lmed("ringd" SUBSEP n SUBSEP 4096, "t"); mt = lmed("mpi-tcp" SUBSEP n SUBSEP 4096, "t")
+        if (rt != "" && mt != "" && mt > 0)
+          printf "4 KiB n=%d time: ringd (tcp) %.1f us / mpi-tcp %.1f us = %.2f (lower is better for ringd)\n", n, rt, mt, rt / mt
+        rt = lmed("ringd-shm" SUBSEP n SUBSEP 4096, "t"); mt = lmed("mpi-vader" SUBSEP n SUBSEP 4096, "t")
+        if (rt != "" && mt != "" && mt > 0)
+          printf "4 KiB n=%d time: ringd-shm %.1f us / mpi-vader %.1f us = %.2f (lower is better for ringd)\n", n, rt, mt, rt / mt
+      }
       ip = lmed("iperf3-bidir" SUBSEP 2 SUBSEP 0, "b"); rb = lmed("ringd" SUBSEP 2 SUBSEP 268435456, "b")
       if (ip != "") printf "iperf3 --bidir loopback: median %.3f GB/s (both directions summed, %d runs)\n", ip, cnt["iperf3-bidir" SUBSEP 2 SUBSEP 0]
       if (rb != "" && ip != "" && ip > 0)
@@ -169,14 +179,14 @@ RINGD_CHECK=${RINGD_CHECK:-1}
 QUIET_WAIT=${QUIET_WAIT:-3}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-300}
-SYSTEMS=${SYSTEMS:-mpi-tcp gloo-ring ringd}
+SYSTEMS=${SYSTEMS:-mpi-tcp mpi-vader gloo-ring ringd ringd-shm}
 
 die() { echo "error: $*" >&2; exit 2; }
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "REPS must be a positive integer"
 [[ $IPERF_SECS =~ ^[0-9]+$ ]] || die "IPERF_SECS must be an integer"
 [[ $NS =~ ^[0-9\ ]+$ ]] || die "NS must be a list of integers"
 for s in $SYSTEMS; do
-  case $s in mpi-tcp | gloo-ring | ringd) ;; *) die "unknown system '$s' in SYSTEMS" ;; esac
+  case $s in mpi-tcp | mpi-vader | gloo-ring | ringd | ringd-shm) ;; *) die "unknown system '$s' in SYSTEMS" ;; esac
 done
 
 SMIN=$(to_bytes "${SIZES_MIN:-4K}") || die "bad SIZES_MIN"
@@ -295,23 +305,23 @@ build() { # name source compiler-and-flags...  (skips if the binary is newer tha
 have=()
 for s in $SYSTEMS; do
   case $s in
-    mpi-tcp)
+    mpi-tcp | mpi-vader)
       if command -v mpirun > /dev/null &&
         build mpi_allreduce "$SRC/mpi_allreduce.c" mpicc -O2 -Wall -o "$BIN/mpi_allreduce" "$SRC/mpi_allreduce.c"; then
-        have+=(mpi-tcp)
-      else echo "SKIP mpi-tcp: Open MPI (openmpi-bin libopenmpi-dev) missing or build failed"; fi ;;
+        have+=("$s")
+      else echo "SKIP $s: Open MPI (openmpi-bin libopenmpi-dev) missing or build failed"; fi ;;
     gloo-ring)
       if build gloo_allreduce "$SRC/gloo_allreduce.cc" \
         g++ -O3 -std=c++17 -Wall -o "$BIN/gloo_allreduce" "$SRC/gloo_allreduce.cc" -lgloo -lpthread; then
         have+=(gloo-ring)
       else echo "SKIP gloo-ring: build failed (libgloo-dev missing?)"; fi ;;
-    ringd)
+    ringd | ringd-shm)
       rdir=$(cd "$RINGD_BUILD" 2> /dev/null && pwd) || rdir=$RINGD_BUILD
       RL=$rdir/ring-launch RB=$rdir/ring-bench
       if [ -x "$RL" ] && [ -x "$RB" ]; then
-        have+=(ringd); echo "ringd: $RL, $RB"
+        have+=("$s"); echo "$s: $RL, $RB"
       else
-        echo "SKIP ringd: $RINGD_BUILD/ring-launch or $RINGD_BUILD/ring-bench not found or not executable (set RINGD_BUILD)"
+        echo "SKIP $s: $RINGD_BUILD/ring-launch or $RINGD_BUILD/ring-bench not found or not executable (set RINGD_BUILD)"
       fi ;;
   esac
 done
@@ -324,16 +334,19 @@ fi
 # Each runner writes the run's raw output to $2 and prints "bytes time_us busbw check" rows.
 MPI_TCP=(--oversubscribe --allow-run-as-root --mca pml ob1 --mca btl "self,tcp"
   --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+MPI_VADER=(--oversubscribe --allow-run-as-root --mca pml ob1 --mca btl "self,vader"
+  --mca oob_tcp_if_include lo)
 
 # mpi_allreduce / gloo_allreduce rows: "bytes count iters time_us algbw busbw check"
 parse_baseline() { awk '$1 ~ /^[0-9]+$/ && NF >= 7 { print $1, $4, $6, $7 }' "$1"; }
 
-run_mpi() { # n rawfile
-  local n=$1 raw=$2 seg lo hi fac rc=0
+run_mpi() { # n rawfile tcp|vader
+  local n=$1 raw=$2 seg lo hi fac rc=0 opts=("${MPI_TCP[@]}")
+  [ "$3" = vader ] && opts=("${MPI_VADER[@]}")
   for seg in "${segments[@]}"; do
     read -r lo hi fac <<< "$seg"
-    echo "+ mpirun ${MPI_TCP[*]} -n $n mpi_allreduce -b $lo -e $hi -f $fac -t $TARGET" >> "$raw"
-    bounded "$RUN_TIMEOUT" mpirun "${MPI_TCP[@]}" -n "$n" "$BIN/mpi_allreduce" \
+    echo "+ mpirun ${opts[*]} -n $n mpi_allreduce -b $lo -e $hi -f $fac -t $TARGET" >> "$raw"
+    bounded "$RUN_TIMEOUT" mpirun "${opts[@]}" -n "$n" "$BIN/mpi_allreduce" \
       -l compare -b "$lo" -e "$hi" -f "$fac" -t "$TARGET" < /dev/null >> "$raw" 2>&1 || rc=$?
   done
   parse_baseline "$raw"
@@ -367,16 +380,16 @@ run_gloo() { # n rawfile
   return "$rc"
 }
 
-run_ringd() { # n rawfile
-  local n=$1 raw=$2 seg lo hi fac rc=0 extra=()
+run_ringd() { # n rawfile transport
+  local n=$1 raw=$2 tp=$3 seg lo hi fac rc=0 extra=()
   [ "$RINGD_CHECK" = 1 ] && extra+=(-c)
   [ -n "${RINGD_ITERS:-}" ] && extra+=(-n "$RINGD_ITERS")
   # shellcheck disable=SC2206  # intentional word splitting of user-supplied flags
   [ -n "${RINGD_BENCH_ARGS:-}" ] && extra+=($RINGD_BENCH_ARGS)
   for seg in "${segments[@]}"; do
     read -r lo hi fac <<< "$seg"
-    echo "+ ring-launch --no-prefix -n $n -- ring-bench -b $lo -e $hi -f $fac -w $WARMUP -t $TARGET --csv ${extra[*]}" >> "$raw"
-    bounded "$RUN_TIMEOUT" "$RL" --no-prefix -n "$n" -- "$RB" -b "$lo" -e "$hi" -f "$fac" \
+    echo "+ RING_TRANSPORT=$tp ring-launch --no-prefix -n $n -- ring-bench -b $lo -e $hi -f $fac -w $WARMUP -t $TARGET --csv ${extra[*]}" >> "$raw"
+    RING_TRANSPORT=$tp bounded "$RUN_TIMEOUT" "$RL" --no-prefix -n "$n" -- "$RB" -b "$lo" -e "$hi" -f "$fac" \
       -w "$WARMUP" -t "$TARGET" --csv "${extra[@]}" < /dev/null >> "$raw" 2>&1 || rc=$?
   done
   # CSV with a header naming the columns; tolerate a "[0] " prefix, CRs and extra columns
@@ -411,9 +424,11 @@ measure() {
   ft=$(foreign_ticks); fm=$(now_ms); t1=$fm
   # runners run in this shell (not in $(...)) so an interrupt can kill their children
   case $sys in
-    mpi-tcp) run_mpi "$n" "$raw" > "$rows"; rc=$? ;;
+    mpi-tcp) run_mpi "$n" "$raw" tcp > "$rows"; rc=$? ;;
+    mpi-vader) run_mpi "$n" "$raw" vader > "$rows"; rc=$? ;;
     gloo-ring) run_gloo "$n" "$raw" > "$rows"; rc=$? ;;
-    ringd) run_ringd "$n" "$raw" > "$rows"; rc=$? ;;
+    ringd) run_ringd "$n" "$raw" tcp > "$rows"; rc=$? ;;
+    ringd-shm) run_ringd "$n" "$raw" shm > "$rows"; rc=$? ;;
     iperf3-bidir)
       run_iperf "$raw" > "$rows"; rc=$?
       awk -v us=$((IPERF_SECS * 1000000)) 'NF { print 0, us, $1, "ok" }' "$rows" > "$rows.tmp" &&

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "log.h"
 #include "parse.h"
 #include "shm_int.h"
 #include "tcp.h"
@@ -269,6 +270,8 @@ static void go_tcp(ring_tp_ep_t *ep)
 
 static void go_pipes(ring_tp_ep_t *ep)
 {
+    ring_log(RING_LOG_DEBUG, "shm: the connection %s %s moves to shared memory (pipes of %llu "
+             "bytes)", ep->acceptor ? "from" : "to", ep->peer, (unsigned long long)ep->tx.size);
     ep->phase = SHM_PIPES;
     /* nothing more comes over tcp: this receive completes when the peer goes */
     hs_post(ep, &ep->live_req, ep->live_buf, sizeof(ep->live_buf), 0);
@@ -322,6 +325,8 @@ static void on_offer(ring_tp_ep_t *ep)
         go_pipes(ep);
         return;
     }
+    ring_log(RING_LOG_DEBUG, "shm: the connection from %s stays tcp: %s", ep->peer,
+             name_len > 0 ? why : "it has no unix socket");
     answer(ep, 0); /* before any message of the caller's: tcp keeps the order */
     go_tcp(ep);
 }
@@ -339,6 +344,7 @@ static void on_answer(ring_tp_ep_t *ep)
         return;
     }
     if (m[5] == 0) {
+        ring_log(RING_LOG_DEBUG, "shm: the connection to %s stays tcp (another host)", ep->peer);
         go_tcp(ep);
         return;
     }

@@ -180,5 +180,8 @@ const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *pa
 #else
     snprintf(why, whylen, "this build has no verbs transport (configure found no libibverbs)");
 #endif
-    return ring_tp_find("tcp");
+    /* a bandwidth cap is tcp's (token_bucket.c): shared memory would ignore it */
+    if (params->rate_limit_bps > 0)
+        return ring_tp_find("tcp");
+    return ring_tp_find("shm");
 }

@@ -38,7 +38,7 @@ static const ring_opt_t config_table[] = {
      FIELD(transport), 0, 0,
      "how peers exchange data: verbs (RDMA: InfiniBand or RoCE), tcp, or shm (shared memory "
      "between peers on one host, tcp to the others); auto = verbs when this build has it and "
-     "an active RDMA port exists, else tcp (saying why, once)"},
+     "an active RDMA port exists, else shm, or tcp under --rate-limit (saying why, once)"},
     {"ib-dev", "RING_IB_HCA", RING_OPT_STRING, "", "NAME[:PORT],...", FIELD(ib_dev), 0, 0,
      "verbs: the RDMA devices to use, as NCCL_IB_HCA: names are prefixes, '=' first for "
      "exact names, '^' first to exclude; rank r takes the (r mod k)-th of the k active "

@@ -151,7 +151,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                               cfg->transport, ring_tp_names());
     comm->tp_ops = ring_fault_wrap(comm->tp_ops); /* RING_FAULT, tests only: fault_inject.c */
     if (why[0] != '\0')
-        ring_log(RING_LOG_INFO, "transport auto: tcp, because %s", why);
+        ring_log(RING_LOG_INFO, "transport auto: %s, because %s", strcmp(comm->tp_ops->name, "shm")
+                 == 0 ? "shm (shared memory with peers on this host, tcp to others)" : "tcp", why);
     for (int c = 0; c < comm->nchannels; c++) {
         comm->channels[c].index = c;
         RING_CHECK(ring_enc_channel_alloc(comm, &comm->channels[c]));
