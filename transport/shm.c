@@ -13,11 +13,13 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errors.h"
 #include "log.h"
 #include "parse.h"
@@ -270,11 +272,35 @@ static void go_tcp(ring_tp_ep_t *ep)
 
 static void go_pipes(ring_tp_ep_t *ep)
 {
+    /* nothing more comes over tcp: its socket only tells us when the peer goes
+     * (a receive posted there would cost a read() on every progress call) */
+    ep->live_fd = tcp_ep_fd(ep->tcp);
+    ep->live_at = 0;
     ring_log(RING_LOG_DEBUG, "shm: the connection %s %s moves to shared memory (pipes of %llu "
              "bytes)", ep->acceptor ? "from" : "to", ep->peer, (unsigned long long)ep->tx.size);
     ep->phase = SHM_PIPES;
-    /* nothing more comes over tcp: this receive completes when the peer goes */
-    hs_post(ep, &ep->live_req, ep->live_buf, sizeof(ep->live_buf), 0);
+}
+
+/* Has the peer gone? Its socket is readable only then: EOF (orderly close, or the
+ * kernel closing a killed process's socket), a reset, or bytes it must not send. */
+static void live_check(ring_tp_ep_t *ep)
+{
+    char c;
+    ssize_t got;
+    int err;
+
+    do
+        got = recv(ep->live_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    err = got < 0 ? errno : 0;
+    /* what it wrote before going (an ABORT saying why) is still in the pipe: first */
+    (void)shm_ep_progress_rx(ep);
+    if (got > 0)
+        shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "sent tcp data after moving to shared memory");
+    else
+        shm_ep_fail(ep, RING_ERR_REMOTE, err, NULL);
 }
 
 /* A hand-shake receive failed: the endpoint fails as its tcp connection did
@@ -377,16 +403,14 @@ static int ep_progress(ring_tp_ep_t *ep)
     case SHM_PIPES:
         n += shm_ep_progress_rx(ep);
         n += shm_ep_progress_tx(ep);
-        if (ep->live_req.done && ep->phase == SHM_PIPES) {
-            /* the peer is gone: what it wrote before going (an ABORT saying why) is
-             * still in the pipe and is delivered first */
-            n += shm_ep_progress_rx(ep);
-            if (ep->live_req.status == RING_OK)
-                shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "sent tcp data after moving to shared "
-                            "memory");
-            else
-                shm_ep_fail(ep, ep->live_req.status, ep->live_req.sys_errno, NULL);
-            n++;
+        if (ep->phase == SHM_PIPES && (ep->rq_head != NULL || ep->sq_head != NULL)) {
+            double now = ring_now();
+
+            if (now >= ep->live_at) {
+                ep->live_at = now + SHM_LIVE_CHECK_S;
+                live_check(ep);
+                n += ep->phase != SHM_PIPES;
+            }
         }
         return n;
     default:
@@ -407,7 +431,7 @@ static int shm_progress(ring_tp_t *tp_)
 static void shm_wait(ring_tp_t *tp_, int timeout_ms)
 {
     shm_tp_t *tp = (shm_tp_t *)tp_;
-    struct pollfd pfd[TCP_WAIT_FDS + SHM_MAX_EPS];
+    struct pollfd pfd[TCP_WAIT_FDS + 2 * SHM_MAX_EPS];
     ring_tp_ep_t *sleeping[SHM_MAX_EPS];
     int n, nsleep = 0;
 
@@ -421,6 +445,8 @@ static void shm_wait(ring_tp_t *tp_, int timeout_ms)
         if (shm_ep_sleep_prepare(ep))
             timeout_ms = 0; /* it is already there */
         pfd[n++] = (struct pollfd){.fd = ep->efd_mine, .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = ep->live_fd, .events = POLLIN};
+        ep->live_at = 0; /* woken by it, the next progress looks */
     }
     (void)poll(pfd, (nfds_t)n, timeout_ms);
     for (int i = 0; i < nsleep; i++)

@@ -31,6 +31,7 @@
 #define SHM_HS_BYTES 128        /* a hand-shake message's buffer */
 #define SHM_SEG_MAGIC 0x52534d31u /* "RSM1" */
 #define SHM_PIPE_DEFAULT ((size_t)4 << 20) /* bytes per direction; RING_SHM_BYTES overrides */
+#define SHM_LIVE_CHECK_S 0.002  /* a busy endpoint looks at its tcp socket this often */
 
 /* One direction's indices, in the segment. Free-running byte counts; the
  * peer's index is never trusted (shm_pipe.c checks it against our own). */
@@ -115,9 +116,10 @@ struct ring_tp_ep {
     size_t rx_msg_len;
     int rx_have_len, rx_len_got;
     unsigned char rx_len_buf[4];
-    /* liveness: a receive posted on tcp that only completes when the peer goes */
-    ring_tp_req_t live_req;
-    unsigned char live_buf[8];
+    /* liveness: the tcp socket, idle once the pipes carry everything, is
+     * checked every SHM_LIVE_CHECK_S (and polled while we sleep) */
+    int live_fd;
+    double live_at;
 };
 
 struct shm_tp {

@@ -364,6 +364,11 @@ static void tcp_wait(ring_tp_t *tp, int timeout_ms)
     (void)poll(pfd, (nfds_t)n, timeout_ms);
 }
 
+int tcp_ep_fd(const ring_tp_ep_t *ep)
+{
+    return ep->fd;
+}
+
 static const char *tcp_ep_peer(const ring_tp_ep_t *ep)
 {
     return ep->peer;

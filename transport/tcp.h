@@ -15,4 +15,7 @@ extern const ring_tp_ops_t ring_tcp_ops;
  * descriptors of its own: fills pfd (TCP_WAIT_FDS entries), may shorten *timeout_ms. */
 int tcp_wait_fds(ring_tp_t *tp, struct pollfd *pfd, int *timeout_ms);
 
+/* An endpoint's socket, for a transport that watches it itself (shm: liveness). */
+int tcp_ep_fd(const ring_tp_ep_t *ep);
+
 #endif /* RING_TCP_H */
