@@ -209,10 +209,37 @@ static void queue_req(ring_tp_req_t *req, ring_tp_req_t **head, ring_tp_req_t **
     *tail = req;
 }
 
+/* A receive gets the message the hand-shake read instead of an offer: filled up
+ * to its capacity, RING_ERR_MISMATCH when the message was larger (as tcp does). */
+static void deliver_held(ring_tp_ep_t *ep, ring_tp_req_t *req)
+{
+    size_t len = ep->hs_recv.bytes, have = len < sizeof(ep->hs_in) ? len : sizeof(ep->hs_in);
+    size_t off = 0, cap = 0;
+
+    for (int i = 0; i < req->iovcnt && off < have; i++) {
+        size_t n = req->iov[i].iov_len < have - off ? req->iov[i].iov_len : have - off;
+        memcpy(req->iov[i].iov_base, ep->hs_in + off, n);
+        off += n;
+    }
+    for (int i = 0; i < req->iovcnt; i++)
+        cap += req->iov[i].iov_len;
+    ep->held = 0;
+    req->next = NULL;
+    req->bytes = len;
+    req->sys_errno = 0;
+    req->status = len > cap || ep->hs_recv.status == RING_ERR_MISMATCH ? RING_ERR_MISMATCH
+                                                                         : RING_OK;
+    req->done = 1;
+}
+
 static ring_status_t shm_post(ring_tp_ep_t *ep, ring_tp_req_t *req, int send)
 {
     size_t len = 0;
 
+    if (ep->phase == SHM_TCP && !send && ep->held) {
+        deliver_held(ep, req);
+        return RING_OK;
+    }
     if (ep->phase == SHM_TCP)
         return send ? tcp->post_send(ep->tcp, req) : tcp->post_recv(ep->tcp, req);
     req->done = 0;
@@ -258,6 +285,11 @@ static void go_tcp(ring_tp_ep_t *ep)
 
     ep->phase = SHM_TCP;
     ep->sq_head = ep->sq_tail = ep->rq_head = ep->rq_tail = NULL;
+    if (ep->held && rq != NULL) {
+        ring_tp_req_t *next = rq->next;
+        deliver_held(ep, rq);
+        rq = next;
+    }
     while (sq != NULL) {
         ring_tp_req_t *next = sq->next;
         (void)tcp->post_send(ep->tcp, sq);
@@ -334,7 +366,18 @@ static void on_offer(ring_tp_ep_t *ep)
     size_t len = ep->hs_recv.bytes, name_len;
     char name[SHM_NAME_MAX], why[200];
 
-    if (ep->hs_recv.status != RING_OK || len < OFFER_FIXED || memcmp(m, "RSHO", 4) != 0) {
+    if ((ep->hs_recv.status == RING_OK || ep->hs_recv.status == RING_ERR_MISMATCH) &&
+        (len < OFFER_FIXED || memcmp(m, "RSHO", 4) != 0)) {
+        /* no offer: a ringd peer over tcp (its hello says so to the caller) or a
+         * stranger (the caller ignores it): either way a tcp connection whose
+         * first message the caller reads, as if this transport were not here */
+        ring_log(RING_LOG_DEBUG, "shm: the connection from %s offered no shared memory: tcp",
+                 ep->peer);
+        ep->held = 1;
+        go_tcp(ep);
+        return;
+    }
+    if (ep->hs_recv.status != RING_OK) {
         hs_failed(ep, &ep->hs_recv, "offer");
         return;
     }

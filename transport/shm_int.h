@@ -105,6 +105,9 @@ struct ring_tp_ep {
     ring_tp_req_t hs_send, hs_recv;
     unsigned char hs_out[SHM_HS_BYTES], hs_in[SHM_HS_BYTES];
     unsigned char token[SHM_TOKEN_BYTES];
+    int held;                          /* acceptor: hs_in holds the first message of a peer
+                                        * that offered nothing (tcp ringd or a stranger):
+                                        * the caller's first receive gets it, as over tcp */
     /* the caller's requests (held while the hand-shake runs) */
     ring_tp_req_t *sq_head, *sq_tail, *rq_head, *rq_tail;
     /* shared memory */
