@@ -156,8 +156,7 @@ static ring_status_t shm_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
     if (tep == NULL)
         return RING_OK;
     RING_CHECK(ep_wrap(l->tp, tep, 1, &ep));
-    ep->phase = SHM_ANSWERING;
-    hs_post(ep, &ep->hs_recv, ep->hs_in, sizeof(ep->hs_in), 0);
+    ep->phase = SHM_ANSWERING; /* peek_offer looks at the first bytes before reading them */
     *ep_p = ep;
     return RING_OK;
 }
@@ -209,37 +208,10 @@ static void queue_req(ring_tp_req_t *req, ring_tp_req_t **head, ring_tp_req_t **
     *tail = req;
 }
 
-/* A receive gets the message the hand-shake read instead of an offer: filled up
- * to its capacity, RING_ERR_MISMATCH when the message was larger (as tcp does). */
-static void deliver_held(ring_tp_ep_t *ep, ring_tp_req_t *req)
-{
-    size_t len = ep->hs_recv.bytes, have = len < sizeof(ep->hs_in) ? len : sizeof(ep->hs_in);
-    size_t off = 0, cap = 0;
-
-    for (int i = 0; i < req->iovcnt && off < have; i++) {
-        size_t n = req->iov[i].iov_len < have - off ? req->iov[i].iov_len : have - off;
-        memcpy(req->iov[i].iov_base, ep->hs_in + off, n);
-        off += n;
-    }
-    for (int i = 0; i < req->iovcnt; i++)
-        cap += req->iov[i].iov_len;
-    ep->held = 0;
-    req->next = NULL;
-    req->bytes = len;
-    req->sys_errno = 0;
-    req->status = len > cap || ep->hs_recv.status == RING_ERR_MISMATCH ? RING_ERR_MISMATCH
-                                                                         : RING_OK;
-    req->done = 1;
-}
-
 static ring_status_t shm_post(ring_tp_ep_t *ep, ring_tp_req_t *req, int send)
 {
     size_t len = 0;
 
-    if (ep->phase == SHM_TCP && !send && ep->held) {
-        deliver_held(ep, req);
-        return RING_OK;
-    }
     if (ep->phase == SHM_TCP)
         return send ? tcp->post_send(ep->tcp, req) : tcp->post_recv(ep->tcp, req);
     req->done = 0;
@@ -285,11 +257,6 @@ static void go_tcp(ring_tp_ep_t *ep)
 
     ep->phase = SHM_TCP;
     ep->sq_head = ep->sq_tail = ep->rq_head = ep->rq_tail = NULL;
-    if (ep->held && rq != NULL) {
-        ring_tp_req_t *next = rq->next;
-        deliver_held(ep, rq);
-        rq = next;
-    }
     while (sq != NULL) {
         ring_tp_req_t *next = sq->next;
         (void)tcp->post_send(ep->tcp, sq);
@@ -366,18 +333,7 @@ static void on_offer(ring_tp_ep_t *ep)
     size_t len = ep->hs_recv.bytes, name_len;
     char name[SHM_NAME_MAX], why[200];
 
-    if ((ep->hs_recv.status == RING_OK || ep->hs_recv.status == RING_ERR_MISMATCH) &&
-        (len < OFFER_FIXED || memcmp(m, "RSHO", 4) != 0)) {
-        /* no offer: a ringd peer over tcp (its hello says so to the caller) or a
-         * stranger (the caller ignores it): either way a tcp connection whose
-         * first message the caller reads, as if this transport were not here */
-        ring_log(RING_LOG_DEBUG, "shm: the connection from %s offered no shared memory: tcp",
-                 ep->peer);
-        ep->held = 1;
-        go_tcp(ep);
-        return;
-    }
-    if (ep->hs_recv.status != RING_OK) {
+    if (ep->hs_recv.status != RING_OK || len < OFFER_FIXED || memcmp(m, "RSHO", 4) != 0) {
         hs_failed(ep, &ep->hs_recv, "offer");
         return;
     }
@@ -428,6 +384,39 @@ static void on_answer(ring_tp_ep_t *ep)
     go_pipes(ep);
 }
 
+/*
+ * Acceptor: is the first message an offer? Looked at without reading it, so
+ * that a peer that offers nothing (a ringd over tcp, whose hello then tells the
+ * caller so, or a stranger the caller ignores) is a plain tcp connection whose
+ * every message the caller reads whole, as if this transport were not here.
+ */
+static void peek_offer(ring_tp_ep_t *ep)
+{
+    unsigned char b[8];
+    ssize_t got;
+    size_t len;
+
+    do
+        got = recv(tcp_ep_fd(ep->tcp), b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (got >= 4) {
+        len = (size_t)b[0] | (size_t)b[1] << 8 | (size_t)b[2] << 16 | (size_t)b[3] << 24;
+        if (got < 8 && (size_t)got < 4 + len)
+            return; /* the magic has not come yet */
+        if (got == 8 && memcmp(b + 4, "RSHO", 4) == 0 && len <= sizeof(ep->hs_in)) {
+            ep->phase = SHM_READING_OFFER;
+            hs_post(ep, &ep->hs_recv, ep->hs_in, sizeof(ep->hs_in), 0);
+            return;
+        }
+    }
+    /* no offer, or the connection ended (tcp tells the caller's receive how) */
+    ring_log(RING_LOG_DEBUG, "shm: the connection from %s offered no shared memory: tcp",
+             ep->peer);
+    go_tcp(ep);
+}
+
 static int ep_progress(ring_tp_ep_t *ep)
 {
     int n = 0;
@@ -440,9 +429,12 @@ static int ep_progress(ring_tp_ep_t *ep)
             on_answer(ep);
         return ep->phase != SHM_OFFERING;
     case SHM_ANSWERING:
+        peek_offer(ep);
+        return ep->phase != SHM_ANSWERING;
+    case SHM_READING_OFFER:
         if (ep->hs_recv.done)
             on_offer(ep);
-        return ep->phase != SHM_ANSWERING;
+        return ep->phase != SHM_READING_OFFER;
     case SHM_PIPES:
         n += shm_ep_progress_rx(ep);
         n += shm_ep_progress_tx(ep);
@@ -482,6 +474,9 @@ static void shm_wait(ring_tp_t *tp_, int timeout_ms)
     for (int i = 0; i < tp->neps; i++) {
         ring_tp_ep_t *ep = tp->eps[i];
 
+        if (ep->phase == SHM_ANSWERING) /* its first bytes, which peek_offer looks at */
+            pfd[n++] = (struct pollfd){.fd = tcp_ep_fd(ep->tcp), .events = POLLIN};
+
         if (ep->phase != SHM_PIPES || (ep->rq_head == NULL && ep->sq_head == NULL))
             continue;
         sleeping[nsleep++] = ep;
@@ -514,7 +509,9 @@ static void shm_ep_close(ring_tp_ep_t *ep)
         return;
     tp = ep->tp;
     shm_ep_fail(ep, RING_ERR_CANCELED, 0, NULL);
-    tcp->ep_close(ep->tcp); /* completes the hand-shake and liveness requests first */
+    tcp->ep_close(ep->tcp); /* completes the hand-shake requests first */
+    if (!ep->acceptor)
+        shm_arrival_forget(tp, ep->token); /* a hand-over that came too late */
     shm_seg_release(ep);
     for (int i = 0; i < tp->neps; i++)
         if (tp->eps[i] == ep) {

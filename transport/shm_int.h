@@ -25,7 +25,7 @@
 #include "transport.h"
 
 #define SHM_MAX_EPS 1024        /* as tcp: > 2 x 16 channels x 16 streams + spares */
-#define SHM_ARRIVALS 64         /* segments received, not yet claimed by their endpoint */
+#define SHM_ARRIVALS SHM_MAX_EPS /* hand-overs received, not yet claimed by their endpoint */
 #define SHM_TOKEN_BYTES 16
 #define SHM_NAME_MAX 64         /* the abstract socket's name, without its leading NUL */
 #define SHM_HS_BYTES 128        /* a hand-shake message's buffer */
@@ -68,7 +68,8 @@ typedef struct shm_pipe {
 
 typedef enum shm_phase {
     SHM_OFFERING,   /* connector: tcp connecting, offer sent, waiting for the answer */
-    SHM_ANSWERING,  /* acceptor: waiting for the offer */
+    SHM_ANSWERING,  /* acceptor: waiting for the first bytes: an offer or not? */
+    SHM_READING_OFFER, /* acceptor: reading the offer */
     SHM_PIPES,      /* messages go through shared memory */
     SHM_TCP,        /* another host: the endpoint is its tcp endpoint */
     SHM_FAILED
@@ -80,6 +81,7 @@ typedef struct shm_tp shm_tp_t;
 typedef struct shm_arrival {
     int used, received;
     double since;                      /* accepted at */
+    uint64_t seq;                      /* accepted as the seq-th: the oldest goes first */
     int conn_fd;                       /* the unix connection until its hand-over is read */
     unsigned char token[SHM_TOKEN_BYTES];
     uint64_t pipe_bytes;
@@ -105,9 +107,6 @@ struct ring_tp_ep {
     ring_tp_req_t hs_send, hs_recv;
     unsigned char hs_out[SHM_HS_BYTES], hs_in[SHM_HS_BYTES];
     unsigned char token[SHM_TOKEN_BYTES];
-    int held;                          /* acceptor: hs_in holds the first message of a peer
-                                        * that offered nothing (tcp ringd or a stranger):
-                                        * the caller's first receive gets it, as over tcp */
     /* the caller's requests (held while the hand-shake runs) */
     ring_tp_req_t *sq_head, *sq_tail, *rq_head, *rq_tail;
     /* shared memory */
@@ -132,6 +131,7 @@ struct shm_tp {
     int ux_fd;                         /* abstract unix listener, -1 until the first connect */
     char ux_name[SHM_NAME_MAX];
     shm_arrival_t arrivals[SHM_ARRIVALS];
+    uint64_t arrival_seq;
     ring_tp_ep_t *eps[SHM_MAX_EPS];
     int neps;
 };
@@ -148,6 +148,8 @@ int shm_seg_offer(shm_tp_t *tp, ring_tp_ep_t *ep, const char *name, char *why, s
 /* Connector: take what arrived for ep's token off the unix socket and map it. 1 done,
  * 0 not there (yet), -1 failed (why). */
 int shm_seg_claim(shm_tp_t *tp, ring_tp_ep_t *ep, char *why, size_t whylen);
+/* Drop a hand-over that arrived for token and was never claimed (its endpoint closed). */
+void shm_arrival_forget(shm_tp_t *tp, const unsigned char token[SHM_TOKEN_BYTES]);
 /* Unmap and close ep's segment and eventfds. */
 void shm_seg_release(ring_tp_ep_t *ep);
 /* Close the unix listener and every unclaimed arrival. */

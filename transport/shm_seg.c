@@ -31,7 +31,7 @@
 
 #define SHM_NFDS 3
 #define SHM_NAME_PREFIX "ringd-shm-"
-#define SHM_ARRIVAL_TTL_S 10.0 /* a connection that sent nothing in this long is dropped */
+#define SHM_ARRIVAL_TTL_S 10.0 /* a hand-over unread or unclaimed this long is dropped */
 
 /* What travels with the fds: the token and the pipes' size. */
 typedef struct shm_handover {
@@ -295,6 +295,16 @@ static int arrival_read(shm_arrival_t *a)
             close(fds[i]);
         return -1;
     }
+    /* eventfds are ours to read without blocking: a hostile peer's pipe must not
+     * become a read() that never returns */
+    for (int i = 1; i < SHM_NFDS; i++) {
+        int fl = fcntl(fds[i], F_GETFL);
+        if (fl < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) != 0) {
+            for (int j = 0; j < nfds; j++)
+                close(fds[j]);
+            return -1;
+        }
+    }
     memcpy(a->token, ho.token, SHM_TOKEN_BYTES);
     a->pipe_bytes = ho.pipe_bytes;
     a->seg_fd = fds[0];
@@ -320,26 +330,25 @@ static void arrivals_collect(shm_tp_t *tp)
             if (!tp->arrivals[i].used)
                 slot = i;
         if (slot < 0) {
-            /* full (strangers?): the oldest makes room; its endpoint falls back to
-             * an error it reports, never to a hang */
-            double oldest = now;
-            for (int i = 0; i < SHM_ARRIVALS; i++)
-                if (tp->arrivals[i].since <= oldest) {
-                    oldest = tp->arrivals[i].since;
+            /* full (a flood of strangers): the oldest makes room; its endpoint, if
+             * any, fails with an error it reports, never hangs */
+            slot = 0;
+            for (int i = 1; i < SHM_ARRIVALS; i++)
+                if (tp->arrivals[i].seq < tp->arrivals[slot].seq)
                     slot = i;
-                }
             arrival_drop(&tp->arrivals[slot]);
         }
         tp->arrivals[slot].used = 1;
         tp->arrivals[slot].conn_fd = fd;
         tp->arrivals[slot].since = now;
+        tp->arrivals[slot].seq = ++tp->arrival_seq;
     }
     for (int i = 0; i < SHM_ARRIVALS; i++) {
         shm_arrival_t *a = &tp->arrivals[i];
 
-        if (!a->used || a->received)
+        if (!a->used)
             continue;
-        if (arrival_read(a) < 0 || (a->conn_fd >= 0 && now - a->since > SHM_ARRIVAL_TTL_S))
+        if ((!a->received && arrival_read(a) < 0) || now - a->since > SHM_ARRIVAL_TTL_S)
             arrival_drop(a);
     }
 }
@@ -406,6 +415,17 @@ int shm_seg_claim(shm_tp_t *tp, ring_tp_ep_t *ep, char *why, size_t whylen)
         return rc == 0 ? 1 : -1;
     }
     return 0;
+}
+
+void shm_arrival_forget(shm_tp_t *tp, const unsigned char token[SHM_TOKEN_BYTES])
+{
+    if (tp->ux_fd < 0)
+        return;
+    arrivals_collect(tp);
+    for (int i = 0; i < SHM_ARRIVALS; i++)
+        if (tp->arrivals[i].used && tp->arrivals[i].received &&
+            memcmp(tp->arrivals[i].token, token, SHM_TOKEN_BYTES) == 0)
+            arrival_drop(&tp->arrivals[i]);
 }
 
 void shm_seg_release(ring_tp_ep_t *ep)
