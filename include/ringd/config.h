@@ -38,12 +38,14 @@ typedef struct ring_config {
     int rank;                 /* this peer's rank, 0..world_size-1 */
     int world_size;           /* number of peers in the ring */
     char *peers;              /* "host:port,host:port,..." one entry per rank (owned) */
-    char transport[16];       /* "auto", "tcp" or "verbs" */
+    char transport[16];       /* "auto", "tcp", "shm" or "verbs" */
     char codec[8];            /* "none", "fp16" or "bf16": what travels on the wire */
     char fp16_scaling[4];     /* "on" or "off": a power-of-two scale per fp16 chunk */
     char lz4[8];              /* "off", "on" or "auto": lz4 on encoded chunks */
     char error_feedback[4];   /* "off" or "on" */
     char progress_thread[4];  /* "on": a thread advances requests (comm.h, Threads) */
+    char hierarchical[8];     /* "auto", "on" or "off": local + cross rings (src/core/hier.c) */
+    size_t hier_min_bytes;    /* smaller allreduces stay on the flat ring */
     size_t chunk_bytes;       /* bytes per ring chunk on the wire */
     int channels;             /* independent rings over disjoint parts of a buffer */
     int tcp_streams;          /* TCP connections per neighbour and channel */

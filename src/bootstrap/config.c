@@ -88,6 +88,14 @@ static const ring_opt_t config_table[] = {
      FIELD(progress_thread), 0, 0,
      "a thread inside libringd advances started requests while the caller computes (the "
      "Python package turns it on); every call then takes the communicator's lock"},
+    {"hierarchical", "RING_HIERARCHICAL", RING_OPT_WORD, "auto", "auto|on|off",
+     FIELD(hierarchical), 0, 0,
+     "hierarchical allreduce for several peers per host on several hosts: the peers of a host "
+     "reduce-scatter (over shm), each allreduces its slice with one peer per other host, the "
+     "host allgathers; auto = when >= 2 hosts run the same number >= 2 of peers each"},
+    {"hier-min-bytes", "RING_HIER_MIN_BYTES", RING_OPT_SIZE, "1M", "bytes",
+     FIELD(hier_min_bytes), 0, 0,
+     "hierarchical: allreduces smaller than this stay on the flat ring"},
     {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_WORD, "off", "off|on",
      FIELD(error_feedback), 0, 0,
      "keep what this peer's encoding lost and add it to its next contribution to the same "

@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "comm_int.h"
+#include "hier.h"
 #include "log.h"
 #include "reduce.h"
 #include "timeline.h"
@@ -88,6 +89,11 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
                                             req->dtype == RING_FLOAT16 ? 0x7c00 : 0x7f80);
         }
         request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
+        return;
+    }
+    if (ring_hier_takes(comm, req)) { /* hook: hier.c, over the local and cross rings */
+        req->hier = 1;
+        (void)ring_hier_begin(comm, req); /* a failure fails the comm */
         return;
     }
     req->wire = ring_enc_wire(comm, req);
@@ -582,7 +588,15 @@ int ring_comm_progress(ring_comm_t *comm)
             if (comm->error != RING_OK)
                 goto failed;
         }
-        if (!req->done) {
+        if (!req->done && req->hier) {
+            if (ring_hier_progress(comm, req, &moved, &finished) != RING_OK)
+                goto failed;
+            if (!finished)
+                break;
+            request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
+            comm->stats.allreduces++;
+            moved++;
+        } else if (!req->done) {
             for (int c = 0; c < comm->nchannels; c++) {
                 ring_channel_t *ch = &comm->channels[c];
                 if (channel_progress(comm, ch, req, &moved) != RING_OK)
@@ -638,7 +652,8 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
         {
             double left = comm->cfg.timeout_s - (now - last_progress);
             int ms = left > 0.1 ? 100 : left > 0 ? (int)(left * 1000) + 1 : 5;
-            RING_TL_TIMED(comm, NULL, RING_TL_WAIT, 0, comm->tp_ops->wait(comm->tp, ms));
+            if (!ring_hier_wait(comm, ms)) /* hook: hier.c sleeps in its sub-ring */
+                RING_TL_TIMED(comm, NULL, RING_TL_WAIT, 0, comm->tp_ops->wait(comm->tp, ms));
             comm->stats.wait_s += ring_now() - now;
         }
     }

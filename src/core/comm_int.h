@@ -106,6 +106,7 @@ struct ring_request {
     uint64_t round;
     int in_use;
     int exact;                 /* RING_CALL_EXACT: no codec for this call */
+    int hier;                  /* hier.c runs it over the local and cross rings */
     int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
     float *residual;           /* error feedback for this tensor id, or NULL */
     ring_lz4_track_t *lz4;     /* lz4 auto state for this tensor id, or NULL */
@@ -163,6 +164,7 @@ struct ring_comm {
     /* sticky first error */
     ring_status_t error;
     char error_msg[1024];
+    int error_culprit;                     /* the rank it blames, -1: none (hier.c maps it) */
     ring_slot_t abort_right, abort_left;
     /* fail.c: asking the left neighbour before blaming it (probe mode) */
     ring_slot_t probe_left;                /* the question: an ABORT naming it */
@@ -176,6 +178,7 @@ struct ring_comm {
     int probed_by_right;                   /* the right neighbour asked us (it gets WAITING) */
     /* doctor.c: its state (requests and buffers the transport may still hold
      * after a failure, so freed with the comm), and whether it is running */
+    struct ring_hier *hier;                /* hier.c: the local and cross rings, or NULL */
     struct ring_doctor *doctor;
     int doctor_running;
     /* progress.c: the progress thread and its lock, NULL when off */

@@ -13,6 +13,7 @@
 #include "auth.h"
 #include "autotune.h"
 #include "comm_int.h"
+#include "hier.h"
 #include "log.h"
 #include "progress_thread.h"
 #include "rendezvous.h"
@@ -21,6 +22,7 @@
 
 static void comm_free(ring_comm_t *comm)
 {
+    ring_hier_close(comm); /* hook: hier.c's two rings */
     ring_tl_close(comm); /* hook: timeline.c writes out what it buffered */
     for (int c = 0; c < RING_MAX_CHANNELS; c++) {
         ring_channel_t *ch = &comm->channels[c];
@@ -174,6 +176,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     ring_channel_post_back(comm, &comm->channels[0]);
     if (comm->autotuned)
         RING_CHECK(ring_autotune(comm));
+    RING_CHECK(ring_hier_open(comm)); /* hook: hier.c, --hierarchical */
     return RING_OK;
 }
 

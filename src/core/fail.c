@@ -166,6 +166,7 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     vsnprintf(comm->error_msg, sizeof(comm->error_msg), fmt, ap);
     va_end(ap);
     comm->error = fault->status;
+    comm->error_culprit = fault->culprit;
     ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
     notice_fill(comm, ring_comm_active_request(comm), RING_FRAME_ABORT, &f);
     f.culprit_rank = fault->culprit >= 0 ? (uint32_t)fault->culprit : UINT32_MAX;
@@ -386,6 +387,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
                  ring_status_str((ring_status_t)f->status), via);
         break;
     }
+    comm->error_culprit = culprit;
     comm->error = (ring_status_t)f->status == RING_ERR_MISMATCH ? RING_ERR_MISMATCH
                                                                 : RING_ERR_REMOTE;
     ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
