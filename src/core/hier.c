@@ -27,12 +27,14 @@
 #include "log.h"
 #include "transport.h"
 
-typedef enum hier_phase {
-    HIER_IDLE = 0,
-    HIER_LOCAL_RS,     /* local reduce-scatter of the padded buffer into the slice */
-    HIER_CROSS,        /* cross allreduce of the slice */
-    HIER_LOCAL_AG      /* local allgather of the slices */
-} hier_phase_t;
+/* In flight on one sub-ring: at most this many requests (its FIFO order is the
+ * same on every peer: the schedule below is a fixed sequence). */
+#define HIER_INFLIGHT 2
+
+typedef struct hier_slot {
+    ring_request_t *req;
+    int piece;
+} hier_slot_t;
 
 struct ring_hier {
     ring_comm_t *local, *cross;
@@ -40,31 +42,63 @@ struct ring_hier {
     size_t min_bytes;            /* smaller allreduces stay on the flat ring */
     char local_map[256], cross_map[256]; /* "0 is rank 0, 1 is rank 2": for messages */
     int *local_members, *cross_members;  /* the sub-rings' ranks as the ring's */
-    /* the request under way */
-    hier_phase_t phase;
-    ring_request_t *sub;
-    float *pad, *slice;          /* local_size * block, block */
-    size_t pad_count, block;
+    /* the request under way: the buffer in pieces, each reduce-scattered on the
+     * local ring, its slice allreduced on the cross ring, allgathered locally;
+     * piece k's cross allreduce overlaps piece k+1's reduce-scatter and piece
+     * k-1's allgather (the local ring's order: RS0 RS1 AG0 RS2 AG1 ... AG(P-1)) */
+    ring_request_t *req;         /* the ring's request, NULL when idle */
+    float *pad, *slice;          /* the last piece, padded; pieces * piece_block */
+    size_t pad_count, slice_count, piece_elems, piece_block;
+    int pieces;
+    int local_next;              /* next entry of the local sequence to start */
+    int cross_next;              /* next piece to allreduce on the cross ring */
+    int cross_done;              /* pieces whose cross allreduce finished, in order */
+    int ag_done;                 /* pieces allgathered */
+    hier_slot_t local_q[HIER_INFLIGHT], cross_q[HIER_INFLIGHT];
+    int local_n, cross_n;
+    int rs_done_upto;            /* pieces reduce-scattered, in order */
 };
 
-/* A free port on host: a listener on port 0, asked, closed. */
-static ring_status_t free_port(const char *host, int *port_p)
+/* Two free ports on host, held by listeners (so that no other peer of this host
+ * is given them) until the sub-rings open on them: closed one at a time, just
+ * before (port_hold_release). */
+typedef struct port_hold {
+    ring_tp_t *tp;
+    ring_tp_listener_t *l[2];
+} port_hold_t;
+
+static void port_hold_release(port_hold_t *ph, int which)
+{
+    const ring_tp_ops_t *tcp = ring_tp_find("tcp");
+
+    if (ph->l[which] != NULL)
+        tcp->listener_close(ph->l[which]);
+    ph->l[which] = NULL;
+    if (ph->l[0] == NULL && ph->l[1] == NULL && ph->tp != NULL) {
+        tcp->fini(ph->tp);
+        ph->tp = NULL;
+    }
+}
+
+static ring_status_t port_hold(port_hold_t *ph, const char *host, int ports[2])
 {
     const ring_tp_ops_t *tcp = ring_tp_find("tcp");
     ring_tp_params_t params;
-    ring_tp_t *tp = NULL;
-    ring_tp_listener_t *l = NULL;
     ring_status_t st;
 
     memset(&params, 0, sizeof(params));
-    RING_CHECK(tcp->init(&params, &tp));
-    st = tcp->listen(tp, host, 0, &l);
-    if (st == RING_OK) {
-        *port_p = tcp->listener_port(l);
-        tcp->listener_close(l);
+    memset(ph, 0, sizeof(*ph));
+    RING_CHECK(tcp->init(&params, &ph->tp));
+    for (int i = 0; i < 2; i++) {
+        st = tcp->listen(ph->tp, host, 0, &ph->l[i]);
+        if (st != RING_OK) {
+            port_hold_release(ph, 0);
+            port_hold_release(ph, 1);
+            return st;
+        }
+        ports[i] = tcp->listener_port(ph->l[i]);
     }
-    tcp->fini(tp);
-    return st;
+    return RING_OK;
 }
 
 /* Group the ranks by host: host index (in order of first appearance) and local
@@ -159,9 +193,13 @@ static ring_status_t open_sub(ring_comm_t *comm, const char *what, const int *me
     ring_log_set_rank(comm->rank); /* the sub-ring's open named its own rank */
     ring_config_free(&cfg);
     free(peers);
-    if (st != RING_OK)
+    if (st != RING_OK) {
+        char why[900];
+
+        snprintf(why, sizeof(why), "%s", ring_last_error()); /* not the buffer it formats into */
         return ring_error_set(st, "hierarchical allreduce: the %s ring of %d peers did not form "
-                              "(--hierarchical off avoids it): %s", what, n, ring_last_error());
+                              "(--hierarchical off avoids it): %s", what, n, why);
+    }
     return RING_OK;
 }
 
@@ -170,6 +208,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm)
     const char *mode = comm->cfg.hierarchical;
     int *host_of = NULL, *local_of = NULL, *ports = NULL, *members = NULL;
     int my_ports[2], hosts = 0, local_size = 0, n = 0;
+    port_hold_t ph = {0};
     char why[200];
     ring_status_t st = RING_OK;
     struct ring_hier *h;
@@ -194,9 +233,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm)
         goto out;
     }
     /* both rings' ports, chosen free on this peer's ring address, for everyone */
-    st = free_port(comm->peers[comm->rank].host, &my_ports[0]);
-    if (st == RING_OK)
-        st = free_port(comm->peers[comm->rank].host, &my_ports[1]);
+    st = port_hold(&ph, comm->peers[comm->rank].host, my_ports);
     if (st == RING_OK)
         st = ring_allgather(comm, my_ports, ports, sizeof(my_ports));
     if (st != RING_OK)
@@ -210,6 +247,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm)
     for (int r = 0; r < comm->size; r++)
         if (host_of[r] == h->host_index)
             members[n++] = r;
+    port_hold_release(&ph, 0);
     rank_map(members, n, h->local_map, sizeof(h->local_map));
     h->local_members = malloc((size_t)n * sizeof(int));
     if (h->local_members == NULL) {
@@ -224,6 +262,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm)
     for (int r = 0; r < comm->size; r++)
         if (local_of[r] == h->local_rank)
             members[n++] = r;
+    port_hold_release(&ph, 1);
     rank_map(members, n, h->cross_map, sizeof(h->cross_map));
     h->cross_members = malloc((size_t)n * sizeof(int));
     if (h->cross_members == NULL) {
@@ -247,6 +286,8 @@ out:
         free(h->cross_members);
         free(h);
     }
+    port_hold_release(&ph, 0);
+    port_hold_release(&ph, 1);
     free(host_of);
     free(local_of);
     free(ports);
@@ -297,40 +338,103 @@ static ring_status_t sub_failed(ring_comm_t *comm, const char *what, ring_status
                           what, strcmp(what, "cross") == 0 ? h->cross_map : h->local_map);
 }
 
-static ring_status_t phase_start(ring_comm_t *comm, ring_request_t *req)
+/* Entry i of the local ring's sequence RS0 RS1 AG0 RS2 AG1 ... RS(P-1) AG(P-2) AG(P-1):
+ * *is_ag and *piece. */
+static void local_entry(int pieces, int i, int *is_ag, int *piece)
+{
+    if (i < 2 || pieces < 2) {
+        /* RS0, then RS1 (or AG0 when there is one piece) */
+        *is_ag = pieces < 2 ? i : 0;
+        *piece = pieces < 2 ? 0 : i;
+        return;
+    }
+    if (i >= 2 * pieces - 1) { /* the last: AG(P-1) */
+        *is_ag = 1;
+        *piece = pieces - 1;
+        return;
+    }
+    /* i = 2..2P-2 alternates AG(k), RS(k+2) from k = 0 */
+    *is_ag = i % 2 == 0;
+    *piece = *is_ag ? (i - 2) / 2 : (i - 1) / 2 + 1;
+}
+
+static ring_status_t start_local(ring_comm_t *comm, int is_ag, int k)
 {
     struct ring_hier *h = comm->hier;
-    unsigned flags = req->exact ? RING_CALL_EXACT : 0;
-    ring_status_t st = RING_OK;
+    unsigned flags = h->req->exact ? RING_CALL_EXACT : 0;
+    /* whole pieces straight from the caller's buffers, the last (padded) one from pad */
+    int whole = (size_t)(k + 1) * h->piece_elems <= h->req->count;
+    const float *in = whole ? (const float *)h->req->sendbuf + (size_t)k * h->piece_elems : h->pad;
+    float *out = whole ? (float *)h->req->recvbuf + (size_t)k * h->piece_elems : h->pad;
+    float *slice = h->slice + (size_t)k * h->piece_block;
+    hier_slot_t *slot = &h->local_q[h->local_n];
+    ring_status_t st;
 
-    switch (h->phase) {
-    case HIER_LOCAL_RS:
-        st = ring_reduce_scatter_start(h->local, h->pad, h->slice, h->block, RING_FLOAT32,
-                                       RING_SUM, req->tensor_id, flags, &h->sub);
-        return st == RING_OK ? RING_OK : sub_failed(comm, "local", st);
-    case HIER_CROSS:
-        st = ring_allreduce_start_flags(h->cross, h->slice, h->slice, h->block, RING_FLOAT32,
-                                        RING_SUM, req->tensor_id, flags, &h->sub);
-        return st == RING_OK ? RING_OK : sub_failed(comm, "cross", st);
-    case HIER_LOCAL_AG:
-        st = ring_allgather_start(h->local, h->slice, h->pad, h->block * sizeof(float),
-                                  req->tensor_id, &h->sub);
-        return st == RING_OK ? RING_OK : sub_failed(comm, "local", st);
-    default:
+    st = is_ag ? ring_allgather_start(h->local, slice, out, h->piece_block * sizeof(float),
+                                      h->req->tensor_id, &slot->req)
+               : ring_reduce_scatter_start(h->local, in, slice, h->piece_block, RING_FLOAT32,
+                                           RING_SUM, h->req->tensor_id, flags, &slot->req);
+    if (st != RING_OK)
+        return sub_failed(comm, "local", st);
+    slot->piece = is_ag ? -1 - k : k; /* negative: an allgather */
+    h->local_n++;
+    return RING_OK;
+}
+
+static ring_status_t start_cross(ring_comm_t *comm, int k)
+{
+    struct ring_hier *h = comm->hier;
+    unsigned flags = h->req->exact ? RING_CALL_EXACT : 0;
+    float *slice = h->slice + (size_t)k * h->piece_block;
+    hier_slot_t *slot = &h->cross_q[h->cross_n];
+    ring_status_t st;
+
+    st = ring_allreduce_start_flags(h->cross, slice, slice, h->piece_block, RING_FLOAT32,
+                                    RING_SUM, h->req->tensor_id, flags, &slot->req);
+    if (st != RING_OK)
+        return sub_failed(comm, "cross", st);
+    slot->piece = k;
+    h->cross_n++;
+    return RING_OK;
+}
+
+/* Collect the oldest finished request of a queue (FIFO: they finish in order). */
+static ring_status_t reap(ring_comm_t *comm, hier_slot_t *q, int *n, const char *what,
+                          int *piece_p)
+{
+    ring_status_t st;
+
+    *piece_p = INT32_MIN;
+    if (*n == 0 || !q[0].req->done)
+        return RING_OK;
+    st = ring_request_wait(q[0].req); /* done: releases its slot */
+    *piece_p = q[0].piece;
+    memmove(q, q + 1, (size_t)(*n - 1) * sizeof(*q));
+    (*n)--;
+    if (st == RING_ERR_NONFINITE) {
+        comm->hier->req->nonfinite = 1;
         return RING_OK;
     }
+    return st == RING_OK ? RING_OK : sub_failed(comm, what, st);
 }
 
 ring_status_t ring_hier_begin(ring_comm_t *comm, ring_request_t *req)
 {
     struct ring_hier *h = comm->hier;
-    size_t L = (size_t)h->local_size, block = (req->count + L - 1) / L;
+    size_t L = (size_t)h->local_size, unit = L * 16, piece, total, tail;
 
-    /* the local reduce-scatter takes equal blocks: pad with zeros */
-    block = (block + 15) / 16 * 16;
-    if (block * L > h->pad_count) {
-        float *pad = realloc(h->pad, block * L * sizeof(float));
-        float *slice = pad != NULL ? realloc(h->slice, block * sizeof(float)) : NULL;
+    /* pieces of about 2 MiB (the pipeline's grain), each a multiple of L x 16
+     * elements so that the local reduce-scatter's blocks are equal */
+    piece = ((size_t)512 << 10) / unit * unit;
+    if (piece == 0)
+        piece = unit;
+    if (req->count <= piece)
+        piece = (req->count + unit - 1) / unit * unit;
+    h->pieces = (int)((req->count + piece - 1) / piece);
+    total = (size_t)h->pieces * piece;
+    if (piece > h->pad_count || total / L > h->slice_count) {
+        float *pad = realloc(h->pad, piece * sizeof(float));
+        float *slice = pad != NULL ? realloc(h->slice, total / L * sizeof(float)) : NULL;
 
         if (pad != NULL)
             h->pad = pad;
@@ -339,57 +443,95 @@ ring_status_t ring_hier_begin(ring_comm_t *comm, ring_request_t *req)
         if (pad == NULL || slice == NULL)
             return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY,
                                                         .culprit = comm->rank, .step = -1},
-                                  "hierarchical allreduce: out of memory for %zu elements",
-                                  block * L);
-        h->pad_count = block * L;
+                                  "hierarchical allreduce: out of memory for %zu elements", total);
+        h->pad_count = piece;
+        h->slice_count = total / L;
     }
-    h->block = block;
-    memcpy(h->pad, req->sendbuf, req->count * sizeof(float));
-    memset(h->pad + req->count, 0, (block * L - req->count) * sizeof(float));
-    h->phase = HIER_LOCAL_RS;
-    h->sub = NULL;
-    return phase_start(comm, req);
+    h->piece_elems = piece;
+    h->piece_block = piece / L;
+    /* the last piece, when the buffer does not end with a whole one: padded with zeros */
+    tail = req->count - (size_t)(h->pieces - 1) * piece;
+    if (tail < piece) {
+        memcpy(h->pad, (const float *)req->sendbuf + (req->count - tail), tail * sizeof(float));
+        memset(h->pad + tail, 0, (piece - tail) * sizeof(float));
+    }
+    h->req = req;
+    h->local_next = h->cross_next = h->cross_done = h->ag_done = h->rs_done_upto = 0;
+    h->local_n = h->cross_n = 0;
+    return RING_OK;
+}
+
+/* Start what the schedule allows now. */
+static ring_status_t hier_start_more(ring_comm_t *comm)
+{
+    struct ring_hier *h = comm->hier;
+
+    while (h->local_next < 2 * h->pieces && h->local_n < HIER_INFLIGHT) {
+        int is_ag, k;
+
+        local_entry(h->pieces, h->local_next, &is_ag, &k);
+        if (is_ag ? k >= h->cross_done : 0)
+            break; /* its cross allreduce has not finished: wait (the order is fixed) */
+        RING_CHECK(start_local(comm, is_ag, k));
+        h->local_next++;
+    }
+    while (h->cross_next < h->pieces && h->cross_next < h->rs_done_upto &&
+           h->cross_n < HIER_INFLIGHT) {
+        RING_CHECK(start_cross(comm, h->cross_next));
+        h->cross_next++;
+    }
+    return RING_OK;
 }
 
 ring_status_t ring_hier_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
                                  int *finished_p)
 {
     struct ring_hier *h = comm->hier;
-    ring_comm_t *sub = h->phase == HIER_CROSS ? h->cross : h->local;
-    const char *what = h->phase == HIER_CROSS ? "cross" : "local";
-    ring_status_t st;
-    int moved;
+    int moved, piece;
 
     *finished_p = 0;
-    if (h->sub == NULL)
-        return comm->error != RING_OK ? comm->error : RING_OK;
-    moved = ring_comm_progress(sub);
+    if (comm->error != RING_OK)
+        return comm->error;
+    RING_CHECK(hier_start_more(comm));
+    moved = ring_comm_progress(h->local);
+    moved = moved < 0 ? 1 : moved + (h->hosts > 1 ? ring_comm_progress(h->cross) : 0);
     if (moved > 0)
         *moved_p += moved;
-    if (!h->sub->done && moved >= 0)
+    for (;;) {
+        RING_CHECK(reap(comm, h->local_q, &h->local_n, "local", &piece));
+        if (piece == INT32_MIN)
+            break;
+        *moved_p += 1;
+        if (piece >= 0)
+            h->rs_done_upto = piece + 1;
+        else
+            h->ag_done = -piece; /* AG(k) done: k + 1 pieces */
+    }
+    for (;;) {
+        RING_CHECK(reap(comm, h->cross_q, &h->cross_n, "cross", &piece));
+        if (piece == INT32_MIN)
+            break;
+        *moved_p += 1;
+        h->cross_done = piece + 1;
+    }
+    RING_CHECK(hier_start_more(comm));
+    if (h->ag_done < h->pieces)
         return RING_OK;
-    st = ring_request_wait(h->sub); /* done: releases its slot */
-    h->sub = NULL;
-    if (st == RING_ERR_NONFINITE)
-        req->nonfinite = 1;
-    else if (st != RING_OK)
-        return sub_failed(comm, what, st);
-    *moved_p += 1;
-    if (h->phase == HIER_LOCAL_AG) {
+    {
         float *out = req->recvbuf;
+        size_t tail = req->count - (size_t)(h->pieces - 1) * h->piece_elems;
 
-        memcpy(out, h->pad, req->count * sizeof(float));
+        if (tail < h->piece_elems)
+            memcpy(out + (req->count - tail), h->pad, tail * sizeof(float));
         if (req->op == RING_AVG) {
             float inv = 1.0f / (float)comm->size;
             for (size_t i = 0; i < req->count; i++)
                 out[i] *= inv;
         }
-        h->phase = HIER_IDLE;
-        *finished_p = 1;
-        return RING_OK;
     }
-    h->phase = h->phase == HIER_LOCAL_RS ? HIER_CROSS : HIER_LOCAL_AG;
-    return phase_start(comm, req);
+    h->req = NULL;
+    *finished_p = 1;
+    return RING_OK;
 }
 
 int ring_hier_wait(ring_comm_t *comm, int timeout_ms)
@@ -397,10 +539,11 @@ int ring_hier_wait(ring_comm_t *comm, int timeout_ms)
     struct ring_hier *h = comm->hier;
     ring_comm_t *sub;
 
-    if (h == NULL || h->sub == NULL)
+    if (h == NULL || h->req == NULL)
         return 0;
-    sub = h->phase == HIER_CROSS ? h->cross : h->local;
-    /* the sub-ring's events wake us; the ring's own (an ABORT) within 5 ms */
-    sub->tp_ops->wait(sub->tp, timeout_ms < 5 ? timeout_ms : 5);
+    /* the cross ring is the slow one; the local ring's and the ring's own events
+     * (an ABORT) are seen within 2 ms */
+    sub = h->cross_n > 0 ? h->cross : h->local;
+    sub->tp_ops->wait(sub->tp, timeout_ms < 2 ? timeout_ms : 2);
     return 1;
 }
