@@ -187,6 +187,7 @@ static ring_status_t open_sub(ring_comm_t *comm, const char *what, const int *me
     SET("autotune", "off");
     SET("timeline", "");
     SET("hierarchical", "off");
+    SET("host-id", ""); /* a rendezvous setting: the sub-rings have peer lists */
 #undef SET
     if (st == RING_OK)
         st = ring_comm_open(&cfg, sub_p);
