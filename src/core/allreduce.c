@@ -442,6 +442,22 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
 }
 
 /* The right neighbour's back channel: ABORT fails us; CLOSE is fine once it has all our data. */
+/* 1 while the right neighbour still has to take data of this request from us: a
+ * frame not yet handed to the transport, or one it has not finished sending
+ * (a send the transport finished but channel_progress has not retired yet is
+ * delivered: a fast transport's neighbour may read it and close at once). */
+static int sends_pending(const ring_channel_t *ch)
+{
+    if (ch->next_send < ch->sched.nsend)
+        return 1;
+    for (uint32_t q = ch->sends_done; q < ch->next_send; q++) {
+        const ring_slot_t *slot = &ch->send[q % RING_WINDOW];
+        if (slot->posted && !slot->req.done)
+            return 1;
+    }
+    return 0;
+}
+
 static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
 {
     ring_channel_t *ch = &comm->channels[0];
@@ -451,8 +467,8 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (!ch->back.posted || !ch->back.req.done)
         return RING_OK;
     ch->back.posted = 0;
-    for (int c = 0; req != NULL && c < comm->nchannels; c++)
-        pending |= comm->channels[c].sends_done < comm->channels[c].sched.nsend;
+    for (int c = 0; req != NULL && !req->hier && c < comm->nchannels; c++)
+        pending |= sends_pending(&comm->channels[c]);
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
         if (!pending)
             return RING_OK; /* reported when an allreduce needs that connection */
