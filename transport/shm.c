@@ -326,25 +326,40 @@ static void answer(ring_tp_ep_t *ep, int yes)
     hs_post(ep, &ep->hs_send, ep->hs_out, ANSWER_BYTES, 1);
 }
 
+int shm_offer_decode(const unsigned char *m, size_t len, unsigned char token[SHM_TOKEN_BYTES],
+                     char name[SHM_NAME_MAX])
+{
+    size_t name_len;
+
+    if (len < OFFER_FIXED || memcmp(m, "RSHO", 4) != 0)
+        return -1;
+    name_len = m[5];
+    if (m[4] != HS_VERSION || name_len >= SHM_NAME_MAX || len != OFFER_FIXED + name_len)
+        return -2;
+    memcpy(token, m + 6, SHM_TOKEN_BYTES);
+    memcpy(name, m + OFFER_FIXED, name_len);
+    name[name_len] = '\0';
+    return 0;
+}
+
 /* Acceptor: the offer came. */
 static void on_offer(ring_tp_ep_t *ep)
 {
-    const unsigned char *m = ep->hs_in;
-    size_t len = ep->hs_recv.bytes, name_len;
     char name[SHM_NAME_MAX], why[200];
+    int rc = ep->hs_recv.status == RING_OK
+                 ? shm_offer_decode(ep->hs_in, ep->hs_recv.bytes, ep->token, name)
+                 : -1;
+    size_t name_len;
 
-    if (ep->hs_recv.status != RING_OK || len < OFFER_FIXED || memcmp(m, "RSHO", 4) != 0) {
+    if (rc == -1) {
         hs_failed(ep, &ep->hs_recv, "offer");
         return;
     }
-    name_len = m[5];
-    if (m[4] != HS_VERSION || name_len >= SHM_NAME_MAX || len != OFFER_FIXED + name_len) {
+    if (rc != 0) {
         shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "sent a shared-memory offer of another version");
         return;
     }
-    memcpy(ep->token, m + 6, SHM_TOKEN_BYTES);
-    memcpy(name, m + OFFER_FIXED, name_len);
-    name[name_len] = '\0';
+    name_len = strlen(name);
     if (name_len > 0 && shm_seg_offer(ep->tp, ep, name, why, sizeof(why)) == 0) {
         answer(ep, 1);
         go_pipes(ep);
@@ -364,7 +379,7 @@ static void on_answer(ring_tp_ep_t *ep)
     int rc;
 
     if (ep->hs_recv.status != RING_OK || ep->hs_recv.bytes != ANSWER_BYTES ||
-        memcmp(m, "RSHA", 4) != 0) {
+        memcmp(m, "RSHA", 4) != 0 || m[4] != HS_VERSION) {
         hs_failed(ep, &ep->hs_recv, "answer");
         return;
     }

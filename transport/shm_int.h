@@ -155,6 +155,11 @@ void shm_seg_release(ring_tp_ep_t *ep);
 /* Close the unix listener and every unclaimed arrival. */
 void shm_ux_close(shm_tp_t *tp);
 
+/* shm.c: an offer's fields (0), not an offer (-1), another version or a bad length (-2).
+ * m holds len bytes; name gets a NUL-terminated string. */
+int shm_offer_decode(const unsigned char *m, size_t len, unsigned char token[SHM_TOKEN_BYTES],
+                     char name[SHM_NAME_MAX]);
+
 /* shm_pipe.c */
 int shm_ep_progress_tx(ring_tp_ep_t *ep);
 int shm_ep_progress_rx(ring_tp_ep_t *ep);
