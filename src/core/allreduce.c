@@ -17,7 +17,6 @@
 
 #include "clock.h"
 #include "comm_int.h"
-#include "hier.h"
 #include "log.h"
 #include "reduce.h"
 #include "timeline.h"
@@ -91,9 +90,9 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
         return;
     }
-    if (ring_hier_takes(comm, req)) { /* hook: hier.c, over the local and cross rings */
+    if (comm->hier_ops != NULL && comm->hier_ops->takes(comm, req)) { /* hook: hier.c */
         req->hier = 1;
-        (void)ring_hier_begin(comm, req); /* a failure fails the comm */
+        (void)comm->hier_ops->begin(comm, req); /* a failure fails the comm */
         return;
     }
     req->wire = ring_enc_wire(comm, req);
@@ -605,7 +604,7 @@ int ring_comm_progress(ring_comm_t *comm)
                 goto failed;
         }
         if (!req->done && req->hier) {
-            if (ring_hier_progress(comm, req, &moved, &finished) != RING_OK)
+            if (comm->hier_ops->progress(comm, req, &moved, &finished) != RING_OK)
                 goto failed;
             if (!finished)
                 break;
@@ -668,7 +667,7 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
         {
             double left = comm->cfg.timeout_s - (now - last_progress);
             int ms = left > 0.1 ? 100 : left > 0 ? (int)(left * 1000) + 1 : 5;
-            if (!ring_hier_wait(comm, ms)) /* hook: hier.c sleeps in its sub-ring */
+            if (comm->hier_ops == NULL || !comm->hier_ops->wait(comm, ms)) /* hook: hier.c */
                 RING_TL_TIMED(comm, NULL, RING_TL_WAIT, 0, comm->tp_ops->wait(comm->tp, ms));
             comm->stats.wait_s += ring_now() - now;
         }

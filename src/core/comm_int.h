@@ -179,12 +179,26 @@ struct ring_comm {
     /* doctor.c: its state (requests and buffers the transport may still hold
      * after a failure, so freed with the comm), and whether it is running */
     struct ring_hier *hier;                /* hier.c: the local and cross rings, or NULL */
+    const struct ring_hier_ops *hier_ops;  /* ... and how the engine calls it, or NULL */
     struct ring_doctor *doctor;
     int doctor_running;
     /* progress.c: the progress thread and its lock, NULL when off */
     struct ring_progress *progress;
     uint64_t requests_finished;            /* requests that finished (ok or not) */
 };
+
+/* hier.c's part in the engine, called through comm->hier_ops (hier.c sits above
+ * the engine, which must not call up into it by name) */
+typedef struct ring_hier_ops {
+    /* 1 when this allreduce runs hierarchically (fp32, host memory, large enough) */
+    int (*takes)(const ring_comm_t *comm, const ring_request_t *req);
+    ring_status_t (*begin)(ring_comm_t *comm, ring_request_t *req);
+    /* advance the request under way; *finished_p = 1 once its result is in recvbuf */
+    ring_status_t (*progress)(ring_comm_t *comm, ring_request_t *req, int *moved_p,
+                              int *finished_p);
+    /* sleep in the sub-ring under way instead of the ring: 1 when it did */
+    int (*wait)(ring_comm_t *comm, int timeout_ms);
+} ring_hier_ops_t;
 
 /* handshake.c */
 void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hello_t *h);

@@ -176,7 +176,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     ring_channel_post_back(comm, &comm->channels[0]);
     if (comm->autotuned)
         RING_CHECK(ring_autotune(comm));
-    RING_CHECK(ring_hier_open(comm)); /* hook: hier.c, --hierarchical */
+    /* hook: hier.c, --hierarchical; it opens its rings with what we lend it */
+    RING_CHECK(ring_hier_open(comm, ring_comm_open, ring_comm_close));
     return RING_OK;
 }
 

@@ -38,6 +38,8 @@ typedef struct hier_slot {
 
 struct ring_hier {
     ring_comm_t *local, *cross;
+    ring_hier_open_fn open_fn;   /* ring_comm_open and _close, lent by comm_open.c (hier.c */
+    ring_hier_close_fn close_fn; /* sits above the engine: no call may come back up) */
     int local_size, local_rank, hosts, host_index;
     size_t min_bytes;            /* smaller allreduces stay on the flat ring */
     char local_map[256], cross_map[256]; /* "0 is rank 0, 1 is rank 2": for messages */
@@ -153,8 +155,9 @@ static void rank_map(const int *members, int n, char *buf, size_t len)
 }
 
 /* Open one of the two: rank `me` of the `n` ranks in members[], on ports[r]. */
-static ring_status_t open_sub(ring_comm_t *comm, const char *what, const int *members, int n,
-                              int me, const int *ports, int which, int tag, ring_comm_t **sub_p)
+static ring_status_t open_sub(ring_comm_t *comm, ring_hier_open_fn open_fn, const char *what,
+                              const int *members, int n, int me, const int *ports, int which,
+                              int tag, ring_comm_t **sub_p)
 {
     ring_config_t cfg;
     char *peers = calloc((size_t)n, 300), num[32], job[RING_CONFIG_STR_MAX];
@@ -190,7 +193,7 @@ static ring_status_t open_sub(ring_comm_t *comm, const char *what, const int *me
     SET("host-id", ""); /* a rendezvous setting: the sub-rings have peer lists */
 #undef SET
     if (st == RING_OK)
-        st = ring_comm_open(&cfg, sub_p);
+        st = open_fn(&cfg, sub_p);
     ring_log_set_rank(comm->rank); /* the sub-ring's open named its own rank */
     ring_config_free(&cfg);
     free(peers);
@@ -204,7 +207,10 @@ static ring_status_t open_sub(ring_comm_t *comm, const char *what, const int *me
     return RING_OK;
 }
 
-ring_status_t ring_hier_open(ring_comm_t *comm)
+static const ring_hier_ops_t hier_ops;
+
+ring_status_t ring_hier_open(ring_comm_t *comm, ring_hier_open_fn open_fn,
+                             ring_hier_close_fn close_fn)
 {
     const char *mode = comm->cfg.hierarchical;
     int *host_of = NULL, *local_of = NULL, *ports = NULL, *members = NULL;
@@ -221,6 +227,10 @@ ring_status_t ring_hier_open(ring_comm_t *comm)
     ports = calloc((size_t)comm->size * 2, sizeof(int));
     members = calloc((size_t)comm->size, sizeof(int));
     h = calloc(1, sizeof(*h));
+    if (h != NULL) {
+        h->open_fn = open_fn;
+        h->close_fn = close_fn;
+    }
     if (host_of == NULL || local_of == NULL || ports == NULL || members == NULL || h == NULL) {
         st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the hierarchical allreduce");
         goto out;
@@ -256,7 +266,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm)
         goto out;
     }
     memcpy(h->local_members, members, (size_t)n * sizeof(int));
-    st = open_sub(comm, "local", members, n, h->local_rank, ports, 0, h->host_index, &h->local);
+    st = open_sub(comm, open_fn, "local", members, n, h->local_rank, ports, 0, h->host_index, &h->local);
     if (st != RING_OK)
         goto out;
     n = 0;
@@ -271,18 +281,19 @@ ring_status_t ring_hier_open(ring_comm_t *comm)
         goto out;
     }
     memcpy(h->cross_members, members, (size_t)n * sizeof(int));
-    st = open_sub(comm, "cross", members, n, h->host_index, ports, 1, h->local_rank, &h->cross);
+    st = open_sub(comm, open_fn, "cross", members, n, h->host_index, ports, 1, h->local_rank, &h->cross);
     if (st != RING_OK)
         goto out;
     ring_log(RING_LOG_INFO, "hierarchical allreduce: %d hosts x %d peers (local ring over %s, "
              "cross ring over %s), for allreduces of %zu bytes and more", hosts, local_size,
              ring_comm_transport(h->local), ring_comm_transport(h->cross), h->min_bytes);
     comm->hier = h;
+    comm->hier_ops = &hier_ops;
     h = NULL;
 out:
     if (h != NULL) {
-        ring_comm_close(h->local);
-        ring_comm_close(h->cross);
+        close_fn(h->local);
+        close_fn(h->cross);
         free(h->local_members);
         free(h->cross_members);
         free(h);
@@ -302,17 +313,18 @@ void ring_hier_close(ring_comm_t *comm)
 
     if (h == NULL)
         return;
-    ring_comm_close(h->local);
-    ring_comm_close(h->cross);
+    h->close_fn(h->local);
+    h->close_fn(h->cross);
     free(h->pad);
     free(h->slice);
     free(h->local_members);
     free(h->cross_members);
     free(h);
     comm->hier = NULL;
+    comm->hier_ops = NULL;
 }
 
-int ring_hier_takes(const ring_comm_t *comm, const ring_request_t *req)
+static int hier_takes(const ring_comm_t *comm, const ring_request_t *req)
 {
     const struct ring_hier *h = comm->hier;
 
@@ -419,7 +431,7 @@ static ring_status_t reap(ring_comm_t *comm, hier_slot_t *q, int *n, const char 
     return st == RING_OK ? RING_OK : sub_failed(comm, what, st);
 }
 
-ring_status_t ring_hier_begin(ring_comm_t *comm, ring_request_t *req)
+static ring_status_t hier_begin(ring_comm_t *comm, ring_request_t *req)
 {
     struct ring_hier *h = comm->hier;
     size_t L = (size_t)h->local_size, unit = L * 16, piece, total, tail;
@@ -484,8 +496,8 @@ static ring_status_t hier_start_more(ring_comm_t *comm)
     return RING_OK;
 }
 
-ring_status_t ring_hier_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
-                                 int *finished_p)
+static ring_status_t hier_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
+                                   int *finished_p)
 {
     struct ring_hier *h = comm->hier;
     int moved, piece;
@@ -535,7 +547,7 @@ ring_status_t ring_hier_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     return RING_OK;
 }
 
-int ring_hier_wait(ring_comm_t *comm, int timeout_ms)
+static int hier_wait(ring_comm_t *comm, int timeout_ms)
 {
     struct ring_hier *h = comm->hier;
     ring_comm_t *sub;
@@ -548,3 +560,10 @@ int ring_hier_wait(ring_comm_t *comm, int timeout_ms)
     sub->tp_ops->wait(sub->tp, timeout_ms < 2 ? timeout_ms : 2);
     return 1;
 }
+
+static const ring_hier_ops_t hier_ops = {
+    .takes = hier_takes,
+    .begin = hier_begin,
+    .progress = hier_progress,
+    .wait = hier_wait,
+};

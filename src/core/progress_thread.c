@@ -17,7 +17,6 @@
 #include <time.h>
 
 #include "clock.h"
-#include "hier.h"
 #include "progress_thread.h"
 
 #define PROGRESS_POLL_MS 1
@@ -89,7 +88,7 @@ static void *progress_main(void *arg)
             hand_over(p);
             continue;
         }
-        if (!ring_hier_wait(comm, PROGRESS_POLL_MS)) /* hook: hier.c's sub-ring */
+        if (comm->hier_ops == NULL || !comm->hier_ops->wait(comm, PROGRESS_POLL_MS))
             comm->tp_ops->wait(comm->tp, PROGRESS_POLL_MS);
         comm->stats.wait_s += ring_now() - now;
         hand_over(p); /* a caller that queued up for the lock meanwhile */
