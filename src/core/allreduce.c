@@ -440,7 +440,6 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
     return RING_OK;
 }
 
-/* The right neighbour's back channel: ABORT fails us; CLOSE is fine once it has all our data. */
 /* 1 while the right neighbour still has to take data of this request from us: a
  * frame not yet handed to the transport, or one it has not finished sending
  * (a send the transport finished but channel_progress has not retired yet is
@@ -457,6 +456,7 @@ static int sends_pending(const ring_channel_t *ch)
     return 0;
 }
 
+/* The right neighbour's back channel: ABORT fails us; CLOSE is fine once it has all our data. */
 static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
 {
     ring_channel_t *ch = &comm->channels[0];

@@ -11,7 +11,7 @@
  * (this host's peers) and "cross" (the peers of this local index, one per
  * host). Their ports are chosen free here and exchanged with an allgather
  * over the ring. A hierarchical allreduce is one request of the ring that
- * drives requests of the two (ring_hier_progress), one phase after another.
+ * drives requests of the two (hier_progress, reached through comm->hier_ops).
  * Every peer gets bitwise the same result: the last phase copies the same
  * bytes everywhere. The sums are added in another order than the flat ring's,
  * so they may differ from it by rounding (exact for exactly summable data).
