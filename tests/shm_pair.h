@@ -246,4 +246,14 @@ static inline void pair_open_or_bail(pair_t *p, const char *pipe_env, const char
 }
 
 
+/* At the end of a program: as many descriptors open as at its start (fds0). */
+static inline void check_no_fd_left(int fds0)
+{
+    int fds1 = count_fds();
+
+    if (!is_int(fds1, fds0, "no descriptor left open after every endpoint, listener and "
+                "transport was closed (%d before, %d after)", fds0, fds1))
+        diag_fds();
+}
+
 #endif /* RING_SHM_PAIR_H */

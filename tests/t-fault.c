@@ -359,7 +359,7 @@ static void size_mismatch(int n, int odd_rank, double late)
         if (!rank_status_is(run, r, RING_ERR_MISMATCH, label) &&
             outcome(&run->r[r]) == RING_ERR_REMOTE)
             diag("regression (fixed bug): the odd rank got a frame larger than it expected; the TCP transport "
-                 "fails the whole endpoint on that (transport/tcp_io.c rx_finish -> "
+                 "fails the whole endpoint on that (transport/tp_queue.c ring_tp_rx_complete -> "
                  "tcp_ep_fail(RING_ERR_MISMATCH)), so ring_comm_send_notice cannot post the "
                  "ABORT to that neighbour (post_send on a failed endpoint) and the neighbour "
                  "only sees the connection close: RING_ERR_REMOTE 'connection closed' instead "

@@ -197,12 +197,6 @@ static void test_tcp_peer(size_t first_len)
 
 /* ---- a hostile acceptor ---------------------------------------------------------------- */
 
-/* what travels with the fds over the unix socket (shm_seg.c's shm_handover_t) */
-typedef struct handover {
-    unsigned char token[SHM_TOKEN_BYTES];
-    uint64_t pipe_bytes;
-} handover_t;
-
 /* read exactly n bytes from a socket within secs: 0, or -1 */
 static int read_full(int fd, void *buf, size_t n, double secs)
 {
@@ -321,14 +315,14 @@ static void test_hostile_eventfd(void)
     if (strcmp(step, "hand it over") == 0) {
         struct sockaddr_un ua;
         size_t name_len = msg[9];
-        handover_t ho;
+        shm_handover_t ho;
         struct iovec iov = {.iov_base = &ho, .iov_len = sizeof(ho)};
         union {
             struct cmsghdr h;
-            char buf[CMSG_SPACE(3 * sizeof(int))];
+            char buf[CMSG_SPACE(SHM_NFDS * sizeof(int))];
         } cm;
         struct msghdr mh;
-        int fds[3] = {seg, pp[0], pp[1]}; /* the connector's "eventfd": a pipe's read end */
+        int fds[SHM_NFDS] = {seg, pp[0], pp[1]}; /* the connector's "eventfd": a pipe's read end */
 
         memset(&ua, 0, sizeof(ua));
         ua.sun_family = AF_UNIX;
@@ -705,7 +699,7 @@ static void test_two_processes(void)
 int main(void)
 {
     double t_start = now_s();
-    int fds0 = count_fds(), fds1;
+    int fds0 = count_fds();
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
@@ -719,10 +713,7 @@ int main(void)
     test_many(64);
     test_many(100);
     test_two_processes();
-    fds1 = count_fds();
-    if (!is_int(fds1, fds0, "no descriptor left open after every endpoint, listener and "
-                "transport was closed (%d before, %d after)", fds0, fds1))
-        diag_fds();
+    check_no_fd_left(fds0);
     diag("t-shm-handshake: %.1f s", now_s() - t_start);
     return done_testing();
 }

@@ -678,7 +678,7 @@ static void test_wait(void)
 int main(void)
 {
     double t_start = now_s();
-    int fds0 = count_fds(), fds1;
+    int fds0 = count_fds();
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
@@ -692,10 +692,7 @@ int main(void)
     test_close();
     test_hostile();
     test_wait();
-    fds1 = count_fds();
-    if (!is_int(fds1, fds0, "no descriptor left open after every endpoint, listener and "
-                "transport was closed (%d before, %d after)", fds0, fds1))
-        diag_fds();
+    check_no_fd_left(fds0);
     diag("t-shm-pipe: %.1f s", now_s() - t_start);
     return done_testing();
 }

@@ -25,6 +25,7 @@
 #include "parse.h"
 #include "shm_int.h"
 #include "tcp.h"
+#include "tp_queue.h"
 
 #define HS_VERSION 1
 #define OFFER_FIXED (4 + 1 + 1 + SHM_TOKEN_BYTES)
@@ -185,45 +186,16 @@ static ring_status_t shm_connect(ring_tp_t *tp_, const char *host, int port, rin
     return RING_OK;
 }
 
-/* Queue a caller's request while the hand-shake runs or the pipes carry it
- * (an urgent send goes before every queued one not yet begun, as tcp). */
-static void queue_req(ring_tp_req_t *req, ring_tp_req_t **head, ring_tp_req_t **tail)
-{
-    if (req->urgent && *head != NULL) {
-        ring_tp_req_t *after = (*head)->offset > 0 ? *head : NULL;
-
-        req->next = after != NULL ? after->next : *head;
-        if (after != NULL)
-            after->next = req;
-        else
-            *head = req;
-        if (req->next == NULL)
-            *tail = req;
-        return;
-    }
-    if (*tail != NULL)
-        (*tail)->next = req;
-    else
-        *head = req;
-    *tail = req;
-}
-
 static ring_status_t shm_post(ring_tp_ep_t *ep, ring_tp_req_t *req, int send)
 {
     size_t len = 0;
 
     if (ep->phase == SHM_TCP)
         return send ? tcp->post_send(ep->tcp, req) : tcp->post_recv(ep->tcp, req);
-    req->done = 0;
-    req->status = RING_OK;
-    req->sys_errno = 0;
-    req->offset = 0;
-    req->bytes = 0;
-    req->next = NULL;
+    ring_tp_req_reset(req);
     if (ep->phase == SHM_FAILED || (!send && ep->rx_broken)) {
-        req->status = ep->phase == SHM_FAILED ? ep->error : RING_ERR_MISMATCH;
-        req->sys_errno = ep->phase == SHM_FAILED ? ep->error_errno : 0;
-        req->done = 1;
+        ring_tp_req_complete(req, ep->phase == SHM_FAILED ? ep->error : RING_ERR_MISMATCH,
+                             ep->phase == SHM_FAILED ? ep->error_errno : 0);
         return req->status;
     }
     if (send) {
@@ -233,9 +205,9 @@ static ring_status_t shm_post(ring_tp_ep_t *ep, ring_tp_req_t *req, int send)
             return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large", len);
         for (int i = 0; i < 4; i++)
             req->prefix[i] = (unsigned char)(len >> (8 * i));
-        queue_req(req, &ep->sq_head, &ep->sq_tail);
+        ring_tp_queue_push(req, &ep->sq_head, &ep->sq_tail);
     } else {
-        queue_req(req, &ep->rq_head, &ep->rq_tail);
+        ring_tp_queue_push(req, &ep->rq_head, &ep->rq_tail);
     }
     return RING_OK;
 }

@@ -77,6 +77,14 @@ typedef enum shm_phase {
 
 typedef struct shm_tp shm_tp_t;
 
+/* What travels over the unix socket with SHM_NFDS fds (the segment, the connector's
+ * eventfd, the acceptor's): the token and the pipes' size. */
+#define SHM_NFDS 3
+typedef struct shm_handover {
+    unsigned char token[SHM_TOKEN_BYTES];
+    uint64_t pipe_bytes;
+} shm_handover_t;
+
 /* A segment that came in over the unix socket before its endpoint asked for it. */
 typedef struct shm_arrival {
     int used, received;
@@ -170,7 +178,5 @@ int shm_ep_ready(ring_tp_ep_t *ep);
 int shm_ep_sleep_prepare(ring_tp_ep_t *ep);
 void shm_ep_wake_done(ring_tp_ep_t *ep);
 void shm_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno, const char *why);
-void shm_queue_fail(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t status,
-                    int sys_errno);
 
 #endif /* RING_SHM_INT_H */

@@ -16,38 +16,11 @@
 #include <unistd.h>
 
 #include "shm_int.h"
+#include "tp_queue.h"
 
 /* Publish the index every this many bytes of a long copy, so that the other
  * side copies out one piece while this side copies in the next. */
 #define SHM_PIECE ((size_t)128 << 10)
-
-static size_t req_capacity(const ring_tp_req_t *req)
-{
-    size_t total = 0;
-
-    for (int i = 0; i < req->iovcnt; i++)
-        total += req->iov[i].iov_len;
-    return total;
-}
-
-static void req_complete(ring_tp_req_t *req, ring_status_t status, int sys_errno)
-{
-    req->status = status;
-    req->sys_errno = sys_errno;
-    req->next = NULL;
-    req->done = 1;
-}
-
-void shm_queue_fail(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t status,
-                    int sys_errno)
-{
-    while (*head != NULL) {
-        ring_tp_req_t *req = *head;
-        *head = req->next;
-        req_complete(req, status, sys_errno);
-    }
-    *tail = NULL;
-}
 
 void shm_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno, const char *why)
 {
@@ -58,8 +31,8 @@ void shm_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno, const ch
         if (why != NULL)
             snprintf(ep->why, sizeof(ep->why), "%s", why);
     }
-    shm_queue_fail(&ep->sq_head, &ep->sq_tail, ep->error, ep->error_errno);
-    shm_queue_fail(&ep->rq_head, &ep->rq_tail, ep->error, ep->error_errno);
+    ring_tp_queue_fail(&ep->sq_head, &ep->sq_tail, ep->error, ep->error_errno);
+    ring_tp_queue_fail(&ep->rq_head, &ep->rq_tail, ep->error, ep->error_errno);
 }
 
 static void wake_peer(ring_tp_ep_t *ep, _Atomic uint32_t *flag)
@@ -122,7 +95,7 @@ int shm_ep_progress_tx(ring_tp_ep_t *ep)
 
     while (ep->phase == SHM_PIPES && ep->sq_head != NULL) {
         ring_tp_req_t *req = ep->sq_head;
-        size_t total = sizeof(req->prefix) + req_capacity(req);
+        size_t total = sizeof(req->prefix) + ring_tp_req_capacity(req);
         int64_t room = tx_room(ep);
         const void *src = NULL;
         size_t n;
@@ -147,7 +120,7 @@ int shm_ep_progress_tx(ring_tp_ep_t *ep)
             if (ep->sq_head == NULL)
                 ep->sq_tail = NULL;
             req->bytes = total - sizeof(req->prefix);
-            req_complete(req, RING_OK, 0);
+            ring_tp_req_complete(req, RING_OK, 0);
             completed++;
         }
     }
@@ -204,24 +177,6 @@ static void rx_consumed(ring_tp_ep_t *ep)
     wake_peer(ep, &ep->rx.ctl->producer_sleeps);
 }
 
-static void rx_finish(ring_tp_ep_t *ep, ring_tp_req_t *req)
-{
-    ep->rq_head = req->next;
-    if (ep->rq_head == NULL)
-        ep->rq_tail = NULL;
-    ep->rx_have_len = 0;
-    ep->rx_len_got = 0;
-    req->bytes = ep->rx_msg_len;
-    if (ep->rx_msg_len > req_capacity(req)) {
-        /* the stream is out of step with the caller: no more receives (as tcp) */
-        req_complete(req, RING_ERR_MISMATCH, 0);
-        ep->rx_broken = 1;
-        shm_queue_fail(&ep->rq_head, &ep->rq_tail, RING_ERR_MISMATCH, 0);
-        return;
-    }
-    req_complete(req, RING_OK, 0);
-}
-
 int shm_ep_progress_rx(ring_tp_ep_t *ep)
 {
     int progressed = 0;
@@ -256,7 +211,7 @@ int shm_ep_progress_rx(ring_tp_ep_t *ep)
             continue;
         }
         {
-            size_t capacity = req_capacity(req);
+            size_t capacity = ring_tp_req_capacity(req);
             size_t want = ep->rx_msg_len < capacity ? ep->rx_msg_len : capacity;
             size_t left = want - req->offset;
 
@@ -270,7 +225,9 @@ int shm_ep_progress_rx(ring_tp_ep_t *ep)
                 progressed = 1;
                 continue;
             }
-            rx_finish(ep, req);
+            ep->rx_have_len = 0;
+            ep->rx_len_got = 0;
+            ep->rx_broken |= ring_tp_rx_complete(&ep->rq_head, &ep->rq_tail, ep->rx_msg_len);
             progressed++;
         }
     }

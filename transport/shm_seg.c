@@ -29,15 +29,8 @@
 #include "clock.h"
 #include "shm_int.h"
 
-#define SHM_NFDS 3
 #define SHM_NAME_PREFIX "ringd-shm-"
 #define SHM_ARRIVAL_TTL_S 10.0 /* a hand-over unread or unclaimed this long is dropped */
-
-/* What travels with the fds: the token and the pipes' size. */
-typedef struct shm_handover {
-    unsigned char token[SHM_TOKEN_BYTES];
-    uint64_t pipe_bytes;
-} shm_handover_t;
 
 int shm_random(void *buf, size_t len)
 {

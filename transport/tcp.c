@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "tcp.h"
 #include "tcp_int.h"
+#include "tp_queue.h"
 
 static int tcp_set_nonblock(int fd)
 {
@@ -231,36 +232,12 @@ static void tcp_ep_check_connected(ring_tp_ep_t *ep)
 static ring_status_t tcp_post(ring_tp_ep_t *ep, ring_tp_req_t *req, ring_tp_req_t **head,
                               ring_tp_req_t **tail)
 {
-    req->done = 0;
-    req->status = RING_OK;
-    req->sys_errno = 0;
-    req->offset = 0;
-    req->bytes = 0;
-    req->next = NULL;
+    ring_tp_req_reset(req);
     if (ep->state == TCP_EP_FAILED) {
-        req->status = ep->error;
-        req->sys_errno = ep->error_errno;
-        req->done = 1;
+        ring_tp_req_complete(req, ep->error, ep->error_errno);
         return ep->error;
     }
-    if (req->urgent && *head != NULL) {
-        /* before every queued message, except one already partly written */
-        ring_tp_req_t *after = (*head)->offset > 0 ? *head : NULL;
-
-        req->next = after != NULL ? after->next : *head;
-        if (after != NULL)
-            after->next = req;
-        else
-            *head = req;
-        if (req->next == NULL)
-            *tail = req;
-        return RING_OK;
-    }
-    if (*tail != NULL)
-        (*tail)->next = req;
-    else
-        *head = req;
-    *tail = req;
+    ring_tp_queue_push(req, head, tail);
     return RING_OK;
 }
 

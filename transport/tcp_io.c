@@ -15,40 +15,13 @@
 #include <unistd.h>
 
 #include "tcp_int.h"
-
-static size_t req_capacity(const ring_tp_req_t *req)
-{
-    size_t total = 0;
-
-    for (int i = 0; i < req->iovcnt; i++)
-        total += req->iov[i].iov_len;
-    return total;
-}
+#include "tp_queue.h"
 
 /* A send's payload size, as its length prefix says (the iovs are the caller's). */
 static size_t req_payload(const ring_tp_req_t *req)
 {
     return (size_t)req->prefix[0] | (size_t)req->prefix[1] << 8 | (size_t)req->prefix[2] << 16 |
            (size_t)req->prefix[3] << 24;
-}
-
-static void req_complete(ring_tp_req_t *req, ring_status_t status, int sys_errno)
-{
-    req->status = status;
-    req->sys_errno = sys_errno;
-    req->next = NULL;
-    req->done = 1;
-}
-
-static void queue_fail(ring_tp_req_t **head, ring_tp_req_t **tail, ring_status_t status,
-                       int sys_errno)
-{
-    while (*head != NULL) {
-        ring_tp_req_t *req = *head;
-        *head = req->next;
-        req_complete(req, status, sys_errno);
-    }
-    *tail = NULL;
 }
 
 void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno)
@@ -58,8 +31,8 @@ void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno)
         ep->error = status;
         ep->error_errno = sys_errno;
     }
-    queue_fail(&ep->sq_head, &ep->sq_tail, ep->error, ep->error_errno);
-    queue_fail(&ep->rq_head, &ep->rq_tail, ep->error, ep->error_errno);
+    ring_tp_queue_fail(&ep->sq_head, &ep->sq_tail, ep->error, ep->error_errno);
+    ring_tp_queue_fail(&ep->rq_head, &ep->rq_tail, ep->error, ep->error_errno);
     ep->tx_queued = 0;
     ep->tx_ctrl = 0;
 }
@@ -187,7 +160,7 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
         ring_bucket_take(&ep->tx_bucket, (double)left);
         while (left > 0 && ep->sq_head != NULL) {
             ring_tp_req_t *req = ep->sq_head;
-            size_t total = sizeof(req->prefix) + req_capacity(req);
+            size_t total = sizeof(req->prefix) + ring_tp_req_capacity(req);
             size_t take = total - req->offset < left ? total - req->offset : left;
 
             req->offset += take;
@@ -199,7 +172,7 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
                 req->bytes = total - sizeof(req->prefix);
                 if (req->bytes <= RING_BUCKET_CTRL_BYTES)
                     ep->tx_ctrl--;
-                req_complete(req, RING_OK, 0);
+                ring_tp_req_complete(req, RING_OK, 0);
                 completed++;
             }
         }
@@ -283,28 +256,6 @@ static ssize_t rx_fill_stage(ring_tp_ep_t *ep)
     return got;
 }
 
-static void rx_finish(ring_tp_ep_t *ep, ring_tp_req_t *req)
-{
-    size_t capacity = req_capacity(req);
-
-    ep->rq_head = req->next;
-    if (ep->rq_head == NULL)
-        ep->rq_tail = NULL;
-    ep->rx_have_len = 0;
-    ep->rx_len_got = 0;
-    req->bytes = ep->rx_msg_len;
-    if (ep->rx_msg_len > capacity) {
-        /* The byte stream is now out of step with what the caller expects:
-         * no more receives, but sends still work, so the caller can tell
-         * the peer why it stops. */
-        req_complete(req, RING_ERR_MISMATCH, 0);
-        ep->rx_broken = 1;
-        queue_fail(&ep->rq_head, &ep->rq_tail, RING_ERR_MISMATCH, 0);
-        return;
-    }
-    req_complete(req, RING_OK, 0);
-}
-
 int tcp_ep_progress_rx(ring_tp_ep_t *ep)
 {
     int progressed = 0;
@@ -333,7 +284,7 @@ int tcp_ep_progress_rx(ring_tp_ep_t *ep)
             continue;
         }
         {
-            size_t capacity = req_capacity(req);
+            size_t capacity = ring_tp_req_capacity(req);
             size_t want = ep->rx_msg_len < capacity ? ep->rx_msg_len : capacity;
             size_t left = want - req->offset;
 
@@ -364,7 +315,9 @@ int tcp_ep_progress_rx(ring_tp_ep_t *ep)
                 progressed = 1;
                 continue;
             }
-            rx_finish(ep, req);
+            ep->rx_have_len = 0;
+            ep->rx_len_got = 0;
+            ep->rx_broken |= ring_tp_rx_complete(&ep->rq_head, &ep->rq_tail, ep->rx_msg_len);
             progressed++;
         }
     }

@@ -603,21 +603,18 @@ int ring_comm_progress(ring_comm_t *comm)
             if (comm->error != RING_OK)
                 goto failed;
         }
-        if (!req->done && req->hier) {
-            if (comm->hier_ops->progress(comm, req, &moved, &finished) != RING_OK)
-                goto failed;
-            if (!finished)
-                break;
-            request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
-            comm->stats.allreduces++;
-            moved++;
-        } else if (!req->done) {
-            for (int c = 0; c < comm->nchannels; c++) {
-                ring_channel_t *ch = &comm->channels[c];
-                if (channel_progress(comm, ch, req, &moved) != RING_OK)
+        if (!req->done) {
+            if (req->hier) { /* hook: hier.c drives it over its two rings */
+                if (comm->hier_ops->progress(comm, req, &moved, &finished) != RING_OK)
                     goto failed;
-                finished &= ch->sends_done == ch->sched.nsend &&
-                            ch->recvs_done == ch->sched.nrecv;
+            } else {
+                for (int c = 0; c < comm->nchannels; c++) {
+                    ring_channel_t *ch = &comm->channels[c];
+                    if (channel_progress(comm, ch, req, &moved) != RING_OK)
+                        goto failed;
+                    finished &= ch->sends_done == ch->sched.nsend &&
+                                ch->recvs_done == ch->sched.nrecv;
+                }
             }
             if (!finished)
                 break;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "shm_int.h"
+#include "tp_queue.h"
 
 #define PIPE 4096
 
@@ -69,7 +70,7 @@ static void fuzz_pipe(const uint8_t *data, size_t size)
         if (req.status == RING_OK && req.bytes > cap)
             abort(); /* a whole message larger than the receive must fail it */
     }
-    shm_queue_fail(&ep->rq_head, &ep->rq_tail, RING_ERR_CANCELED, 0);
+    ring_tp_queue_fail(&ep->rq_head, &ep->rq_tail, RING_ERR_CANCELED, 0);
     free(buf);
     free(ep);
 }
