@@ -46,6 +46,8 @@ typedef struct ring_config {
     char progress_thread[4];  /* "on": a thread advances requests (comm.h, Threads) */
     char hierarchical[8];     /* "auto", "on" or "off": local + cross rings (src/core/hier.c) */
     size_t hier_min_bytes;    /* smaller allreduces stay on the flat ring */
+    char algo[8];             /* "auto", "ring" or "rd": recursive doubling (src/core/rd.c) */
+    size_t rd_max_bytes;      /* algo auto: the largest allreduce rd takes */
     size_t chunk_bytes;       /* bytes per ring chunk on the wire */
     int channels;             /* independent rings over disjoint parts of a buffer */
     int tcp_streams;          /* TCP connections per neighbour and channel */

@@ -96,6 +96,13 @@ static const ring_opt_t config_table[] = {
     {"hier-min-bytes", "RING_HIER_MIN_BYTES", RING_OPT_SIZE, "1M", "bytes",
      FIELD(hier_min_bytes), 0, 0,
      "hierarchical: allreduces smaller than this stay on the flat ring"},
+    {"algo", "RING_ALGO", RING_OPT_WORD, "auto", "auto|ring|rd", FIELD(algo), 0, 0,
+     "the allreduce algorithm: ring (2(N-1) steps, each moving 1/N of the buffer), rd = "
+     "recursive doubling over pairs of peers (log2 N steps moving the whole buffer, plus 2 "
+     "when N is not a power of two: latency-bound small buffers), auto = rd for fp32 "
+     "allreduces without a codec of at most --rd-max-bytes, ring for the rest"},
+    {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "64K", "bytes", FIELD(rd_max_bytes), 0,
+     0, "algo auto: the largest allreduce recursive doubling takes"},
     {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_WORD, "off", "off|on",
      FIELD(error_feedback), 0, 0,
      "keep what this peer's encoding lost and add it to its next contribution to the same "

@@ -90,10 +90,13 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
         return;
     }
-    if (comm->hier_ops != NULL && comm->hier_ops->takes(comm, req)) { /* hook: hier.c */
-        req->hier = 1;
-        (void)comm->hier_ops->begin(comm, req); /* a failure fails the comm */
-        return;
+    for (int a = 0; a < RING_ALGO_HOOKS; a++) { /* hook: hier.c, rd.c */
+        const ring_algo_ops_t *ops = comm->algo_ops[a];
+        if (ops != NULL && ops->takes(comm, req)) {
+            req->algo = ops;
+            (void)ops->begin(comm, req); /* a failure fails the comm */
+            return;
+        }
     }
     req->wire = ring_enc_wire(comm, req);
     st = ring_enc_request_begin(comm, req);
@@ -466,7 +469,7 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (!ch->back.posted || !ch->back.req.done)
         return RING_OK;
     ch->back.posted = 0;
-    for (int c = 0; req != NULL && !req->hier && c < comm->nchannels; c++)
+    for (int c = 0; req != NULL && req->algo == NULL && c < comm->nchannels; c++)
         pending |= sends_pending(&comm->channels[c]);
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
         if (!pending)
@@ -604,8 +607,8 @@ int ring_comm_progress(ring_comm_t *comm)
                 goto failed;
         }
         if (!req->done) {
-            if (req->hier) { /* hook: hier.c drives it over its two rings */
-                if (comm->hier_ops->progress(comm, req, &moved, &finished) != RING_OK)
+            if (req->algo != NULL) { /* hook: hier.c, rd.c drive it over their own */
+                if (req->algo->progress(comm, req, &moved, &finished) != RING_OK)
                     goto failed;
             } else {
                 for (int c = 0; c < comm->nchannels; c++) {
@@ -632,6 +635,14 @@ failed:
             request_finish(comm, r, comm->error);
     }
     return -1;
+}
+
+void ring_comm_sleep(ring_comm_t *comm, int ms)
+{
+    for (int a = 0; a < RING_ALGO_HOOKS; a++) /* hook: hier.c, rd.c */
+        if (comm->algo_ops[a] != NULL && comm->algo_ops[a]->wait(comm, ms))
+            return;
+    comm->tp_ops->wait(comm->tp, ms);
 }
 
 ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
@@ -664,8 +675,7 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
         {
             double left = comm->cfg.timeout_s - (now - last_progress);
             int ms = left > 0.1 ? 100 : left > 0 ? (int)(left * 1000) + 1 : 5;
-            if (comm->hier_ops == NULL || !comm->hier_ops->wait(comm, ms)) /* hook: hier.c */
-                RING_TL_TIMED(comm, NULL, RING_TL_WAIT, 0, comm->tp_ops->wait(comm->tp, ms));
+            RING_TL_TIMED(comm, NULL, RING_TL_WAIT, 0, ring_comm_sleep(comm, ms));
             comm->stats.wait_s += ring_now() - now;
         }
     }

@@ -23,6 +23,9 @@
 #define RING_DTYPE_BYTES RING_DTYPE_COUNT
 
 #define RING_MAX_STREAMS 16
+
+/* comm->algo_ops: the algorithms asked, in this order, whether they take an allreduce */
+enum { RING_ALGO_HIER, RING_ALGO_RD, RING_ALGO_HOOKS };
 #define RING_WINDOW 4 /* frames in flight per channel and direction */
 
 /* One frame in flight: the transport request and the header bytes it carries. */
@@ -106,7 +109,8 @@ struct ring_request {
     uint64_t round;
     int in_use;
     int exact;                 /* RING_CALL_EXACT: no codec for this call */
-    int hier;                  /* hier.c runs it over the local and cross rings */
+    const struct ring_algo_ops *algo; /* what runs it instead of the ring (hier.c over the
+                                       * local and cross rings, rd.c over pairs); NULL: ring */
     int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
     float *residual;           /* error feedback for this tensor id, or NULL */
     ring_lz4_track_t *lz4;     /* lz4 auto state for this tensor id, or NULL */
@@ -165,6 +169,12 @@ struct ring_comm {
     ring_status_t error;
     char error_msg[1024];
     int error_culprit;                     /* the rank it blames, -1: none (hier.c maps it) */
+    struct {                               /* a RING_ERR_MISMATCH: the other peer's call */
+        int rank;                          /* -1: none seen */
+        ring_coll_t coll;
+        uint64_t count;
+        uint32_t tensor_id;
+    } mismatch;
     ring_slot_t abort_right, abort_left;
     /* fail.c: asking the left neighbour before blaming it (probe mode) */
     ring_slot_t probe_left;                /* the question: an ABORT naming it */
@@ -179,7 +189,9 @@ struct ring_comm {
     /* doctor.c: its state (requests and buffers the transport may still hold
      * after a failure, so freed with the comm), and whether it is running */
     struct ring_hier *hier;                /* hier.c: the local and cross rings, or NULL */
-    const struct ring_hier_ops *hier_ops;  /* ... and how the engine calls it, or NULL */
+    struct ring_rd *rd;                    /* rd.c: the pairs of recursive doubling, or NULL */
+    /* how the engine calls them: algo_ops[RING_ALGO_HIER], [RING_ALGO_RD]; NULL when off */
+    const struct ring_algo_ops *algo_ops[RING_ALGO_HOOKS];
     struct ring_doctor *doctor;
     int doctor_running;
     /* progress.c: the progress thread and its lock, NULL when off */
@@ -187,18 +199,25 @@ struct ring_comm {
     uint64_t requests_finished;            /* requests that finished (ok or not) */
 };
 
-/* hier.c's part in the engine, called through comm->hier_ops (hier.c sits above
- * the engine, which must not call up into it by name) */
-typedef struct ring_hier_ops {
-    /* 1 when this allreduce runs hierarchically (fp32, host memory, large enough) */
+/* An algorithm other than the ring, run over sub-communicators (hier.c, rd.c);
+ * the engine calls it through comm->algo_ops (it sits above the engine, which
+ * must not call up into it by name) and asks each in turn whether it takes an
+ * allreduce. */
+typedef struct ring_algo_ops {
+    /* 1 when it runs this allreduce (e.g. hier.c: fp32, host memory, large enough) */
     int (*takes)(const ring_comm_t *comm, const ring_request_t *req);
     ring_status_t (*begin)(ring_comm_t *comm, ring_request_t *req);
     /* advance the request under way; *finished_p = 1 once its result is in recvbuf */
     ring_status_t (*progress)(ring_comm_t *comm, ring_request_t *req, int *moved_p,
                               int *finished_p);
-    /* sleep in the sub-ring under way instead of the ring: 1 when it did */
+    /* sleep in the sub-communicator under way instead of the ring: 1 when it did
+     * (0 when it has nothing under way) */
     int (*wait)(ring_comm_t *comm, int timeout_ms);
-} ring_hier_ops_t;
+    /* NULL, or: progress fails a request that waits too long, naming whom it
+     * waits for, and this does so at once (when a neighbour asks); the ring's
+     * timeout, which knows only its neighbours, stays out of it */
+    ring_status_t (*fail_timeout)(ring_comm_t *comm, ring_request_t *req, double waited);
+} ring_algo_ops_t;
 
 /* handshake.c */
 void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hello_t *h);
@@ -304,6 +323,9 @@ ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int ste
 /* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);
 ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req);
+/* sleep up to ms in whatever the request under way waits on (the ring's transport,
+ * or a sub-communicator of hier.c or rd.c) */
+void ring_comm_sleep(ring_comm_t *comm, int ms);
 void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch);
 /* --auth frames: 0 when what slot received on ep carries a valid tag (or
  * frames are not tagged); its payload is what followed the header */

@@ -14,6 +14,7 @@
 #include "autotune.h"
 #include "comm_int.h"
 #include "hier.h"
+#include "rd.h"
 #include "log.h"
 #include "progress_thread.h"
 #include "rendezvous.h"
@@ -22,6 +23,7 @@
 
 static void comm_free(ring_comm_t *comm)
 {
+    ring_rd_close(comm);   /* hook: rd.c's pairs */
     ring_hier_close(comm); /* hook: hier.c's two rings */
     ring_tl_close(comm); /* hook: timeline.c writes out what it buffered */
     for (int c = 0; c < RING_MAX_CHANNELS; c++) {
@@ -178,6 +180,11 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         RING_CHECK(ring_autotune(comm));
     /* hook: hier.c, --hierarchical; it opens its rings with what we lend it */
     RING_CHECK(ring_hier_open(comm, ring_comm_open, ring_comm_close));
+    /* hook: rd.c, --algo: its pairs, the same way */
+    RING_CHECK(ring_rd_open(comm, ring_comm_open, ring_comm_close));
+    /* their set-up allgathers were not the user's: the user's first call is round 0 */
+    comm->next_round = 0;
+    memset(&comm->stats, 0, sizeof(comm->stats));
     return RING_OK;
 }
 
@@ -191,6 +198,7 @@ ring_status_t ring_comm_open(const ring_config_t *cfg, ring_comm_t **comm_p)
     comm = calloc(1, sizeof(*comm));
     if (comm == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a communicator");
+    comm->mismatch.rank = -1;
     status = comm_setup(comm, cfg);
     if (status == RING_OK && comm->size > 1 && strcmp(cfg->progress_thread, "on") == 0)
         status = ring_progress_start(comm);

@@ -155,6 +155,15 @@ void ring_comm_send_close(ring_comm_t *comm)
     notice_send(comm, &f, -1);
 }
 
+static void mismatch_note(ring_comm_t *comm, int rank, ring_coll_t coll, uint64_t count,
+                          uint32_t tensor_id)
+{
+    comm->mismatch.rank = rank;
+    comm->mismatch.coll = coll;
+    comm->mismatch.count = count;
+    comm->mismatch.tensor_id = tensor_id;
+}
+
 ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const char *fmt, ...)
 {
     ring_frame_t f;
@@ -174,6 +183,8 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     f.sys_errno = fault->sys_errno;
     f.step = (uint16_t)(fault->step >= 0 ? fault->step : UINT16_MAX);
     if (fault->theirs != NULL) {
+        mismatch_note(comm, fault->culprit, (ring_coll_t)fault->theirs->coll,
+                      fault->theirs->count, fault->theirs->tensor_id);
         f.detail = fault->theirs->count;
         f.chunk = fault->theirs->tensor_id;
         f.flags = (uint16_t)(fault->theirs->dtype |
@@ -302,6 +313,7 @@ ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int ste
                                "peer does not hold this job's secret", what);
 }
 
+/* What the other peer of a failed mismatch called (rd.c tells it in its own terms). */
 /* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank)
 {
@@ -322,7 +334,8 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         ring_comm_active_request(comm) != NULL) {
         ring_request_t *req = ring_comm_active_request(comm);
 
-        if (from_rank == comm->right_rank && probe_start(comm, req, 0)) {
+        if (from_rank == comm->right_rank && (req->algo == NULL || req->algo->fail_timeout == NULL) &&
+            probe_start(comm, req, 0)) {
             comm->probed_by_right = 1;
             tell_right_waiting(comm);
             return RING_OK;
@@ -361,6 +374,12 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         break;
     case RING_ERR_MISMATCH: {
         char mine[160], theirs[160];
+
+        if (culprit == comm->rank) /* the origin's call is the other one */
+            mismatch_note(comm, (int)f->origin_rank, (ring_coll_t)f->coll, f->count,
+                          f->tensor_id);
+        else
+            mismatch_note(comm, culprit, (ring_coll_t)their_coll, f->detail, f->chunk);
 
         /* the broadcast root of the culprit's call is not in the notice */
         ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
@@ -433,7 +452,11 @@ static ring_status_t fail_timeout_on(ring_comm_t *comm, ring_request_t *req, int
 ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
 {
     char phase[96];
-    int c = channel_waiting_left(comm);
+    int c;
+
+    if (req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL)
+        return req->algo->fail_timeout(comm, req, waited); /* rd.c: whom it waits for */
+    c = channel_waiting_left(comm);
 
     if (c >= 0) {
         const ring_channel_t *ch = &comm->channels[c];
@@ -478,6 +501,8 @@ int ring_comm_check_timeout(ring_comm_t *comm, double idle)
     if (idle <= comm->cfg.timeout_s)
         return 0;
     req = ring_comm_active_request(comm);
+    if (req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL)
+        return 0; /* rd.c names whom it waits for */
     if (probe_start(comm, req, idle))
         return 0;
     ring_comm_fail_timeout(comm, req, idle);

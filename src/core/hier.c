@@ -11,7 +11,7 @@
  * (this host's peers) and "cross" (the peers of this local index, one per
  * host). Their ports are chosen free here and exchanged with an allgather
  * over the ring. A hierarchical allreduce is one request of the ring that
- * drives requests of the two (hier_progress, reached through comm->hier_ops).
+ * drives requests of the two (hier_progress, reached through comm->algo_ops).
  * Every peer gets bitwise the same result: the last phase copies the same
  * bytes everywhere. The sums are added in another order than the flat ring's,
  * so they may differ from it by rounding (exact for exactly summable data).
@@ -25,6 +25,7 @@
 
 #include "comm_int.h"
 #include "hier.h"
+#include "subcomm.h"
 #include "log.h"
 #include "transport.h"
 
@@ -39,13 +40,10 @@ typedef struct hier_slot {
 } hier_slot_t;
 
 struct ring_hier {
-    ring_comm_t *local, *cross;
-    ring_hier_open_fn open_fn;   /* ring_comm_open and _close, lent by comm_open.c (hier.c */
-    ring_hier_close_fn close_fn; /* sits above the engine: no call may come back up) */
+    ring_sub_t local, cross;
+    ring_sub_close_fn close_fn;  /* ring_comm_close, lent by comm_open.c */
     int local_size, local_rank, hosts, host_index;
     size_t min_bytes;            /* smaller allreduces stay on the flat ring */
-    char local_map[256], cross_map[256]; /* "0 is rank 0, 1 is rank 2": for messages */
-    int *local_members, *cross_members;  /* the sub-rings' ranks as the ring's */
     /* the request under way: the buffer in pieces, each reduce-scattered on the
      * local ring, its slice allreduced on the cross ring, allgathered locally;
      * piece k's cross allreduce overlaps piece k+1's reduce-scatter and piece
@@ -62,48 +60,6 @@ struct ring_hier {
     int local_n, cross_n;
     int rs_done_upto;            /* pieces reduce-scattered, in order */
 };
-
-/* Two free ports on host, held by listeners (so that no other peer of this host
- * is given them) until the sub-rings open on them: closed one at a time, just
- * before (port_hold_release). */
-typedef struct port_hold {
-    ring_tp_t *tp;
-    ring_tp_listener_t *l[2];
-} port_hold_t;
-
-static void port_hold_release(port_hold_t *ph, int which)
-{
-    const ring_tp_ops_t *tcp = ring_tp_find("tcp");
-
-    if (ph->l[which] != NULL)
-        tcp->listener_close(ph->l[which]);
-    ph->l[which] = NULL;
-    if (ph->l[0] == NULL && ph->l[1] == NULL && ph->tp != NULL) {
-        tcp->fini(ph->tp);
-        ph->tp = NULL;
-    }
-}
-
-static ring_status_t port_hold(port_hold_t *ph, const char *host, int ports[2])
-{
-    const ring_tp_ops_t *tcp = ring_tp_find("tcp");
-    ring_tp_params_t params;
-    ring_status_t st;
-
-    memset(&params, 0, sizeof(params));
-    memset(ph, 0, sizeof(*ph));
-    RING_CHECK(tcp->init(&params, &ph->tp));
-    for (int i = 0; i < 2; i++) {
-        st = tcp->listen(ph->tp, host, 0, &ph->l[i]);
-        if (st != RING_OK) {
-            port_hold_release(ph, 0);
-            port_hold_release(ph, 1);
-            return st;
-        }
-        ports[i] = tcp->listener_port(ph->l[i]);
-    }
-    return RING_OK;
-}
 
 /* Group the ranks by host: host index (in order of first appearance) and local
  * index (rank order within the host). 0 when every host has the same number
@@ -146,79 +102,17 @@ static int group_ranks(const ring_comm_t *comm, int *host_of, int *local_of, int
     return 0;
 }
 
-/* "0 is rank 4, 1 is rank 5": the sub-ring's ranks as the ring's, for messages. */
-static void rank_map(const int *members, int n, char *buf, size_t len)
-{
-    size_t k = 0;
+static const ring_algo_ops_t hier_ops;
+static const ring_sub_owner_t hier_owner = {"hierarchical allreduce", "--hierarchical off"};
 
-    buf[0] = '\0';
-    for (int i = 0; i < n && k + 32 < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%d is rank %d", i ? ", " : "", i, members[i]);
-}
-
-/* Open one of the two: rank `me` of the `n` ranks in members[], on ports[r]. */
-static ring_status_t open_sub(ring_comm_t *comm, ring_hier_open_fn open_fn, const char *what,
-                              const int *members, int n, int me, const int *ports, int which,
-                              int tag, ring_comm_t **sub_p)
-{
-    ring_config_t cfg;
-    char *peers = calloc((size_t)n, 300), num[32], job[RING_CONFIG_STR_MAX];
-    size_t len = 0;
-    ring_status_t st;
-
-    if (peers == NULL)
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the %s ring", what);
-    for (int i = 0; i < n; i++) {
-        ring_peer_addr_t a = comm->peers[members[i]];
-        char one[300];
-
-        a.port = ports[2 * members[i] + which];
-        ring_peer_format(&a, one, sizeof(one));
-        len += (size_t)snprintf(peers + len, (size_t)n * 300 - len, "%s%s", i ? "," : "", one);
-    }
-    st = ring_config_copy(&cfg, &comm->cfg);
-    snprintf(job, sizeof(job), "%.200s/%s%d", comm->cfg.job_id, what, tag);
-#define SET(_name, _value)                                                                \
-    if (st == RING_OK)                                                                    \
-    st = ring_config_set(&cfg, _name, _value, RING_SRC_API)
-    snprintf(num, sizeof(num), "%d", me);
-    SET("rank", num);
-    snprintf(num, sizeof(num), "%d", n);
-    SET("world-size", num);
-    SET("peers", peers);
-    SET("rendezvous", "");
-    SET("job-id", job);
-    SET("progress-thread", "off"); /* the ring's progress drives it */
-    SET("autotune", "off");
-    SET("timeline", "");
-    SET("hierarchical", "off");
-    SET("host-id", ""); /* a rendezvous setting: the sub-rings have peer lists */
-#undef SET
-    if (st == RING_OK)
-        st = open_fn(&cfg, sub_p);
-    ring_log_set_rank(comm->rank); /* the sub-ring's open named its own rank */
-    ring_config_free(&cfg);
-    free(peers);
-    if (st != RING_OK) {
-        char why[900];
-
-        snprintf(why, sizeof(why), "%s", ring_last_error()); /* not the buffer it formats into */
-        return ring_error_set(st, "hierarchical allreduce: the %s ring of %d peers did not form "
-                              "(--hierarchical off avoids it): %s", what, n, why);
-    }
-    return RING_OK;
-}
-
-static const ring_hier_ops_t hier_ops;
-
-ring_status_t ring_hier_open(ring_comm_t *comm, ring_hier_open_fn open_fn,
-                             ring_hier_close_fn close_fn)
+ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
+                             ring_sub_close_fn close_fn)
 {
     const char *mode = comm->cfg.hierarchical;
     int *host_of = NULL, *local_of = NULL, *ports = NULL, *members = NULL;
     int my_ports[2], hosts = 0, local_size = 0, n = 0;
-    port_hold_t ph = {0};
-    char why[200];
+    ring_port_hold_t ph = {0};
+    char why[200], tag[32];
     ring_status_t st = RING_OK;
     struct ring_hier *h;
 
@@ -229,10 +123,8 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_hier_open_fn open_fn,
     ports = calloc((size_t)comm->size * 2, sizeof(int));
     members = calloc((size_t)comm->size, sizeof(int));
     h = calloc(1, sizeof(*h));
-    if (h != NULL) {
-        h->open_fn = open_fn;
+    if (h != NULL)
         h->close_fn = close_fn;
-    }
     if (host_of == NULL || local_of == NULL || ports == NULL || members == NULL || h == NULL) {
         st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the hierarchical allreduce");
         goto out;
@@ -246,7 +138,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_hier_open_fn open_fn,
         goto out;
     }
     /* both rings' ports, chosen free on this peer's ring address, for everyone */
-    st = port_hold(&ph, comm->peers[comm->rank].host, my_ports);
+    st = ring_port_hold(&ph, comm->peers[comm->rank].host, 2, my_ports);
     if (st == RING_OK)
         st = ring_allgather(comm, my_ports, ports, sizeof(my_ports));
     if (st != RING_OK)
@@ -260,48 +152,36 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_hier_open_fn open_fn,
     for (int r = 0; r < comm->size; r++)
         if (host_of[r] == h->host_index)
             members[n++] = r;
-    port_hold_release(&ph, 0);
-    rank_map(members, n, h->local_map, sizeof(h->local_map));
-    h->local_members = malloc((size_t)n * sizeof(int));
-    if (h->local_members == NULL) {
-        st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the hierarchical allreduce");
-        goto out;
-    }
-    memcpy(h->local_members, members, (size_t)n * sizeof(int));
-    st = open_sub(comm, open_fn, "local", members, n, h->local_rank, ports, 0, h->host_index, &h->local);
+    ring_port_hold_release(&ph, 0);
+    snprintf(tag, sizeof(tag), "local%d", h->host_index);
+    st = ring_sub_open(comm, &hier_owner, open_fn, &h->local, "local ring", members, n,
+                       h->local_rank, ports, 2, 0, tag, NULL);
     if (st != RING_OK)
         goto out;
     n = 0;
     for (int r = 0; r < comm->size; r++)
         if (local_of[r] == h->local_rank)
             members[n++] = r;
-    port_hold_release(&ph, 1);
-    rank_map(members, n, h->cross_map, sizeof(h->cross_map));
-    h->cross_members = malloc((size_t)n * sizeof(int));
-    if (h->cross_members == NULL) {
-        st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the hierarchical allreduce");
-        goto out;
-    }
-    memcpy(h->cross_members, members, (size_t)n * sizeof(int));
-    st = open_sub(comm, open_fn, "cross", members, n, h->host_index, ports, 1, h->local_rank, &h->cross);
+    ring_port_hold_release(&ph, 1);
+    snprintf(tag, sizeof(tag), "cross%d", h->local_rank);
+    st = ring_sub_open(comm, &hier_owner, open_fn, &h->cross, "cross ring", members, n,
+                       h->host_index, ports, 2, 1, tag, NULL);
     if (st != RING_OK)
         goto out;
     ring_log(RING_LOG_INFO, "hierarchical allreduce: %d hosts x %d peers (local ring over %s, "
              "cross ring over %s), for allreduces of %zu bytes and more", hosts, local_size,
-             ring_comm_transport(h->local), ring_comm_transport(h->cross), h->min_bytes);
+             ring_comm_transport(h->local.comm), ring_comm_transport(h->cross.comm),
+             h->min_bytes);
     comm->hier = h;
-    comm->hier_ops = &hier_ops;
+    comm->algo_ops[RING_ALGO_HIER] = &hier_ops;
     h = NULL;
 out:
     if (h != NULL) {
-        close_fn(h->local);
-        close_fn(h->cross);
-        free(h->local_members);
-        free(h->cross_members);
+        ring_sub_close(&h->local, close_fn);
+        ring_sub_close(&h->cross, close_fn);
         free(h);
     }
-    port_hold_release(&ph, 0);
-    port_hold_release(&ph, 1);
+    ring_port_hold_release(&ph, -1);
     free(host_of);
     free(local_of);
     free(ports);
@@ -322,15 +202,13 @@ void ring_hier_close(ring_comm_t *comm)
         struct timespec linger = {0, HIER_LINGER_NS};
         nanosleep(&linger, NULL);
     }
-    h->close_fn(h->local);
-    h->close_fn(h->cross);
+    ring_sub_close(&h->local, h->close_fn);
+    ring_sub_close(&h->cross, h->close_fn);
     free(h->pad);
     free(h->slice);
-    free(h->local_members);
-    free(h->cross_members);
     free(h);
     comm->hier = NULL;
-    comm->hier_ops = NULL;
+    comm->algo_ops[RING_ALGO_HIER] = NULL;
 }
 
 static int hier_takes(const ring_comm_t *comm, const ring_request_t *req)
@@ -339,25 +217,6 @@ static int hier_takes(const ring_comm_t *comm, const ring_request_t *req)
 
     return h != NULL && req->coll == RING_COLL_ALLREDUCE && req->dtype == RING_FLOAT32 &&
            req->dev_recvbuf == NULL && req->count * sizeof(float) >= h->min_bytes;
-}
-
-/* Start a request of one of the two rings; a failure fails the ring, naming it. */
-static ring_status_t sub_failed(ring_comm_t *comm, const char *what, ring_status_t st)
-{
-    const struct ring_hier *h = comm->hier;
-    int cross = strcmp(what, "cross") == 0;
-    const ring_comm_t *sub = cross ? h->cross : h->local;
-    int culprit = sub->error != RING_OK && sub->error_culprit >= 0 && sub->error_culprit < sub->size
-                      ? (cross ? h->cross_members : h->local_members)[sub->error_culprit]
-                      : -1;
-    char msg[700];
-
-    /* the peers learn the culprit as the ring's rank (the sub-ring's own number
-     * would name another peer) */
-    snprintf(msg, sizeof(msg), "%s", ring_last_error());
-    return ring_comm_fail(comm, &(ring_fault_t){.status = st, .culprit = culprit, .step = -1},
-                          "hierarchical allreduce, %s ring: %s (in the %s ring %s)", what, msg,
-                          what, strcmp(what, "cross") == 0 ? h->cross_map : h->local_map);
 }
 
 /* Entry i of the local ring's sequence RS0 RS1 AG0 RS2 AG1 ... RS(P-1) AG(P-2) AG(P-1):
@@ -392,12 +251,12 @@ static ring_status_t start_local(ring_comm_t *comm, int is_ag, int k)
     hier_slot_t *slot = &h->local_q[h->local_n];
     ring_status_t st;
 
-    st = is_ag ? ring_allgather_start(h->local, slice, out, h->piece_block * sizeof(float),
+    st = is_ag ? ring_allgather_start(h->local.comm, slice, out, h->piece_block * sizeof(float),
                                       h->req->tensor_id, &slot->req)
-               : ring_reduce_scatter_start(h->local, in, slice, h->piece_block, RING_FLOAT32,
+               : ring_reduce_scatter_start(h->local.comm, in, slice, h->piece_block, RING_FLOAT32,
                                            RING_SUM, h->req->tensor_id, flags, &slot->req);
     if (st != RING_OK)
-        return sub_failed(comm, "local", st);
+        return ring_sub_fail(comm, &hier_owner, &h->local, st);
     slot->piece = is_ag ? -1 - k : k; /* negative: an allgather */
     h->local_n++;
     return RING_OK;
@@ -411,33 +270,29 @@ static ring_status_t start_cross(ring_comm_t *comm, int k)
     hier_slot_t *slot = &h->cross_q[h->cross_n];
     ring_status_t st;
 
-    st = ring_allreduce_start_flags(h->cross, slice, slice, h->piece_block, RING_FLOAT32,
+    st = ring_allreduce_start_flags(h->cross.comm, slice, slice, h->piece_block, RING_FLOAT32,
                                     RING_SUM, h->req->tensor_id, flags, &slot->req);
     if (st != RING_OK)
-        return sub_failed(comm, "cross", st);
+        return ring_sub_fail(comm, &hier_owner, &h->cross, st);
     slot->piece = k;
     h->cross_n++;
     return RING_OK;
 }
 
 /* Collect the oldest finished request of a queue (FIFO: they finish in order). */
-static ring_status_t reap(ring_comm_t *comm, hier_slot_t *q, int *n, const char *what,
+static ring_status_t reap(ring_comm_t *comm, hier_slot_t *q, int *n, const ring_sub_t *sub,
                           int *piece_p)
 {
-    ring_status_t st;
+    ring_request_t *req;
 
     *piece_p = INT32_MIN;
     if (*n == 0 || !q[0].req->done)
         return RING_OK;
-    st = ring_request_wait(q[0].req); /* done: releases its slot */
+    req = q[0].req;
     *piece_p = q[0].piece;
     memmove(q, q + 1, (size_t)(*n - 1) * sizeof(*q));
     (*n)--;
-    if (st == RING_ERR_NONFINITE) {
-        comm->hier->req->nonfinite = 1;
-        return RING_OK;
-    }
-    return st == RING_OK ? RING_OK : sub_failed(comm, what, st);
+    return ring_sub_reap(comm, &hier_owner, sub, req, &comm->hier->req->nonfinite);
 }
 
 static ring_status_t hier_begin(ring_comm_t *comm, ring_request_t *req)
@@ -515,12 +370,12 @@ static ring_status_t hier_progress(ring_comm_t *comm, ring_request_t *req, int *
     if (comm->error != RING_OK)
         return comm->error;
     RING_CHECK(hier_start_more(comm));
-    moved = ring_comm_progress(h->local);
-    moved = moved < 0 ? 1 : moved + (h->hosts > 1 ? ring_comm_progress(h->cross) : 0);
+    moved = ring_comm_progress(h->local.comm);
+    moved = moved < 0 ? 1 : moved + (h->hosts > 1 ? ring_comm_progress(h->cross.comm) : 0);
     if (moved > 0)
         *moved_p += moved;
     for (;;) {
-        RING_CHECK(reap(comm, h->local_q, &h->local_n, "local", &piece));
+        RING_CHECK(reap(comm, h->local_q, &h->local_n, &h->local, &piece));
         if (piece == INT32_MIN)
             break;
         *moved_p += 1;
@@ -530,7 +385,7 @@ static ring_status_t hier_progress(ring_comm_t *comm, ring_request_t *req, int *
             h->ag_done = -piece; /* AG(k) done: k + 1 pieces */
     }
     for (;;) {
-        RING_CHECK(reap(comm, h->cross_q, &h->cross_n, "cross", &piece));
+        RING_CHECK(reap(comm, h->cross_q, &h->cross_n, &h->cross, &piece));
         if (piece == INT32_MIN)
             break;
         *moved_p += 1;
@@ -565,12 +420,12 @@ static int hier_wait(ring_comm_t *comm, int timeout_ms)
         return 0;
     /* the cross ring is the slow one; the local ring's and the ring's own events
      * (an ABORT) are seen within 2 ms */
-    sub = h->cross_n > 0 ? h->cross : h->local;
+    sub = h->cross_n > 0 ? h->cross.comm : h->local.comm;
     sub->tp_ops->wait(sub->tp, timeout_ms < 2 ? timeout_ms : 2);
     return 1;
 }
 
-static const ring_hier_ops_t hier_ops = {
+static const ring_algo_ops_t hier_ops = {
     .takes = hier_takes,
     .begin = hier_begin,
     .progress = hier_progress,

@@ -88,8 +88,7 @@ static void *progress_main(void *arg)
             hand_over(p);
             continue;
         }
-        if (comm->hier_ops == NULL || !comm->hier_ops->wait(comm, PROGRESS_POLL_MS))
-            comm->tp_ops->wait(comm->tp, PROGRESS_POLL_MS);
+        ring_comm_sleep(comm, PROGRESS_POLL_MS);
         comm->stats.wait_s += ring_now() - now;
         hand_over(p); /* a caller that queued up for the lock meanwhile */
     }

@@ -1,0 +1,507 @@
+/*
+ * rd.c - recursive doubling for small allreduces (--algo rd|auto).
+ *
+ * The ring takes 2(N-1) dependent steps, each moving 1/N of the buffer: at
+ * a few KiB every step is a message's latency. Recursive doubling takes
+ * log2 N: at stage k a peer swaps its running sum with the peer whose ring
+ * place differs in bit k, and both add the two halves of the swap in the
+ * same order (the lower place's first), so both hold the same bits; after
+ * the last stage every peer holds the same sum. With N not a power of two,
+ * the places P2..N-1 above the largest power of two P2 first hand their
+ * buffer to place i - P2 (which adds it) and get the result back at the
+ * end: two steps more (MPICH's "fold" for recursive doubling).
+ *
+ * Each pair is a communicator of two peers (subcomm.c), opened once the ring
+ * is up: over shm within a host, tcp or verbs across. A swap is an allgather
+ * of the pair, the result going back a broadcast. Only fp32 allreduces that
+ * travel uncompressed run here (codec none, or RING_CALL_EXACT): with fp16 or
+ * bf16 on the wire, the ring's codec semantics apply and the ring runs them.
+ *
+ * A stopped peer: the pair's request makes no progress, and after the
+ * timeout the peer waiting on it names it. The wait ends later for a peer at
+ * a later step (a grace per step), so that the first to blame the stopped
+ * peer is the one that waits on it, and its ABORT reaches everyone first.
+ */
+#include "ring_build.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "comm_int.h"
+#include "log.h"
+#include "rd.h"
+#include "reduce.h"
+#include "subcomm.h"
+
+#define RD_SLOTS 32            /* pair slots: 0 = the fold, 1 + k = stage k */
+#define RD_GRACE_S 1.0         /* per step: how much longer a later step waits */
+#define RD_LINGER_NS (200 * 1000 * 1000) /* ring_rd_close after a failure */
+
+enum rd_algo { RD_AUTO, RD_RING, RD_FORCED };
+enum rd_kind {
+    RD_SWAP,                   /* allgather of the pair, then add (the fold's: only the
+                                * lower place adds) */
+    RD_GIVE_RESULT,            /* broadcast the result to the place above P2 */
+    RD_TAKE_RESULT             /* ... and receive it there */
+};
+
+typedef struct rd_step {
+    enum rd_kind kind;
+    int slot;                  /* which pair */
+} rd_step_t;
+
+/* What every peer tells the others at open: they must agree. */
+typedef struct rd_record {
+    uint32_t algo;
+    uint32_t pad;
+    uint64_t max_bytes;
+    int32_t ports[RD_SLOTS];   /* 0: no pair in this slot */
+} rd_record_t;
+
+struct ring_rd {
+    ring_sub_t pair[RD_SLOTS];
+    ring_comm_stats_t seen[RD_SLOTS]; /* each pair's counters, as last added to the ring's */
+    ring_sub_close_fn close_fn;
+    int forced;                /* --algo rd: every eligible size */
+    size_t max_bytes;
+    int p2, stages;
+    rd_step_t steps[RD_SLOTS + 1];
+    int nsteps;
+    int last_swap;             /* step after which the sum is complete (AVG scales) */
+    /* the request under way */
+    ring_request_t *req;
+    int step;
+    ring_request_t *sub_req;
+    double last_move;
+    float *swap;               /* 2 x count: what a swap gathered */
+    size_t swap_count;
+};
+
+static const ring_algo_ops_t rd_ops;
+static const ring_sub_owner_t rd_owner = {"recursive doubling", "--algo ring"};
+
+static const char *const rd_algo_names[] = {"auto", "ring", "rd"};
+
+/* This place's steps: see the top of the file. */
+static void rd_plan(struct ring_rd *rd, int place, int size)
+{
+    int p2 = 1, stages = 0;
+
+    while (p2 * 2 <= size)
+        p2 *= 2, stages++;
+    rd->p2 = p2;
+    rd->stages = stages;
+    rd->nsteps = 0;
+    rd->last_swap = -1;
+    if (place >= p2) {
+        rd->steps[rd->nsteps++] = (rd_step_t){RD_SWAP, 0};
+        rd->steps[rd->nsteps++] = (rd_step_t){RD_TAKE_RESULT, 0};
+        return;
+    }
+    if (place + p2 < size)
+        rd->steps[rd->nsteps++] = (rd_step_t){RD_SWAP, 0};
+    for (int k = 0; k < stages; k++)
+        rd->steps[rd->nsteps++] = (rd_step_t){RD_SWAP, 1 + k};
+    rd->last_swap = rd->nsteps - 1;
+    if (place + p2 < size)
+        rd->steps[rd->nsteps++] = (rd_step_t){RD_GIVE_RESULT, 0};
+}
+
+/* The place this place pairs with in slot s, or -1. */
+static int rd_partner(const struct ring_rd *rd, int place, int size, int slot)
+{
+    if (slot == 0) {
+        if (place >= rd->p2)
+            return place - rd->p2;
+        return place + rd->p2 < size ? place + rd->p2 : -1;
+    }
+    if (place >= rd->p2 || slot - 1 >= rd->stages)
+        return -1;
+    return place ^ (1 << (slot - 1));
+}
+
+static enum rd_algo rd_algo_of(const char *name)
+{
+    return strcmp(name, "ring") == 0 ? RD_RING : strcmp(name, "rd") == 0 ? RD_FORCED : RD_AUTO;
+}
+
+/* Every peer must run the same --algo and --rd-max-bytes: a peer that ran
+ * another algorithm would wait for messages that never come. */
+static ring_status_t rd_check_agree(const ring_comm_t *comm, const rd_record_t *all)
+{
+    for (int r = 1; r < comm->size; r++) {
+        if (all[r].algo != all[0].algo || all[r].max_bytes != all[0].max_bytes) {
+            unsigned a0 = all[0].algo < 3 ? all[0].algo : 0, ar = all[r].algo < 3 ? all[r].algo : 0;
+
+            return ring_error_set(RING_ERR_MISMATCH, "the peers disagree on the allreduce "
+                                  "algorithm: rank 0 has --algo %s --rd-max-bytes %llu, rank %d "
+                                  "has --algo %s --rd-max-bytes %llu (give every peer the same)",
+                                  rd_algo_names[a0], (unsigned long long)all[0].max_bytes, r,
+                                  rd_algo_names[ar], (unsigned long long)all[r].max_bytes);
+        }
+    }
+    return RING_OK;
+}
+
+ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
+                           ring_sub_close_fn close_fn)
+{
+    enum rd_algo algo = rd_algo_of(comm->cfg.algo);
+    rd_record_t mine, *all = NULL;
+    int *ports = NULL, nheld = 0, held_slot[RD_SLOTS], held_port[RD_SLOTS];
+    ring_port_hold_t ph = {0};
+    struct ring_rd *rd;
+    ring_status_t st = RING_OK;
+    const char *over = "";
+
+    if (comm->size < 2)
+        return RING_OK;
+    rd = calloc(1, sizeof(*rd));
+    all = calloc((size_t)comm->size, sizeof(*all));
+    ports = calloc((size_t)comm->size * RD_SLOTS, sizeof(int));
+    if (rd == NULL || all == NULL || ports == NULL) {
+        st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for recursive doubling");
+        goto out;
+    }
+    rd->close_fn = close_fn;
+    rd->forced = algo == RD_FORCED;
+    rd->max_bytes = comm->cfg.rd_max_bytes;
+    rd_plan(rd, comm->pos, comm->size);
+    memset(&mine, 0, sizeof(mine));
+    mine.algo = (uint32_t)algo;
+    mine.max_bytes = rd->max_bytes;
+    if (algo != RD_RING) {
+        for (int s = 0; s < RD_SLOTS; s++)
+            if (rd_partner(rd, comm->pos, comm->size, s) >= 0)
+                held_slot[nheld++] = s;
+        st = ring_port_hold(&ph, comm->peers[comm->rank].host, nheld, held_port);
+        for (int i = 0; st == RING_OK && i < nheld; i++)
+            mine.ports[held_slot[i]] = held_port[i];
+    }
+    if (st == RING_OK)
+        st = ring_allgather(comm, &mine, all, sizeof(mine));
+    if (st == RING_OK)
+        st = rd_check_agree(comm, all);
+    if (st != RING_OK || algo == RD_RING)
+        goto out;
+    for (int r = 0; r < comm->size; r++)
+        for (int s = 0; s < RD_SLOTS; s++)
+            ports[r * RD_SLOTS + s] = all[r].ports[s];
+    /* in slot order on every peer: a peer only ever waits for a pair of a slot
+     * at or below its own, so the opens cannot wait on each other in a circle */
+    for (int i = 0; i < nheld; i++) {
+        int s = held_slot[i], other = rd_partner(rd, comm->pos, comm->size, s);
+        int lo = comm->pos < other ? comm->pos : other, hi = comm->pos ^ lo ^ other;
+        int members[2] = {comm->order[lo], comm->order[hi]};
+        static const char *const pair_settings[] = {"channels", "1", "tcp-streams", "1",
+                                                    "codec", "none", "lz4", "off",
+                                                    "error-feedback", "off", NULL};
+        char what[48], tag[64];
+
+        if (s == 0)
+            snprintf(what, sizeof(what), "pair of places %d and %d", lo, hi);
+        else
+            snprintf(what, sizeof(what), "pair of stage %d", s - 1);
+        snprintf(tag, sizeof(tag), "rd%d-%d-%d", s, lo, hi);
+        ring_port_hold_release(&ph, i);
+        st = ring_sub_open(comm, &rd_owner, open_fn, &rd->pair[s], what, members, 2,
+                           comm->pos == lo ? 0 : 1, ports, RD_SLOTS, s, tag, pair_settings);
+        if (st != RING_OK)
+            goto out;
+        over = ring_comm_transport(rd->pair[s].comm);
+    }
+    if (rd->forced)
+        ring_log(RING_LOG_INFO, "recursive doubling (--algo rd): %d steps over pairs (%s) for "
+                 "every fp32 allreduce without a codec; those with one stay on the ring",
+                 rd->nsteps, over);
+    else
+        ring_log(RING_LOG_INFO, "recursive doubling: %d steps over pairs (%s) for fp32 "
+                 "allreduces without a codec of at most %zu bytes", rd->nsteps, over,
+                 rd->max_bytes);
+    comm->rd = rd;
+    comm->algo_ops[RING_ALGO_RD] = &rd_ops;
+    rd = NULL;
+out:
+    if (rd != NULL) {
+        for (int s = 0; s < RD_SLOTS; s++)
+            ring_sub_close(&rd->pair[s], close_fn);
+        free(rd);
+    }
+    ring_port_hold_release(&ph, -1);
+    free(all);
+    free(ports);
+    return st;
+}
+
+void ring_rd_close(ring_comm_t *comm)
+{
+    struct ring_rd *rd = comm->rd;
+
+    if (rd == NULL)
+        return;
+    if (comm->error != RING_OK) {
+        /* the ring's ABORT names the culprit and is on its way to every peer: give
+         * it a head start, or a peer that sees a pair close first names this one */
+        struct timespec linger = {0, RD_LINGER_NS};
+        nanosleep(&linger, NULL);
+    }
+    for (int s = 0; s < RD_SLOTS; s++)
+        ring_sub_close(&rd->pair[s], rd->close_fn);
+    free(rd->swap);
+    free(rd);
+    comm->rd = NULL;
+    comm->algo_ops[RING_ALGO_RD] = NULL;
+}
+
+static int rd_takes(const ring_comm_t *comm, const ring_request_t *req)
+{
+    const struct ring_rd *rd = comm->rd;
+
+    return rd != NULL && req->coll == RING_COLL_ALLREDUCE && req->dtype == RING_FLOAT32 &&
+           req->dev_recvbuf == NULL && req->count > 0 &&
+           ring_enc_wire(comm, req) == RING_CODEC_NONE &&
+           (rd->forced || req->count * sizeof(float) <= rd->max_bytes);
+}
+
+static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
+{
+    struct ring_rd *rd = comm->rd;
+
+    if (req->count > rd->swap_count) {
+        float *swap = realloc(rd->swap, req->count * 2 * sizeof(float));
+
+        if (swap == NULL)
+            return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY,
+                                                        .culprit = comm->rank, .step = -1},
+                                  "recursive doubling: out of memory for %zu elements",
+                                  req->count * 2);
+        rd->swap = swap;
+        rd->swap_count = req->count;
+    }
+    if (req->recvbuf != req->sendbuf)
+        memcpy(req->recvbuf, req->sendbuf, req->count * sizeof(float));
+    rd->req = req;
+    rd->step = 0;
+    rd->sub_req = NULL;
+    rd->last_move = ring_now();
+    return RING_OK;
+}
+
+/* The pair's frames carry the call's tensor id and, in its top bit, the op: a
+ * peer that calls with another tensor id or op (or count: the sizes) is a
+ * mismatch the pair sees, as the ring would. */
+static uint32_t rd_pair_tid(const ring_request_t *req)
+{
+    return (req->tensor_id & 0x7fffffffu) | (req->op == RING_AVG ? 0x80000000u : 0);
+}
+
+static ring_status_t rd_sub_failed(ring_comm_t *comm, const ring_sub_t *pair, ring_status_t st)
+{
+    return ring_sub_fail(comm, &rd_owner, pair, st);
+}
+
+/* A pair's request failed. When the pair saw the peers call different things,
+ * say it as the ring would, in terms of the user's call (what the other peer's
+ * frames say, turned back into the allreduce that sent them); the ring's
+ * other peers learn it from the ABORT. Else the pair's own words. */
+static ring_status_t rd_mismatch(ring_comm_t *comm, const ring_sub_t *pair)
+{
+    struct ring_rd *rd = comm->rd;
+    const ring_comm_t *pc = pair->comm;
+    ring_request_t *req = rd->req;
+    enum rd_kind kind = rd->steps[rd->step].kind;
+    ring_frame_t theirs;
+    char mine[160], other[160];
+    int peer;
+
+    if (comm->error != RING_OK)
+        return comm->error; /* the pair's failure already failed the ring */
+    if (pc->error != RING_ERR_MISMATCH || pc->mismatch.rank < 0 || pc->mismatch.rank > 1 ||
+        pc->mismatch.coll != (kind == RD_SWAP ? RING_COLL_ALLGATHER : RING_COLL_BROADCAST))
+        return rd_sub_failed(comm, pair, pc->error != RING_OK ? pc->error : RING_ERR_MISMATCH);
+    peer = pair->members[pc->mismatch.rank];
+    memset(&theirs, 0, sizeof(theirs));
+    theirs.coll = RING_COLL_ALLREDUCE;
+    theirs.round = req->round;
+    theirs.dtype = RING_FLOAT32;
+    theirs.op = pc->mismatch.tensor_id >> 31 ? RING_AVG : RING_SUM;
+    theirs.tensor_id = pc->mismatch.tensor_id & 0x7fffffffu;
+    /* a swap gathers both buffers, a result is one */
+    theirs.count = pc->mismatch.count / sizeof(float) / (kind == RD_SWAP ? 2 : 1);
+    ring_coll_describe(req->coll, req->round, req->count, req->dtype, req->op,
+                       req->tensor_id & 0x7fffffffu, -1, mine, sizeof(mine));
+    ring_coll_describe(RING_COLL_ALLREDUCE, req->round, theirs.count, RING_FLOAT32, theirs.op,
+                       theirs.tensor_id, -1, other, sizeof(other));
+    return ring_comm_fail_peer(comm, req, &(ring_fault_t){.status = RING_ERR_MISMATCH,
+                                                          .culprit = peer, .step = -1,
+                                                          .theirs = &theirs},
+                               "collective arguments differ between rank %d and {peer} "
+                               "(recursive doubling, %s): rank %d called %s; rank %d called %s",
+                               comm->rank, pair->what, comm->rank, mine, peer, other);
+}
+
+static ring_status_t rd_start_step(ring_comm_t *comm)
+{
+    struct ring_rd *rd = comm->rd;
+    const rd_step_t *s = &rd->steps[rd->step];
+    ring_request_t *req = rd->req;
+    ring_sub_t *pair = &rd->pair[s->slot];
+    size_t bytes = req->count * sizeof(float);
+    ring_status_t st;
+
+    if (s->kind == RD_SWAP)
+        st = ring_allgather_start(pair->comm, req->recvbuf, rd->swap, bytes, rd_pair_tid(req),
+                                  &rd->sub_req);
+    else /* the lower place (the pair's 0) has the result */
+        st = ring_broadcast_start(pair->comm, req->recvbuf, bytes, 0, rd_pair_tid(req),
+                                  &rd->sub_req);
+    if (st != RING_OK) {
+        rd->sub_req = NULL;
+        return rd_sub_failed(comm, pair, st);
+    }
+    rd->last_move = ring_now();
+    return RING_OK;
+}
+
+/* The pair's frames count as the ring's (ring_comm_get_stats, the daemon's summary). */
+static void rd_add_stats(ring_comm_t *comm, ring_sub_t *pair)
+{
+    struct ring_rd *rd = comm->rd;
+    const ring_comm_stats_t *now = &pair->comm->stats;
+    ring_comm_stats_t *seen = &rd->seen[pair - rd->pair];
+
+    comm->stats.frames_sent += now->frames_sent - seen->frames_sent;
+    comm->stats.payload_bytes += now->payload_bytes - seen->payload_bytes;
+    comm->stats.raw_bytes += now->raw_bytes - seen->raw_bytes;
+    comm->stats.frames_lz4 += now->frames_lz4 - seen->frames_lz4;
+    *seen = *now;
+}
+
+/* Where the step under way sits in everyone's schedule: the fold 0, stage k
+ * 1 + k, the result stages + 1. A peer waits the longer the later its step,
+ * so that the first to time out is the one that waits on a stopped peer
+ * itself, not one that waits on a peer that waits. */
+static int rd_level(const struct ring_rd *rd)
+{
+    const rd_step_t *s = &rd->steps[rd->step];
+
+    return s->kind != RD_SWAP ? rd->stages + 1 : s->slot;
+}
+
+/* What a finished step leaves in recvbuf. */
+static void rd_apply_step(ring_comm_t *comm)
+{
+    struct ring_rd *rd = comm->rd;
+    const rd_step_t *s = &rd->steps[rd->step];
+    ring_request_t *req = rd->req;
+    float *out = req->recvbuf;
+
+    if (s->kind != RD_SWAP || comm->pos >= rd->p2)
+        return; /* the result came in place; a place above P2 only gave its buffer */
+    /* both of the pair add the same two halves in the same order: the same bits */
+    ring_reduce_sum_f32(out, rd->swap, rd->swap + req->count, req->count);
+    if (rd->step == rd->last_swap && req->op == RING_AVG)
+        ring_scale_f32(out, out, 1.0f / (float)comm->size, req->count);
+}
+
+/* Nothing moved on the pair for the timeout (and this step's grace): name the
+ * peer this one waits for. */
+static ring_status_t rd_timed_out(ring_comm_t *comm, double idle)
+{
+    struct ring_rd *rd = comm->rd;
+    const ring_sub_t *pair = &rd->pair[rd->steps[rd->step].slot];
+    int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
+    char addr[300], phase[96];
+
+    ring_rank_addr(comm, other, addr, sizeof(addr));
+    ring_phase_format(comm, rd->req, -1, phase, sizeof(phase));
+    return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = other,
+                                                .sys_errno = ETIMEDOUT, .step = -1},
+                          "%s: recursive doubling, %s: no word from rank %d (%s) for %.1f s: it "
+                          "stopped or is stuck, or it called another collective or count than "
+                          "this peer (every peer must make the same calls in the same order); "
+                          "its own log says which", phase, pair->what, other, addr, idle);
+}
+
+/* A neighbour on the ring timed out and asks what this peer waits for. */
+static ring_status_t rd_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
+{
+    struct ring_rd *rd = comm->rd;
+
+    (void)req;
+    if (rd->req == NULL || rd->step >= rd->nsteps)
+        return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = -1,
+                                                    .sys_errno = ETIMEDOUT, .step = -1},
+                              "recursive doubling: timed out after %.0f s", waited);
+    return rd_timed_out(comm, ring_now() - rd->last_move);
+}
+
+static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
+                                 int *finished_p)
+{
+    struct ring_rd *rd = comm->rd;
+    int nonfinite = 0;
+
+    *finished_p = 0;
+    if (comm->error != RING_OK)
+        return comm->error;
+    while (rd->step < rd->nsteps) {
+        ring_sub_t *pair = &rd->pair[rd->steps[rd->step].slot];
+        ring_request_t *sub;
+        int moved;
+        double now;
+
+        if (rd->sub_req == NULL)
+            RING_CHECK(rd_start_step(comm));
+        moved = ring_comm_progress(pair->comm);
+        now = ring_now();
+        if (moved != 0)
+            rd->last_move = now;
+        if (!rd->sub_req->done) {
+            if (now - rd->last_move > comm->cfg.timeout_s + RD_GRACE_S * rd_level(rd))
+                return rd_timed_out(comm, now - rd->last_move);
+            if (moved > 0)
+                *moved_p += moved;
+            return RING_OK;
+        }
+        sub = rd->sub_req;
+        rd->sub_req = NULL;
+        if (ring_request_wait(sub) != RING_OK) /* done: releases its slot */
+            return rd_mismatch(comm, pair);
+        rd_add_stats(comm, pair);
+        rd_apply_step(comm);
+        rd->step++;
+        *moved_p += 1;
+    }
+    /* every peer holds the same bits: each finds the same non-finite values */
+    (void)comm->kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
+    req->nonfinite = nonfinite;
+    rd->req = NULL;
+    *finished_p = 1;
+    return RING_OK;
+}
+
+static int rd_wait(ring_comm_t *comm, int timeout_ms)
+{
+    struct ring_rd *rd = comm->rd;
+    ring_comm_t *sub;
+
+    if (rd == NULL || rd->req == NULL || rd->sub_req == NULL)
+        return 0;
+    /* the ring's own events (an ABORT) are seen within 2 ms */
+    sub = rd->pair[rd->steps[rd->step].slot].comm;
+    sub->tp_ops->wait(sub->tp, timeout_ms < 2 ? timeout_ms : 2);
+    return 1;
+}
+
+static const ring_algo_ops_t rd_ops = {
+    .takes = rd_takes,
+    .begin = rd_begin,
+    .progress = rd_progress,
+    .wait = rd_wait,
+    .fail_timeout = rd_fail_timeout,
+};

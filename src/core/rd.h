@@ -1,0 +1,18 @@
+/* rd.h - recursive doubling for small allreduces (rd.c). */
+#ifndef RING_RD_H
+#define RING_RD_H
+
+#include "comm_int.h"
+#include "subcomm.h"
+
+/*
+ * After the ring is up (every peer, size >= 2): check that the peers agree on
+ * --algo and --rd-max-bytes, and unless --algo ring open the pairs and set
+ * comm->algo_ops[RING_ALGO_RD], through which the engine runs small fp32
+ * allreduces over them. rd.c sits above the engine, like hier.c.
+ */
+ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
+                           ring_sub_close_fn close_fn);
+void ring_rd_close(ring_comm_t *comm);
+
+#endif /* RING_RD_H */
