@@ -228,6 +228,7 @@ typedef struct ring_comm_stats {
     double wait_s;             /* seconds allreduces sat idle waiting for a neighbour (in a
                                 * ring, mostly for the left one's data): every peer waits for
                                 * a late one, which itself waits least */
+    uint64_t rd_allreduces;    /* of allreduces, those recursive doubling ran (--algo) */
 } ring_comm_stats_t;
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */

@@ -175,6 +175,8 @@ struct ring_comm {
         uint64_t count;
         uint32_t tensor_id;
     } mismatch;
+    ring_frame_t abort_seen;               /* the ABORT this comm failed from, if any */
+    int abort_seen_valid;
     ring_slot_t abort_right, abort_left;
     /* fail.c: asking the left neighbour before blaming it (probe mode) */
     ring_slot_t probe_left;                /* the question: an ABORT naming it */
@@ -213,6 +215,9 @@ typedef struct ring_algo_ops {
     /* sleep in the sub-communicator under way instead of the ring: 1 when it did
      * (0 when it has nothing under way) */
     int (*wait)(ring_comm_t *comm, int timeout_ms);
+    /* NULL, or: the ring just failed (comm->error is set): tell the peers it
+     * reaches by other ways than the ring (rd.c: its pairs) */
+    void (*on_fail)(ring_comm_t *comm);
     /* NULL, or: progress fails a request that waits too long, naming whom it
      * waits for, and this does so at once (when a neighbour asks); the ring's
      * timeout, which knows only its neighbours, stays out of it */
@@ -236,6 +241,10 @@ typedef struct ring_fault {
     int sys_errno;           /* errno behind it; RING_CAUSE_CLOSED for a peer that left */
     int step;                /* ring step, -1 when not in one */
     const ring_frame_t *theirs; /* MISMATCH: the culprit's frame header */
+    /* rd.c: a ring's failure passed on through one of its pairs, whose ranks are
+     * not the ring's: who saw it and whom it blames, as ring ranks + 1 (0: none);
+     * the ABORT carries them in its detail field */
+    int relay_origin, relay_culprit;
 } ring_fault_t;
 
 void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int step, char *buf,

@@ -155,6 +155,14 @@ void ring_comm_send_close(ring_comm_t *comm)
     notice_send(comm, &f, -1);
 }
 
+/* hook: rd.c passes the failure on through its pairs */
+static void algo_on_fail(ring_comm_t *comm)
+{
+    for (int a = 0; a < RING_ALGO_HOOKS; a++)
+        if (comm->algo_ops[a] != NULL && comm->algo_ops[a]->on_fail != NULL)
+            comm->algo_ops[a]->on_fail(comm);
+}
+
 static void mismatch_note(ring_comm_t *comm, int rank, ring_coll_t coll, uint64_t count,
                           uint32_t tensor_id)
 {
@@ -189,8 +197,11 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
         f.chunk = fault->theirs->tensor_id;
         f.flags = (uint16_t)(fault->theirs->dtype |
                              (fault->theirs->op | fault->theirs->coll << 4) << 8);
+    } else if (fault->relay_origin > 0) {
+        f.detail = (uint64_t)(uint32_t)fault->relay_origin << 32 | (uint32_t)fault->relay_culprit;
     }
     notice_send(comm, &f, -1);
+    algo_on_fail(comm);
     return ring_error_copy(fault->status, comm->error_msg);
 }
 
@@ -409,8 +420,11 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     comm->error_culprit = culprit;
     comm->error = (ring_status_t)f->status == RING_ERR_MISMATCH ? RING_ERR_MISMATCH
                                                                 : RING_ERR_REMOTE;
+    comm->abort_seen = *f;
+    comm->abort_seen_valid = 1;
     ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
     notice_send(comm, f, from_rank);
+    algo_on_fail(comm);
     return ring_error_copy(comm->error, comm->error_msg);
 }
 

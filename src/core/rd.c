@@ -39,6 +39,8 @@
 
 #define RD_SLOTS 32            /* pair slots: 0 = the fold, 1 + k = stage k */
 #define RD_GRACE_S 1.0         /* per step: how much longer a later step waits */
+#define RD_ANSWER_S 0.5        /* how long a partner asked what it waits for has to answer
+                                * (less than RD_GRACE_S: the next level asks after that) */
 #define RD_LINGER_NS (200 * 1000 * 1000) /* ring_rd_close after a failure */
 
 enum rd_algo { RD_AUTO, RD_RING, RD_FORCED };
@@ -77,6 +79,7 @@ struct ring_rd {
     int step;
     ring_request_t *sub_req;
     double last_move;
+    double asked_at;           /* rd_ask: when the partner of this step was asked, 0: not */
     float *swap;               /* 2 x count: what a swap gathered */
     size_t swap_count;
 };
@@ -288,6 +291,7 @@ static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
     rd->step = 0;
     rd->sub_req = NULL;
     rd->last_move = ring_now();
+    rd->asked_at = 0;
     return RING_OK;
 }
 
@@ -304,11 +308,48 @@ static ring_status_t rd_sub_failed(ring_comm_t *comm, const ring_sub_t *pair, ri
     return ring_sub_fail(comm, &rd_owner, pair, st);
 }
 
-/* A pair's request failed. When the pair saw the peers call different things,
- * say it as the ring would, in terms of the user's call (what the other peer's
- * frames say, turned back into the allreduce that sent them); the ring's
- * other peers learn it from the ABORT. Else the pair's own words. */
-static ring_status_t rd_mismatch(ring_comm_t *comm, const ring_sub_t *pair)
+/* A pair failed, not over the call's arguments: a ring failure some peer passed
+ * on through it (rd_on_fail) is adopted as the ring's own ABORT would be;
+ * else the pair's partner died, left or timed out, and is named as the ring's
+ * rank (the pair's own words number the pair's ranks). */
+static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
+{
+    const ring_comm_t *pc = pair->comm;
+    const ring_frame_t *a = &pc->abort_seen;
+    int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
+    int culprit = pc->error_culprit >= 0 && pc->error_culprit < 2
+                      ? pair->members[pc->error_culprit] : -1;
+    char addr[300], phase[96];
+
+    if (pc->abort_seen_valid && a->status != RING_ERR_MISMATCH && (a->detail >> 32) != 0 &&
+        (a->detail >> 32) <= (uint64_t)comm->size && (a->detail & 0xffffffffu) <= (uint64_t)comm->size) {
+        ring_frame_t f = *a;
+        uint32_t c = (uint32_t)(a->detail & 0xffffffffu);
+
+        f.origin_rank = (uint32_t)(a->detail >> 32) - 1;
+        f.culprit_rank = c == 0 ? UINT32_MAX : c - 1;
+        f.detail = 0;
+        f.coll = RING_COLL_ALLREDUCE;
+        f.round = comm->rd->req != NULL ? comm->rd->req->round : f.round;
+        f.step = UINT16_MAX;
+        return ring_comm_fail_from_frame(comm, &f, other);
+    }
+    if (culprit < 0)
+        return rd_sub_failed(comm, pair, pc->error != RING_OK ? pc->error : RING_ERR_REMOTE);
+    ring_rank_addr(comm, culprit, addr, sizeof(addr));
+    ring_phase_format(comm, comm->rd->req, -1, phase, sizeof(phase));
+    return ring_comm_fail(comm, &(ring_fault_t){.status = pc->error, .culprit = culprit,
+                                                .step = -1},
+                          "%s: recursive doubling, %s: rank %d (%s) failed or left (%s; in the "
+                          "pair's own words, where %s: %s)", phase, pair->what, culprit, addr,
+                          ring_status_str(pc->error), pair->map, pc->error_msg);
+}
+
+/* A pair failed: the ring fails, saying why in the ring's terms. When the pair
+ * saw the peers call different things, as the ring would say it of the user's
+ * call (the other peer's frames turned back into the allreduce that sent
+ * them); the ring's other peers learn it from the ABORT. */
+static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
 {
     struct ring_rd *rd = comm->rd;
     const ring_comm_t *pc = pair->comm;
@@ -322,7 +363,7 @@ static ring_status_t rd_mismatch(ring_comm_t *comm, const ring_sub_t *pair)
         return comm->error; /* the pair's failure already failed the ring */
     if (pc->error != RING_ERR_MISMATCH || pc->mismatch.rank < 0 || pc->mismatch.rank > 1 ||
         pc->mismatch.coll != (kind == RD_SWAP ? RING_COLL_ALLGATHER : RING_COLL_BROADCAST))
-        return rd_sub_failed(comm, pair, pc->error != RING_OK ? pc->error : RING_ERR_MISMATCH);
+        return rd_pair_left(comm, pair);
     peer = pair->members[pc->mismatch.rank];
     memset(&theirs, 0, sizeof(theirs));
     theirs.coll = RING_COLL_ALLREDUCE;
@@ -344,6 +385,8 @@ static ring_status_t rd_mismatch(ring_comm_t *comm, const ring_sub_t *pair)
                                comm->rank, pair->what, comm->rank, mine, peer, other);
 }
 
+static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair);
+
 static ring_status_t rd_start_step(ring_comm_t *comm)
 {
     struct ring_rd *rd = comm->rd;
@@ -361,7 +404,8 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
                                   &rd->sub_req);
     if (st != RING_OK) {
         rd->sub_req = NULL;
-        return rd_sub_failed(comm, pair, st);
+        return pair->comm->error != RING_OK ? rd_pair_failed(comm, pair)
+                                            : rd_sub_failed(comm, pair, st);
     }
     rd->last_move = ring_now();
     return RING_OK;
@@ -427,6 +471,26 @@ static ring_status_t rd_timed_out(ring_comm_t *comm, double idle)
                           "its own log says which", phase, pair->what, other, addr, idle);
 }
 
+/* The timeout passed with no word from the partner. It may itself wait for a
+ * peer that stopped: ask it first, the way the ring asks its left neighbour
+ * (fail.c's probe). The question is this peer's timeout, naming the partner,
+ * passed through the pair (which fails: the ring will); a live partner
+ * answers by failing its ring, naming whom it waits for (rd_fail_timeout),
+ * and that reaches this peer through the other pairs or the ring. No answer
+ * within RD_ANSWER_S: the partner is the one that stopped (rd_progress). */
+static void rd_ask(ring_comm_t *comm, ring_sub_t *pair)
+{
+    struct ring_rd *rd = comm->rd;
+    int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
+
+    rd->asked_at = ring_now();
+    (void)ring_comm_fail(pair->comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT,
+                                                     .culprit = -1, .step = -1,
+                                                     .relay_origin = comm->rank + 1,
+                                                     .relay_culprit = other + 1},
+                         "rank %d timed out waiting for rank %d", comm->rank, other);
+}
+
 /* A neighbour on the ring timed out and asks what this peer waits for. */
 static ring_status_t rd_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
 {
@@ -449,6 +513,14 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     *finished_p = 0;
     if (comm->error != RING_OK)
         return comm->error;
+    for (int s = 0; s < RD_SLOTS; s++) /* skip the pair we asked (we failed it) */
+        if (rd->pair[s].comm != NULL && rd->pair[s].comm->error != RING_OK &&
+            !(rd->asked_at != 0 && rd->step < rd->nsteps && s == rd->steps[rd->step].slot))
+            return rd_pair_failed(comm, &rd->pair[s]);
+    if (rd->asked_at != 0) /* no answer: it is the one that stopped */
+        return ring_now() - rd->asked_at > RD_ANSWER_S ? rd_timed_out(comm, ring_now() -
+                                                                               rd->last_move)
+                                                       : RING_OK;
     while (rd->step < rd->nsteps) {
         ring_sub_t *pair = &rd->pair[rd->steps[rd->step].slot];
         ring_request_t *sub;
@@ -462,8 +534,10 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         if (moved != 0)
             rd->last_move = now;
         if (!rd->sub_req->done) {
-            if (now - rd->last_move > comm->cfg.timeout_s + RD_GRACE_S * rd_level(rd))
-                return rd_timed_out(comm, now - rd->last_move);
+            if (now - rd->last_move > comm->cfg.timeout_s + RD_GRACE_S * rd_level(rd)) {
+                rd_ask(comm, pair);
+                return RING_OK;
+            }
             if (moved > 0)
                 *moved_p += moved;
             return RING_OK;
@@ -471,7 +545,7 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         sub = rd->sub_req;
         rd->sub_req = NULL;
         if (ring_request_wait(sub) != RING_OK) /* done: releases its slot */
-            return rd_mismatch(comm, pair);
+            return rd_pair_failed(comm, pair);
         rd_add_stats(comm, pair);
         rd_apply_step(comm);
         rd->step++;
@@ -480,9 +554,29 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     /* every peer holds the same bits: each finds the same non-finite values */
     (void)comm->kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
     req->nonfinite = nonfinite;
+    comm->stats.rd_allreduces++;
     rd->req = NULL;
     *finished_p = 1;
     return RING_OK;
+}
+
+/* The ring failed: every pair's partner hears of it through the pair (a ring
+ * ABORT reaches a peer running recursive doubling only from its right
+ * neighbour, and not at all past a stopped one). */
+static void rd_on_fail(ring_comm_t *comm)
+{
+    struct ring_rd *rd = comm->rd;
+
+    for (int s = 0; rd != NULL && s < RD_SLOTS; s++) {
+        ring_comm_t *pc = rd->pair[s].comm;
+
+        if (pc == NULL || pc->error != RING_OK)
+            continue;
+        (void)ring_comm_fail(pc, &(ring_fault_t){.status = comm->error, .culprit = -1,
+                                                 .step = -1, .relay_origin = comm->rank + 1,
+                                                 .relay_culprit = comm->error_culprit + 1},
+                             "the ring failed: %s", comm->error_msg);
+    }
 }
 
 static int rd_wait(ring_comm_t *comm, int timeout_ms)
@@ -492,6 +586,12 @@ static int rd_wait(ring_comm_t *comm, int timeout_ms)
 
     if (rd == NULL || rd->req == NULL || rd->sub_req == NULL)
         return 0;
+    /* a failure passed on through another pair (rd_progress looks at their errors) */
+    for (int s = 0; s < RD_SLOTS; s++)
+        if (rd->pair[s].comm != NULL && s != rd->steps[rd->step].slot)
+            (void)ring_comm_progress(rd->pair[s].comm);
+    if (rd->asked_at != 0)
+        return 0; /* the answer comes through the others or the ring: sleep in the ring */
     /* the ring's own events (an ABORT) are seen within 2 ms */
     sub = rd->pair[rd->steps[rd->step].slot].comm;
     sub->tp_ops->wait(sub->tp, timeout_ms < 2 ? timeout_ms : 2);
@@ -504,4 +604,5 @@ static const ring_algo_ops_t rd_ops = {
     .progress = rd_progress,
     .wait = rd_wait,
     .fail_timeout = rd_fail_timeout,
+    .on_fail = rd_on_fail,
 };

@@ -1,0 +1,329 @@
+/*
+ * t-rd.c - recursive doubling (--algo rd|auto, src/core/rd.c) across real
+ * processes on 127.0.0.1: N = 2, 3, 4, 5, 7, 8 (powers of two and the fold
+ * of the others), over shm and tcp pairs.
+ *
+ * - Integer-valued data sums exactly in any order: every rank's result must
+ *   equal the exact sum bit for bit, with --algo rd and with --algo ring, so
+ *   the two algorithms agree bitwise.
+ * - Random data: every rank must hold the same bits (the hash of its result),
+ *   close to a double-precision reference.
+ * - Selection: --algo auto takes fp32 calls without a codec up to
+ *   --rd-max-bytes, and leaves larger ones, fp16 codec calls and fp16
+ *   buffers to the ring (counted by ring_comm_get_stats' rd_allreduces).
+ * - Failures: a peer killed or stopped mid-loop is named by every other, no
+ *   hang; peers that disagree on --algo fail at open, saying so.
+ */
+#include "ring_build.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "tap.h"
+
+enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_ALL, V_ERR, V_SEL };
+
+typedef enum rd_mode { M_CORRECT, M_SELECT, M_LOOP } rd_mode_t;
+
+static const size_t counts[] = {1, 7, 1024, 4097, 16384};
+#define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
+#define MAXCOUNT 16384
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* small integers: exact in fp32 whatever the order of the sum */
+static float int_val(int rank, size_t i)
+{
+    return (float)((int)((rank * 7 + i * 3) % 17) - 8);
+}
+
+static float rand_val(int rank, size_t i)
+{
+    uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull + 1;
+
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 29;
+    return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0) * 100.0f;
+}
+
+static int correct_main(ring_comm_t *comm, int rank, int n)
+{
+    static float in[MAXCOUNT], out[MAXCOUNT];
+    uint64_t wrong = 0, hash = 1469598103934665603ull;
+    double max_err = 0;
+    ring_status_t st = RING_OK;
+
+    for (size_t c = 0; c < NCOUNTS && st == RING_OK; c++) {
+        size_t count = counts[c];
+
+        for (int inplace = 0; inplace < 2 && st == RING_OK; inplace++) {
+            for (size_t i = 0; i < count; i++)
+                in[i] = int_val(rank, i);
+            st = ring_allreduce(comm, in, inplace ? in : out, count, RING_FLOAT32, RING_SUM);
+            for (size_t i = 0; i < count && st == RING_OK; i++) {
+                float want = 0;
+                const float *got = inplace ? in : out;
+
+                for (int r = 0; r < n; r++)
+                    want += int_val(r, i);
+                wrong += memcmp(&got[i], &want, sizeof(float)) != 0;
+            }
+        }
+        for (int avg = 0; avg < 2 && st == RING_OK; avg++) {
+            for (size_t i = 0; i < count; i++)
+                in[i] = rand_val(rank, i);
+            st = ring_allreduce(comm, in, out, count, RING_FLOAT32, avg ? RING_AVG : RING_SUM);
+            for (size_t i = 0; i < count && st == RING_OK; i++) {
+                double want = 0, mag = 0;
+
+                for (int r = 0; r < n; r++)
+                    want += rand_val(r, i), mag += fabs(rand_val(r, i));
+                if (avg)
+                    want /= n, mag /= n;
+                /* an fp32 sum of n terms is off by at most about n eps their magnitudes */
+                double err = fabs(out[i] - want) / (mag + 1e-30);
+                if (err > max_err)
+                    max_err = err;
+            }
+            hash = fnv(out, count * sizeof(float), hash);
+        }
+    }
+    h_put(V_WRONG, wrong);
+    h_put(V_HASH, hash);
+    h_put_double(V_ERR, max_err);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
+/* --algo auto, --rd-max-bytes 4K, --codec fp16: which calls rd takes. Bit k of
+ * V_SEL is set when call k ran as recursive doubling. */
+static int select_main(ring_comm_t *comm)
+{
+    static float buf[4096];
+    static uint16_t half[1024];
+    ring_comm_stats_t s0, s1;
+    uint64_t sel = 0;
+    ring_status_t st = RING_OK;
+
+    memset(buf, 0, sizeof(buf));
+    memset(half, 0, sizeof(half));
+    for (int k = 0; k < 5 && st == RING_OK; k++) {
+        ring_request_t *req = NULL;
+
+        st = ring_comm_get_stats(comm, &s0);
+        if (st != RING_OK)
+            break;
+        switch (k) {
+        case 0: /* 4096 bytes, exact: rd */
+            st = ring_allreduce_start_flags(comm, buf, buf, 1024, RING_FLOAT32, RING_SUM, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        case 1: /* 4100 bytes: the ring */
+            st = ring_allreduce_start_flags(comm, buf, buf, 1025, RING_FLOAT32, RING_SUM, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        case 2: /* small, but with the fp16 codec: the ring */
+            st = ring_allreduce(comm, buf, buf, 256, RING_FLOAT32, RING_SUM);
+            break;
+        case 3: /* fp16 buffer: the ring */
+            st = ring_allreduce(comm, half, half, 1024, RING_FLOAT16, RING_SUM);
+            break;
+        case 4: /* tiny exact: rd */
+            st = ring_allreduce_start_flags(comm, buf, buf, 1, RING_FLOAT32, RING_AVG, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        }
+        if (st == RING_OK && req != NULL)
+            st = ring_request_wait(req);
+        if (st == RING_OK)
+            st = ring_comm_get_stats(comm, &s1);
+        if (st == RING_OK && s1.rd_allreduces > s0.rd_allreduces)
+            sel |= 1u << k;
+    }
+    h_put(V_SEL, sel);
+    return st == RING_OK ? 0 : h_fail(st, "select");
+}
+
+/* allreduces of 1024 floats for up to 8 s; the harness kills or stops a peer */
+static int loop_main(ring_comm_t *comm)
+{
+    static float buf[1024];
+    ring_status_t st = RING_OK;
+    double t0 = h_now();
+
+    for (int i = 0; i < 1000000 && st == RING_OK && h_now() - t0 < 8; i++) {
+        st = ring_allreduce(comm, buf, buf, 1024, RING_FLOAT32, RING_AVG);
+        if (i == 20)
+            h_ready();
+    }
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
+static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    rd_mode_t mode = *(const rd_mode_t *)arg;
+    ring_comm_t *comm;
+    ring_comm_stats_t s;
+    ring_status_t st = ring_comm_open(cfg, &comm);
+    int rc;
+
+    if (st != RING_OK)
+        return h_fail(st, "ring_comm_open");
+    rc = mode == M_CORRECT  ? correct_main(comm, rank, n)
+         : mode == M_SELECT ? select_main(comm)
+                            : loop_main(comm);
+    if (ring_comm_get_stats(comm, &s) == RING_OK) {
+        h_put(V_RD, s.rd_allreduces);
+        h_put(V_ALL, s.allreduces);
+    }
+    ring_comm_close(comm);
+    return rc;
+}
+
+static h_run_t *run_ring(int n, rd_mode_t *mode, const h_setting_t *settings,
+                         const h_action_t *action, const char *timeout)
+{
+    h_run_t *run = calloc(1, sizeof(*run));
+    h_spec_t spec = {.n = n, .settings = settings, .fn = rank_main, .arg = mode,
+                     .child_timeout = 25, .timeout = timeout, .actions = action,
+                     .nactions = action != NULL ? 1 : 0};
+
+    if (run != NULL && h_run(&spec, run) != 0) {
+        diag("h_run: %s", run->error);
+        free(run);
+        return NULL;
+    }
+    return run;
+}
+
+static void check_correct(int n, const char *algo, const char *transport)
+{
+    rd_mode_t mode = M_CORRECT;
+    h_setting_t settings[] = {{-1, "algo", algo}, {-1, "transport", transport}, {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
+    int all_ok = run != NULL, same = run != NULL, close = run != NULL, counted = run != NULL;
+    uint64_t want_rd = strcmp(algo, "rd") == 0 ? NCOUNTS * 4 : 0;
+
+    for (int r = 0; run != NULL && r < n; r++) {
+        const h_result_t *res = &run->r[r];
+
+        all_ok &= res->exited && res->code == 0 && h_val(res, V_WRONG, 1) == 0;
+        same &= h_val(res, V_HASH, 0) == h_val(&run->r[0], V_HASH, 1);
+        close &= h_val_double(res, V_ERR, 1) < 1e-6;
+        counted &= h_val(res, V_RD, 99) == want_rd && h_val(res, V_ALL, 0) == NCOUNTS * 4;
+    }
+    if (!ok(all_ok, "N=%d --algo %s over %s: integer sums exact, bit for bit, on every rank", n,
+            algo, transport) && run != NULL)
+        h_diag(run);
+    ok(same, "N=%d --algo %s over %s: every rank holds the same bits of random sums and "
+       "averages", n, algo, transport);
+    ok(close, "N=%d --algo %s over %s: within 1e-6 of the double-precision sums (relative to "
+       "the terms' magnitudes)", n, algo, transport);
+    if (!ok(counted, "N=%d --algo %s over %s: stats count %llu of %zu allreduces as recursive "
+            "doubling", n, algo, transport, (unsigned long long)want_rd, NCOUNTS * 4) &&
+        run != NULL)
+        diag("rank 0: rd_allreduces %llu, allreduces %llu",
+             (unsigned long long)h_val(&run->r[0], V_RD, 0),
+             (unsigned long long)h_val(&run->r[0], V_ALL, 0));
+    free(run);
+}
+
+static void check_select(void)
+{
+    rd_mode_t mode = M_SELECT;
+    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "rd-max-bytes", "4K"},
+                                           {-1, "codec", "fp16"}, {0, NULL, NULL}};
+    h_run_t *run = run_ring(4, &mode, settings, NULL, NULL);
+    int all = run != NULL;
+
+    for (int r = 0; run != NULL && r < 4; r++)
+        all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_SEL, 0) == 0x11;
+    if (!ok(all, "--algo auto --rd-max-bytes 4K --codec fp16: rd takes exact fp32 calls of 4 "
+            "bytes and 4096 bytes; 4100 bytes, codec calls and fp16 buffers stay on the ring") &&
+        run != NULL) {
+        h_diag(run);
+        diag("rank 0: selected calls (bits) 0x%llx, want 0x11",
+             (unsigned long long)h_val(&run->r[0], V_SEL, 0));
+    }
+    free(run);
+}
+
+static void check_failure(int n, int victim, int sig)
+{
+    rd_mode_t mode = M_LOOP;
+    static const h_setting_t settings[] = {{-1, "algo", "rd"}, {0, NULL, NULL}};
+    h_action_t act = {.after_ready = 0, .at = 0.3, .target = victim, .sig = sig};
+    h_run_t *run = run_ring(n, &mode, settings, &act, "2s");
+    char want[32];
+    int all = run != NULL, named = run != NULL;
+    const char *what = sig == SIGKILL ? "killed" : "stopped";
+
+    snprintf(want, sizeof(want), "rank %d (", victim);
+    for (int r = 0; run != NULL && r < n; r++) {
+        if (r == victim)
+            continue;
+        /* stopped: the timeout (2 s) and at most 3 levels of grace */
+        all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 12;
+        named &= strstr(run->r[r].msg, want) != NULL;
+    }
+    if (!ok(all, "N=%d rank %d %s mid-loop (--algo rd): every other rank fails, no hang", n,
+            victim, what) && run != NULL)
+        h_diag(run);
+    if (!ok(all && named, "N=%d rank %d %s: every other rank names it", n, victim, what) &&
+        run != NULL)
+        h_diag(run);
+    else if (run != NULL)
+        diag("rank 0: %s", run->r[victim == 0 ? 1 : 0].msg);
+    free(run);
+}
+
+static void check_disagree(void)
+{
+    rd_mode_t mode = M_CORRECT;
+    static const h_setting_t settings[] = {{1, "algo", "ring"}, {0, NULL, NULL}};
+    h_run_t *run = run_ring(3, &mode, settings, NULL, NULL);
+    int all = run != NULL;
+
+    for (int r = 0; run != NULL && r < 3; r++)
+        all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 8 &&
+               strstr(run->r[r].msg, "--algo") != NULL &&
+               strstr(run->r[r].msg, "disagree") != NULL;
+    if (!ok(all, "rank 1 --algo ring, the others auto: every rank fails at open, saying the "
+            "peers disagree on --algo") && run != NULL)
+        h_diag(run);
+    else if (run != NULL)
+        diag("rank 0: %s", run->r[0].msg);
+    free(run);
+}
+
+int main(void)
+{
+    static const int ns[] = {2, 3, 4, 5, 7, 8};
+
+    plan(10 * 4 + 1 + 4 * 2 + 1);
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+        check_correct(ns[i], "rd", "auto");
+    check_correct(4, "rd", "tcp");
+    check_correct(7, "rd", "tcp");
+    check_correct(4, "ring", "auto");
+    check_correct(7, "ring", "auto");
+    check_select();
+    check_failure(4, 1, SIGKILL);
+    check_failure(3, 2, SIGKILL); /* the place above the power of two */
+    check_failure(4, 2, SIGSTOP);
+    check_failure(5, 0, SIGSTOP);
+    check_disagree();
+    return done_testing();
+}
