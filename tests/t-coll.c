@@ -362,7 +362,7 @@ static void run_case(const char *label, int n, const coll_case_t *c, const h_set
 
 /* ---- failures ----------------------------------------------------------------- */
 
-typedef enum fail_kind { F_OTHER_COLL, F_OTHER_COLL_RD, F_OTHER_ROOT, F_OTHER_SIZES, F_KILLED, F_STOPPED,
+typedef enum fail_kind { F_OTHER_COLL, F_OTHER_ROOT, F_OTHER_SIZES, F_KILLED, F_STOPPED,
                             F_STOPPED_ALLREDUCE } fail_kind_t;
 
 static int fail_main(int rank, int n, const ring_config_t *cfg, void *arg)
@@ -379,7 +379,6 @@ static int fail_main(int rank, int n, const ring_config_t *cfg, void *arg)
         sizes[r] = 1000 + (kind == F_OTHER_SIZES && rank == 2 && r == 0 ? 1 : 0);
     switch (kind) {
     case F_OTHER_COLL:
-    case F_OTHER_COLL_RD:
         st = rank == 1 ? ring_broadcast(comm, buf, 4000, 0)
                        : ring_allreduce(comm, buf, buf, 1000, RING_FLOAT32, RING_SUM);
         break;
@@ -439,11 +438,9 @@ static void run_failure(const char *label, int n, fail_kind_t kind, ring_status_
             continue;
         all &= run->r[r].exited && run->r[r].code == 1 && run->r[r].t_end < 12 &&
                (h_val(&run->r[r], V_STATUS, 0) == (uint64_t)want ||
-                ((kind == F_OTHER_ROOT || kind == F_OTHER_COLL_RD || stopped) &&
+                ((kind == F_OTHER_ROOT || stopped) &&
                  h_val(&run->r[r], V_STATUS, 0) == RING_ERR_REMOTE));
-        /* rd: rank 1, in a broadcast, times out on the ring and blames its neighbour */
-        if (kind != F_OTHER_COLL_RD || r != 1)
-            named &= strstr(run->r[r].msg, phrase) != NULL;
+        named &= strstr(run->r[r].msg, phrase) != NULL;
         named_any |= strstr(run->r[r].msg, phrase) != NULL;
     }
     /* with another root, the peers that finished hear of it as the ring's failure.
@@ -488,10 +485,9 @@ int main(void)
     run_case("N=4 progress thread", 4, &c, thread);
     run_failure("N=3 rank 1 broadcasts while the others allreduce", 3, F_OTHER_COLL,
                 RING_ERR_MISMATCH, "broadcast #", ring_algo);
-    /* with recursive doubling the others wait on their pairs, where rank 1 sends
-     * nothing: named after the timeout */
-    run_failure("N=3 rank 1 broadcasts while the others allreduce (rd)", 3, F_OTHER_COLL_RD,
-                RING_ERR_TIMED_OUT, "rank 1 (", NULL);
+    /* with recursive doubling (--algo auto) the others' notice frames tell it */
+    run_failure("N=3 rank 1 broadcasts while the others allreduce (--algo auto)", 3,
+                F_OTHER_COLL, RING_ERR_MISMATCH, "broadcast #", NULL);
     run_failure("N=3 rank 2 broadcasts from another root", 3, F_OTHER_ROOT, RING_ERR_MISMATCH,
                 "broadcast #", NULL);
     run_failure("N=3 rank 2 gives other allgather sizes", 3, F_OTHER_SIZES, RING_ERR_MISMATCH,

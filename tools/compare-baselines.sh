@@ -22,6 +22,8 @@ then runs REPS rounds. Each round runs, once each and in a rotating order:
   gloo-ring n=N    gloo::allreduce RING, TCP transport on 127.0.0.1, FileStore
   ringd     n=N    ring-launch -n N -- ring-bench ... --csv, RING_TRANSPORT=tcp (loopback)
   ringd-shm n=N    the same with RING_TRANSPORT=shm (shared memory)
+  ringd-ring, ringd-shm-ring   the two above with RING_ALGO=ring (ringd's own
+                   default, --algo auto, runs small allreduces as recursive doubling)
 for every N in NS. Before every run it waits (at most QUIET_WAIT s) for processes
 outside this script's Unix session ("foreign CPU", i.e. other tenants) to fall
 below 0.1 core, and it records the foreign CPU used during each run.
@@ -35,8 +37,8 @@ Outputs (OUT directory):
   bin/               baseline binaries (rebuilt when the sources are newer)
 Summary: per n and size, the median busbw of each system (lower middle for even
 counts), ringd (tcp) / max(MPI TCP, Gloo), ringd-shm / MPI vader, the 4 KiB time
-ratios per n (ringd/mpi-tcp, ringd-shm/mpi-vader) and ringd n=2 256 MiB busbw /
-(iperf3 --bidir GB/s / 2).
+ratios per n (ringd/mpi-tcp, ringd-shm/mpi-vader, and --algo auto against ring)
+and ringd n=2 256 MiB busbw / (iperf3 --bidir GB/s / 2).
 
 Options:
   --summary FILE.csv   only print the summary of an existing CSV
@@ -56,7 +58,8 @@ Environment (defaults in brackets):
   RINGD_ITERS  if set, also pass `-n RINGD_ITERS` to ring-bench
   RINGD_CHECK  1: pass -c to ring-bench (the baselines check once per size) [1]
   RINGD_BENCH_ARGS  extra ring-bench flags (word-split)
-  SYSTEMS      subset of "mpi-tcp mpi-vader gloo-ring ringd ringd-shm" [all five]
+  SYSTEMS      subset of "mpi-tcp mpi-vader gloo-ring ringd ringd-shm ringd-ring
+               ringd-shm-ring" [all seven]
   IPERF_SECS   iperf3 duration, 0 = skip iperf3 [5]   IPERF_PORT [5297]
   QUIET_WAIT   max seconds to wait for quiet before each run [3]
   RUN_TIMEOUT  timeout (s) for each benchmark invocation [300]
@@ -129,6 +132,12 @@ summary() {
         rt = lmed("ringd-shm" SUBSEP n SUBSEP 4096, "t"); mt = lmed("mpi-vader" SUBSEP n SUBSEP 4096, "t")
         if (rt != "" && mt != "" && mt > 0)
           printf "4 KiB n=%d time: ringd-shm %.1f us / mpi-vader %.1f us = %.2f (lower is better for ringd)\n", n, rt, mt, rt / mt
+        split("ringd ringd-shm", algo_sys, " ")
+        for (y = 1; y <= 2; y++) {
+          rt = lmed(algo_sys[y] SUBSEP n SUBSEP 4096, "t"); mt = lmed(algo_sys[y] "-ring" SUBSEP n SUBSEP 4096, "t")
+          if (rt != "" && mt != "" && mt > 0)
+            printf "4 KiB n=%d time: %s --algo auto %.1f us / --algo ring %.1f us = %.2f\n", n, algo_sys[y], rt, mt, rt / mt
+        }
       }
       ip = lmed("iperf3-bidir" SUBSEP 2 SUBSEP 0, "b"); rb = lmed("ringd" SUBSEP 2 SUBSEP 268435456, "b")
       if (ip != "") printf "iperf3 --bidir loopback: median %.3f GB/s (both directions summed, %d runs)\n", ip, cnt["iperf3-bidir" SUBSEP 2 SUBSEP 0]
@@ -179,14 +188,14 @@ RINGD_CHECK=${RINGD_CHECK:-1}
 QUIET_WAIT=${QUIET_WAIT:-3}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-300}
-SYSTEMS=${SYSTEMS:-mpi-tcp mpi-vader gloo-ring ringd ringd-shm}
+SYSTEMS=${SYSTEMS:-mpi-tcp mpi-vader gloo-ring ringd ringd-shm ringd-ring ringd-shm-ring}
 
 die() { echo "error: $*" >&2; exit 2; }
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "REPS must be a positive integer"
 [[ $IPERF_SECS =~ ^[0-9]+$ ]] || die "IPERF_SECS must be an integer"
 [[ $NS =~ ^[0-9\ ]+$ ]] || die "NS must be a list of integers"
 for s in $SYSTEMS; do
-  case $s in mpi-tcp | mpi-vader | gloo-ring | ringd | ringd-shm) ;; *) die "unknown system '$s' in SYSTEMS" ;; esac
+  case $s in mpi-tcp | mpi-vader | gloo-ring | ringd | ringd-shm | ringd-ring | ringd-shm-ring) ;; *) die "unknown system '$s' in SYSTEMS" ;; esac
 done
 
 SMIN=$(to_bytes "${SIZES_MIN:-4K}") || die "bad SIZES_MIN"
@@ -315,7 +324,7 @@ for s in $SYSTEMS; do
         g++ -O3 -std=c++17 -Wall -o "$BIN/gloo_allreduce" "$SRC/gloo_allreduce.cc" -lgloo -lpthread; then
         have+=(gloo-ring)
       else echo "SKIP gloo-ring: build failed (libgloo-dev missing?)"; fi ;;
-    ringd | ringd-shm)
+    ringd | ringd-shm | ringd-ring | ringd-shm-ring)
       rdir=$(cd "$RINGD_BUILD" 2> /dev/null && pwd) || rdir=$RINGD_BUILD
       RL=$rdir/ring-launch RB=$rdir/ring-bench
       if [ -x "$RL" ] && [ -x "$RB" ]; then
@@ -380,16 +389,16 @@ run_gloo() { # n rawfile
   return "$rc"
 }
 
-run_ringd() { # n rawfile transport
-  local n=$1 raw=$2 tp=$3 seg lo hi fac rc=0 extra=()
+run_ringd() { # n rawfile transport algo
+  local n=$1 raw=$2 tp=$3 algo=$4 seg lo hi fac rc=0 extra=()
   [ "$RINGD_CHECK" = 1 ] && extra+=(-c)
   [ -n "${RINGD_ITERS:-}" ] && extra+=(-n "$RINGD_ITERS")
   # shellcheck disable=SC2206  # intentional word splitting of user-supplied flags
   [ -n "${RINGD_BENCH_ARGS:-}" ] && extra+=($RINGD_BENCH_ARGS)
   for seg in "${segments[@]}"; do
     read -r lo hi fac <<< "$seg"
-    echo "+ RING_TRANSPORT=$tp ring-launch --no-prefix -n $n -- ring-bench -b $lo -e $hi -f $fac -w $WARMUP -t $TARGET --csv ${extra[*]}" >> "$raw"
-    RING_TRANSPORT=$tp bounded "$RUN_TIMEOUT" "$RL" --no-prefix -n "$n" -- "$RB" -b "$lo" -e "$hi" -f "$fac" \
+    echo "+ RING_TRANSPORT=$tp RING_ALGO=$algo ring-launch --no-prefix -n $n -- ring-bench -b $lo -e $hi -f $fac -w $WARMUP -t $TARGET --csv ${extra[*]}" >> "$raw"
+    RING_TRANSPORT=$tp RING_ALGO=$algo bounded "$RUN_TIMEOUT" "$RL" --no-prefix -n "$n" -- "$RB" -b "$lo" -e "$hi" -f "$fac" \
       -w "$WARMUP" -t "$TARGET" --csv "${extra[@]}" < /dev/null >> "$raw" 2>&1 || rc=$?
   done
   # CSV with a header naming the columns; tolerate a "[0] " prefix, CRs and extra columns
@@ -427,8 +436,10 @@ measure() {
     mpi-tcp) run_mpi "$n" "$raw" tcp > "$rows"; rc=$? ;;
     mpi-vader) run_mpi "$n" "$raw" vader > "$rows"; rc=$? ;;
     gloo-ring) run_gloo "$n" "$raw" > "$rows"; rc=$? ;;
-    ringd) run_ringd "$n" "$raw" tcp > "$rows"; rc=$? ;;
-    ringd-shm) run_ringd "$n" "$raw" shm > "$rows"; rc=$? ;;
+    ringd) run_ringd "$n" "$raw" tcp auto > "$rows"; rc=$? ;;
+    ringd-shm) run_ringd "$n" "$raw" shm auto > "$rows"; rc=$? ;;
+    ringd-ring) run_ringd "$n" "$raw" tcp ring > "$rows"; rc=$? ;;
+    ringd-shm-ring) run_ringd "$n" "$raw" shm ring > "$rows"; rc=$? ;;
     iperf3-bidir)
       run_iperf "$raw" > "$rows"; rc=$?
       awk -v us=$((IPERF_SECS * 1000000)) 'NF { print 0, us, $1, "ok" }' "$rows" > "$rows.tmp" &&

@@ -94,6 +94,15 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         const ring_algo_ops_t *ops = comm->algo_ops[a];
         if (ops != NULL && ops->takes(comm, req)) {
             req->algo = ops;
+            req->wire = RING_CODEC_NONE;
+            for (int c = 0; c < comm->nchannels; c++) {
+                ring_channel_t *ch = &comm->channels[c];
+                /* rd.c: the call's header still goes to the neighbours, on channel 0 */
+                ring_sched_init_notice(&ch->sched, comm->pos,
+                                       ops->notice && c == 0 ? comm->size : 1);
+                ch->part = (ring_range_t){0, 0};
+                ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
+            }
             (void)ops->begin(comm, req); /* a failure fails the comm */
             return;
         }
@@ -136,7 +145,8 @@ static void frame_fill(const ring_comm_t *comm, const ring_channel_t *ch,
     f->payload_bytes = (uint32_t)(sf->range.len * ring_enc_elem_bytes(comm, req));
     f->origin_rank = (uint32_t)comm->rank;
     /* what this peer knows so far; by the end of allgather every peer knows it all */
-    f->flags = req->nonfinite ? RING_FRAME_NONFINITE : 0;
+    f->flags = (uint16_t)((req->nonfinite ? RING_FRAME_NONFINITE : 0) |
+                          (ch->sched.kind == RING_SCHED_NOTICE ? RING_FRAME_NOTICE : 0));
     if (req->coll == RING_COLL_BROADCAST)
         f->detail = (uint64_t)req->root; /* never encoded: detail is free */
 }
@@ -293,6 +303,20 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
                                    "rank %d called %s; rank %d called %s", comm->rank,
                                    comm->rank, mine, left, theirs);
     }
+    if (f.type == RING_FRAME_DATA &&
+        !(f.flags & RING_FRAME_NOTICE) != (ch->sched.kind != RING_SCHED_NOTICE)) {
+        fault.status = RING_ERR_MISMATCH;
+        return ring_comm_fail_peer(comm, req, &fault, "{peer} runs this allreduce %s and this "
+                                   "peer %s (its frame carries %u bytes, this peer expected %zu "
+                                   "bytes): the calls differ in what decides the algorithm "
+                                   "(RING_CALL_EXACT on some peers only, or --algo, "
+                                   "--rd-max-bytes or --codec)",
+                                   (f.flags & RING_FRAME_NOTICE) ? "by recursive doubling"
+                                                                 : "on the ring",
+                                   (f.flags & RING_FRAME_NOTICE) ? "on the ring"
+                                                                 : "by recursive doubling",
+                                   f.payload_bytes, expect);
+    }
     if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||
         f.chunk != (uint32_t)sf->chunk || f.payload_bytes != expect ||
         slot->req.status != RING_OK || slot->req.bytes != comm->hdr_bytes + expect)
@@ -316,6 +340,7 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
     if (slot->req.status == RING_OK && ring_frame_decode(slot->hdr, &f) == 0 &&
         f.type == RING_FRAME_DATA && frame_matches_call(req, &f) && f.channel == ch->index &&
         f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
+        !(f.flags & RING_FRAME_NOTICE) == (ch->sched.kind != RING_SCHED_NOTICE) &&
         slot->req.bytes == comm->hdr_bytes + f.payload_bytes &&
         (f.payload_bytes == expect ||
          ((f.flags & RING_FRAME_LZ4) && req->wire != RING_CODEC_NONE &&
@@ -469,7 +494,8 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (!ch->back.posted || !ch->back.req.done)
         return RING_OK;
     ch->back.posted = 0;
-    for (int c = 0; req != NULL && req->algo == NULL && c < comm->nchannels; c++)
+    for (int c = 0; req != NULL && (req->algo == NULL || req->algo->notice) && c < comm->nchannels;
+         c++)
         pending |= sends_pending(&comm->channels[c]);
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
         if (!pending)
@@ -607,10 +633,10 @@ int ring_comm_progress(ring_comm_t *comm)
                 goto failed;
         }
         if (!req->done) {
-            if (req->algo != NULL) { /* hook: hier.c, rd.c drive it over their own */
-                if (req->algo->progress(comm, req, &moved, &finished) != RING_OK)
-                    goto failed;
-            } else {
+            if (req->algo != NULL && /* hook: hier.c, rd.c drive it over their own */
+                req->algo->progress(comm, req, &moved, &finished) != RING_OK)
+                goto failed;
+            if (req->algo == NULL || req->algo->notice) {
                 for (int c = 0; c < comm->nchannels; c++) {
                     ring_channel_t *ch = &comm->channels[c];
                     if (channel_progress(comm, ch, req, &moved) != RING_OK)

@@ -222,6 +222,13 @@ typedef struct ring_algo_ops {
      * waits for, and this does so at once (when a neighbour asks); the ring's
      * timeout, which knows only its neighbours, stays out of it */
     ring_status_t (*fail_timeout)(ring_comm_t *comm, ring_request_t *req, double waited);
+    /* 1 while it still runs the request (fail_timeout applies then) */
+    int (*busy)(const ring_comm_t *comm);
+    /* 1: the request's header also goes to the ring's neighbours as an empty frame
+     * (RING_SCHED_NOTICE), and it finishes once that is through: a neighbour that
+     * called something else (another count, dtype, collective) runs the ring and
+     * sees the difference in the header, as if both ran the ring */
+    int notice;
 } ring_algo_ops_t;
 
 /* handshake.c */

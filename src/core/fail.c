@@ -345,7 +345,8 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         ring_comm_active_request(comm) != NULL) {
         ring_request_t *req = ring_comm_active_request(comm);
 
-        if (from_rank == comm->right_rank && (req->algo == NULL || req->algo->fail_timeout == NULL) &&
+        if (from_rank == comm->right_rank &&
+            (req->algo == NULL || req->algo->fail_timeout == NULL || !req->algo->busy(comm)) &&
             probe_start(comm, req, 0)) {
             comm->probed_by_right = 1;
             tell_right_waiting(comm);
@@ -468,7 +469,8 @@ ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, dou
     char phase[96];
     int c;
 
-    if (req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL)
+    if (req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL &&
+        req->algo->busy(comm))
         return req->algo->fail_timeout(comm, req, waited); /* rd.c: whom it waits for */
     c = channel_waiting_left(comm);
 
@@ -515,7 +517,8 @@ int ring_comm_check_timeout(ring_comm_t *comm, double idle)
     if (idle <= comm->cfg.timeout_s)
         return 0;
     req = ring_comm_active_request(comm);
-    if (req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL)
+    if (req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL &&
+        req->algo->busy(comm))
         return 0; /* rd.c names whom it waits for */
     if (probe_start(comm, req, idle))
         return 0;

@@ -17,10 +17,18 @@
  * travel uncompressed run here (codec none, or RING_CALL_EXACT): with fp16 or
  * bf16 on the wire, the ring's codec semantics apply and the ring runs them.
  *
- * A stopped peer: the pair's request makes no progress, and after the
- * timeout the peer waiting on it names it. The wait ends later for a peer at
- * a later step (a grace per step), so that the first to blame the stopped
- * peer is the one that waits on it, and its ABORT reaches everyone first.
+ * The ring still carries the call's header: the engine sends an empty
+ * "notice" frame to the right neighbour and takes one from the left
+ * (RING_SCHED_NOTICE). A peer that called something else (another count or
+ * dtype, a broadcast, RING_CALL_EXACT alone) runs the ring or another pair
+ * schedule, and the headers tell both sides, as the ring's own frames would.
+ *
+ * A stopped peer: the pair's request makes no progress; after the timeout
+ * (plus a grace per level of the schedule) the peer asks its partner what it
+ * waits for (rd_ask), and blames it if no answer comes. A ring failure is
+ * passed on through the pairs too (rd_on_fail): once its notice is in, a
+ * peer reads nothing more from its left neighbour, so ABORTs only travel
+ * backwards around the ring, and not past a stopped peer.
  */
 #include "ring_build.h"
 
@@ -510,9 +518,11 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     struct ring_rd *rd = comm->rd;
     int nonfinite = 0;
 
-    *finished_p = 0;
+    *finished_p = rd->req == NULL; /* done: the engine waits for the notice frames */
     if (comm->error != RING_OK)
         return comm->error;
+    if (rd->req == NULL)
+        return RING_OK;
     for (int s = 0; s < RD_SLOTS; s++) /* skip the pair we asked (we failed it) */
         if (rd->pair[s].comm != NULL && rd->pair[s].comm->error != RING_OK &&
             !(rd->asked_at != 0 && rd->step < rd->nsteps && s == rd->steps[rd->step].slot))
@@ -570,13 +580,20 @@ static void rd_on_fail(ring_comm_t *comm)
     for (int s = 0; rd != NULL && s < RD_SLOTS; s++) {
         ring_comm_t *pc = rd->pair[s].comm;
 
-        if (pc == NULL || pc->error != RING_OK)
+        /* a mismatch's ABORT carries the calls in the fields a relay would use;
+         * it goes round the ring backwards, where nobody is stopped */
+        if (pc == NULL || pc->error != RING_OK || comm->error == RING_ERR_MISMATCH)
             continue;
         (void)ring_comm_fail(pc, &(ring_fault_t){.status = comm->error, .culprit = -1,
                                                  .step = -1, .relay_origin = comm->rank + 1,
                                                  .relay_culprit = comm->error_culprit + 1},
                              "the ring failed: %s", comm->error_msg);
     }
+}
+
+static int rd_busy(const ring_comm_t *comm)
+{
+    return comm->rd != NULL && comm->rd->req != NULL;
 }
 
 static int rd_wait(ring_comm_t *comm, int timeout_ms)
@@ -604,5 +621,7 @@ static const ring_algo_ops_t rd_ops = {
     .progress = rd_progress,
     .wait = rd_wait,
     .fail_timeout = rd_fail_timeout,
+    .busy = rd_busy,
+    .notice = 1,
     .on_fail = rd_on_fail,
 };

@@ -74,6 +74,7 @@ ring_status_t ring_sub_open(ring_comm_t *comm, const ring_sub_owner_t *owner,
 {
     ring_config_t cfg;
     char *peers = calloc((size_t)n, 300), num[32], job[RING_CONFIG_STR_MAX];
+    ring_log_level_t saved_level = ring_log_level();
     size_t len = 0;
     ring_status_t st;
 
@@ -116,12 +117,16 @@ ring_status_t ring_sub_open(ring_comm_t *comm, const ring_sub_owner_t *owner,
     SET("hierarchical", "off");
     SET("algo", "ring");
     SET("host-id", ""); /* a rendezvous setting: sub-communicators have peer lists */
+    /* its set-up lines (transport, order) would repeat the ring's: warnings only */
+    if (saved_level > RING_LOG_WARN)
+        SET("log-level", "warn");
     for (int i = 0; settings != NULL && settings[i] != NULL; i += 2)
         SET(settings[i], settings[i + 1]);
 #undef SET
     if (st == RING_OK)
         st = open_fn(&cfg, &sub->comm);
-    ring_log_set_rank(comm->rank); /* the sub-communicator's open named its own rank */
+    ring_log_set_level(saved_level); /* the log's level and rank are the process's */
+    ring_log_set_rank(comm->rank);
     ring_config_free(&cfg);
     free(peers);
     if (st != RING_OK) {

@@ -51,6 +51,8 @@ typedef enum ring_codec {
 /* flags of a DATA frame */
 #define RING_FRAME_NONFINITE 0x1 /* some input the sender knows of was inf/NaN, or a sum overflowed */
 #define RING_FRAME_LZ4 0x2       /* the payload is lz4-compressed (raw size: elements x 2) */
+#define RING_FRAME_NOTICE 0x4    /* an empty frame telling the call that another algorithm
+                                  * runs (RING_SCHED_NOTICE, rd.c) */
 
 typedef enum ring_frame_type {
     RING_FRAME_DATA = 1,
