@@ -49,6 +49,7 @@
 #define RD_GRACE_S 1.0         /* per step: how much longer a later step waits */
 #define RD_ANSWER_S 0.5        /* how long a partner asked what it waits for has to answer
                                 * (less than RD_GRACE_S: the next level asks after that) */
+#define RD_LOOK_S 0.005        /* rd_wait looks at the pairs not under way this often */
 #define RD_LINGER_NS (200 * 1000 * 1000) /* ring_rd_close after a failure */
 
 enum rd_algo { RD_AUTO, RD_RING, RD_FORCED };
@@ -87,6 +88,7 @@ struct ring_rd {
     int step;
     ring_request_t *sub_req;
     double last_move;
+    double next_look;          /* rd_wait: when to look at the other pairs next */
     double asked_at;           /* rd_ask: when the partner of this step was asked, 0: not */
     float *swap;               /* 2 x count: what a swap gathered */
     size_t swap_count;
@@ -603,10 +605,14 @@ static int rd_wait(ring_comm_t *comm, int timeout_ms)
 
     if (rd == NULL || rd->req == NULL || rd->sub_req == NULL)
         return 0;
-    /* a failure passed on through another pair (rd_progress looks at their errors) */
-    for (int s = 0; s < RD_SLOTS; s++)
-        if (rd->pair[s].comm != NULL && s != rd->steps[rd->step].slot)
-            (void)ring_comm_progress(rd->pair[s].comm);
+    /* a failure passed on through another pair (rd_progress looks at their errors):
+     * looked for now and then, not on every wait (each look polls their sockets) */
+    if (ring_now() >= rd->next_look) {
+        rd->next_look = ring_now() + RD_LOOK_S;
+        for (int s = 0; s < RD_SLOTS; s++)
+            if (rd->pair[s].comm != NULL && s != rd->steps[rd->step].slot)
+                (void)ring_comm_progress(rd->pair[s].comm);
+    }
     if (rd->asked_at != 0)
         return 0; /* the answer comes through the others or the ring: sleep in the ring */
     /* the ring's own events (an ABORT) are seen within 2 ms */
