@@ -100,8 +100,9 @@ static const ring_opt_t config_table[] = {
      "the allreduce algorithm: ring (2(N-1) steps, each moving 1/N of the buffer), rd = "
      "recursive doubling over pairs of peers (log2 N steps moving the whole buffer, plus 2 "
      "when N is not a power of two: latency-bound small buffers), auto = rd for fp32 "
-     "allreduces without a codec of at most --rd-max-bytes, ring for the rest"},
-    {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "64K", "bytes", FIELD(rd_max_bytes), 0,
+     "allreduces without a codec of at most --rd-max-bytes on rings of 4 or more peers "
+     "(on 2 or 3 the ring's few steps are as fast), ring for the rest"},
+    {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
      0, "algo auto: the largest allreduce recursive doubling takes"},
     {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_WORD, "off", "off|on",
      FIELD(error_feedback), 0, 0,

@@ -137,6 +137,25 @@ static int rd_partner(const struct ring_rd *rd, int place, int size, int slot)
     return place ^ (1 << (slot - 1));
 }
 
+/* --algo auto: whether recursive doubling can beat the ring at this size of
+ * ring. At a small buffer both are a chain of messages: the ring's 2(N-1)
+ * steps against rd's log2 P2 (+ 2 for the fold) plus the notice frame, which
+ * costs a message's CPU time even though nothing waits for it (on a host with
+ * more peers than cores, that is latency). N = 2 or 3 gains nothing: measured
+ * at N = 2, rd took 1.1-1.3x the ring's time at 4 KiB; at N = 4, 0.8x (tcp and
+ * shm, tools/compare-baselines.sh, medians of 3). */
+static int rd_pays(int size)
+{
+    struct ring_rd plan;
+    int most = 0;
+
+    for (int place = 0; place < size; place++) {
+        rd_plan(&plan, place, size);
+        most = plan.nsteps > most ? plan.nsteps : most;
+    }
+    return most + 1 < 2 * (size - 1);
+}
+
 static enum rd_algo rd_algo_of(const char *name)
 {
     return strcmp(name, "ring") == 0 ? RD_RING : strcmp(name, "rd") == 0 ? RD_FORCED : RD_AUTO;
@@ -199,7 +218,7 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
         st = ring_allgather(comm, &mine, all, sizeof(mine));
     if (st == RING_OK)
         st = rd_check_agree(comm, all);
-    if (st != RING_OK || algo == RD_RING)
+    if (st != RING_OK || algo == RD_RING || (algo == RD_AUTO && !rd_pays(comm->size)))
         goto out;
     for (int r = 0; r < comm->size; r++)
         for (int s = 0; s < RD_SLOTS; s++)
