@@ -280,7 +280,7 @@ static ring_status_t start_cross(ring_comm_t *comm, int k)
 }
 
 /* Collect the oldest finished request of a queue (FIFO: they finish in order). */
-static ring_status_t reap(ring_comm_t *comm, hier_slot_t *q, int *n, const ring_sub_t *sub,
+static ring_status_t reap(ring_comm_t *comm, hier_slot_t *q, int *n, ring_sub_t *sub,
                           int *piece_p)
 {
     ring_request_t *req;
@@ -292,6 +292,7 @@ static ring_status_t reap(ring_comm_t *comm, hier_slot_t *q, int *n, const ring_
     *piece_p = q[0].piece;
     memmove(q, q + 1, (size_t)(*n - 1) * sizeof(*q));
     (*n)--;
+    ring_sub_add_stats(comm, sub); /* its frames count as the ring's */
     return ring_sub_reap(comm, &hier_owner, sub, req, &comm->hier->req->nonfinite);
 }
 

@@ -73,16 +73,20 @@ typedef struct rd_record {
     int32_t ports[RD_SLOTS];   /* 0: no pair in this slot */
 } rd_record_t;
 
-struct ring_rd {
-    ring_sub_t pair[RD_SLOTS];
-    ring_comm_stats_t seen[RD_SLOTS]; /* each pair's counters, as last added to the ring's */
-    ring_sub_close_fn close_fn;
-    int forced;                /* --algo rd: every eligible size */
-    size_t max_bytes;
-    int p2, stages;
+/* One place's part of the schedule (rd_plan). */
+typedef struct rd_sched {
+    int p2, stages;            /* the largest power of two <= N, and its log2 */
     rd_step_t steps[RD_SLOTS + 1];
     int nsteps;
     int last_swap;             /* step after which the sum is complete (AVG scales) */
+} rd_sched_t;
+
+struct ring_rd {
+    ring_sub_t pair[RD_SLOTS];
+    ring_sub_close_fn close_fn;
+    int forced;                /* --algo rd: every eligible size */
+    size_t max_bytes;
+    rd_sched_t plan;
     /* the request under way */
     ring_request_t *req;
     int step;
@@ -100,39 +104,39 @@ static const ring_sub_owner_t rd_owner = {"recursive doubling", "--algo ring"};
 static const char *const rd_algo_names[] = {"auto", "ring", "rd"};
 
 /* This place's steps: see the top of the file. */
-static void rd_plan(struct ring_rd *rd, int place, int size)
+static void rd_plan(rd_sched_t *plan, int place, int size)
 {
     int p2 = 1, stages = 0;
 
     while (p2 * 2 <= size)
         p2 *= 2, stages++;
-    rd->p2 = p2;
-    rd->stages = stages;
-    rd->nsteps = 0;
-    rd->last_swap = -1;
+    plan->p2 = p2;
+    plan->stages = stages;
+    plan->nsteps = 0;
+    plan->last_swap = -1;
     if (place >= p2) {
-        rd->steps[rd->nsteps++] = (rd_step_t){RD_SWAP, 0};
-        rd->steps[rd->nsteps++] = (rd_step_t){RD_TAKE_RESULT, 0};
+        plan->steps[plan->nsteps++] = (rd_step_t){RD_SWAP, 0};
+        plan->steps[plan->nsteps++] = (rd_step_t){RD_TAKE_RESULT, 0};
         return;
     }
     if (place + p2 < size)
-        rd->steps[rd->nsteps++] = (rd_step_t){RD_SWAP, 0};
+        plan->steps[plan->nsteps++] = (rd_step_t){RD_SWAP, 0};
     for (int k = 0; k < stages; k++)
-        rd->steps[rd->nsteps++] = (rd_step_t){RD_SWAP, 1 + k};
-    rd->last_swap = rd->nsteps - 1;
+        plan->steps[plan->nsteps++] = (rd_step_t){RD_SWAP, 1 + k};
+    plan->last_swap = plan->nsteps - 1;
     if (place + p2 < size)
-        rd->steps[rd->nsteps++] = (rd_step_t){RD_GIVE_RESULT, 0};
+        plan->steps[plan->nsteps++] = (rd_step_t){RD_GIVE_RESULT, 0};
 }
 
 /* The place this place pairs with in slot s, or -1. */
-static int rd_partner(const struct ring_rd *rd, int place, int size, int slot)
+static int rd_partner(const rd_sched_t *plan, int place, int size, int slot)
 {
     if (slot == 0) {
-        if (place >= rd->p2)
-            return place - rd->p2;
-        return place + rd->p2 < size ? place + rd->p2 : -1;
+        if (place >= plan->p2)
+            return place - plan->p2;
+        return place + plan->p2 < size ? place + plan->p2 : -1;
     }
-    if (place >= rd->p2 || slot - 1 >= rd->stages)
+    if (place >= plan->p2 || slot - 1 >= plan->stages)
         return -1;
     return place ^ (1 << (slot - 1));
 }
@@ -146,7 +150,7 @@ static int rd_partner(const struct ring_rd *rd, int place, int size, int slot)
  * shm, tools/compare-baselines.sh, medians of 3). */
 static int rd_pays(int size)
 {
-    struct ring_rd plan;
+    rd_sched_t plan;
     int most = 0;
 
     for (int place = 0; place < size; place++) {
@@ -183,6 +187,7 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
                            ring_sub_close_fn close_fn)
 {
     enum rd_algo algo = rd_algo_of(comm->cfg.algo);
+    int wanted = algo == RD_FORCED || (algo == RD_AUTO && rd_pays(comm->size));
     rd_record_t mine, *all = NULL;
     int *ports = NULL, nheld = 0, held_slot[RD_SLOTS], held_port[RD_SLOTS];
     ring_port_hold_t ph = {0};
@@ -202,13 +207,13 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     rd->close_fn = close_fn;
     rd->forced = algo == RD_FORCED;
     rd->max_bytes = comm->cfg.rd_max_bytes;
-    rd_plan(rd, comm->pos, comm->size);
+    rd_plan(&rd->plan, comm->pos, comm->size);
     memset(&mine, 0, sizeof(mine));
     mine.algo = (uint32_t)algo;
     mine.max_bytes = rd->max_bytes;
-    if (algo != RD_RING) {
+    if (wanted) {
         for (int s = 0; s < RD_SLOTS; s++)
-            if (rd_partner(rd, comm->pos, comm->size, s) >= 0)
+            if (rd_partner(&rd->plan, comm->pos, comm->size, s) >= 0)
                 held_slot[nheld++] = s;
         st = ring_port_hold(&ph, comm->peers[comm->rank].host, nheld, held_port);
         for (int i = 0; st == RING_OK && i < nheld; i++)
@@ -218,7 +223,7 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
         st = ring_allgather(comm, &mine, all, sizeof(mine));
     if (st == RING_OK)
         st = rd_check_agree(comm, all);
-    if (st != RING_OK || algo == RD_RING || (algo == RD_AUTO && !rd_pays(comm->size)))
+    if (st != RING_OK || !wanted)
         goto out;
     for (int r = 0; r < comm->size; r++)
         for (int s = 0; s < RD_SLOTS; s++)
@@ -226,8 +231,9 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     /* in slot order on every peer: a peer only ever waits for a pair of a slot
      * at or below its own, so the opens cannot wait on each other in a circle */
     for (int i = 0; i < nheld; i++) {
-        int s = held_slot[i], other = rd_partner(rd, comm->pos, comm->size, s);
-        int lo = comm->pos < other ? comm->pos : other, hi = comm->pos ^ lo ^ other;
+        int s = held_slot[i], other = rd_partner(&rd->plan, comm->pos, comm->size, s);
+        int lo = comm->pos < other ? comm->pos : other;
+        int hi = comm->pos < other ? other : comm->pos;
         int members[2] = {comm->order[lo], comm->order[hi]};
         static const char *const pair_settings[] = {"channels", "1", "tcp-streams", "1",
                                                     "codec", "none", "lz4", "off",
@@ -249,10 +255,10 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     if (rd->forced)
         ring_log(RING_LOG_INFO, "recursive doubling (--algo rd): %d steps over pairs (%s) for "
                  "every fp32 allreduce without a codec; those with one stay on the ring",
-                 rd->nsteps, over);
+                 rd->plan.nsteps, over);
     else
         ring_log(RING_LOG_INFO, "recursive doubling: %d steps over pairs (%s) for fp32 "
-                 "allreduces without a codec of at most %zu bytes", rd->nsteps, over,
+                 "allreduces without a codec of at most %zu bytes", rd->plan.nsteps, over,
                  rd->max_bytes);
     comm->rd = rd;
     comm->algo_ops[RING_ALGO_RD] = &rd_ops;
@@ -350,13 +356,14 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
                       ? pair->members[pc->error_culprit] : -1;
     char addr[300], phase[96];
 
-    if (pc->abort_seen_valid && a->status != RING_ERR_MISMATCH && (a->detail >> 32) != 0 &&
-        (a->detail >> 32) <= (uint64_t)comm->size && (a->detail & 0xffffffffu) <= (uint64_t)comm->size) {
-        ring_frame_t f = *a;
-        uint32_t c = (uint32_t)(a->detail & 0xffffffffu);
+    uint64_t origin = a->detail >> 32, c = a->detail & 0xffffffffu; /* ranks + 1 */
 
-        f.origin_rank = (uint32_t)(a->detail >> 32) - 1;
-        f.culprit_rank = c == 0 ? UINT32_MAX : c - 1;
+    if (pc->abort_seen_valid && a->status != RING_ERR_MISMATCH && origin != 0 &&
+        origin <= (uint64_t)comm->size && c <= (uint64_t)comm->size) {
+        ring_frame_t f = *a;
+
+        f.origin_rank = (uint32_t)origin - 1;
+        f.culprit_rank = c == 0 ? UINT32_MAX : (uint32_t)c - 1;
         f.detail = 0;
         f.coll = RING_COLL_ALLREDUCE;
         f.round = comm->rd->req != NULL ? comm->rd->req->round : f.round;
@@ -383,7 +390,7 @@ static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
     struct ring_rd *rd = comm->rd;
     const ring_comm_t *pc = pair->comm;
     ring_request_t *req = rd->req;
-    enum rd_kind kind = rd->steps[rd->step].kind;
+    enum rd_kind kind = rd->plan.steps[rd->step].kind;
     ring_frame_t theirs;
     char mine[160], other[160];
     int peer;
@@ -419,7 +426,7 @@ static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair);
 static ring_status_t rd_start_step(ring_comm_t *comm)
 {
     struct ring_rd *rd = comm->rd;
-    const rd_step_t *s = &rd->steps[rd->step];
+    const rd_step_t *s = &rd->plan.steps[rd->step];
     ring_request_t *req = rd->req;
     ring_sub_t *pair = &rd->pair[s->slot];
     size_t bytes = req->count * sizeof(float);
@@ -440,19 +447,6 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
     return RING_OK;
 }
 
-/* The pair's frames count as the ring's (ring_comm_get_stats, the daemon's summary). */
-static void rd_add_stats(ring_comm_t *comm, ring_sub_t *pair)
-{
-    struct ring_rd *rd = comm->rd;
-    const ring_comm_stats_t *now = &pair->comm->stats;
-    ring_comm_stats_t *seen = &rd->seen[pair - rd->pair];
-
-    comm->stats.frames_sent += now->frames_sent - seen->frames_sent;
-    comm->stats.payload_bytes += now->payload_bytes - seen->payload_bytes;
-    comm->stats.raw_bytes += now->raw_bytes - seen->raw_bytes;
-    comm->stats.frames_lz4 += now->frames_lz4 - seen->frames_lz4;
-    *seen = *now;
-}
 
 /* Where the step under way sits in everyone's schedule: the fold 0, stage k
  * 1 + k, the result stages + 1. A peer waits the longer the later its step,
@@ -460,24 +454,24 @@ static void rd_add_stats(ring_comm_t *comm, ring_sub_t *pair)
  * itself, not one that waits on a peer that waits. */
 static int rd_level(const struct ring_rd *rd)
 {
-    const rd_step_t *s = &rd->steps[rd->step];
+    const rd_step_t *s = &rd->plan.steps[rd->step];
 
-    return s->kind != RD_SWAP ? rd->stages + 1 : s->slot;
+    return s->kind != RD_SWAP ? rd->plan.stages + 1 : s->slot;
 }
 
 /* What a finished step leaves in recvbuf. */
 static void rd_apply_step(ring_comm_t *comm)
 {
     struct ring_rd *rd = comm->rd;
-    const rd_step_t *s = &rd->steps[rd->step];
+    const rd_step_t *s = &rd->plan.steps[rd->step];
     ring_request_t *req = rd->req;
     float *out = req->recvbuf;
 
-    if (s->kind != RD_SWAP || comm->pos >= rd->p2)
+    if (s->kind != RD_SWAP || comm->pos >= rd->plan.p2)
         return; /* the result came in place; a place above P2 only gave its buffer */
     /* both of the pair add the same two halves in the same order: the same bits */
     ring_reduce_sum_f32(out, rd->swap, rd->swap + req->count, req->count);
-    if (rd->step == rd->last_swap && req->op == RING_AVG)
+    if (rd->step == rd->plan.last_swap && req->op == RING_AVG)
         ring_scale_f32(out, out, 1.0f / (float)comm->size, req->count);
 }
 
@@ -486,7 +480,7 @@ static void rd_apply_step(ring_comm_t *comm)
 static ring_status_t rd_timed_out(ring_comm_t *comm, double idle)
 {
     struct ring_rd *rd = comm->rd;
-    const ring_sub_t *pair = &rd->pair[rd->steps[rd->step].slot];
+    const ring_sub_t *pair = &rd->pair[rd->plan.steps[rd->step].slot];
     int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
     char addr[300], phase[96];
 
@@ -526,7 +520,7 @@ static ring_status_t rd_fail_timeout(ring_comm_t *comm, ring_request_t *req, dou
     struct ring_rd *rd = comm->rd;
 
     (void)req;
-    if (rd->req == NULL || rd->step >= rd->nsteps)
+    if (rd->req == NULL || rd->step >= rd->plan.nsteps)
         return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = -1,
                                                     .sys_errno = ETIMEDOUT, .step = -1},
                               "recursive doubling: timed out after %.0f s", waited);
@@ -544,16 +538,21 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         return comm->error;
     if (rd->req == NULL)
         return RING_OK;
-    for (int s = 0; s < RD_SLOTS; s++) /* skip the pair we asked (we failed it) */
-        if (rd->pair[s].comm != NULL && rd->pair[s].comm->error != RING_OK &&
-            !(rd->asked_at != 0 && rd->step < rd->nsteps && s == rd->steps[rd->step].slot))
+    for (int s = 0; s < RD_SLOTS; s++) {
+        int asked = rd->asked_at != 0 && s == rd->plan.steps[rd->step].slot;
+
+        /* the pair we asked failed because we asked: its answer comes another way */
+        if (rd->pair[s].comm != NULL && rd->pair[s].comm->error != RING_OK && !asked)
             return rd_pair_failed(comm, &rd->pair[s]);
-    if (rd->asked_at != 0) /* no answer: it is the one that stopped */
-        return ring_now() - rd->asked_at > RD_ANSWER_S ? rd_timed_out(comm, ring_now() -
-                                                                               rd->last_move)
-                                                       : RING_OK;
-    while (rd->step < rd->nsteps) {
-        ring_sub_t *pair = &rd->pair[rd->steps[rd->step].slot];
+    }
+    if (rd->asked_at != 0) { /* no answer in time: it is the one that stopped */
+        double now = ring_now();
+
+        return now - rd->asked_at > RD_ANSWER_S ? rd_timed_out(comm, now - rd->last_move)
+                                                : RING_OK;
+    }
+    while (rd->step < rd->plan.nsteps) {
+        ring_sub_t *pair = &rd->pair[rd->plan.steps[rd->step].slot];
         ring_request_t *sub;
         int moved;
         double now;
@@ -577,7 +576,7 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         rd->sub_req = NULL;
         if (ring_request_wait(sub) != RING_OK) /* done: releases its slot */
             return rd_pair_failed(comm, pair);
-        rd_add_stats(comm, pair);
+        ring_sub_add_stats(comm, pair); /* its frames count as the ring's */
         rd_apply_step(comm);
         rd->step++;
         *moved_p += 1;
@@ -629,13 +628,13 @@ static int rd_wait(ring_comm_t *comm, int timeout_ms)
     if (ring_now() >= rd->next_look) {
         rd->next_look = ring_now() + RD_LOOK_S;
         for (int s = 0; s < RD_SLOTS; s++)
-            if (rd->pair[s].comm != NULL && s != rd->steps[rd->step].slot)
+            if (rd->pair[s].comm != NULL && s != rd->plan.steps[rd->step].slot)
                 (void)ring_comm_progress(rd->pair[s].comm);
     }
     if (rd->asked_at != 0)
         return 0; /* the answer comes through the others or the ring: sleep in the ring */
     /* the ring's own events (an ABORT) are seen within 2 ms */
-    sub = rd->pair[rd->steps[rd->step].slot].comm;
+    sub = rd->pair[rd->plan.steps[rd->step].slot].comm;
     sub->tp_ops->wait(sub->tp, timeout_ms < 2 ? timeout_ms : 2);
     return 1;
 }

@@ -175,3 +175,14 @@ ring_status_t ring_sub_reap(ring_comm_t *comm, const ring_sub_owner_t *owner,
     }
     return st == RING_OK ? RING_OK : ring_sub_fail(comm, owner, sub, st);
 }
+
+void ring_sub_add_stats(ring_comm_t *comm, ring_sub_t *sub)
+{
+    const ring_comm_stats_t *now = &sub->comm->stats;
+
+    comm->stats.frames_sent += now->frames_sent - sub->seen.frames_sent;
+    comm->stats.payload_bytes += now->payload_bytes - sub->seen.payload_bytes;
+    comm->stats.raw_bytes += now->raw_bytes - sub->seen.raw_bytes;
+    comm->stats.frames_lz4 += now->frames_lz4 - sub->seen.frames_lz4;
+    sub->seen = *now;
+}

@@ -35,6 +35,7 @@ typedef struct ring_sub {
     int n;
     char what[48];           /* "local ring", "pair of stage 1" */
     char map[256];           /* "0 is rank 4, 1 is rank 5" */
+    ring_comm_stats_t seen;  /* its counters as last added to the ring's */
 } ring_sub_t;
 
 /* What the sub-communicators are for, in messages. */
@@ -61,6 +62,10 @@ void ring_sub_close(ring_sub_t *sub, ring_sub_close_fn close_fn);
  * another peer). Returns the ring's error. */
 ring_status_t ring_sub_fail(ring_comm_t *comm, const ring_sub_owner_t *owner,
                             const ring_sub_t *sub, ring_status_t st);
+
+/* Add what sub sent since the last call to the ring's counters (frames and
+ * bytes; ring_comm_get_stats, the daemon's summary). */
+void ring_sub_add_stats(ring_comm_t *comm, ring_sub_t *sub);
 
 /* Collect a finished request of a sub-communicator (releasing its slot):
  * RING_ERR_NONFINITE sets *nonfinite and counts as success. */
