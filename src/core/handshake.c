@@ -16,7 +16,8 @@ static uint64_t handshake_settings_hash(const ring_hello_t *h)
     uint64_t v = RING_HASH_INIT;
     uint64_t fields[] = {h->version, h->job_hash, h->world_size, h->channels,
                          h->streams, h->chunk_bytes, h->transport, h->peers_hash,
-                         h->codec, h->fp16_scaling, h->auth_frames};
+                         h->codec, h->fp16_scaling, h->auth_frames, h->algo,
+                         h->rd_max_bytes};
 
     return ring_hash_bytes(v, fields, sizeof(fields));
 }
@@ -42,6 +43,8 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->codec = (uint8_t)comm->codec;
     h->fp16_scaling = (uint8_t)comm->fp16_scaling;
     h->auth_frames = (uint8_t)comm->auth_frames;
+    h->algo = strcmp(comm->cfg.algo, "ring") == 0 ? 1 : strcmp(comm->cfg.algo, "rd") == 0 ? 2 : 0;
+    h->rd_max_bytes = comm->cfg.rd_max_bytes;
     h->peers_hash = ring_hash_bytes(RING_HASH_INIT, peers, strlen(peers));
     h->settings_hash = handshake_settings_hash(h);
     snprintf(h->job_text, sizeof(h->job_text), "%s", comm->cfg.job_id);
@@ -59,6 +62,7 @@ static const char *const transport_names[] = {"?", "tcp", "verbs", "shm"};
 static const char *const codec_names[] = {"none", "fp16", "bf16"};
 static const char *const on_off_names[] = {"off", "on"};
 static const char *const auth_names[] = {"connect", "frames"};
+static const char *const algo_names[] = {"auto", "ring", "rd"};
 #define CHOICE(_names, _v) \
     ((_v) < sizeof(_names) / sizeof(_names[0]) ? _names[(_v)] : "unknown")
 #define HELLO_DIFF_NAMED(_field, _name, _names)                                               \
@@ -99,7 +103,13 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
     HELLO_DIFF_NAMED(codec, "codec (RING_CODEC)", codec_names);
     HELLO_DIFF_NAMED(fp16_scaling, "fp16 scaling (RING_FP16_SCALING)", on_off_names);
     HELLO_DIFF_NAMED(auth_frames, "frame authentication (--auth, RING_AUTH)", auth_names);
-    /* a field this version does not list but a future one hashes */
-    HELLO_DIFF(settings_hash, "settings hash", "%016" PRIx64);
+    HELLO_DIFF_NAMED(algo, "allreduce algorithm (--algo, RING_ALGO)", algo_names);
+    /* hashed, not sent: --rd-max-bytes (or a field a future version hashes) */
+    if (mine->settings_hash != theirs->settings_hash)
+        return ring_error_set(RING_ERR_MISMATCH,
+                              "settings mismatch with rank %u (%s): the settings hash differs: "
+                              "--rd-max-bytes (RING_RD_MAX_BYTES) differs (this peer has %" PRIu64
+                              "), or a setting of another ringd version: give every peer the same",
+                              theirs->rank, peer_addr, mine->rd_max_bytes);
     return RING_OK;
 }

@@ -65,11 +65,9 @@ typedef struct rd_step {
     int slot;                  /* which pair */
 } rd_step_t;
 
-/* What every peer tells the others at open: they must agree. */
+/* What every peer tells the others at open (the hello made sure that they
+ * agree on --algo and --rd-max-bytes). */
 typedef struct rd_record {
-    uint32_t algo;
-    uint32_t pad;
-    uint64_t max_bytes;
     int32_t ports[RD_SLOTS];   /* 0: no pair in this slot */
 } rd_record_t;
 
@@ -100,8 +98,6 @@ struct ring_rd {
 
 static const ring_algo_ops_t rd_ops;
 static const ring_sub_owner_t rd_owner = {"recursive doubling", "--algo ring"};
-
-static const char *const rd_algo_names[] = {"auto", "ring", "rd"};
 
 /* This place's steps: see the top of the file. */
 static void rd_plan(rd_sched_t *plan, int place, int size)
@@ -165,23 +161,6 @@ static enum rd_algo rd_algo_of(const char *name)
     return strcmp(name, "ring") == 0 ? RD_RING : strcmp(name, "rd") == 0 ? RD_FORCED : RD_AUTO;
 }
 
-/* Every peer must run the same --algo and --rd-max-bytes: a peer that ran
- * another algorithm would wait for messages that never come. */
-static ring_status_t rd_check_agree(const ring_comm_t *comm, const rd_record_t *all)
-{
-    for (int r = 1; r < comm->size; r++) {
-        if (all[r].algo != all[0].algo || all[r].max_bytes != all[0].max_bytes) {
-            unsigned a0 = all[0].algo < 3 ? all[0].algo : 0, ar = all[r].algo < 3 ? all[r].algo : 0;
-
-            return ring_error_set(RING_ERR_MISMATCH, "the peers disagree on the allreduce "
-                                  "algorithm: rank 0 has --algo %s --rd-max-bytes %llu, rank %d "
-                                  "has --algo %s --rd-max-bytes %llu (give every peer the same)",
-                                  rd_algo_names[a0], (unsigned long long)all[0].max_bytes, r,
-                                  rd_algo_names[ar], (unsigned long long)all[r].max_bytes);
-        }
-    }
-    return RING_OK;
-}
 
 ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
                            ring_sub_close_fn close_fn)
@@ -195,7 +174,7 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     ring_status_t st = RING_OK;
     const char *over = "";
 
-    if (comm->size < 2)
+    if (comm->size < 2 || !wanted)
         return RING_OK;
     rd = calloc(1, sizeof(*rd));
     all = calloc((size_t)comm->size, sizeof(*all));
@@ -209,21 +188,15 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     rd->max_bytes = comm->cfg.rd_max_bytes;
     rd_plan(&rd->plan, comm->pos, comm->size);
     memset(&mine, 0, sizeof(mine));
-    mine.algo = (uint32_t)algo;
-    mine.max_bytes = rd->max_bytes;
-    if (wanted) {
-        for (int s = 0; s < RD_SLOTS; s++)
-            if (rd_partner(&rd->plan, comm->pos, comm->size, s) >= 0)
-                held_slot[nheld++] = s;
-        st = ring_port_hold(&ph, comm->peers[comm->rank].host, nheld, held_port);
-        for (int i = 0; st == RING_OK && i < nheld; i++)
-            mine.ports[held_slot[i]] = held_port[i];
-    }
+    for (int s = 0; s < RD_SLOTS; s++)
+        if (rd_partner(&rd->plan, comm->pos, comm->size, s) >= 0)
+            held_slot[nheld++] = s;
+    st = ring_port_hold(&ph, comm->peers[comm->rank].host, nheld, held_port);
+    for (int i = 0; st == RING_OK && i < nheld; i++)
+        mine.ports[held_slot[i]] = held_port[i];
     if (st == RING_OK)
         st = ring_allgather(comm, &mine, all, sizeof(mine));
-    if (st == RING_OK)
-        st = rd_check_agree(comm, all);
-    if (st != RING_OK || !wanted)
+    if (st != RING_OK)
         goto out;
     for (int r = 0; r < comm->size; r++)
         for (int s = 0; s < RD_SLOTS; s++)

@@ -6,10 +6,11 @@
 #include "subcomm.h"
 
 /*
- * After the ring is up (every peer, size >= 2): check that the peers agree on
- * --algo and --rd-max-bytes, and unless --algo ring open the pairs and set
+ * After the ring is up, with --algo rd, or auto on a ring where it pays (4 or
+ * more peers): open the pairs (their ports allgathered over the ring) and set
  * comm->algo_ops[RING_ALGO_RD], through which the engine runs small fp32
- * allreduces over them. rd.c sits above the engine, like hier.c.
+ * allreduces over them. The hello made sure the peers agree on --algo and
+ * --rd-max-bytes. rd.c sits above the engine, like hier.c.
  */
 ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
                            ring_sub_close_fn close_fn);

@@ -23,6 +23,7 @@ void ring_hello_encode(const ring_hello_t *h, unsigned char out[RING_HELLO_BYTES
     out[52] = h->codec;
     out[53] = h->fp16_scaling;
     out[54] = h->auth_frames;
+    out[55] = h->algo;
     le_put64(out + 56, h->peers_hash);
     le_put64(out + 64, h->settings_hash);
     memcpy(out + 72, h->job_text, strnlen(h->job_text, RING_HELLO_JOB_TEXT));
@@ -47,6 +48,7 @@ int ring_hello_decode(const unsigned char in[RING_HELLO_BYTES], ring_hello_t *h)
     h->codec = in[52];
     h->fp16_scaling = in[53];
     h->auth_frames = in[54];
+    h->algo = in[55];
     h->peers_hash = le_get64(in + 56);
     h->settings_hash = le_get64(in + 64);
     memcpy(h->job_text, in + 72, RING_HELLO_JOB_TEXT);

@@ -16,7 +16,8 @@
 #include "hash.h"
 #include "magic.h"
 
-#define RING_WIRE_VERSION 2 /* 2: the collective in the op byte */
+#define RING_WIRE_VERSION 3 /* 2: the collective in the op byte; 3: --algo in the hello,
+                              * notice frames (rd.c) */
 #define RING_HELLO_BYTES 128
 #define RING_FRAME_BYTES 64
 #define RING_HELLO_JOB_TEXT 40
@@ -36,6 +37,8 @@ typedef struct ring_hello {
     uint8_t codec;           /* ring_codec_t: what travels on the wire */
     uint8_t fp16_scaling;    /* 1 when fp16 chunks carry a power-of-two scale */
     uint8_t auth_frames;     /* 1 with --auth frames: every frame carries a tag (frame_mac.h) */
+    uint8_t algo;            /* --algo: 0 auto, 1 ring, 2 rd (rd.c) */
+    uint64_t rd_max_bytes;   /* --rd-max-bytes: not on the wire, only in settings_hash */
     uint64_t peers_hash;
     uint64_t settings_hash;  /* all of the above that must agree, hashed */
     char job_text[RING_HELLO_JOB_TEXT + 1]; /* start of the job id, for messages */
