@@ -226,7 +226,8 @@ static void kb_usage(FILE *out)
             "  -k, --kernel NAME   only this variant: scalar, avx2 or avx512 (default: all\n"
             "                      this CPU runs)\n"
             "  -S, --small         256 KiB only\n"
-            "  -h, --help          this text\n",
+            "  -h, --help          this text\n"
+            "      --version       print the version and exit\n",
             KB_MAX_REPS);
 }
 
@@ -249,6 +250,7 @@ int main(int argc, char **argv)
                                              {"kernel", required_argument, NULL, 'k'},
                                              {"small", no_argument, NULL, 'S'},
                                              {"help", no_argument, NULL, 'h'},
+                                             {"version", no_argument, NULL, 'V'},
                                              {NULL, 0, NULL, 0}};
     static const char *const names[] = {"scalar", "avx2", "avx512"};
     const ring_codec_ops_t *vars[3];
@@ -276,6 +278,9 @@ int main(int argc, char **argv)
             break;
         case 'h':
             kb_usage(stdout);
+            return 0;
+        case 'V':
+            printf("ring-kernel-bench (ringd) %s\n", PACKAGE_VERSION);
             return 0;
         default:
             kb_usage(stderr);
