@@ -103,6 +103,8 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
                 ch->part = (ring_range_t){0, 0};
                 ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
             }
+            /* the left neighbour's notice is read whenever it comes (notice.c) */
+            req->notice_unposted = ops->notice && comm->size > 1 && !ring_notice_post(comm, req);
             (void)ops->begin(comm, req); /* a failure fails the comm */
             return;
         }
@@ -220,8 +222,8 @@ static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
 }
 
 /* A transport-level failure on a connection to rank `peer`. */
-static ring_status_t fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,
-                               const ring_tp_ep_t *ep, const ring_tp_req_t *treq)
+ring_status_t ring_comm_fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,
+                                  const ring_tp_ep_t *ep, const ring_tp_req_t *treq)
 {
     ring_fault_t fault = {.status = RING_ERR_REMOTE, .culprit = peer,
                           .sys_errno = treq->sys_errno, .step = step};
@@ -266,7 +268,7 @@ int ring_slot_tag_ok(ring_comm_t *comm, const ring_tp_ep_t *ep, const ring_slot_
 /* Why a received frame is not the one expected: the slow path, with a message. */
 static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                  const ring_sched_frame_t *sf, ring_slot_t *slot,
-                                 ring_tp_ep_t *ep)
+                                 ring_tp_ep_t *ep, int notice)
 {
     ring_frame_t f;
     size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
@@ -303,8 +305,7 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
                                    "rank %d called %s; rank %d called %s", comm->rank,
                                    comm->rank, mine, left, theirs);
     }
-    if (f.type == RING_FRAME_DATA &&
-        !(f.flags & RING_FRAME_NOTICE) != (ch->sched.kind != RING_SCHED_NOTICE)) {
+    if (f.type == RING_FRAME_DATA && !(f.flags & RING_FRAME_NOTICE) != !notice) {
         fault.status = RING_ERR_MISMATCH;
         return ring_comm_fail_peer(comm, req, &fault, "{peer} runs this allreduce %s and this "
                                    "peer %s (its frame carries %u bytes, this peer expected %zu "
@@ -328,9 +329,9 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
     return RING_OK;
 }
 
-static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
-                                 const ring_sched_frame_t *sf, ring_slot_t *slot,
-                                 ring_tp_ep_t *ep, ring_frame_t *f_out)
+ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                               const ring_sched_frame_t *sf, ring_slot_t *slot, ring_tp_ep_t *ep,
+                               int notice, ring_frame_t *f_out)
 {
     size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
     ring_frame_t f;
@@ -340,7 +341,7 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
     if (slot->req.status == RING_OK && ring_frame_decode(slot->hdr, &f) == 0 &&
         f.type == RING_FRAME_DATA && frame_matches_call(req, &f) && f.channel == ch->index &&
         f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
-        !(f.flags & RING_FRAME_NOTICE) == (ch->sched.kind != RING_SCHED_NOTICE) &&
+        !(f.flags & RING_FRAME_NOTICE) == !notice &&
         slot->req.bytes == comm->hdr_bytes + f.payload_bytes &&
         (f.payload_bytes == expect ||
          ((f.flags & RING_FRAME_LZ4) && req->wire != RING_CODEC_NONE &&
@@ -355,7 +356,7 @@ static ring_status_t check_frame(ring_comm_t *comm, ring_channel_t *ch, ring_req
             return RING_OK;
         }
     }
-    return frame_error(comm, ch, req, sf, slot, ep);
+    return frame_error(comm, ch, req, sf, slot, ep, notice);
 }
 
 /* fp32 reduce-scatter: this peer's values plus the received ones. */
@@ -389,8 +390,8 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
     slot->posted = 0;
     /* a message larger than expected still delivers its header: read it first */
     if (slot->req.status != RING_OK && slot->req.status != RING_ERR_MISMATCH)
-        return fail_link(comm, req, sf.step, comm->left_rank, ep, &slot->req);
-    RING_CHECK(check_frame(comm, ch, req, &sf, slot, ep, &f));
+        return ring_comm_fail_link(comm, req, sf.step, comm->left_rank, ep, &slot->req);
+    RING_CHECK(ring_frame_check(comm, ch, req, &sf, slot, ep, 0, &f));
     req->nonfinite |= (f.flags & RING_FRAME_NONFINITE) != 0;
     if (req->wire != RING_CODEC_NONE) {
         ring_status_t status;
@@ -427,7 +428,7 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
     while (ch->sends_done < ch->next_send && ch->send[ch->sends_done % RING_WINDOW].req.done) {
         ring_slot_t *slot = &ch->send[ch->sends_done % RING_WINDOW];
         if (slot->req.status != RING_OK)
-            return fail_link(comm, req, ch->sched.first_step + (int)(ch->sends_done / nchunks), comm->right_rank,
+            return ring_comm_fail_link(comm, req, ch->sched.first_step + (int)(ch->sends_done / nchunks), comm->right_rank,
                              ch->right[ch->sends_done % (uint32_t)comm->nstreams], &slot->req);
         slot->posted = 0;
         ch->sends_done++;
@@ -500,7 +501,7 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
         if (!pending)
             return RING_OK; /* reported when an allreduce needs that connection */
-        return fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
+        return ring_comm_fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
                          ch->right[0], &ch->back.req);
     }
     if (ring_frame_decode(ch->back.hdr, &f) != 0 ||
@@ -570,7 +571,7 @@ static ring_status_t probe_read_answers(ring_comm_t *comm, ring_request_t *req)
                     continue;
                 slot->posted = 0;
                 if (broken)
-                    return fail_link(comm, req, step, comm->left_rank, ep, &slot->req);
+                    return ring_comm_fail_link(comm, req, step, comm->left_rank, ep, &slot->req);
                 if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)
                     continue;
                 if (f.type != RING_FRAME_DATA && ring_slot_tag_ok(comm, ep, slot) != 0)
@@ -616,6 +617,8 @@ int ring_comm_progress(ring_comm_t *comm)
     }
     if (comm->error != RING_OK || check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
         goto failed;
+    if (comm->notice_done != comm->notice_posted && ring_notice_progress(comm, &moved) != RING_OK)
+        goto failed;
     if (comm->timeout_probe_deadline != 0) {
         if (probe_read_answers(comm, ring_comm_active_request(comm)) != RING_OK ||
             ring_comm_probe_check(comm))
@@ -636,6 +639,9 @@ int ring_comm_progress(ring_comm_t *comm)
             if (req->algo != NULL && /* hook: hier.c, rd.c drive it over their own */
                 req->algo->progress(comm, req, &moved, &finished) != RING_OK)
                 goto failed;
+            if (req->notice_unposted) /* posted before any later call posts its receives */
+                req->notice_unposted = !ring_notice_post(comm, req);
+            finished &= !req->notice_unposted;
             if (req->algo == NULL || req->algo->notice) {
                 for (int c = 0; c < comm->nchannels; c++) {
                     ring_channel_t *ch = &comm->channels[c];

@@ -27,6 +27,7 @@
 /* comm->algo_ops: the algorithms asked, in this order, whether they take an allreduce */
 enum { RING_ALGO_HIER, RING_ALGO_RD, RING_ALGO_HOOKS };
 #define RING_WINDOW 4 /* frames in flight per channel and direction */
+#define RING_NOTICE_WINDOW 8 /* notice.c: notice receives outstanding */
 
 /* One frame in flight: the transport request and the header bytes it carries. */
 typedef struct ring_slot {
@@ -109,6 +110,7 @@ struct ring_request {
     uint64_t round;
     int in_use;
     int exact;                 /* RING_CALL_EXACT: no codec for this call */
+    int notice_unposted;       /* notice.c had no room for its notice receive yet */
     const struct ring_algo_ops *algo; /* what runs it instead of the ring (hier.c over the
                                        * local and cross rings, rd.c over pairs); NULL: ring */
     int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
@@ -199,6 +201,12 @@ struct ring_comm {
     /* progress.c: the progress thread and its lock, NULL when off */
     struct ring_progress *progress;
     uint64_t requests_finished;            /* requests that finished (ok or not) */
+    /* notice.c: receives of the left neighbour's notice frames, oldest first */
+    struct ring_notice_in {
+        ring_slot_t slot;
+        ring_request_t call;               /* what this peer called: the frame must match */
+    } notice_in[RING_NOTICE_WINDOW];
+    uint32_t notice_posted, notice_done;
 };
 
 /* An algorithm other than the ring, run over sub-communicators (hier.c, rd.c);
@@ -336,8 +344,22 @@ ring_status_t ring_comm_fail_peer(ring_comm_t *comm, const ring_request_t *req,
 ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int step, int peer,
                                  const char *what);
 
+/* notice.c: the left neighbour's notice frame for req (rd.c's calls), read
+ * whenever it comes instead of holding the call up: post its receive (0: no
+ * room yet), and check those that came, in order */
+int ring_notice_post(ring_comm_t *comm, const ring_request_t *req);
+ring_status_t ring_notice_progress(ring_comm_t *comm, int *moved);
+
 /* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);
+/* check a received frame against the call and what the schedule expects
+ * (notice: an empty notice frame); fails the comm with a message if not */
+ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                               const ring_sched_frame_t *sf, ring_slot_t *slot, ring_tp_ep_t *ep,
+                               int notice, ring_frame_t *f_out);
+/* fail on a transport failure of a connection to rank peer */
+ring_status_t ring_comm_fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,
+                                  const ring_tp_ep_t *ep, const ring_tp_req_t *treq);
 ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req);
 /* sleep up to ms in whatever the request under way waits on (the ring's transport,
  * or a sub-communicator of hier.c or rd.c) */

@@ -18,17 +18,18 @@
  * bf16 on the wire, the ring's codec semantics apply and the ring runs them.
  *
  * The ring still carries the call's header: the engine sends an empty
- * "notice" frame to the right neighbour and takes one from the left
- * (RING_SCHED_NOTICE). A peer that called something else (another count or
- * dtype, a broadcast, RING_CALL_EXACT alone) runs the ring or another pair
- * schedule, and the headers tell both sides, as the ring's own frames would.
+ * "notice" frame to the right neighbour (RING_SCHED_NOTICE) and reads the
+ * left neighbour's whenever it comes (notice.c). A peer that called something
+ * else (another count or dtype, a broadcast, RING_CALL_EXACT alone) runs the
+ * ring or another pair schedule, and the headers tell both sides, as the
+ * ring's own frames would.
  *
  * A stopped peer: the pair's request makes no progress; after the timeout
  * (plus a grace per level of the schedule) the peer asks its partner what it
  * waits for (rd_ask), and blames it if no answer comes. A ring failure is
  * passed on through the pairs too (rd_on_fail): once its notice is in, a
- * peer reads nothing more from its left neighbour, so ABORTs only travel
- * backwards around the ring, and not past a stopped peer.
+ * peer reads nothing more from its left neighbour until its next call, so
+ * ABORTs only travel backwards around the ring, and not past a stopped peer.
  */
 #include "ring_build.h"
 

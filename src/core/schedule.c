@@ -101,7 +101,8 @@ void ring_sched_init_notice(ring_sched_t *s, int rank, int nranks)
     s->rank = rank;
     s->nranks = nranks;
     s->nchunks = 1;
-    s->nsend = s->nrecv = nranks > 1 ? 1 : 0;
+    s->nsend = nranks > 1 ? 1 : 0; /* the receive is notice.c's: not held up for */
+    s->nrecv = 0;
 }
 
 uint32_t ring_sched_send_needs(const ring_sched_t *s, uint32_t q)
