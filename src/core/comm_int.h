@@ -352,21 +352,24 @@ ring_status_t ring_notice_progress(ring_comm_t *comm, int *moved);
 
 /* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);
-/* check a received frame against the call and what the schedule expects
- * (notice: an empty notice frame); fails the comm with a message if not */
-ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
-                               const ring_sched_frame_t *sf, ring_slot_t *slot, ring_tp_ep_t *ep,
-                               int notice, ring_frame_t *f_out);
-/* fail on a transport failure of a connection to rank peer */
-ring_status_t ring_comm_fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,
-                                  const ring_tp_ep_t *ep, const ring_tp_req_t *treq);
 ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req);
 /* sleep up to ms in whatever the request under way waits on (the ring's transport,
  * or a sub-communicator of hier.c or rd.c) */
 void ring_comm_sleep(ring_comm_t *comm, int ms);
 void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch);
-/* --auth frames: 0 when what slot received on ep carries a valid tag (or
- * frames are not tagged); its payload is what followed the header */
+
+/* frame_check.c: check a received frame against the call and what the schedule
+ * expects (notice: an empty notice frame); fails the comm with a message if not */
+ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
+                               const ring_sched_frame_t *sf, ring_slot_t *slot, ring_tp_ep_t *ep,
+                               int notice, ring_frame_t *f_out);
+/* frame_check.c: fail on a transport failure of a connection to rank peer, or
+ * because it closed its communicator during req */
+ring_status_t ring_comm_fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,
+                                  const ring_tp_ep_t *ep, const ring_tp_req_t *treq);
+ring_status_t ring_comm_fail_closed(ring_comm_t *comm, ring_request_t *req, int step, int peer);
+/* frame_check.c, --auth frames: 0 when what slot received on ep carries a valid
+ * tag (or frames are not tagged); its payload is what followed the header */
 int ring_slot_tag_ok(ring_comm_t *comm, const ring_tp_ep_t *ep, const ring_slot_t *slot);
 
 #endif /* RING_COMM_INT_H */
