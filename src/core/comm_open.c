@@ -23,6 +23,7 @@
 
 static void comm_free(ring_comm_t *comm)
 {
+    ring_sub_linger(comm); /* after a failure: the ring's ABORT goes first */
     ring_rd_close(comm);   /* hook: rd.c's pairs */
     ring_hier_close(comm); /* hook: hier.c's two rings */
     ring_tl_close(comm); /* hook: timeline.c writes out what it buffered */

@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm_int.h"
 #include "hier.h"
@@ -32,7 +31,6 @@
 /* In flight on one sub-ring: at most this many requests (its FIFO order is the
  * same on every peer: the schedule below is a fixed sequence). */
 #define HIER_INFLIGHT 2
-#define HIER_LINGER_NS (200 * 1000 * 1000) /* ring_hier_close after a failure */
 
 typedef struct hier_slot {
     ring_request_t *req;
@@ -195,13 +193,6 @@ void ring_hier_close(ring_comm_t *comm)
 
     if (h == NULL)
         return;
-    if (comm->error != RING_OK) {
-        /* the ring's ABORT names the culprit and is on its way to every peer: give
-         * it a head start, or a peer of a sub-ring that sees our CLOSE there first
-         * would name us instead */
-        struct timespec linger = {0, HIER_LINGER_NS};
-        nanosleep(&linger, NULL);
-    }
     ring_sub_close(&h->local, h->close_fn);
     ring_sub_close(&h->cross, h->close_fn);
     free(h->pad);

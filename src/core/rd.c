@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "clock.h"
 #include "comm_int.h"
@@ -51,7 +50,6 @@
 #define RD_ANSWER_S 0.5        /* how long a partner asked what it waits for has to answer
                                 * (less than RD_GRACE_S: the next level asks after that) */
 #define RD_LOOK_S 0.005        /* rd_wait looks at the pairs not under way this often */
-#define RD_LINGER_NS (200 * 1000 * 1000) /* ring_rd_close after a failure */
 
 enum rd_algo { RD_AUTO, RD_RING, RD_FORCED };
 enum rd_kind {
@@ -255,12 +253,6 @@ void ring_rd_close(ring_comm_t *comm)
 
     if (rd == NULL)
         return;
-    if (comm->error != RING_OK) {
-        /* the ring's ABORT names the culprit and is on its way to every peer: give
-         * it a head start, or a peer that sees a pair close first names this one */
-        struct timespec linger = {0, RD_LINGER_NS};
-        nanosleep(&linger, NULL);
-    }
     for (int s = 0; s < RD_SLOTS; s++)
         ring_sub_close(&rd->pair[s], rd->close_fn);
     free(rd->swap);
@@ -312,11 +304,6 @@ static uint32_t rd_pair_tid(const ring_request_t *req)
     return (req->tensor_id & 0x7fffffffu) | (req->op == RING_AVG ? 0x80000000u : 0);
 }
 
-static ring_status_t rd_sub_failed(ring_comm_t *comm, const ring_sub_t *pair, ring_status_t st)
-{
-    return ring_sub_fail(comm, &rd_owner, pair, st);
-}
-
 /* A pair failed, not over the call's arguments: a ring failure some peer passed
  * on through it (rd_on_fail) is adopted as the ring's own ABORT would be;
  * else the pair's partner died, left or timed out, and is named as the ring's
@@ -345,7 +332,7 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
         return ring_comm_fail_from_frame(comm, &f, other);
     }
     if (culprit < 0)
-        return rd_sub_failed(comm, pair, pc->error != RING_OK ? pc->error : RING_ERR_REMOTE);
+        return ring_sub_fail(comm, &rd_owner, pair, pc->error != RING_OK ? pc->error : RING_ERR_REMOTE);
     ring_rank_addr(comm, culprit, addr, sizeof(addr));
     ring_phase_format(comm, comm->rd->req, -1, phase, sizeof(phase));
     return ring_comm_fail(comm, &(ring_fault_t){.status = pc->error, .culprit = culprit,
@@ -415,7 +402,7 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
     if (st != RING_OK) {
         rd->sub_req = NULL;
         return pair->comm->error != RING_OK ? rd_pair_failed(comm, pair)
-                                            : rd_sub_failed(comm, pair, st);
+                                            : ring_sub_fail(comm, &rd_owner, pair, st);
     }
     rd->last_move = ring_now();
     return RING_OK;

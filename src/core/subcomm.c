@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "subcomm.h"
@@ -146,6 +147,14 @@ void ring_sub_close(ring_sub_t *sub, ring_sub_close_fn close_fn)
         close_fn(sub->comm);
     free(sub->members);
     memset(sub, 0, sizeof(*sub));
+}
+
+void ring_sub_linger(const ring_comm_t *comm)
+{
+    struct timespec linger = {0, 200 * 1000 * 1000};
+
+    if (comm->error != RING_OK && (comm->hier != NULL || comm->rd != NULL))
+        nanosleep(&linger, NULL);
 }
 
 ring_status_t ring_sub_fail(ring_comm_t *comm, const ring_sub_owner_t *owner,

@@ -57,6 +57,12 @@ ring_status_t ring_sub_open(ring_comm_t *comm, const ring_sub_owner_t *owner,
                             int which, const char *job_tag, const char *const *settings);
 void ring_sub_close(ring_sub_t *sub, ring_sub_close_fn close_fn);
 
+/* Before hier.c and rd.c close their sub-communicators after the ring failed:
+ * wait 200 ms, so that the ring's ABORT naming the culprit, on its way to
+ * every peer, arrives before a sub-communicator's CLOSE, which would make a
+ * peer name this one instead. No wait when nothing failed or nothing is open. */
+void ring_sub_linger(const ring_comm_t *comm);
+
 /* The ring fails because a request of sub failed with st: the culprit is
  * named as the ring's rank (the sub-communicator's own number would name
  * another peer). Returns the ring's error. */
