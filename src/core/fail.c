@@ -155,6 +155,15 @@ void ring_comm_send_close(ring_comm_t *comm)
     notice_send(comm, &f, -1);
 }
 
+/* hook: rd.c's request under way names whom it waits for itself (its
+ * fail_timeout); the ring's timeout and probe, which know only the
+ * neighbours, stay out of it */
+static int algo_owns_timeout(const ring_comm_t *comm, const ring_request_t *req)
+{
+    return req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL &&
+           req->algo->busy(comm);
+}
+
 /* hook: rd.c passes the failure on through its pairs */
 static void algo_on_fail(ring_comm_t *comm)
 {
@@ -345,8 +354,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         ring_comm_active_request(comm) != NULL) {
         ring_request_t *req = ring_comm_active_request(comm);
 
-        if (from_rank == comm->right_rank &&
-            (req->algo == NULL || req->algo->fail_timeout == NULL || !req->algo->busy(comm)) &&
+        if (from_rank == comm->right_rank && !algo_owns_timeout(comm, req) &&
             probe_start(comm, req, 0)) {
             comm->probed_by_right = 1;
             tell_right_waiting(comm);
@@ -469,9 +477,8 @@ ring_status_t ring_comm_fail_timeout(ring_comm_t *comm, ring_request_t *req, dou
     char phase[96];
     int c;
 
-    if (req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL &&
-        req->algo->busy(comm))
-        return req->algo->fail_timeout(comm, req, waited); /* rd.c: whom it waits for */
+    if (algo_owns_timeout(comm, req))
+        return req->algo->fail_timeout(comm, req, waited);
     c = channel_waiting_left(comm);
 
     if (c >= 0) {
@@ -517,9 +524,8 @@ int ring_comm_check_timeout(ring_comm_t *comm, double idle)
     if (idle <= comm->cfg.timeout_s)
         return 0;
     req = ring_comm_active_request(comm);
-    if (req != NULL && req->algo != NULL && req->algo->fail_timeout != NULL &&
-        req->algo->busy(comm))
-        return 0; /* rd.c names whom it waits for */
+    if (algo_owns_timeout(comm, req))
+        return 0;
     if (probe_start(comm, req, idle))
         return 0;
     ring_comm_fail_timeout(comm, req, idle);
