@@ -15,7 +15,7 @@ allreduce + exit, wall clock:
   ringd-file-store  the same through a file store in a temporary directory
   ring-launch       ring-launch -n N -- ring-bench (a static peer list)
   mpirun            mpirun -np N of tools/baselines/mpi_allreduce.c (built
-                    with mpicc; TCP BTL on lo, like ../shared/bench)
+                    with mpicc; TCP BTL on lo)
 REPS rounds (default 7), each running every system once in a rotating order;
 the first round is a warm-up and not counted. Prints mean and sd per system
 and each one's ratio to mpirun.

@@ -1,5 +1,5 @@
 """Fashion-MNIST CNN on ringd: fmnist_cnn_plain.py with ringd's lines added
-(see the README's "Your own PyTorch model"). Every peer trains on its share
+(see docs/pytorch.md). Every peer trains on its share
 of each epoch; the batch is per peer.
 
     ring-launch -n 4 -- /usr/bin/python3 fmnist_cnn.py --epochs 15

@@ -144,7 +144,7 @@ static const ring_opt_t config_table[] = {
      "with a secret: 'connect' proves it when each connection opens; 'frames' also puts a "
      "tag (GMAC, AES-256-GCM) on every frame and checks it before using a byte, so frames "
      "altered, replayed or injected on an established connection are refused (it costs CPU "
-     "per byte: see the README); every peer must agree"},
+     "per byte: see docs/launchers.md); every peer must agree"},
     {"log-level", "RING_LOG_LEVEL", RING_OPT_CUSTOM, "none", "none|error|warn|info|debug|trace",
      FIELD(log_level), 0, 0, "library logging to stderr (RING_DEBUG=1 means debug)"},
     {"rate-limit", "RING_RATE_LIMIT", RING_OPT_RATE, "0", "RATE (e.g. 1gbit, 125mbps)",

@@ -14,7 +14,7 @@
  * direction; a receiver accepts only counters above the last one it accepted
  * (an urgent ABORT may overtake queued data, so not exactly the next).
  * GMAC rather than HMAC-SHA-256: it runs at several GB/s (carry-less
- * multiply), HMAC-SHA-256 at 1.5 at best (README, "--auth frames").
+ * multiply), HMAC-SHA-256 at 1.5 at best (docs/launchers.md, "--auth frames").
  */
 #ifndef RING_FRAME_MAC_H
 #define RING_FRAME_MAC_H

@@ -608,7 +608,7 @@ void ring_ssp_options_init(ring_ssp_options_t *o)
     o->lr = 0.01;
     o->momentum = 0.9;
     o->lr_schedule = RING_LR_CONSTANT;
-    /* chosen from repeated runs (README, "Choosing the update rule") */
+    /* chosen from repeated runs (docs/staleness.md, "Choosing the update rule") */
     o->update = RING_SSP_UPDATE_SUM;
     o->momentum_compensation = 1;
     o->round_idle_s = -1;

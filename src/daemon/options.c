@@ -22,7 +22,7 @@
 
 static const ring_opt_t opt_table[] = {
     {"workload", "RING_WORKLOAD", RING_OPT_WORD, "fmnist-mlp", "fmnist-mlp|fmnist-cnn|synthetic",
-     OFIELD(workload), 0, 0, "what to train (see Workloads below)"},
+     OFIELD(workload), 0, 0, "what to train (see Workloads at the end of ringd --help)"},
     {"role", "RING_ROLE", RING_OPT_CHOICE, "trainer", "trainer|evaluator", OFIELD(role), 0, 0,
      "trainer: a peer of the ring; evaluator: outside the ring, evaluate every new checkpoint "
      "in --checkpoint-dir"},
@@ -37,7 +37,7 @@ static const ring_opt_t opt_table[] = {
      LONG_MAX,
      "bounded/async: the first K steps run in lockstep, then the chosen mode; auto: half an "
      "epoch (staleness costs most while the gradients are large: in repeated runs a "
-     "half-epoch warm-up reached 85 % sooner, see the README)"},
+     "half-epoch warm-up reached 85 % sooner, see docs/staleness.md)"},
     {"staleness-scale", "RING_STALENESS_SCALE", RING_OPT_SWITCH, "off", "on|off",
      OFIELD(staleness_scale), 0, 0,
      "bounded/async: scale each step's gradient by 1/(1+tau), tau = the slowest peer's steps "
@@ -50,8 +50,8 @@ static const ring_opt_t opt_table[] = {
      OFIELD(momentum_compensation), 0, 0,
      "bounded/async: staleness acts like extra momentum (Mitliagkas et al. 2016); use "
      "1-(1-momentum)(1+tau) for a round of mean staleness tau (at least 0) so the total "
-     "stays near --momentum (with sum, the best of the rules in repeated runs: see the "
-     "README)"},
+     "stays near --momentum (with sum, the best of the rules in repeated runs: see "
+     "docs/staleness.md)"},
     {"delay-compensation", "RING_DELAY_COMPENSATION", RING_OPT_DOUBLE, "0", "LAMBDA",
      OFIELD(delay_compensation), 0, 0,
      "bounded/async: DC-ASGD (Zheng et al. 2017): add LAMBDA*g*g*(w_now - w_then) to each "

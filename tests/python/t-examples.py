@@ -1,8 +1,8 @@
-"""examples/pytorch: the porting diff the README shows is the real one and
+"""examples/pytorch: the porting diff docs/pytorch.md shows is the real one and
 stays small, and the examples run under ring-launch on a small slice:
 
   1. fmnist_cnn.py differs from fmnist_cnn_plain.py in <= 10 lines of code (the
-     module docstrings aside), and the README's "Your own PyTorch model" diff
+     module docstrings aside), and docs/pytorch.md's porting diff
      has exactly those + and - lines
   2. fmnist_cnn_plain.py trains one epoch on 3000 images alone
   3. fmnist_cnn.py does under ring-launch -n 2, and learns (test accuracy > 0.5)
@@ -69,12 +69,12 @@ diff = changed(code_lines(os.path.join(ex, "fmnist_cnn_plain.py")),
                code_lines(os.path.join(ex, "fmnist_cnn.py")))
 ok(0 < len(diff) <= 10, "porting fmnist_cnn_plain.py to ringd changes %d lines of code (<= 10)"
    % len(diff), "\n".join(diff))
-readme = open(os.path.join(top, "README.md")).read()
+readme = open(os.path.join(top, "docs", "pytorch.md")).read()
 block = re.search(r"<!-- porting-diff -->\n```diff\n(.*?)```", readme, re.S)
 shown = [ln for ln in (block.group(1).splitlines() if block else [])
          if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
-ok(shown == diff, "the README's porting diff is the examples' real diff",
-   "README:\n%s\nreal:\n%s" % ("\n".join(shown), "\n".join(diff)))
+ok(shown == diff, "docs/pytorch.md's porting diff is the examples' real diff",
+   "docs/pytorch.md:\n%s\nreal:\n%s" % ("\n".join(shown), "\n".join(diff)))
 
 small = ["--epochs", "1", "--limit", "3000", "--width", "8,16,64", "--batch", "32"]
 rc, out = run([python, "fmnist_cnn_plain.py"] + small, 300)
