@@ -39,6 +39,8 @@ packages=(
     # python3 and iperf3 for tests/netns-lab.test (it skips its rate-cap check
     # without iperf3)
     iproute2 util-linux procps python3 iperf3
+    # tests/man.test renders the man pages with man -l
+    man-db
     # tests/verbs.test: a QEMU guest with Soft-RoCE (see tools/rxe-vm)
     qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers librdmacm1
     ibverbs-utils perftest rdmacm-utils
