@@ -740,6 +740,11 @@ static void test_gpu(void)
         /* the reason must reach the user: "--device cuda: <why>" */
         ok(devices == 0 && strncmp(err, "--device cuda: ", 15) == 0 && strstr(err, why),
            "without a device, --device cuda is refused with the reason: %s", err);
+        /* and with what to do: no driver or no GPU said so, and --device cpu offered
+         * (a CPU-only build says it was built without CUDA instead) */
+        ok(!cnn_gpu_built() || (strstr(err, "--device cpu") != NULL &&
+                                (strstr(why, "no GPU") != NULL || strstr(why, "driver") != NULL)),
+           "the refusal names the missing driver or GPU and --device cpu: %s", err);
         char msg[WL_ERR_MAX + 32];
         snprintf(msg, sizeof(msg), "no CUDA device: %s", why);
         for (int i = 0; i < GPU_CHECKS; i++)
@@ -748,6 +753,7 @@ static void test_gpu(void)
         return;
     }
     ok(devices > 0, "--device cuda creates on a machine with %d device(s)", devices);
+    ok(why[0] == '\0', "with a device the probe gives no reason to refuse ('%s')", why);
     s.device = WL_DEVICE_CPU;
     workload_t *cw = must_create(&s, &d);
     double lg, lc, ag, ac;
@@ -800,7 +806,7 @@ static void test_pick_cuda_device(void)
 
 int main(void)
 {
-    plan(38);
+    plan(39);
     test_pick_cuda_device();
     test_conv_vs_naive();
     test_conv_grad();

@@ -27,6 +27,7 @@
 
 #include "parse.h"
 #include "ring-bench.h"
+#include "suggest.h"
 
 static void bench_usage(FILE *out)
 {
@@ -142,6 +143,38 @@ static void bench_usage(FILE *out)
             "  ring-launch -n 4 -- ring-bench --doctor\n");
 }
 
+/* An argument getopt did not take: unknown, or a flag without its value. Names it,
+ * with the closest flag of ring-bench's or of the ring's when one is near. */
+static void bench_bad_option(const char *arg, const struct option *longopts)
+{
+    char ring_flag[64];
+    const char *name = arg;
+    ring_suggest_t sg;
+
+    if (optopt != 0 && strchr("befnwtor", optopt) != NULL) { /* a short flag without its value */
+        fprintf(stderr, "ring-bench: -%c needs a value; see ring-bench --help\n", optopt);
+        return;
+    }
+    while (*name == '-')
+        name++;
+    ring_suggest_init(&sg, name, strcspn(name, "="));
+    for (const struct option *lo = longopts; lo->name != NULL; lo++) {
+        if (strlen(lo->name) == strcspn(name, "=") && strncmp(lo->name, name, strlen(lo->name)) == 0) {
+            fprintf(stderr, "ring-bench: %s needs a value; see ring-bench --help\n", arg);
+            return;
+        }
+        ring_suggest_offer(&sg, lo->name, strlen(lo->name));
+    }
+    if (ring_suggest_best(&sg) != NULL)
+        fprintf(stderr, "ring-bench: unknown option '%s': did you mean '--%s'? (ring-bench --help "
+                "lists them)\n", arg, ring_suggest_best(&sg));
+    else if (ring_config_suggest(name, ring_flag, sizeof(ring_flag)))
+        fprintf(stderr, "ring-bench: unknown option '%s': did you mean '%s'? (ring-bench --help "
+                "lists them)\n", arg, ring_flag);
+    else
+        fprintf(stderr, "ring-bench: unknown option '%s' (ring-bench --help lists them)\n", arg);
+}
+
 /* -h/--help and --version are handled in main, before the environment is read. */
 static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cfg)
 {
@@ -176,6 +209,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         }
     }
     optind = 1;
+    opterr = 0; /* bench_bad_option says it, with a suggestion */
     while ((opt = getopt_long(nrest, rest, "b:e:f:n:w:t:co:r:", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (opt) {
@@ -247,7 +281,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
             break;
         }
         default:
-            fprintf(stderr, "ring-bench: unknown option; see ring-bench --help\n");
+            bench_bad_option(rest[optind - 1], longopts);
             free(rest);
             return 2;
         }

@@ -147,6 +147,13 @@ int ring_config_check_env(FILE *out);
 RING_API
 int ring_config_env_known(const char *var, size_t len);
 
+/* "Did you mean": the ring setting closest to word, a mistyped flag ("--chunk",
+ * dashes and "=value" ignored) or RING_* variable: 1 with the flag (with its
+ * dashes) or the variable in buf, or 0 when none is close enough to be a typo
+ * of it. Programs with flags of their own compare those themselves. */
+RING_API
+int ring_config_suggest(const char *word, char *buf, size_t len);
+
 /*
  * Consume argv[*i] (and its value, "--name VALUE" or "--name=VALUE") when it
  * is a flag of the table, advancing *i past what was used. Returns

@@ -16,6 +16,7 @@
 #include <ringd/config.h>
 
 #include "opt_table.h"
+#include "suggest.h"
 #include "parse.h"
 
 /* indexed by ring_config_source_t */
@@ -139,8 +140,19 @@ static int apply_word(const ring_opt_t *e, char *field, const char *v, char *err
 
     if (k < 0 && ring_opt_is_switch(e) && switch_value(v) >= 0)
         k = word_index(e->unit, switch_value(v) ? "on" : "off");
-    if (k < 0)
-        return bad(e, v, "not one of the choices", err, errlen);
+    if (k < 0) {
+        ring_suggest_t sg;
+        char why[RING_SUGGEST_MAX + 48];
+
+        ring_suggest_init(&sg, v, strlen(v));
+        ring_suggest_offer_words(&sg, e->unit);
+        if (ring_suggest_best(&sg) != NULL)
+            snprintf(why, sizeof(why), "not one of the choices (did you mean '%s'?)",
+                     ring_suggest_best(&sg));
+        else
+            snprintf(why, sizeof(why), "not one of the choices");
+        return bad(e, v, why, err, errlen);
+    }
     if (e->type == RING_OPT_CHOICE) {
         *(int *)field = k;
         return 0;
@@ -417,5 +429,15 @@ void ring_opt_print(const ring_opt_table_t *t, const void *settings, FILE *out,
         fprintf(out, "%-*s %-*s (%s%s%s, %s)\n", name_w, e->name, value_w,
                 value[0] ? value : "\"\"", ring_opt_source_name(source[i]),
                 more[0] ? " " : "", more, e->env);
+    }
+}
+
+void ring_opt_suggest(const ring_opt_table_t *t, ring_suggest_t *s, int env)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        const char *w = env ? t->entries[i].env : t->entries[i].name;
+
+        if (w != NULL)
+            ring_suggest_offer(s, w, strlen(w));
     }
 }

@@ -101,6 +101,11 @@ void ring_opt_print_help(const ring_opt_table_t *t, FILE *out);
 void ring_opt_print(const ring_opt_table_t *t, const void *settings, FILE *out,
                     const char *(*detail)(const void *settings, const ring_opt_t *e));
 
+/* Offer every entry's name (without "--"), or with env its RING_* variable, to s,
+ * for "did you mean". */
+struct ring_suggest;
+void ring_opt_suggest(const ring_opt_table_t *t, struct ring_suggest *s, int env);
+
 /* The source names, indexed by ring_config_source_t. */
 const char *ring_opt_source_name(unsigned source);
 

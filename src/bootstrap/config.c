@@ -17,6 +17,7 @@
 #include "errors.h"
 #include "log.h"
 #include "opt_table.h"
+#include "suggest.h"
 #include "parse.h"
 #include "verbs_hca.h"
 #include "autotune_space.h"
@@ -420,6 +421,31 @@ int ring_config_env_known(const char *var, size_t len)
     return 0;
 }
 
+/* Offer the flag names (without dashes) or, with env, every RING_* variable ringd reads. */
+static void config_suggest_offer(ring_suggest_t *s, int env)
+{
+    ring_opt_suggest(&config_opts, s, env);
+    for (size_t i = 0; env && known_other_env[i] != NULL; i++)
+        ring_suggest_offer(s, known_other_env[i], strlen(known_other_env[i]));
+}
+
+int ring_config_suggest(const char *word, char *buf, size_t len)
+{
+    ring_suggest_t sg;
+    int env = word != NULL && strncmp(word, "RING_", 5) == 0;
+
+    if (word == NULL || buf == NULL || len == 0)
+        return 0;
+    while (*word == '-')
+        word++;
+    ring_suggest_init(&sg, word, strcspn(word, "="));
+    config_suggest_offer(&sg, env);
+    if (ring_suggest_best(&sg) == NULL)
+        return 0;
+    snprintf(buf, len, "%s%s", env ? "" : "--", ring_suggest_best(&sg));
+    return 1;
+}
+
 int ring_config_check_env(FILE *out)
 {
     int unknown = 0;
@@ -431,8 +457,16 @@ int ring_config_check_env(FILE *out)
         if (strncmp(var, "RING_", 5) != 0)
             continue;
         if (!ring_config_env_known(var, len)) {
+            ring_suggest_t sg;
+
             unknown++;
-            if (out != NULL)
+            ring_suggest_init(&sg, var, len);
+            config_suggest_offer(&sg, 1);
+            if (out != NULL && ring_suggest_best(&sg) != NULL)
+                fprintf(out, "warning: unknown environment variable %.*s ignored: did you mean "
+                             "%s? (see --help for the RING_* variables)\n", (int)len, var,
+                        ring_suggest_best(&sg));
+            else if (out != NULL)
                 fprintf(out, "warning: unknown environment variable %.*s ignored "
                              "(see --help for the RING_* variables)\n", (int)len, var);
         }
@@ -469,6 +503,15 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
     if (cfg->chunk_bytes < 64 || cfg->chunk_bytes > (1u << 30))
         return ring_error_set(RING_ERR_INVALID, "chunk size %zu is out of range 64..1G bytes "
                               "(--chunk-size, RING_CHUNK_SIZE)", cfg->chunk_bytes);
+    if (cfg->world_size == 1 && cfg->peers != NULL && strchr(cfg->peers, ',') != NULL) {
+        int entries = 1;
+
+        for (const char *c = cfg->peers; *c != '\0'; c++)
+            entries += *c == ',';
+        return ring_error_set(RING_ERR_INVALID, "the world size is 1 but RING_PEERS/--peers lists "
+                              "%d peers: set --world-size %d (RING_WORLD_SIZE) to train with "
+                              "them, or leave out --peers to train alone", entries, entries);
+    }
     if (cfg->world_size > 1 && ring_config_uses_rendezvous(cfg)) {
         ring_rdzv_url_t url;
         char why[300];
@@ -478,6 +521,19 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
                                   cfg->rendezvous, why);
     } else if (cfg->world_size > 1) {
         ring_peer_addr_t *addrs;
+
+        /* torchrun-style variables say who we are, not where the others are */
+        if ((cfg->peers == NULL || cfg->peers[0] == '\0') &&
+            (strcmp(cfg->launch.launcher, "torchrun") == 0 ||
+             strcmp(cfg->launch.launcher, "kubernetes") == 0))
+            return ring_error_set(RING_ERR_INVALID, "%s is set (%s) but MASTER_ADDR is not, so "
+                                  "the peers have nowhere to meet: set MASTER_ADDR to rank 0's "
+                                  "host and MASTER_PORT to a free port there (%s), or give "
+                                  "--rendezvous tcp://HOST:PORT or RING_PEERS",
+                                  cfg->launch.rank_var, cfg->launch.launcher,
+                                  strcmp(cfg->launch.launcher, "torchrun") == 0
+                                      ? "as torchrun does"
+                                      : "as the manifest in docs/launchers.md does");
         RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
                                     &addrs));
         free(addrs);

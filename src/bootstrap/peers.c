@@ -81,8 +81,24 @@ ring_status_t ring_peers_parse(const char *list, int world_size, int port_lo, in
     addrs = calloc((size_t)world_size, sizeof(*addrs));
     if (addrs == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", world_size);
+    /* a list written for another tool: say what the separator is */
+    for (const char *q = p; *q != '\0'; q++)
+        if (*q == ';' || *q == '\n') {
+            status = ring_error_set(RING_ERR_INVALID,
+                                    "RING_PEERS/--peers '%s': entries are separated by commas, "
+                                    "not %s: write host:port,host:port,... (one per rank, in "
+                                    "rank order)", list, *q == ';' ? "';'" : "new lines");
+            goto err;
+        }
     for (;;) {
         size_t len = strcspn(p, ",");
+        size_t start = 0;
+
+        /* "a:1, b:2" is what people write: blanks around an entry are not part of it */
+        while (start < len && (p[start] == ' ' || p[start] == '\t'))
+            start++;
+        while (len > start && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
 
         if (n == world_size) {
             /* count the rest for the message */
@@ -94,10 +110,11 @@ ring_status_t ring_peers_parse(const char *list, int world_size, int port_lo, in
                                     total + 1, world_size);
             goto err;
         }
-        status = peers_parse_entry(p, len, n, &addrs[n]);
+        status = peers_parse_entry(p + start, len - start, n, &addrs[n]);
         if (status != RING_OK)
             goto err;
         n++;
+        len = strcspn(p, ",");
         if (p[len] == '\0')
             break;
         p += len + 1;

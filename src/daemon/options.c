@@ -344,8 +344,73 @@ static int cuda_device_index(const char *text)
     return ring_parse_long(text, &v) == 0 && v >= 0 && v <= 1023 ? (int)v : -1;
 }
 
+/* 1 when the user set the option (a flag or its RING_* variable), not its default. */
+static int opt_given(const daemon_opts_t *o, const char *name)
+{
+    const ring_opt_t *e = ring_opt_find(&opts, name, strlen(name));
+
+    return e != NULL && o->source[e - opt_table] != RING_SRC_DEFAULT;
+}
+
+/* Options that only one mode or workload reads: given elsewhere they would be
+ * silently ignored. */
+static int stale_mode(const daemon_opts_t *o) { return o->mode != MODE_LOCKSTEP; }
+static int is_mlp(const daemon_opts_t *o) { return strcmp(o->workload, "fmnist-mlp") == 0; }
+static int is_cnn(const daemon_opts_t *o) { return strcmp(o->workload, "fmnist-cnn") == 0; }
+static int is_synthetic(const daemon_opts_t *o) { return strcmp(o->workload, "synthetic") == 0; }
+
+static const struct scoped_opt {
+    const char *name, *applies_to;
+    int (*applies)(const daemon_opts_t *o);
+} scoped[] = {
+    {"warmup-steps", "--mode bounded or async", stale_mode},
+    {"staleness-scale", "--mode bounded or async", stale_mode},
+    {"stale-lr-scale", "--mode bounded or async", stale_mode},
+    {"momentum-compensation", "--mode bounded or async", stale_mode},
+    {"delay-compensation", "--mode bounded or async", stale_mode},
+    {"budget", "--mode bounded or async", stale_mode},
+    {"round-update", "--mode bounded or async", stale_mode},
+    {"round-idle", "--mode bounded or async", stale_mode},
+    {"hidden", "--workload fmnist-mlp", is_mlp},
+    {"conv", "--workload fmnist-cnn", is_cnn},
+    {"dense", "--workload fmnist-cnn", is_cnn},
+    {"params", "--workload synthetic", is_synthetic},
+    {"compute-ms", "--workload synthetic", is_synthetic},
+    {"compute-on", "--workload synthetic", is_synthetic},
+};
+
+int daemon_opts_ignored(const daemon_opts_t *o, char *buf, size_t len)
+{
+    size_t used = 0;
+    int n = 0;
+
+    if (len > 0)
+        buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(scoped) / sizeof(scoped[0]); i++) {
+        char value[128];
+
+        if (!opt_given(o, scoped[i].name) || scoped[i].applies(o))
+            continue;
+        (void)daemon_opts_get(o, scoped[i].name, value, sizeof(value));
+        if (used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s--%s %s applies to %s only",
+                                     n > 0 ? "; " : "", scoped[i].name, value,
+                                     scoped[i].applies_to);
+        n++;
+    }
+    return n;
+}
+
 int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen)
 {
+    /* a bound the user asked for and would not get */
+    if (opt_given(o, "staleness") && o->mode != MODE_BOUNDED) {
+        snprintf(err, errlen, "--staleness %ld applies to --mode bounded, and the mode is %s: "
+                 "add --mode bounded (or leave out --staleness%s)", o->staleness,
+                 o->mode == MODE_ASYNC ? "async" : "lockstep",
+                 o->mode == MODE_ASYNC ? "; async has no bound" : "");
+        return -1;
+    }
     if (o->role == ROLE_EVALUATOR && o->checkpoint_dir[0] == '\0') {
         snprintf(err, errlen, "--role evaluator needs --checkpoint-dir DIR: it evaluates the "
                               "checkpoints the trainers write there");

@@ -100,6 +100,10 @@ int daemon_opts_parse_arg(daemon_opts_t *o, int argc, char **argv, int *i, char 
 /* Check that the options make sense together. 0, or -1 with a message. */
 int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen);
 
+/* The options the user set that this mode or workload ignores (e.g. --hidden with
+ * --workload fmnist-cnn), as one message in buf: how many there are. */
+int daemon_opts_ignored(const daemon_opts_t *o, char *buf, size_t len);
+
 /* 1 when the daemon reads the environment variable var[0..len). */
 int daemon_opts_env_known(const char *var, size_t len);
 

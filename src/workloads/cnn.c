@@ -150,7 +150,8 @@ static int cnn_open_gpu(cnn_t *m, const wl_settings_t *s, char *err, size_t errl
 
     if (ndev == 0) {
         if (cnn_gpu_built())
-            snprintf(err, errlen, "--device cuda: no usable CUDA device (%s)", why);
+            snprintf(err, errlen, "--device cuda: no usable CUDA device: %s. Run on a machine "
+                     "with a GPU, or train on the CPU with --device cpu", why);
         else
             snprintf(err, errlen, "--device cuda: ringd was %s", why);
         return -1;

@@ -136,8 +136,26 @@ extern "C" int cnn_gpu_device_count(char *reason, size_t reasonlen)
     cudaError_t e = cudaGetDeviceCount(&count);
 
     if (e != cudaSuccess) {
+        int driver = 0, runtime = 0;
+
         (void)cudaGetLastError();
-        if (reasonlen > 0)
+        (void)cudaDriverGetVersion(&driver); /* 0: no driver at all */
+        (void)cudaRuntimeGetVersion(&runtime);
+        if (reasonlen == 0)
+            return 0;
+        /* the runtime is linked statically, so "insufficient driver" is what a machine
+         * without an NVIDIA driver says too: tell the two apart */
+        if (e == cudaErrorInsufficientDriver && driver == 0)
+            snprintf(reason, reasonlen, "no GPU driver found: the NVIDIA driver (libcuda.so.1) "
+                     "is not installed here");
+        else if (e == cudaErrorInsufficientDriver)
+            snprintf(reason, reasonlen, "the NVIDIA driver supports CUDA %d.%d, older than this "
+                     "build's CUDA runtime %d.%d: update the driver", driver / 1000,
+                     driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+        else if (e == cudaErrorNoDevice)
+            snprintf(reason, reasonlen, "no GPU found: the NVIDIA driver sees no device "
+                     "(nvidia-smi lists what it sees; CUDA_VISIBLE_DEVICES may hide them)");
+        else
             snprintf(reason, reasonlen, "%s", cudaGetErrorString(e));
         return 0;
     }
