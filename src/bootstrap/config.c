@@ -323,13 +323,28 @@ ring_status_t ring_config_copy(ring_config_t *dst, const ring_config_t *src)
     return RING_OK;
 }
 
+static void config_suggest_offer(ring_suggest_t *s, int env);
+
+/* A name that is no setting, with the closest one when it looks like a typo. */
+static ring_status_t unknown_setting(const char *name)
+{
+    ring_suggest_t sg;
+
+    ring_suggest_init(&sg, name, strlen(name));
+    config_suggest_offer(&sg, 0);
+    if (ring_suggest_best(&sg) != NULL)
+        return ring_error_set(RING_ERR_UNSUPPORTED, "unknown setting '%s' (did you mean '%s'?)",
+                              name, ring_suggest_best(&sg));
+    return ring_error_set(RING_ERR_UNSUPPORTED, "unknown setting '%s'", name);
+}
+
 ring_status_t ring_config_set(ring_config_t *cfg, const char *name, const char *value,
                               ring_config_source_t source)
 {
     const ring_opt_t *e = config_find(name);
 
     if (e == NULL)
-        return ring_error_set(RING_ERR_UNSUPPORTED, "unknown setting '%s'", name);
+        return unknown_setting(name);
     RING_CHECK(config_apply(cfg, e, value));
     cfg->source[e - config_table] = (unsigned char)source;
     return RING_OK;
@@ -584,7 +599,7 @@ ring_status_t ring_config_get(const ring_config_t *cfg, const char *name, char *
     char value[4608];
 
     if (e == NULL)
-        return ring_error_set(RING_ERR_UNSUPPORTED, "unknown setting '%s'", name);
+        return unknown_setting(name);
     ring_opt_format(&config_opts, e, cfg, value, sizeof(value));
     if (buf == NULL || strlen(value) >= len)
         return ring_error_set(RING_ERR_INVALID, "ring_config_get: the value of --%s needs %zu "

@@ -90,6 +90,9 @@ def config_checks(t, ringd):
         t.raises(ringd.ConfigError, lambda: ringd.init(**kw),
                  "init(%s): ConfigError naming the setting" % kw,
                  lambda e, s=setting: e.setting == s and s in str(e))
+    t.raises(ringd.ConfigError, lambda: ringd.init(codc="fp16"),
+             "init(codc=...): a typo of a setting is answered with did you mean 'codec'",
+             lambda e: "did you mean 'codec'?" in str(e))
     t.raises(ringd.ConfigError, lambda: ringd.init(world_size=2, rank=5),
              "init(world_size=2, rank=5): ConfigError (rank outside the ring)",
              lambda e: "rank" in str(e))
