@@ -410,10 +410,12 @@ void ring_opt_print(const ring_opt_table_t *t, const void *settings, FILE *out,
                     const char *(*detail)(const void *settings, const ring_opt_t *e))
 {
     const unsigned char *source = (const unsigned char *)settings + t->source_offset;
-    int name_w = 16, value_w = 24;
+    /* the same columns for every table printed one after the other (ringd prints its
+     * own and the ring's): wide enough for the longest names and common values */
+    int name_w = 22, value_w = 32;
     char value[4608];
 
-    /* columns as wide as the longest name and (up to 40) value */
+    /* wider where a name or (up to 40) a value needs it */
     for (size_t i = 0; i < t->count; i++) {
         int n = (int)strlen(t->entries[i].name), v;
         ring_opt_format(t, &t->entries[i], settings, value, sizeof(value));

@@ -29,9 +29,10 @@
 
 static const ring_opt_t config_table[] = {
     {"rank", "RING_RANK", RING_OPT_INT, "-1", "", FIELD(rank), -1, INT_MAX,
-     "this peer's rank in 0..world-size-1 (required)"},
+     "this peer's rank in 0..world-size-1 (required in a ring of 2 or more; launchers set it: "
+     "ring-launch, srun, mpirun, torchrun's RANK)"},
     {"world-size", "RING_WORLD_SIZE", RING_OPT_INT, "0", "", FIELD(world_size), 0, 65536,
-     "number of peers in the ring (required)"},
+     "number of peers in the ring (required, or a launcher's; ringd without any trains alone)"},
     {"peers", "RING_PEERS", RING_OPT_CUSTOM, "", "host[:port],...", FIELD(peers), 0, 0,
      "address of every peer, in rank order; IPv6 as [addr]:port; a missing port is taken "
      "from --port"},
