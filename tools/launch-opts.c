@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launch-nodes.h"
 #include "launch-opts.h"
 #include "launch-ranks.h"
 
@@ -15,21 +16,48 @@ static const char launch_usage_text[] =
     "usage: ring-launch -n N [--host ADDR | --hosts ADDR,...] [--base-port P]\n"
     "                   [--exec-prefix 'CMD ...'] [--grace SECS]\n"
     "                   [--timeout SECS] [--max-restarts K] [--no-prefix]\n"
-    "                   [--timeline FILE]\n"
+    "                   [--no-tty] [--timeline FILE] [--rendezvous URL]\n"
     "                   -- PROGRAM [ARGS...]\n"
+    "       ring-launch --nnodes N --node-rank R --nproc-per-node P\n"
+    "                   --rendezvous tcp://HOST:PORT [OPTIONS] -- PROGRAM [ARGS...]\n"
     "       ring-launch --merge-timeline OUT IN...\n"
     "       ring-launch --help | --version\n";
 
 static const char launch_help_text[] =
     "\nStart N copies of PROGRAM as the ranks of one ring: on this host, or each\n"
     "through a command of its own (--exec-prefix: a network namespace, a\n"
-    "container, ssh) on the address --hosts gives it.\n"
+    "container, ssh) on the address --hosts gives it. Across nodes, as torchrun,\n"
+    "each node runs one ring-launch with the same --nnodes, --nproc-per-node and\n"
+    "rendezvous, and its own --node-rank.\n"
     "\nOPTIONS\n"
-    "  -n N            number of ranks, 1..1024 (required)\n"
+    "  -n N            number of ranks, 1..1024 (required unless\n"
+    "                  --nproc-per-node)\n"
+    "  --nproc-per-node P\n"
+    "                  ranks on this node, 1..1024; alone, the same as -n P\n"
+    "  --nnodes N      nodes of the job, each running one ring-launch with the\n"
+    "                  same --nnodes, --nproc-per-node and --rendezvous: N x P\n"
+    "                  ranks in all (needs --rendezvous and --node-rank)\n"
+    "  --node-rank R   this node's index, 0..N-1: its ranks are R x P .. R x P +\n"
+    "                  P-1 (RING_LOCAL_RANK 0..P-1). Node 0 runs rank 0, which\n"
+    "                  serves the rendezvous store\n"
+    "  --rendezvous tcp://HOST:PORT\n"
+    "                  the ranks meet at a store instead of a peer list (as\n"
+    "                  RING_RENDEZVOUS): rank 0 serves it on PORT of HOST, so\n"
+    "                  HOST is node 0's address, reachable from every node;\n"
+    "                  file:///DIR meets in a directory every node sees. Each\n"
+    "                  rank listens on --host if given, else where libringd\n"
+    "                  puts it: the first interface but lo and docker*\n"
+    "                  (--iface/RING_SOCKET_IFNAME choose another), or\n"
+    "                  127.0.0.1 when HOST is loopback; on a port of its own\n"
+    "                  (--base-port: P + local rank). Across nodes ring-launch\n"
+    "                  makes no secret (it could not share it): give every node\n"
+    "                  the same RING_SECRET_FILE\n"
     "  --host ADDR     numeric IPv4 or IPv6 address the ranks listen on;\n"
-    "                  free ports are probed on it (default 127.0.0.1)\n"
+    "                  free ports are probed on it (default 127.0.0.1; with\n"
+    "                  --rendezvous: given to the ranks as RING_BIND)\n"
     "  --base-port P   use ports P..P+N-1 instead of probing free ones\n"
-    "                  (default: probe; with --hosts, 29500)\n"
+    "                  (default: probe; with --hosts, 29500). A port already\n"
+    "                  in use here is an error before any rank starts\n"
     "  --hosts ADDR,...\n"
     "                  numeric addresses the ranks listen on instead of --host:\n"
     "                  rank r on entry r mod K, port --base-port + r (no\n"
@@ -38,7 +66,7 @@ static const char launch_help_text[] =
     "  --exec-prefix 'CMD ...'\n"
     "                  run each rank as CMD ... PROGRAM [ARGS...]: the words\n"
     "                  split on blanks (no shell); in them {rank} is the rank,\n"
-    "                  {node} the index of its --hosts entry (0 without) and\n"
+    "                  {node} the index of its --hosts entry (else --node-rank) and\n"
     "                  {host} its address. E.g. with tools/netns-lab.sh:\n"
     "                  --exec-prefix 'netns-lab.sh exec LAB {node} --'. The\n"
     "                  supervision is the same: the first rank that fails\n"
@@ -52,6 +80,10 @@ static const char launch_help_text[] =
     "                  valid checkpoint. Not after --timeout or a signal to the\n"
     "                  launcher\n"
     "  --no-prefix     relay output without the \"[RANK] \" line prefix\n"
+    "  --no-tty        keep rank 0's stdout a pipe even when ring-launch's is a\n"
+    "                  terminal (by default rank 0 then writes to a\n"
+    "                  pseudo-terminal, so that ringd's --progress auto draws\n"
+    "                  its bar, and the prefix is put back after each redraw)\n"
     "  --timeline FILE\n"
     "                  give every rank RING_TIMELINE=FILE.{rank}.part, so that\n"
     "                  programs built on libringd (ring-bench, ringd) write a\n"
@@ -71,13 +103,17 @@ static const char launch_help_text[] =
     "  --version       show the version and exit\n"
     "  Value options also accept --opt=VALUE; SECS may be fractional.\n"
     "\nENVIRONMENT SET FOR EACH RANK\n"
-    "  RING_RANK        rank of this process, 0..N-1\n"
-    "  RING_WORLD_SIZE  N\n"
+    "  RING_RANK        rank of this process, 0..N-1 (across nodes: R x P + i)\n"
+    "  RING_WORLD_SIZE  N (across nodes: --nnodes x --nproc-per-node)\n"
     "  RING_LOCAL_RANK  same as RING_RANK (all ranks are local); with\n"
-    "                   --hosts, the rank's index among its address's ranks\n"
+    "                   --hosts, the rank's index among its address's ranks;\n"
+    "                   across nodes, its index on this node\n"
     "  RING_PEERS       comma-separated HOST:PORT of every rank in rank\n"
     "                   order, e.g. 127.0.0.1:4000,127.0.0.1:4001;\n"
-    "                   IPv6 hosts are bracketed: [::1]:4000\n"
+    "                   IPv6 hosts are bracketed: [::1]:4000 (not with\n"
+    "                   --rendezvous, which removes a RING_PEERS of the caller's)\n"
+    "  RING_RENDEZVOUS  --rendezvous's URL; RING_BIND --host; RING_PORT --base-port\n"
+    "                   + the local rank (only with --rendezvous)\n"
     "  RING_TIMELINE    FILE.{rank}.part, with --timeline FILE\n"
     "  RING_SECRET      a fresh random secret for this run, so that the ranks'\n"
     "                   connections are authenticated (unless RING_SECRET or\n"
@@ -88,21 +124,28 @@ static const char launch_help_text[] =
     "  stdout and stderr, prefixed \"[RANK] \". When a rank exits non-zero\n"
     "  or is killed, the others get SIGTERM, then SIGKILL after the grace\n"
     "  period. SIGINT and SIGTERM sent to the launcher are forwarded to\n"
-    "  every rank, and the launcher exits once all ranks are gone.\n"
+    "  every rank, and the launcher exits once all ranks are gone, with\n"
+    "  their status: 0 when every rank stopped cleanly (ringd finishes its\n"
+    "  step, checkpoints and exits 0), 128+SIG when one died of the signal.\n"
+    "  Across nodes each ring-launch supervises its own ranks; the other\n"
+    "  nodes' ranks fail within their --timeout, naming the lost peer.\n"
     "\nEXIT STATUS\n"
-    "  0        every rank exited 0\n"
+    "  0        every rank exited 0, also when they stopped after SIGINT or\n"
+    "           SIGTERM to the launcher (as srun: the status is the ranks')\n"
     "  N        the first rank that failed exited with status N, or was\n"
     "           killed by signal SIG (N = 128+SIG); a rank that cannot\n"
     "           execute PROGRAM exits 127\n"
     "  1        the launcher itself failed (ports, pipes, fork)\n"
     "  2        bad usage\n"
     "  124      --timeout expired\n"
-    "  128+SIG  the launcher got signal SIG and no rank failed\n"
     "\nEXAMPLES\n"
     "  ring-launch -n 4 -- ring-bench -b 1M -e 1M\n"
     "  ring-launch -n 2 --host ::1 --timeout 60 -- ./ring-test\n"
     "  ring-launch -n 3 --base-port 9000 -- sh -c 'echo $RING_PEERS'\n"
     "  ring-launch -n 4 --timeline trace.json -- ring-bench -e 64M\n"
+    "  ring-launch --nnodes 2 --node-rank 0 --nproc-per-node 4 \\\n"
+    "      --rendezvous tcp://10.0.0.1:29400 -- ringd --workload fmnist-mlp\n"
+    "      (and --node-rank 1 on the second node)\n"
     "  ring-launch -n 4 --hosts 198.18.0.2,198.18.0.6,198.18.0.10,198.18.0.14 \\\n"
     "      --exec-prefix 'tools/netns-lab.sh exec lab1 {node} --' -- ring-bench -e 64M\n";
 
@@ -153,8 +196,9 @@ static const char *launch_opt_take(int argc, char **argv, int *i,
 void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
 {
     const char *v;
-    int i, host_given = 0;
-    *o = (struct launch_opts){ .host = "127.0.0.1", .grace = 5, .prefix = 1 };
+    int i;
+    *o = (struct launch_opts){ .host = "127.0.0.1", .grace = 5, .prefix = 1, .tty = 1,
+                               .node_rank = -1 };
     for (i = 1; i < argc && !o->argv; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
@@ -167,6 +211,8 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
             exit(0);
         } else if (strcmp(a, "--no-prefix") == 0) {
             o->prefix = 0;
+        } else if (strcmp(a, "--no-tty") == 0) {
+            o->tty = 0;
         } else if (strcmp(a, "--merge-timeline") == 0) {
             if (i != 1 || argc < 4)
                 launch_usage_die("--merge-timeline OUT IN... takes the whole command line");
@@ -179,13 +225,22 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
             o->timeline = v;
         } else if ((v = launch_opt_take(argc, argv, &i, "-n"))) {
             o->n = (long)launch_num_parse(v, "-n", 1, LAUNCH_MAX_RANKS, 1);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--nproc-per-node"))) {
+            o->nproc_per_node = (long)launch_num_parse(v, "--nproc-per-node", 1,
+                                                       LAUNCH_MAX_RANKS, 1);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--nnodes"))) {
+            o->nnodes = (long)launch_num_parse(v, "--nnodes", 1, LAUNCH_MAX_RANKS, 1);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--node-rank"))) {
+            o->node_rank = (long)launch_num_parse(v, "--node-rank", 0, LAUNCH_MAX_RANKS - 1, 1);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--rendezvous"))) {
+            o->rendezvous = v;
         } else if ((v = launch_opt_take(argc, argv, &i, "--hosts"))) {
             char why[256];
             if (launch_hosts_parse(o, v, why, sizeof(why)) != 0)
                 launch_usage_die("%s", why);
         } else if ((v = launch_opt_take(argc, argv, &i, "--host"))) {
             o->host = v;
-            host_given = 1;
+            o->host_given = 1;
         } else if ((v = launch_opt_take(argc, argv, &i, "--exec-prefix"))) {
             if (strspn(v, " \t") == strlen(v))
                 launch_usage_die("--exec-prefix needs a command (e.g. 'netns-lab.sh exec LAB "
@@ -205,12 +260,11 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
                              : "missing '--' before PROGRAM '%s'", a);
         }
     }
-    if (o->n == 0)
-        launch_usage_die("missing required option -n N");
+    launch_nodes_check(o);
     if (!o->argv || !o->argv[0])
         launch_usage_die(o->argv ? "missing PROGRAM after '--'"
                          : "missing '--' followed by PROGRAM");
-    if (host_given && o->nhosts > 0)
+    if (o->host_given && o->nhosts > 0)
         launch_usage_die("--host and --hosts: give one (--hosts is an address per rank)");
     if (o->nhosts > 0 && !o->base_port)
         o->base_port = 29500; /* nothing to probe in another namespace */

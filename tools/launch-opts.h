@@ -10,10 +10,16 @@
 #define LAUNCH_MAX_RANKS 1024
 
 struct launch_opts {
-    long n, base_port;            /* base_port 0 = probe free ports */
+    long n, base_port;            /* ranks on this node; base_port 0 = probe free ports */
     double grace, timeout;        /* seconds; timeout 0 = none */
     long max_restarts;            /* restart every rank after a failure, up to this often */
     const char *host;
+    int host_given;               /* --host: with a rendezvous, RING_BIND of the ranks */
+    long nnodes, node_rank;       /* torchrun-style: this node's ranks are node_rank*n + 0..n-1;
+                                   * 0 and -1 until given (launch_nodes_check settles them) */
+    long nproc_per_node;          /* --nproc-per-node: becomes n */
+    const char *rendezvous;       /* --rendezvous URL: ranks meet there, not by RING_PEERS */
+    int tty;                      /* 0: --no-tty (rank 0's stdout stays a pipe) */
     const char **hosts;           /* --hosts: rank r listens on hosts[r % nhosts] (malloc) */
     char *hosts_text;             /* the list, cut up in place (malloc) */
     long nhosts;                  /* 0: every rank on host */

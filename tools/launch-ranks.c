@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launch-nodes.h"
 #include "launch-ranks.h"
 
 static int launch_addr_ok(const char *a)
@@ -135,7 +136,8 @@ char **launch_rank_argv(const struct launch_opts *o, long rank)
     if (argv == NULL || copy == NULL)
         goto fail;
     for (w = strtok_r(copy, " \t", &save); w != NULL; w = strtok_r(NULL, " \t", &save))
-        if ((argv[k++] = launch_word_expand(w, rank, o->nhosts > 0 ? rank % o->nhosts : 0,
+        if ((argv[k++] = launch_word_expand(w, launch_global_rank(o, rank),
+                                            o->nhosts > 0 ? rank % o->nhosts : o->node_rank,
                                             launch_rank_host(o, rank))) == NULL)
             goto fail;
     for (size_t i = 0; i < nprog; i++)

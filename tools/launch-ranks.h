@@ -20,8 +20,9 @@ long launch_local_rank(const struct launch_opts *o, long rank);
 /* RING_PEERS: HOST:PORT of every rank in rank order ([V6]:PORT); NULL without memory. */
 char *launch_peers_build(const struct launch_opts *o, const int *ports);
 
-/* The rank's command line: --exec-prefix's words with {rank}, {node} (the index
- * of its --hosts entry) and {host} (its address) replaced,
+/* The command line of this node's rank i: --exec-prefix's words with {rank} (its
+ * global rank), {node} (the index of its --hosts entry, else --node-rank) and
+ * {host} (its address) replaced,
  * then PROGRAM and its arguments (NULL-terminated, malloc'ed; free with
  * launch_rank_argv_free). NULL without memory. */
 char **launch_rank_argv(const struct launch_opts *o, long rank);

@@ -1,48 +1,42 @@
 /* ring-launch: start N local ranks of a ringd program, like a tiny mpirun.
  *
- * The launcher picks N TCP ports, starts each rank in its own process group
- * with RING_* variables describing the ring, relays the ranks' output with a
- * "[rank] " prefix and tears the whole job down as soon as one rank fails,
- * so a broken ring never leaves peers blocked forever on a dead neighbour.
- * With --timeline it merges the ranks' trace-event files once they have
- * exited (timeline-merge.c). */
+ * The launcher picks N TCP ports (launch-ports.c), starts each rank in its own
+ * process group with RING_* variables describing the ring, relays the ranks'
+ * output with a "[rank] " prefix (launch-relay.c; rank 0 on a pseudo-terminal
+ * when ours is one, launch-pty.c) and tears the whole job down as soon as one
+ * rank fails, so a broken ring never leaves peers blocked forever on a dead
+ * neighbour. Across nodes, one ring-launch per node, its ranks meet the
+ * others' at a rendezvous (launch-nodes.c). With --timeline it merges the
+ * ranks' trace-event files once they have exited (timeline-merge.c). */
 #ifdef HAVE_CONFIG_H
 #include "ring_build.h"
 #endif
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "launch-nodes.h"
 #include "launch-opts.h"
+#include "launch-ports.h"
+#include "launch-pty.h"
 #include "launch-ranks.h"
+#include "launch-relay.h"
 #include "launch-secret.h"
 #include "timeline-merge.h"
 
-#define LAUNCH_LINE_MAX 8192      /* longer lines are split, never lost */
-#define LAUNCH_POLL_MS 250        /* upper bound on any single wait */
 #define LAUNCH_DRAIN_MS 2000      /* grandchildren may hold pipes open */
 #define LAUNCH_KILL_WAIT_MS 5000  /* after SIGKILL, give up eventually */
-
-struct launch_stream {
-    int fd, out_fd;               /* pipe read end (-1 once closed); 1 or 2 */
-    size_t len;                   /* bytes of an unfinished line in buf */
-    char *buf;
-};
 
 struct launch_child {
     pid_t pid;
@@ -55,12 +49,12 @@ struct launch_state {
     struct launch_child *kids;
     long running, first_rank, others_stopped;  /* first_rank -1: none */
     int first_status, timed_out, got_signal, killed, abandoned, spawn_failed;
-    long long timeout_at, stop_at, kill_at, drain_until;
+    long long timeout_at, stop_at, kill_at, drain_until, signal_at;
+    struct launch_relay relay;
 };
 
 static int launch_sigpipe[2] = { -1, -1 };
 static sigset_t launch_sigset;    /* the signals we catch */
-static char launch_out[LAUNCH_LINE_MAX + 32];
 
 static long long launch_clock_now(void)
 {
@@ -72,76 +66,12 @@ static long long launch_clock_now(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Parses the host once so the probe sockets and RING_PEERS agree on it. */
-static socklen_t launch_host_parse(const char *host,
-                                   struct sockaddr_storage *ss)
-{
-    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-    memset(ss, 0, sizeof(*ss));
-    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
-        s4->sin_family = AF_INET;
-        return sizeof(*s4);
-    }
-    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        return sizeof(*s6);
-    }
-    launch_usage_die("invalid --host '%s' (need a numeric IPv4 or IPv6 "
-                     "address)", host);
-    return 0;
-}
-
-/* Binds port 0 and returns the socket (or -1); *port is the kernel's pick. */
-static int launch_port_bind(const struct sockaddr_storage *ss, socklen_t sl,
-                            int *port)
-{
-    struct sockaddr_storage got;
-    socklen_t gl = sizeof(got);
-    int fd = socket(ss->ss_family, SOCK_STREAM, 0);
-    if (fd >= 0 && (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
-                    bind(fd, (const struct sockaddr *)ss, sl) != 0 ||
-                    getsockname(fd, (struct sockaddr *)&got, &gl) != 0)) {
-        int saved = errno;
-        if (close(fd) != 0)
-            perror("ring-launch: close");
-        errno = saved;
-        return -1;
-    }
-    *port = ntohs(got.ss_family == AF_INET6
-                  ? ((struct sockaddr_in6 *)&got)->sin6_port
-                  : ((struct sockaddr_in *)&got)->sin_port);
-    return fd;
-}
-
-/* Every probe socket stays bound until all N are chosen, so the kernel
- * cannot hand out the same port twice; the caller closes them later. */
-static int *launch_ports_probe(const struct launch_opts *o, int *ports)
-{
-    struct sockaddr_storage ss;
-    /* --hosts: the ranks' addresses may not exist here; --base-port + r */
-    socklen_t sl = o->nhosts > 0 ? 0 : launch_host_parse(o->host, &ss);
-    int *fds = calloc((size_t)o->n, sizeof(*fds));
-    long i;
-    for (i = 0; fds && i < o->n; i++) {
-        fds[i] = -1;
-        ports[i] = (int)(o->base_port + i);
-        if (!o->base_port &&
-            (fds[i] = launch_port_bind(&ss, sl, &ports[i])) < 0) {
-            fprintf(stderr, "ring-launch: cannot bind a TCP port on %s: %s\n",
-                    o->host, strerror(errno));
-            exit(1);
-        }
-    }
-    return fds;
-}
-
 /* Runs in the forked child and never returns. Errors go out through
  * write/_exit because the stdio buffers are copies of the launcher's. */
-static void launch_child_exec(const struct launch_opts *o, long rank, char **argv,
+static void launch_child_exec(const struct launch_opts *o, long i, char **argv,
                               const char *peers, int out_fd, int err_fd)
 {
-    char num[32], local[32], wsize[32], msg[512];
+    char msg[512];
     sigset_t none;
     int devnull, ok, len;
     /* Signals arrive blocked; unblock only once the inherited handlers are
@@ -154,15 +84,9 @@ static void launch_child_exec(const struct launch_opts *o, long rank, char **arg
     devnull = open("/dev/null", O_RDONLY);
     ok = ok && devnull >= 0 && dup2(devnull, 0) == 0 &&
          dup2(out_fd, 1) == 1 && dup2(err_fd, 2) == 2;
-    snprintf(num, sizeof(num), "%ld", rank);
-    snprintf(local, sizeof(local), "%ld", launch_local_rank(o, rank));
-    snprintf(wsize, sizeof(wsize), "%ld", o->n);
     /* ring-launch's --timeline beats a RING_TIMELINE of the caller's */
     ok = ok && (!o->timeline || (setenv("RING_TIMELINE", o->timeline_parts, 1) == 0));
-    ok = ok && setenv("RING_RANK", num, 1) == 0 &&
-         setenv("RING_LOCAL_RANK", local, 1) == 0 &&
-         setenv("RING_WORLD_SIZE", wsize, 1) == 0 &&
-         setenv("RING_PEERS", peers, 1) == 0;
+    ok = ok && launch_rank_setenv(o, i, peers) == 0;
     if (ok)
         execvp(argv[0], argv);
     len = snprintf(msg, sizeof(msg), "ring-launch: cannot run '%s': %s\n",
@@ -180,30 +104,51 @@ static int launch_fd_prepare(int fd, int nonblock)
     return nonblock ? fcntl(fd, F_SETFL, fl | O_NONBLOCK) : 0;
 }
 
-static int launch_child_spawn(struct launch_state *st, long rank,
-                              const char *peers)
+/* Rank 0's stdout as a pseudo-terminal when ring-launch's is a terminal, so
+ * its progress bar shows (launch-pty.c); p is then {master, terminal side}. */
+static int launch_child_pty(struct launch_state *st, long i, int p[2])
 {
-    struct launch_child *c = &st->kids[rank];
+    static int warned;
+    int cols = st->opt.prefix ? (int)snprintf(NULL, 0, "[%ld] ", launch_global_rank(&st->opt, i))
+                              : 0;
+
+    if (!st->opt.tty || launch_global_rank(&st->opt, i) != 0 || !st->relay.out_tty[1])
+        return 0;
+    if (launch_pty_open(cols, &p[0], &p[1]) == 0)
+        return 1;
+    if (!warned++)
+        fprintf(stderr, "ring-launch: no pseudo-terminal for rank 0 (%s): its output comes "
+                "line by line, without a progress bar (--no-tty says so quietly)\n",
+                strerror(errno));
+    return 0;
+}
+
+static int launch_child_spawn(struct launch_state *st, long i, const char *peers)
+{
+    struct launch_child *c = &st->kids[i];
     sigset_t old;
-    int p[2][2], k;
+    int p[2][2], k, tty;
     /* built before fork: the child only execs */
-    char **argv = launch_rank_argv(&st->opt, rank);
+    char **argv = launch_rank_argv(&st->opt, i);
     if (argv == NULL)
         return -1;
     for (k = 0; k < 2; k++) {
-        if (pipe(p[k]) != 0 || launch_fd_prepare(p[k][0], 1) != 0 ||
-            launch_fd_prepare(p[k][1], 0) != 0)
+        tty = k == 0 && launch_child_pty(st, i, p[k]);
+        if (!tty && (pipe(p[k]) != 0 || launch_fd_prepare(p[k][0], 1) != 0 ||
+                     launch_fd_prepare(p[k][1], 0) != 0))
             goto fail;
-        c->io[k] = (struct launch_stream){ .fd = p[k][0], .out_fd = k + 1,
+        c->io[k] = (struct launch_stream){ .fd = p[k][0], .out_fd = k + 1, .tty = tty,
                                            .buf = malloc(LAUNCH_LINE_MAX) };
         if (!c->io[k].buf)
             goto fail;
+        if (tty)
+            st->relay.tty = &c->io[k];
     }
     if (sigprocmask(SIG_BLOCK, &launch_sigset, &old) != 0)
         goto fail;
     c->pid = fork();
     if (c->pid == 0)
-        launch_child_exec(&st->opt, rank, argv, peers, p[0][1], p[1][1]);
+        launch_child_exec(&st->opt, i, argv, peers, p[0][1], p[1][1]);
     launch_rank_argv_free(argv);
     if (sigprocmask(SIG_SETMASK, &old, NULL) != 0 || c->pid < 0)
         return -1;
@@ -213,6 +158,7 @@ static int launch_child_spawn(struct launch_state *st, long rank,
         perror("ring-launch: setpgid");
     c->running = 1;
     st->running++;
+    /* the rank holds the other ends now: closing ours makes its exit an EOF (EIO on a pty) */
     return close(p[0][1]) == 0 && close(p[1][1]) == 0 ? 0 : -1;
 fail:
     launch_rank_argv_free(argv);
@@ -247,73 +193,6 @@ static int launch_signals_install(void)
     return signal(SIGPIPE, SIG_IGN) == SIG_ERR ? -1 : 0;
 }
 
-static void launch_output_write(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t r = write(fd, p, len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && errno == EAGAIN) {
-            struct pollfd pf = { .fd = fd, .events = POLLOUT };
-            if (poll(&pf, 1, LAUNCH_POLL_MS) >= 0)
-                continue;
-        }
-        if (r <= 0)
-            return;     /* output is gone; keep draining the ranks anyway */
-        p += r;
-        len -= (size_t)r;
-    }
-}
-
-/* One write per line keeps lines of different ranks from interleaving. */
-static void launch_line_emit(const struct launch_state *st, int out_fd,
-                             long rank, const char *p, size_t len, int add_nl)
-{
-    size_t off = 0;
-    if (st->opt.prefix)
-        off = (size_t)snprintf(launch_out, 32, "[%ld] ", rank);
-    memcpy(launch_out + off, p, len);
-    off += len;
-    if (add_nl && st->opt.prefix)
-        launch_out[off++] = '\n';
-    launch_output_write(out_fd, launch_out, off);
-}
-
-static void launch_stream_close(const struct launch_state *st,
-                                struct launch_stream *s, long rank)
-{
-    if (s->len > 0)
-        launch_line_emit(st, s->out_fd, rank, s->buf, s->len, 1);
-    s->len = 0;
-    if (close(s->fd) != 0)
-        perror("ring-launch: close");
-    s->fd = -1;
-}
-
-static void launch_stream_read(const struct launch_state *st,
-                               struct launch_stream *s, long rank)
-{
-    ssize_t r = read(s->fd, s->buf + s->len, LAUNCH_LINE_MAX - s->len);
-    char *nl, *p = s->buf;
-    if (r < 0 && (errno == EINTR || errno == EAGAIN))
-        return;
-    if (r <= 0) {
-        launch_stream_close(st, s, rank);
-        return;
-    }
-    s->len += (size_t)r;
-    while ((nl = memchr(p, '\n', s->len - (size_t)(p - s->buf)))) {
-        launch_line_emit(st, s->out_fd, rank, p, (size_t)(nl - p) + 1, 0);
-        p = nl + 1;
-    }
-    s->len -= (size_t)(p - s->buf);
-    memmove(s->buf, p, s->len);
-    if (s->len == LAUNCH_LINE_MAX) {
-        launch_line_emit(st, s->out_fd, rank, s->buf, s->len, 1);
-        s->len = 0;
-    }
-}
-
 /* Counts the pipes still open; with CLOSE_THEM, flushes and closes them. */
 static long launch_streams_sweep(struct launch_state *st, int close_them)
 {
@@ -324,7 +203,8 @@ static long launch_streams_sweep(struct launch_state *st, int close_them)
             if (st->kids[i].io[k].fd >= 0) {
                 open_fds++;
                 if (close_them)
-                    launch_stream_close(st, &st->kids[i].io[k], i);
+                    launch_stream_close(&st->relay, &st->kids[i].io[k],
+                                        launch_global_rank(&st->opt, i));
             }
     return open_fds;
 }
@@ -370,16 +250,27 @@ static void launch_children_reap(struct launch_state *st)
     }
 }
 
+/* The same signal again within this many ms is the same request: timeout(1)
+ * and other wrappers signal both ring-launch and its process group, and a
+ * second signal makes ringd abort at once instead of checkpointing. */
+#define LAUNCH_SIGNAL_SAME_MS 100
+
 static void launch_signals_handle(struct launch_state *st)
 {
     unsigned char b;
     while (read(launch_sigpipe[0], &b, 1) == 1) {
+        long long now;
+
         if (b != SIGINT && b != SIGTERM)
             continue;   /* SIGCHLD only needs to wake poll */
+        now = launch_clock_now();
+        if (b == st->got_signal && now - st->signal_at < LAUNCH_SIGNAL_SAME_MS)
+            continue;
         if (!st->got_signal)
             fprintf(stderr, "ring-launch: caught signal %d (%s); forwarding "
                     "to %ld ranks\n", b, strsignal(b), st->running);
         st->got_signal = b;
+        st->signal_at = now;
         launch_stop_begin(st, b);
     }
 }
@@ -444,7 +335,8 @@ static int launch_job_run(struct launch_state *st)
         for (i = 0; i < n; i++)
             for (k = 0; k < 2; k++)
                 if (pfd[1 + 2 * i + k].fd >= 0 && pfd[1 + 2 * i + k].revents)
-                    launch_stream_read(st, &st->kids[i].io[k], i);
+                    launch_stream_read(&st->relay, &st->kids[i].io[k],
+                                       launch_global_rank(&st->opt, i));
         launch_children_reap(st);
     }
     launch_streams_sweep(st, 1);
@@ -452,19 +344,29 @@ static int launch_job_run(struct launch_state *st)
     return 0;
 }
 
+/* A signal to the launcher is forwarded, and the status is then what the
+ * ranks made of it, as srun's ("the highest exit code of all tasks"): ranks
+ * that stop cleanly on it (ringd finishes its step, checkpoints and exits 0)
+ * make a job that ended as asked, 0; a rank that dies of it makes 128+SIG, so
+ * a script running ring-launch in a loop stops too. torchrun instead always
+ * fails after a signal, which would call a clean, checkpointed stop an error. */
 static int launch_result_report(const struct launch_state *st)
 {
     int status = st->first_status;
     long r = st->first_rank;
     if (st->spawn_failed || st->timed_out)
         return st->spawn_failed ? 1 : 124;
+    if (r < 0 && st->got_signal && !st->abandoned)
+        fprintf(stderr, "ring-launch: every rank exited 0 after the forwarded signal %d (%s): "
+                "the job stopped cleanly\n", st->got_signal, strsignal(st->got_signal));
     if (r < 0)
-        return st->got_signal ? 128 + st->got_signal : st->abandoned;
-    fprintf(stderr, "ring-launch: rank %ld (pid %ld) ", r,
+        return st->abandoned;
+    fprintf(stderr, "ring-launch: rank %ld (pid %ld) ", launch_global_rank(&st->opt, r),
             (long)st->kids[r].pid);
     if (WIFSIGNALED(status))
-        fprintf(stderr, "was killed by signal %d (%s)", WTERMSIG(status),
-                strsignal(WTERMSIG(status)));
+        fprintf(stderr, "was killed by signal %d (%s)%s", WTERMSIG(status),
+                strsignal(WTERMSIG(status)),
+                WTERMSIG(status) == st->got_signal ? ", which ring-launch forwarded" : "");
     else
         fprintf(stderr, "exited with status %d", WEXITSTATUS(status));
     if (st->others_stopped > 0)
@@ -513,8 +415,8 @@ static void launch_ranks_start(struct launch_state *st, int *probe_fds,
     }
     for (i = 0; i < st->opt.n; i++) {
         if (launch_child_spawn(st, i, peers) != 0) {
-            fprintf(stderr, "ring-launch: cannot start rank %ld: %s\n", i,
-                    strerror(errno));
+            fprintf(stderr, "ring-launch: cannot start rank %ld: %s\n",
+                    launch_global_rank(&st->opt, i), strerror(errno));
             st->spawn_failed = 1;
             launch_stop_begin(st, SIGTERM);
             return;
@@ -552,7 +454,7 @@ static int launch_timeline_prepare(struct launch_opts *o)
         return -1;
     }
     for (r = 0; r < o->n; r++) {
-        char *p = launch_timeline_part(o, r);
+        char *p = launch_timeline_part(o, launch_global_rank(o, r));
         if (!p)
             return -1;
         if (unlink(p) != 0 && errno != ENOENT)
@@ -574,13 +476,13 @@ static int launch_timeline_merge(const struct launch_opts *o)
         return 1;
     }
     for (r = 0; r < o->n; r++) {
-        char *p = launch_timeline_part(o, r);
+        char *p = launch_timeline_part(o, launch_global_rank(o, r));
         if (p && access(p, F_OK) == 0) {
             parts[found++] = p;
             continue;
         }
         if (first_missing < 0)
-            first_missing = r;
+            first_missing = launch_global_rank(o, r);
         free(p);
     }
     if (found == 0) {
@@ -630,6 +532,7 @@ static int launch_attempt(struct launch_state *st)
     int *ports, *probe_fds = NULL;
     int rc;
 
+    launch_relay_init(&st->relay, st->opt.prefix);
     ports = calloc((size_t)st->opt.n, sizeof(*ports));
     st->kids = calloc((size_t)st->opt.n, sizeof(*st->kids));
     if (ports && st->kids && (probe_fds = launch_ports_probe(&st->opt, ports)))
@@ -666,7 +569,8 @@ int main(int argc, char **argv)
         fputs("ring-launch: out of memory\n", stderr);
         return 1;
     }
-    if (launch_secret_setenv(err, sizeof(err)) != 0) {
+    launch_rdzv_port_check(&opt);
+    if (launch_nodes_secret_usable(&opt) && launch_secret_setenv(err, sizeof(err)) != 0) {
         fprintf(stderr, "ring-launch: %s\n", err);
         free(opt.hosts);
         free(opt.hosts_text);
