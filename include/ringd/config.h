@@ -171,6 +171,12 @@ ring_status_t ring_config_validate(const ring_config_t *cfg);
 RING_API
 void ring_config_print_help(FILE *out);
 
+/* The same, with cfg's values as the defaults of the settings it has not been told
+ * (source RING_SRC_DEFAULT): a program that sets defaults of its own (ringd trains
+ * with fp16) shows them in its --help. */
+RING_API
+void ring_config_print_help_from(const ring_config_t *cfg, FILE *out);
+
 /* Print the effective value of every setting and where it came from. */
 RING_API
 void ring_config_print(const ring_config_t *cfg, FILE *out);

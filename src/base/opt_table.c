@@ -394,15 +394,30 @@ void ring_opt_format(const ring_opt_table_t *t, const ring_opt_t *e, const void 
 
 void ring_opt_print_help(const ring_opt_table_t *t, FILE *out)
 {
+    ring_opt_print_help_with(t, NULL, out);
+}
+
+void ring_opt_print_help_with(const ring_opt_table_t *t, const void *settings, FILE *out)
+{
+    const unsigned char *source =
+        settings != NULL ? (const unsigned char *)settings + t->source_offset : NULL;
+    char value[4608];
+
     for (size_t i = 0; i < t->count; i++) {
         const ring_opt_t *e = &t->entries[i];
+        const char *def = e->defval;
 
+        /* a program that changed a default (ringd's fp16) shows its own */
+        if (source != NULL && source[i] == RING_SRC_DEFAULT) {
+            ring_opt_format(t, e, settings, value, sizeof(value));
+            def = value;
+        }
         if (ring_opt_is_switch(e))
             fprintf(out, "  --%s, --no-%s\n", e->name, e->name);
         else
             fprintf(out, "  --%s %s\n", e->name, e->unit[0] ? e->unit : "N");
         fprintf(out, "      %s\n      env %s, default %s\n", e->doc, e->env,
-                e->defval[0] ? e->defval : "(none)");
+                def[0] ? def : "(none)");
     }
 }
 

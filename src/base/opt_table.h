@@ -95,6 +95,9 @@ void ring_opt_format(const ring_opt_table_t *t, const ring_opt_t *e, const void 
 
 /* --help: every entry with its placeholder, doc, variable and default. */
 void ring_opt_print_help(const ring_opt_table_t *t, FILE *out);
+/* The same, with the values of settings that still have their default (source
+ * RING_SRC_DEFAULT) shown as the default: a program that sets its own defaults. */
+void ring_opt_print_help_with(const ring_opt_table_t *t, const void *settings, FILE *out);
 
 /* --print-config: name, value, (where from, variable). detail, when not NULL, adds
  * a word after the source (the launcher variable behind a value). */

@@ -614,6 +614,11 @@ void ring_config_print_help(FILE *out)
     ring_opt_print_help(&config_opts, out);
 }
 
+void ring_config_print_help_from(const ring_config_t *cfg, FILE *out)
+{
+    ring_opt_print_help_with(&config_opts, cfg, out);
+}
+
 /* The launcher variable behind a setting, for --print-config. */
 static const char *config_launcher_var(const void *settings, const ring_opt_t *e)
 {

@@ -509,7 +509,8 @@ static void warn_open_to_strangers(const ring_comm_t *comm, const char *bind)
     said = 1;
     fprintf(stderr, "ringd[rank %d]: listening on %s without a secret: anyone who can reach "
             "this port can join the ring and read or change its data; give every peer the "
-            "same --secret-file (RING_SECRET_FILE; ring-launch makes one per run)\n",
+            "same --secret-file (RING_SECRET_FILE; ring-launch makes one per run on one host, "
+            "not across nodes)\n",
             comm->rank, bind[0] != '\0' ? bind : "every address");
 }
 
