@@ -22,8 +22,16 @@
 
 extern char **environ;
 
+/* ringd's own defaults of ring settings, over libringd's */
+static void ringd_ring_defaults(ring_config_t *cfg)
+{
+    (void)ring_config_set(cfg, "codec", "fp16", RING_SRC_DEFAULT);
+}
+
 static void usage(FILE *out)
 {
+    ring_config_t defaults;
+
     fprintf(out,
         "Usage: ringd [OPTIONS]\n"
         "       ring-launch -n N -- ringd [OPTIONS]   (N peers on this host)\n"
@@ -40,8 +48,11 @@ static void usage(FILE *out)
     daemon_opts_print_help(out);
     fprintf(out,
         "\n"
-        "Ring options (flag, environment variable, default; ringd's default codec is fp16):\n");
-    ring_config_print_help(out);
+        "Ring options (flag, environment variable, default; ringd's own defaults shown):\n");
+    ring_config_init(&defaults);
+    ringd_ring_defaults(&defaults);
+    ring_config_print_help_from(&defaults, out);
+    ring_config_free(&defaults);
     fprintf(out,
         "\n"
         "Other options:\n"
@@ -62,9 +73,20 @@ static void usage(FILE *out)
         "checkpoint (with --checkpoint-dir) and stops every peer cleanly (exit 0); a second\n"
         "signal aborts at once.\n"
         "\n"
+        "Figures: rank 0's progress lines and summary define them the same way in every\n"
+        "mode (docs/training.md, \"What the figures mean\").\n"
+        "  samples/s   the samples of all peers per second of wall time\n"
+        "  shares      compute, wait (for peers: lockstep's per-step control allreduce, the\n"
+        "              staleness bound in bounded/async), comm (the gradient allreduce) and\n"
+        "              other split this peer's trainer wall time and add up to 100 %%; in\n"
+        "              bounded/async the engine thread's allreduces run alongside and are\n"
+        "              given apart (engine comm)\n"
+        "  saved       1 - the bytes sent / what the same gradient allreduces would send in\n"
+        "              fp32: what the codec saved, whatever the rounds of bounded/async merged\n"
+        "\n"
         "Exit status: 0 done or stopped cleanly, 1 run-time failure (the message names the\n"
-        "peer, file or setting), 2 usage error, 3 --doctor-only found a slow edge (every\n"
-        "peer; --doctor reports it and trains anyway).\n"
+        "peer, file or setting; a diverged loss says to lower --lr), 2 usage error, 3\n"
+        "--doctor-only found a slow edge (every peer; --doctor reports it and trains anyway).\n"
         "\n"
         "Examples:\n"
         "  ring-launch -n 4 -- ringd --workload fmnist-mlp --epochs 5\n"
@@ -79,10 +101,19 @@ static void check_env(void)
 {
     for (char **env = environ; env != NULL && *env != NULL; env++) {
         size_t len = strcspn(*env, "=");
-        if (strncmp(*env, "RING_", 5) == 0 && !ring_config_env_known(*env, len) &&
-            !daemon_opts_env_known(*env, len))
-            fprintf(stderr, "ringd: warning: unknown environment variable %.*s ignored (see "
-                            "ringd --help)\n", (int)len, *env);
+        char name[128], near[128];
+
+        if (strncmp(*env, "RING_", 5) != 0 || ring_config_env_known(*env, len) ||
+            daemon_opts_env_known(*env, len))
+            continue;
+        snprintf(name, sizeof(name), "%.*s", (int)len, *env);
+        if (daemon_opts_suggest(name, near, sizeof(near)) ||
+            ring_config_suggest(name, near, sizeof(near)))
+            fprintf(stderr, "ringd: warning: unknown environment variable %s ignored: did you "
+                            "mean %s? (see ringd --help)\n", name, near);
+        else
+            fprintf(stderr, "ringd: warning: unknown environment variable %s ignored (see "
+                            "ringd --help)\n", name);
     }
 }
 
@@ -102,7 +133,7 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
     int i = 1, rc;
 
     ring_config_init(cfg);
-    (void)ring_config_set(cfg, "codec", "fp16", RING_SRC_DEFAULT);
+    ringd_ring_defaults(cfg);
     daemon_opts_init(opt);
     if (ring_config_load_env(cfg) != RING_OK) {
         fprintf(stderr, "ringd: %s\n", ring_last_error());
@@ -146,9 +177,17 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
         switch (ring_config_parse_arg(cfg, argc, argv, &i)) {
         case RING_OK:
             continue;
-        case RING_ERR_UNSUPPORTED:
-            fprintf(stderr, "ringd: unknown option '%s'\nTry 'ringd --help'.\n", a);
+        case RING_ERR_UNSUPPORTED: {
+            char near[128];
+
+            if (daemon_opts_suggest(a, near, sizeof(near)) ||
+                ring_config_suggest(a, near, sizeof(near)))
+                fprintf(stderr, "ringd: unknown option '%s': did you mean '%s'?\nTry 'ringd "
+                                "--help'.\n", a, near);
+            else
+                fprintf(stderr, "ringd: unknown option '%s'\nTry 'ringd --help'.\n", a);
             return 2;
+        }
         default:
             fprintf(stderr, "ringd: %s\n", ring_last_error());
             return 2;
@@ -170,6 +209,9 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
         fprintf(stderr, "ringd: %s\n", err);
         return 2;
     }
+    /* said once (rank 0, or alone): settings this mode or workload would not read */
+    if (cfg->rank <= 0 && daemon_opts_ignored(opt, err, sizeof(err)) > 0)
+        fprintf(stderr, "ringd: warning: %s; ignored\n", err);
     if (opt->role == ROLE_TRAINER && ring_config_validate(cfg) != RING_OK) {
         fprintf(stderr, "ringd: %s\n", ring_last_error());
         return 2;

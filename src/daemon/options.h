@@ -100,6 +100,10 @@ int daemon_opts_parse_arg(daemon_opts_t *o, int argc, char **argv, int *i, char 
 /* Check that the options make sense together. 0, or -1 with a message. */
 int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen);
 
+/* "Did you mean": the daemon's flag (with dashes) or RING_* variable closest to word,
+ * or one of ringd's own flags (--help, --print-config...): 1 with it in buf, or 0. */
+int daemon_opts_suggest(const char *word, char *buf, size_t len);
+
 /* The options the user set that this mode or workload ignores (e.g. --hidden with
  * --workload fmnist-cnn), as one message in buf: how many there are. */
 int daemon_opts_ignored(const daemon_opts_t *o, char *buf, size_t len);

@@ -20,7 +20,9 @@
  */
 #include "ring_build.h"
 
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,7 @@
 #include "clock.h"
 #include "daemon/daemon.h"
 #include "daemon/eval_thread.h"
+#include "daemon/progress.h"
 
 #define TENSOR_EVAL 3u
 /* the longest wait for the background evaluation: the whole test set takes well
@@ -42,6 +45,12 @@ static eval_at_t eval_now(const run_t *r)
 
 static void eval_record(run_t *r, const eval_at_t *at, double loss, double acc)
 {
+    /* the epoch as the progress lines count it: bounded/async peers that ran ahead of a
+     * shared budget's last epoch are still in it */
+    uint64_t epoch = at->epoch + (at->step_in_epoch > 0);
+
+    if (epoch > (uint64_t)r->opt->epochs)
+        epoch = (uint64_t)r->opt->epochs;
     r->test_loss = loss;
     r->test_acc = acc;
     r->test_step = at->step;
@@ -49,7 +58,7 @@ static void eval_record(run_t *r, const eval_at_t *at, double loss, double acc)
         r->time_to_85 = at->time;
     if (r->chatty)
         progress_line(r, "epoch %" PRIu64 " step %" PRIu64 ": test accuracy %.2f%%, loss %.4f",
-                      at->epoch + (at->step_in_epoch > 0), at->step, 100 * acc, loss);
+                      epoch, at->step, 100 * acc, loss);
     if (r->metrics != NULL && r->rank == 0)
         metrics_eval(r->metrics, at->step, at->epoch, at->time, loss, acc);
 }
@@ -100,7 +109,8 @@ int run_evaluate_shared(run_t *r, char *err, size_t errlen)
     eval_at_t at;
     double loss_sum;
     size_t correct, count;
-    float sums[3];
+    float sums[4];
+    int loss_ok;
     ring_request_t *req;
 
     if (r->world == 1 || r->comm == NULL)
@@ -113,14 +123,22 @@ int run_evaluate_shared(run_t *r, char *err, size_t errlen)
                                  &count, err, errlen) != 0)
         return -1;
     /* counts below 2^24 add exactly in float; the loss sum to float precision */
-    sums[0] = (float)loss_sum;
+    /* an inf or NaN loss (diverged parameters), or one whose sum overflows a float, would
+     * fail the exact allreduce: it travels as a count, so every peer ends the same way */
+    loss_ok = fabs(loss_sum) < FLT_MAX / r->world;
+    sums[0] = loss_ok ? (float)loss_sum : 0.0f;
     sums[1] = (float)correct;
     sums[2] = (float)count;
-    if (ring_allreduce_start_flags(r->comm, sums, sums, 3, RING_FLOAT32, RING_SUM, TENSOR_EVAL,
+    sums[3] = loss_ok ? 0.0f : 1.0f;
+    if (ring_allreduce_start_flags(r->comm, sums, sums, 4, RING_FLOAT32, RING_SUM, TENSOR_EVAL,
                                    RING_CALL_EXACT, &req) != RING_OK ||
         ring_request_wait(req) != RING_OK) {
         snprintf(err, errlen, "step %" PRIu64 ", evaluation allreduce: %s", r->step,
                  ring_last_error());
+        return -1;
+    }
+    if (sums[3] > 0) {
+        progress_diverged(r, r->step, "inf or NaN in the loss on the test set", err, errlen);
         return -1;
     }
     if (!(sums[2] > 0)) {

@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "daemon/daemon.h"
+#include "daemon/progress.h"
 #include "daemon/straggler.h"
 
 /* How long the trainer waits on the bound before saying so: the session's
@@ -32,6 +33,26 @@ typedef struct ssp_client {
     double ckpt_last_t;
     char ckpt_err[DAEMON_ERR_MAX];
 } ssp_client_t;
+
+/* The session failed (status st, message in ring_last_error()): its error, or, when its
+ * rounds kept averaging inf or NaN, a diverged run's message saying what to do. */
+static void session_error(const run_t *r, ring_status_t st, char *err, size_t errlen)
+{
+    if (st == RING_ERR_NONFINITE)
+        progress_diverged(r, r->step + 1, "inf or NaN in the averaged gradients, round after "
+                          "round", err, errlen);
+    else
+        snprintf(err, errlen, "%s", ring_last_error());
+}
+
+/* After a step, and at the end: the engine's totals into the run's, all peers' samples
+ * counted from their clocks as of the last round. */
+static void take_stats(run_t *r, const ring_ssp_stats_t *st)
+{
+    r->wire_bytes = st->wire_bytes;
+    r->total_samples = st->total_clock * (uint64_t)r->opt->batch_size;
+    progress_engine_comm(st->comm_s);
+}
 
 /* Engine thread, after each round with updates: the round's metrics line and
  * rank 0's periodic checkpoint when M crossed a --checkpoint-every boundary. */
@@ -60,7 +81,9 @@ static int on_round(const ring_ssp_round_t *rd, void *arg)
             due = m / (uint64_t)e->steps > c->ckpt_last_m / (uint64_t)e->steps;
         else if (e->seconds > 0)
             due = ring_now() - c->ckpt_last_t >= e->seconds;
-        if (due) {
+        /* a diverged round's parameters are not saved; the rounds that follow average
+         * inf or NaN and end the run, saying so */
+        if (due && all_finite(rd->params, rd->count)) {
             ckpt_pos_t pos = {m, m / spe, m % spe,
                               m * (uint64_t)o->batch_size * (uint64_t)r->world};
             if (checkpoint_state(r, &pos, rd->params, rd->velocity, 0, path, sizeof(path),
@@ -157,7 +180,7 @@ static int trainer_loop(ring_ssp_t *s, run_t *r, char *err, size_t errlen)
         if (rs == RING_ERR_CANCELED)
             return 1;
         if (rs != RING_OK) {
-            snprintf(err, errlen, "%s", ring_last_error());
+            session_error(r, rs, err, errlen);
             return -2;
         }
         t1 = ring_now();
@@ -166,13 +189,13 @@ static int trainer_loop(ring_ssp_t *s, run_t *r, char *err, size_t errlen)
             return -1;
         straggler_step_end(o, r->rank, step.clock, t1); /* --straggler, --jitter, --device-ms */
         t2 = ring_now();
-        if (ring_ssp_push(s, r->w->grads) != RING_OK) {
-            snprintf(err, errlen, "%s", ring_last_error());
+        rs = ring_ssp_push(s, r->w->grads);
+        if (rs != RING_OK) {
+            session_error(r, rs, err, errlen);
             return -2;
         }
         (void)ring_ssp_get_stats(s, &st);
-        r->comm_s = st.comm_s;
-        r->wire_bytes = st.wire_bytes;
+        take_stats(r, &st);
         line = (metrics_step_t){.step = step.clock + 1, .epoch = r->epoch,
                                 .time = r->elapsed_before + (t2 - r->t_start), .loss = loss,
                                 .samples = o->batch_size, .wire_bytes = st.wire_bytes,
@@ -184,7 +207,6 @@ static int trainer_loop(ring_ssp_t *s, run_t *r, char *err, size_t errlen)
             metrics_step(r->metrics, r->rank, &line);
         r->step++;
         r->step_in_epoch++;
-        r->total_samples += (uint64_t)o->batch_size;
         r->last_loss = loss;
         r->last_train_acc = (double)correct / o->batch_size;
         r->compute_s += t2 - t1;
@@ -215,21 +237,25 @@ static void print_hist(const char *label, const char *var, const uint64_t *hist)
     printf("\n");
 }
 
-static void print_summary_extra(const run_t *r, ring_ssp_t *s)
+/* finish_s: the trainer's wait for the other peers to finish, after its last step */
+static void print_summary_extra(const run_t *r, ring_ssp_t *s, double finish_s)
 {
     ring_ssp_stats_t st;
     float *wait = calloc((size_t)r->world, sizeof(float));
+    double wall = ring_now() - r->t_start;
 
     (void)ring_ssp_get_stats(s, &st);
-    printf("  %-20s %" PRIu64 " (%" PRIu64 " with updates), %.2f steps per updating round\n",
-           "rounds", st.rounds, st.rounds_applied,
+    /* how the rounds merged steps: the "gradient allreduces" of the bytes line */
+    printf("  %-20s %" PRIu64 ", of which %" PRIu64 " carried steps: %" PRIu64 " steps of all "
+           "peers, %.2f per round\n", "rounds", st.rounds, st.rounds_applied, st.contributions,
            st.rounds_applied ? (double)st.contributions / (double)st.rounds_applied : 0.0);
     /* tau counts from the slowest peer; lag is this peer's own steps still on their way
      * into the parameters: tau - lag is how far the slowest peer trails this one */
     print_hist(r->rank == 0 ? "staleness (rank 0)" : "staleness (this rank)", "tau", st.tau_hist);
     print_hist("own steps in flight", "lag", st.lag_hist);
-    printf("  %-20s %.1f s (%.1f %% of the run)\n", "blocked on the bound", r->wait_s,
-           100 * r->wait_s / (ring_now() - r->t_start));
+    printf("  %-20s %.1f s (%.1f %% of the wall time), then %.1f s waiting for the others to "
+           "finish: the wait for peers above\n", "blocked on the bound", r->wait_s - finish_s,
+           100 * (r->wait_s - finish_s) / (wall > 0 ? wall : 1e-9), finish_s);
     if (wait != NULL && ring_ssp_peer_wait(s, wait, r->world) == RING_OK)
         progress_peer_wait(r, wait);
     free(wait);
@@ -241,6 +267,9 @@ int ssp_run(run_t *r, char *err, size_t errlen)
     ring_ssp_options_t so;
     ring_ssp_t *s = NULL;
     ring_ssp_stats_t st;
+    ring_comm_stats_t before, after;
+    ring_status_t fs;
+    double finish_s;
     int rc, stopped;
 
     memset(&c, 0, sizeof(c));
@@ -250,10 +279,13 @@ int ssp_run(run_t *r, char *err, size_t errlen)
     r->total_steps = (uint64_t)r->opt->epochs *
                      shard_steps_per_epoch(&r->shard, r->opt->batch_size);
     session_options(r, &so, &c);
+    (void)ring_comm_get_stats(r->comm, &before);
     if (ring_ssp_open(r->comm, r->w->params, r->w->nparams, &so, &s) != RING_OK) {
         snprintf(err, errlen, "the SSP session: %s", ring_last_error());
         return -1;
     }
+    /* all peers' samples follow their clocks, which the session starts at r->step each */
+    r->total_samples = r->step * (uint64_t)r->world * (uint64_t)r->opt->batch_size;
     r->t_start = ring_now();
     progress_start(r);
     rc = trainer_loop(s, r, err, errlen);
@@ -262,20 +294,30 @@ int ssp_run(run_t *r, char *err, size_t errlen)
         ring_ssp_close(s); /* leaves the rounds: the peers fail, naming this one */
         return -1;
     }
-    /* serve rounds until every peer is done; the final parameters are identical everywhere */
-    if (ring_ssp_finish(s, BOUND_WAIT_S) != RING_OK) {
+    /* serve rounds until every peer is done; the final parameters are identical everywhere.
+     * This peer waits for the others meanwhile: its wait for peers */
+    finish_s = ring_now();
+    fs = ring_ssp_finish(s, BOUND_WAIT_S);
+    finish_s = ring_now() - finish_s;
+    r->wait_s += finish_s;
+    if (fs != RING_OK) {
         if (c.ckpt_err[0] != '\0')
             snprintf(err, errlen, "%s", c.ckpt_err);
         else if (rc != -2)
-            snprintf(err, errlen, "%s", ring_last_error());
+            session_error(r, fs, err, errlen);
         ring_ssp_close(s);
         return -1;
     }
     (void)ring_ssp_read(s, NULL, r->sgd.velocity);
     (void)ring_ssp_get_stats(s, &st);
-    r->comm_s = st.comm_s;
-    r->wire_bytes = st.wire_bytes;
+    take_stats(r, &st);
     r->nonfinite_steps += st.nonfinite_steps;
+    /* the engine has ended (finish joins it): the communicator's counters are still. Every
+     * round ran one control allreduce, and a gradient allreduce when it carried steps */
+    (void)ring_comm_get_stats(r->comm, &after);
+    progress_gradient_allreduces(after.allreduces - before.allreduces >= st.rounds
+                                     ? after.allreduces - before.allreduces - st.rounds
+                                     : st.rounds_applied);
     if (signals_stop_requested())
         r->stop = STOP_SIGNAL;
     else if (stopped && r->opt->max_time_s > 0 &&
@@ -296,16 +338,14 @@ int ssp_run(run_t *r, char *err, size_t errlen)
     }
     rc = 0;
     if (r->rank == 0) {
-        double t0 = ring_now();
         if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate(r, err, errlen) != 0)
             rc = -1;
         else if (r->opt->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
             rc = -1;
-        r->other_s += ring_now() - t0;
     }
     if (rc == 0 && r->chatty) {
         progress_summary(r);
-        print_summary_extra(r, s);
+        print_summary_extra(r, s, finish_s);
     }
     ring_ssp_close(s);
     return rc;

@@ -4,8 +4,10 @@
  * Every step, on every peer:
  *   1. the workload computes the gradient of its next batch (compute);
  *   2. a tiny exact allreduce of control values: stop requests, the batch
- *      loss, correct predictions and samples. Its time is the wait for the
- *      slowest peer (a barrier), so it is reported as "wait";
+ *      loss, correct predictions and samples, and whether a peer's loss or
+ *      parameters went inf or NaN (the run diverged: every peer stops with
+ *      the same message). Its time is the wait for the slowest peer (a
+ *      barrier), so it is reported as "wait";
  *   3. the gradient is allreduce-averaged with the configured codec
  *      (communication);
  *   4. the same SGD update on every peer: the parameters stay bitwise
@@ -19,6 +21,7 @@
  */
 #include "ring_build.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -29,15 +32,26 @@
 
 #include "clock.h"
 #include "daemon/daemon.h"
+#include "daemon/progress.h"
 #include "daemon/straggler.h"
 
 /* the control values of a step, summed over the peers (exact) */
-enum { CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_EVAL, CTL_LOSS, CTL_CORRECT, CTL_SAMPLES, CTL_COUNT };
+enum {
+    CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_EVAL, CTL_LOSS, CTL_CORRECT, CTL_SAMPLES,
+    CTL_NONFINITE, /* peers whose loss or parameters are inf or NaN: the run diverged */
+    CTL_COUNT
+};
 
 #define TENSOR_GRADIENT 1u
 #define TENSOR_CONTROL 2u
 /* give up after this many consecutive steps with an inf/NaN gradient */
 #define NONFINITE_STREAK_MAX 5
+
+/* What a peer carries from one step to the next. */
+typedef struct step_state {
+    int streak;               /* consecutive steps with an inf/NaN averaged gradient */
+    int bad_params;           /* rank 0 found inf or NaN in the parameters (at a checkpoint) */
+} step_state_t;
 
 static double training_time(const run_t *r)
 {
@@ -53,13 +67,13 @@ static int ring_fail(run_t *r, const char *what, char *err, size_t errlen)
 /* One step. Returns 0, or -1 with err; sets r->stop when the peers agreed to stop, and
  * *eval when rank 0 asked (want_eval) for an evaluation after it.
  * ctl holds CTL_COUNT values and then one idle time per peer. */
-static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *streak, char *err,
-                      size_t errlen)
+static int train_step(run_t *r, float *ctl, int want_eval, int *eval, step_state_t *ss,
+                      char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
     const uint32_t *idx = shard_batch(&r->shard, r->step_in_epoch, o->batch_size);
     double loss = 0, t0, t1, t2, t3;
-    int correct = 0;
+    int correct = 0, loss_ok;
     ring_comm_stats_t before, after;
     ring_request_t *req;
     ring_status_t st;
@@ -74,7 +88,11 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
     ctl[CTL_STOP_SIGNAL] = signals_stop_requested() ? 1.0f : 0.0f;
     ctl[CTL_STOP_TIME] = o->max_time_s > 0 && t1 - r->t_start >= o->max_time_s ? 1.0f : 0.0f;
     ctl[CTL_EVAL] = want_eval ? 1.0f : 0.0f;
-    ctl[CTL_LOSS] = (float)loss;
+    /* an inf or NaN loss, or one so large the peers' sum overflows a float, would fail
+     * the exact allreduce: it travels as a count instead */
+    loss_ok = fabs(loss) < FLT_MAX / r->world;
+    ctl[CTL_NONFINITE] = !loss_ok || ss->bad_params ? 1.0f : 0.0f;
+    ctl[CTL_LOSS] = loss_ok ? (float)loss : 0.0f;
     ctl[CTL_CORRECT] = (float)correct;
     ctl[CTL_SAMPLES] = (float)o->batch_size;
     (void)ring_comm_get_stats(r->comm, &before);
@@ -84,6 +102,11 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
                                    TENSOR_CONTROL, RING_CALL_EXACT, &req) != RING_OK ||
         ring_request_wait(req) != RING_OK)
         return ring_fail(r, "control allreduce", err, errlen);
+    if (ctl[CTL_NONFINITE] > 0) { /* every peer knows: no gradient allreduce, the same end */
+        progress_diverged(r, r->step + 1, ss->bad_params ? "inf or NaN in the parameters"
+                                                         : "inf or NaN in the loss", err, errlen);
+        return -1;
+    }
     t2 = ring_now();
     st = ring_allreduce_start_flags(r->comm, r->w->grads, r->w->grads, r->w->nparams,
                                     RING_FLOAT32, RING_AVG, TENSOR_GRADIENT, 0, &req);
@@ -93,10 +116,11 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
     if (st == RING_ERR_NONFINITE) {
         /* skip the update, as mixed-precision loss scaling does; a streak is a diverged run */
         r->nonfinite_steps++;
-        if (++*streak >= NONFINITE_STREAK_MAX) {
-            snprintf(err, errlen, "step %" PRIu64 ": the averaged gradient held inf or NaN %d "
-                     "steps in a row: training diverged (try a smaller --lr)", r->step,
+        if (++ss->streak >= NONFINITE_STREAK_MAX) {
+            char what[64];
+            snprintf(what, sizeof(what), "inf or NaN in the gradients %d steps in a row",
                      NONFINITE_STREAK_MAX);
+            progress_diverged(r, r->step + 1, what, err, errlen);
             return -1;
         }
         if (r->chatty)
@@ -105,7 +129,7 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
     } else if (st != RING_OK) {
         return ring_fail(r, "gradient allreduce", err, errlen);
     } else {
-        *streak = 0;
+        ss->streak = 0;
         r->sgd.lr = (float)lr_at(o->lr_schedule == LR_COSINE, o->lr, r->step, r->total_steps);
         sgd_step(&r->sgd, r->w->params, r->w->grads);
     }
@@ -144,11 +168,11 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, int *strea
 
 /* After a step (eval: the peers agreed on it) or at an epoch's end: rank 0 evaluates
  * in the background (--eval-sync: every peer its share, in-line), rank 0 checkpoints. */
-static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, char *err,
-                      size_t errlen)
+static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, step_state_t *ss,
+                      char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
-    double now = ring_now(), t0 = now;
+    double now = ring_now();
     int ckpt;
 
     if (epoch_end)
@@ -161,23 +185,30 @@ static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, char
     if (eval && r->w->ntest > 0 && !o->eval_sync && r->rank == 0 &&
         run_evaluate_bg(r, err, errlen) != 0)
         return -1;
+    /* a diverged run's parameters are never saved: the next step's control values tell
+     * every peer, and they all stop saying why */
+    if (ckpt && !all_finite(r->w->params, r->w->nparams)) {
+        ss->bad_params = 1;
+        return 0;
+    }
     if (ckpt && run_checkpoint(r, 0, err, errlen) != 0)
         return -1;
-    r->other_s += ring_now() - t0;
     return 0;
 }
 
-/* Fault injection for the restart tests: RING_FAULT=sigkill-at-step:N:R makes
- * rank R SIGKILL itself after step N of a run that did not resume (so the
- * restarted run, which resumes from a checkpoint, goes on). 0 when unset. */
-static uint64_t fault_kill_step(const run_t *r)
+/* Fault injection for the tests: RING_FAULT=KIND:N:R makes rank R act after step N of a
+ * run that did not resume. sigkill-at-step: it SIGKILLs itself (the restart tests: the
+ * restarted run, which resumes from a checkpoint, goes on); nan-at-step: a NaN enters its
+ * parameters (the divergence tests: no checkpoint may hold it). 0 when unset. */
+static uint64_t fault_step(const run_t *r, const char *kind)
 {
     const char *f = getenv("RING_FAULT");
+    size_t len = strlen(kind);
     unsigned long long step;
     int rank;
 
-    if (f == NULL || sscanf(f, "sigkill-at-step:%llu:%d", &step, &rank) != 2 ||
-        rank != r->rank || r->start_step != 0)
+    if (f == NULL || strncmp(f, kind, len) != 0 ||
+        sscanf(f + len, ":%llu:%d", &step, &rank) != 2 || rank != r->rank || r->start_step != 0)
         return 0;
     return (uint64_t)step;
 }
@@ -186,9 +217,10 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
     uint64_t steps_per_epoch = shard_steps_per_epoch(&r->shard, o->batch_size);
-    uint64_t kill_at = fault_kill_step(r);
+    uint64_t kill_at = fault_step(r, "sigkill-at-step");
+    uint64_t nan_at = fault_step(r, "nan-at-step");
     double last_eval, last_ckpt;
-    int streak = 0;
+    step_state_t ss = {0, 0};
 
     if (steps_per_epoch == 0) {
         snprintf(err, errlen, "each peer's shard has %zu samples, fewer than --batch-size %d: "
@@ -211,21 +243,24 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
                        every_due(&o->eval_every, r->step + 1, ring_now(), &last_eval);
             int eval = 0;
 
-            if (train_step(r, ctl, want, &eval, &streak, err, errlen) != 0)
+            if (train_step(r, ctl, want, &eval, &ss, err, errlen) != 0)
                 return -1;
             if (kill_at != 0 && r->step == kill_at)
                 raise(SIGKILL);
+            if (nan_at != 0 && r->step == nan_at)
+                r->w->params[0] = NAN;
             if (r->rank == 0 && run_eval_poll(r, err, errlen) != 0)
                 return -1;
             progress_step(r);
-            if (r->stop == STOP_NONE && after_step(r, 0, eval, &last_ckpt, err, errlen) != 0)
+            if (r->stop == STOP_NONE &&
+                after_step(r, 0, eval, &last_ckpt, &ss, err, errlen) != 0)
                 return -1;
         }
         if (r->step_in_epoch >= steps_per_epoch) { /* also a resume into a shorter epoch */
             r->epoch++;
             r->step_in_epoch = 0;
             if (r->stop == STOP_NONE && r->epoch < (uint64_t)o->epochs &&
-                after_step(r, 1, 0, &last_ckpt, err, errlen) != 0)
+                after_step(r, 1, 0, &last_ckpt, &ss, err, errlen) != 0)
                 return -1;
         }
     }
@@ -235,15 +270,11 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
      * final checkpoint. With --eval-sync test_step is the same everywhere; otherwise only
      * rank 0 has one, and it is never this step: snapshots are taken only after steps
      * that more steps follow */
-    {
-        double t0 = ring_now();
-        if (r->w->ntest > 0 && (!o->eval_sync || r->test_step != r->step) &&
-            run_evaluate_shared(r, err, errlen) != 0)
-            return -1;
-        if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
-            return -1;
-        r->other_s += ring_now() - t0;
-    }
+    if (r->w->ntest > 0 && (!o->eval_sync || r->test_step != r->step) &&
+        run_evaluate_shared(r, err, errlen) != 0)
+        return -1;
+    if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
+        return -1;
     return 0;
 }
 
@@ -270,6 +301,13 @@ int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
     const daemon_opts_t *o = r->opt;
     ckpt_state_t st;
 
+    if (!all_finite(params, r->w->nparams) || !all_finite(velocity, r->w->nparams)) {
+        char why[DAEMON_ERR_MAX / 2];
+        progress_diverged(r, pos->step, "inf or NaN in the parameters", why, sizeof(why));
+        snprintf(err, errlen, "%s; the checkpoint of step %" PRIu64 " is not written", why,
+                 pos->step);
+        return -1;
+    }
     memset(&st, 0, sizeof(st));
     st.step = pos->step;
     st.epoch = pos->epoch;

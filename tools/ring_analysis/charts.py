@@ -58,7 +58,7 @@ def save(fig, path, title):
     pyplot().close(fig)
 
 
-def grouped_bars(ax, groups, series, value, fmt, label_zero=True, spread=None):
+def grouped_bars(ax, groups, series, value, fmt, label_zero=True, spread=None, group_label=str):
     """Bars for every (group, series) with value(group, series) not None,
     clustered by group, a colour per series. A group with no value at all is
     left out (no empty, unlabelled cluster); every bar drawn is labelled with
@@ -66,7 +66,8 @@ def grouped_bars(ax, groups, series, value, fmt, label_zero=True, spread=None):
     label_zero: a histogram's empty bins are no news). spread(group, series),
     when given, is (lo, hi) or None: an error bar from lo to hi (a bar over
     repeats: the median, and the range of the repeats), the label above it.
-    Returns the groups left out."""
+    group_label(group) is the group's name under its cluster. Returns the
+    groups left out."""
     kept = [g for g in groups if any(value(g, s) is not None for s in series)]
     width = 0.8 / max(len(series), 1)
     tops = [value(g, s) for g in kept for s in series if value(g, s) is not None]
@@ -96,7 +97,7 @@ def grouped_bars(ax, groups, series, value, fmt, label_zero=True, spread=None):
                         xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                         fontsize=7)
     ax.set_xticks(range(len(kept)))
-    ax.set_xticklabels([str(g) for g in kept])
+    ax.set_xticklabels([group_label(g) for g in kept])
     ax.set_ylim(0, top * 1.12 if top > 0 else 1)
     ax.grid(False)
     ax.grid(True, axis="y", alpha=0.35)
