@@ -53,7 +53,7 @@ typedef struct run {
 
     /* this run's clocks (seconds) */
     double t_start;
-    double compute_s, wait_s, comm_s, other_s;
+    double compute_s, wait_s, comm_s;
     uint64_t wire_bytes;      /* payload bytes this peer sent this run */
 
     /* evaluation */

@@ -161,7 +161,8 @@ static const ring_opt_t opt_table[] = {
     {"log-all", "RING_LOG_ALL", RING_OPT_SWITCH, "off", "on|off", OFIELD(log_all), 0, 0,
      "every rank prints progress, not only rank 0"},
     {"progress", "RING_PROGRESS", RING_OPT_CHOICE, "auto", "auto|bar|lines|off", OFIELD(progress), 0,
-     0, "auto: a progress bar when stdout is a terminal, plain lines otherwise"},
+     0, "auto: a progress bar when stdout is a terminal (under ring-launch too), plain lines "
+     "otherwise; its figures are defined under Figures at the end of ringd --help"},
     {"log-interval", "RING_LOG_INTERVAL", RING_OPT_DURATION, "5s", "DURATION",
      OFIELD(log_interval_s), 0, 0, "at most one plain progress line per DURATION"},
     {"poll-interval", "RING_POLL_INTERVAL", RING_OPT_DURATION, "1s", "DURATION",
