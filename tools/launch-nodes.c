@@ -12,12 +12,12 @@
 #include "ring_build.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "launch-nodes.h"
-#include "launch-ranks.h"
 
 #define LAUNCH_MAX_WORLD 65536   /* RING_LOCAL_RANK and ranks stay in libringd's range */
 
@@ -63,53 +63,73 @@ int launch_rdzv_parse(const char *url, struct launch_rdzv *r, char *err, size_t 
     return 0;
 }
 
-void launch_nodes_check(struct launch_opts *o)
+/* A usage error of the node options: the message in err, for launch-opts.c to die with. */
+static int nodes_bad(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int nodes_bad(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int launch_nodes_check(struct launch_opts *o, char *err, size_t n)
 {
     struct launch_rdzv rv;
-    char why[400];
     long nodes = o->nnodes ? o->nnodes : 1;
 
     if (o->n && o->nproc_per_node)
-        launch_usage_die(o->nnodes ? "-n with --nnodes: give --nproc-per-node P alone, the "
-                                     "ranks of each node (the job has --nnodes x P)"
-                                   : "-n and --nproc-per-node both count this node's ranks: "
-                                     "give one");
+        return nodes_bad(err, n, "%s", o->nnodes
+                         ? "-n with --nnodes: give --nproc-per-node P alone, the ranks of each "
+                           "node (the job has --nnodes x P)"
+                         : "-n and --nproc-per-node both count this node's ranks: give one");
     if (o->n && o->nnodes)
-        launch_usage_die("-n with --nnodes: use --nproc-per-node P instead, the ranks of each "
-                         "node (the job has --nnodes x P)");
+        return nodes_bad(err, n, "-n with --nnodes: use --nproc-per-node P instead, the ranks "
+                         "of each node (the job has --nnodes x P)");
     if (o->nproc_per_node)
         o->n = o->nproc_per_node;
     if (o->n == 0)
-        launch_usage_die(o->nnodes ? "missing --nproc-per-node P, the ranks of each node"
-                                   : "missing required option -n N (or --nproc-per-node N)");
+        return nodes_bad(err, n, "%s", o->nnodes
+                         ? "missing --nproc-per-node P, the ranks of each node"
+                         : "missing required option -n N (or --nproc-per-node N)");
     if (o->node_rank >= 0 && !o->nnodes)
-        launch_usage_die("--node-rank %ld needs --nnodes N, the number of nodes", o->node_rank);
+        return nodes_bad(err, n, "--node-rank %ld needs --nnodes N, the number of nodes",
+                         o->node_rank);
     if (nodes > 1 && o->node_rank < 0)
-        launch_usage_die("--nnodes %ld needs --node-rank R, this node's index 0..%ld (node 0 "
-                         "runs rank 0, which serves the rendezvous)", nodes, nodes - 1);
+        return nodes_bad(err, n, "--nnodes %ld needs --node-rank R, this node's index 0..%ld "
+                         "(node 0 runs rank 0, which serves the rendezvous)", nodes, nodes - 1);
     if (o->node_rank >= nodes)
-        launch_usage_die("--node-rank %ld is out of range for --nnodes %ld: nodes are numbered "
-                         "0..%ld", o->node_rank, nodes, nodes - 1);
+        return nodes_bad(err, n, "--node-rank %ld is out of range for --nnodes %ld: nodes are "
+                         "numbered 0..%ld", o->node_rank, nodes, nodes - 1);
     if (o->node_rank < 0)
         o->node_rank = 0;
     if (nodes > 1 && !o->rendezvous)
-        launch_usage_die("--nnodes %ld needs --rendezvous tcp://HOST:PORT, the same on every "
-                         "node: HOST is node 0's address (its rank 0 serves the store there), "
-                         "PORT a free port", nodes);
+        return nodes_bad(err, n, "--nnodes %ld needs --rendezvous tcp://HOST:PORT, the same on "
+                         "every node: HOST is node 0's address (its rank 0 serves the store "
+                         "there), PORT a free port", nodes);
     if (nodes * o->n > LAUNCH_MAX_WORLD)
-        launch_usage_die("--nnodes %ld x --nproc-per-node %ld is more than %d ranks", nodes,
-                         o->n, LAUNCH_MAX_WORLD);
-    if (o->rendezvous && launch_rdzv_parse(o->rendezvous, &rv, why, sizeof(why)) != 0)
-        launch_usage_die("%s", why);
+        return nodes_bad(err, n, "--nnodes %ld x --nproc-per-node %ld is more than %d ranks",
+                         nodes, o->n, LAUNCH_MAX_WORLD);
+    if (o->rendezvous && launch_rdzv_parse(o->rendezvous, &rv, err, n) != 0)
+        return -1;
     if (o->rendezvous && o->nhosts > 0)
-        launch_usage_die("--hosts gives the ranks a peer list; with --rendezvous they meet at "
-                         "the store instead: leave --hosts out (--host ADDR sets where this "
-                         "node's ranks listen)");
+        return nodes_bad(err, n, "--hosts gives the ranks a peer list; with --rendezvous they "
+                         "meet at the store instead: leave --hosts out (--host ADDR sets where "
+                         "this node's ranks listen)");
+    return 0;
 }
 
 long launch_global_rank(const struct launch_opts *o, long i)
 {
     return o->node_rank * o->n + i;
+}
+
+long launch_local_rank(const struct launch_opts *o, long rank)
+{
+    return o->nhosts > 0 ? rank / o->nhosts : rank;
 }
 
 long launch_world_size(const struct launch_opts *o)

@@ -17,11 +17,16 @@ struct launch_rdzv {
 int launch_rdzv_parse(const char *url, struct launch_rdzv *r, char *err, size_t errlen);
 
 /* After parsing: check -n, --nproc-per-node, --nnodes, --node-rank and
- * --rendezvous against each other; a usage error exits 2. */
-void launch_nodes_check(struct launch_opts *o);
+ * --rendezvous against each other, settling n and node_rank: 0, or -1 with the
+ * usage error in err. */
+int launch_nodes_check(struct launch_opts *o, char *err, size_t errlen);
 
 /* Rank i of this node's ranks: its rank in the whole job (node_rank * n + i). */
 long launch_global_rank(const struct launch_opts *o, long i);
+
+/* Rank i's rank among the ranks of its host (RING_LOCAL_RANK): with --hosts, the
+ * ranks sharing its entry; else its place on this node. */
+long launch_local_rank(const struct launch_opts *o, long rank);
 
 /* The ranks of every node together (nnodes * n). */
 long launch_world_size(const struct launch_opts *o);

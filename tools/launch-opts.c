@@ -260,7 +260,12 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
                              : "missing '--' before PROGRAM '%s'", a);
         }
     }
-    launch_nodes_check(o);
+    {
+        char why[512];
+
+        if (launch_nodes_check(o, why, sizeof(why)) != 0)
+            launch_usage_die("%s", why);
+    }
     if (!o->argv || !o->argv[0])
         launch_usage_die(o->argv ? "missing PROGRAM after '--'"
                          : "missing '--' followed by PROGRAM");

@@ -67,11 +67,6 @@ const char *launch_rank_host(const struct launch_opts *o, long rank)
     return o->nhosts > 0 ? o->hosts[rank % o->nhosts] : o->host;
 }
 
-long launch_local_rank(const struct launch_opts *o, long rank)
-{
-    return o->nhosts > 0 ? rank / o->nhosts : rank;
-}
-
 char *launch_peers_build(const struct launch_opts *o, const int *ports)
 {
     size_t cap = 1, off = 0;

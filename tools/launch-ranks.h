@@ -14,9 +14,6 @@ int launch_hosts_parse(struct launch_opts *o, const char *list, char *err, size_
 /* The address rank listens on: --hosts' entry rank mod K, else --host. */
 const char *launch_rank_host(const struct launch_opts *o, long rank);
 
-/* The rank's index among the ranks that share its address (RING_LOCAL_RANK). */
-long launch_local_rank(const struct launch_opts *o, long rank);
-
 /* RING_PEERS: HOST:PORT of every rank in rank order ([V6]:PORT); NULL without memory. */
 char *launch_peers_build(const struct launch_opts *o, const int *ports);
 
