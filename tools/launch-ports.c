@@ -99,7 +99,11 @@ int *launch_ports_probe(const struct launch_opts *o, int *ports)
     int *fds = calloc((size_t)o->n, sizeof(*fds));
     long i;
 
-    for (i = 0; fds && i < o->n; i++) {
+    if (fds == NULL) {
+        fputs("ring-launch: out of memory\n", stderr);
+        return NULL;
+    }
+    for (i = 0; i < o->n; i++) {
         fds[i] = -1;
         ports[i] = o->base_port ? (int)(o->base_port + i) : 0;
         if (sl == 0 || (o->rendezvous && !o->base_port))
@@ -123,7 +127,12 @@ int *launch_ports_probe(const struct launch_opts *o, int *ports)
                     errno == EACCES ? " (ports below 1024 need root: pick a --base-port of "
                                       "1024 or more)" : "");
         }
-        exit(1);
+        /* the ports bound so far go back; the caller exits 1 */
+        while (--i >= 0)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        free(fds);
+        return NULL;
     }
     return fds;
 }

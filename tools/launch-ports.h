@@ -7,7 +7,8 @@
 /* Fill ports[0..n) for this node's ranks and return one socket per rank, still
  * bound (-1 where none), to close just before the ranks start: free ports
  * probed on --host, so the kernel cannot hand one out twice, or --base-port + i
- * checked free. Exits 1 with a message naming the busy port and the fix. */
+ * checked free. NULL after saying why on stderr: out of memory, or a busy port
+ * (named, with the fix). */
 int *launch_ports_probe(const struct launch_opts *o, int *ports);
 
 /* With --rendezvous tcp://HOST:PORT on node 0, where rank 0 serves the store:

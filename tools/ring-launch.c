@@ -535,9 +535,12 @@ static int launch_attempt(struct launch_state *st)
     launch_relay_init(&st->relay, st->opt.prefix);
     ports = calloc((size_t)st->opt.n, sizeof(*ports));
     st->kids = calloc((size_t)st->opt.n, sizeof(*st->kids));
-    if (ports && st->kids && (probe_fds = launch_ports_probe(&st->opt, ports)))
-        peers = launch_peers_build(&st->opt, ports);
-    if (!peers) {
+    if (!ports || !st->kids) {
+        fputs("ring-launch: out of memory\n", stderr);
+        rc = 1;
+    } else if ((probe_fds = launch_ports_probe(&st->opt, ports)) == NULL) {
+        rc = 1; /* it said why */
+    } else if ((peers = launch_peers_build(&st->opt, ports)) == NULL) {
         fputs("ring-launch: out of memory\n", stderr);
         rc = 1;
     } else {
