@@ -2,8 +2,9 @@
 command line. Malformed JSON lines and CSV rows are refused naming the file
 and line (a peer's cut-off last line is not); one run's figures from
 ringd's metrics; bar charts keep no empty, unlabelled cluster and label a
-bar of 0; repeats of a ring-exp cell give medians and ranges, a repeat
-that never reached the target counted as never, a failed one left out and
+bar of 0, and blocked.png calls async's group "never blocks"; repeats of a
+ring-exp cell give medians and ranges, a repeat that never reached the
+target counted as never, a failed one left out and
 counted (repeats.py alone, then ring-analyze exp on synthetic metrics);
 a plot title never gives an alpha the fit calls unresolved; the
 saturation model is the fit's predict(); ring-analyze names the
@@ -24,7 +25,7 @@ from ring_analysis import saturation_report as sat  # noqa: E402
 from ring_analysis import sweep_report as sweep  # noqa: E402
 from analysis_tap import done, ok  # noqa: E402
 
-PLAN = 40
+PLAN = 44
 T = tempfile.mkdtemp(prefix="analysis-test.")
 
 
@@ -159,6 +160,8 @@ def test_exp():
     blocked = png_text(os.path.join(T, "exp", "blocked.png"))
     ok(blocked.get("Description") == "series: none" and "blocked" in blocked.get("Title", ""),
        "exp: blocked.png drawn (matplotlib), its legend in the PNG", blocked)
+    ok("async never blocks (no bound): its bars are 0" in blocked.get("Title", ""),
+       "exp: blocked.png's title says async never blocks", blocked)
 
 
 def test_repeats():
@@ -283,13 +286,27 @@ def test_bars():
        "bars: a cluster without values is left out, a bar of 0 is labelled '0'",
        (dropped, ticks, labels))
     charts.pyplot().close(fig)
+    fig, ax = charts.figure()
+    charts.grouped_bars(ax, ["lockstep", "async"], ["none"],
+                        lambda m, s: 0.0 if m == "async" else 12.5, lambda v: "%.1f" % v,
+                        group_label=exp_report.never_blocks_label)
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    labels = sorted(t.get_text() for t in ax.texts)
+    ok(ticks == ["lockstep", "async\n(never blocks)"] and labels == ["0.0", "12.5"],
+       "bars: the async group is labelled 'never blocks', its bar of 0 labelled '0.0'",
+       (ticks, labels))
+    charts.pyplot().close(fig)
 
 
-def sweep_rows(alpha, bw, method, ns=(2, 3, 4), sizes=(1 << 20, 4 << 20, 16 << 20)):
+def sweep_rows(alpha, bw, method, ns=(2, 3, 4), sizes=(1 << 20, 4 << 20, 16 << 20), spread=None):
+    """Times of the alpha-beta model, off by +-1 % (or +-spread, alternating: enough to
+    leave a small alpha unresolved)."""
     rows = ["rate,method,codec,n,bytes,time_us,algbw_GBps,busbw_GBps,wrong,status,run"]
     for n in ns:
-        for s in sizes:
-            t = alphabeta.predict(alpha, 1e6 / bw, n, s) * (1.01 if (n + s) % 3 else 0.99)
+        for k, s in enumerate(sizes):
+            wiggle = ((1 + spread if (n + k) % 2 else 1 - spread) if spread is not None
+                      else (1.01 if (n + s) % 3 else 0.99))
+            t = alphabeta.predict(alpha, 1e6 / bw, n, s) * wiggle
             rows.append("1gbit,%s,none,%d,%d,%.2f,0.1,0.1,0,ok,r" % (method, n, s, t))
     return "\n".join(rows) + "\n"
 
@@ -302,6 +319,18 @@ def test_sweep():
     ok(r.alpha_unresolved and "alpha not resolved" in sweep.model_title(([], r))
        and "alpha -" not in sweep.model_title(([], r)),
        "model_title: an unresolved alpha is not given as a value", sweep.model_title(([], r)))
+    # the same through ring-analyze sweep on tc links (a free fit): summary and title agree
+    d = os.path.join(T, "sweep-tc")
+    write(os.path.join(d, "results.csv"), sweep_rows(-1.1, 1e9, "tc", spread=0.02))
+    rc, out, err = analyze("sweep", d)
+    fits = open(os.path.join(d, "fits.csv")).read().splitlines() if rc == 0 else []
+    title = png_text(os.path.join(d, "time-vs-n-1gbit-none.png")).get("Title", "")
+    ok(rc == 0 and len(fits) == 2 and fits[1].endswith(",0")
+       and "(alpha not resolved: < 0, 0 within its 95 % interval)" in out,
+       "sweep: an alpha of about -1 us within its interval: the summary says 'not resolved'",
+       "%s\n%s\n%s" % (fits, out, err))
+    ok("model: alpha not resolved" in title and "alpha -" not in title and "us," not in title,
+       "sweep: the time-vs-N title says 'not resolved' too, with no alpha value", title)
     d = os.path.join(T, "sweep")
     write(os.path.join(d, "results.csv"), sweep_rows(-300, 0.125e9, "ratelimit"))
     rc, out, err = analyze("sweep", d, "--elapsed", "1.5", "--links", "ratelimit: test")
