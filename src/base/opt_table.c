@@ -449,12 +449,26 @@ void ring_opt_print(const ring_opt_table_t *t, const void *settings, FILE *out,
     }
 }
 
-void ring_opt_suggest(const ring_opt_table_t *t, ring_suggest_t *s, int env)
+int ring_opt_closest(const ring_opt_table_t *t, const char *word, const char *const *extra_flags,
+                     const char *const *extra_env, char *buf, size_t len)
 {
+    int env = strncmp(word, "RING_", 5) == 0;
+    const char *const *extra = env ? extra_env : extra_flags;
+    ring_suggest_t sg;
+
+    while (*word == '-')
+        word++;
+    ring_suggest_init(&sg, word, strcspn(word, "="));
     for (size_t i = 0; i < t->count; i++) {
         const char *w = env ? t->entries[i].env : t->entries[i].name;
 
         if (w != NULL)
-            ring_suggest_offer(s, w, strlen(w));
+            ring_suggest_offer(&sg, w, strlen(w));
     }
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++)
+        ring_suggest_offer(&sg, extra[i], strlen(extra[i]));
+    if (ring_suggest_best(&sg) == NULL || len == 0)
+        return 0;
+    snprintf(buf, len, "%s%s", env ? "" : "--", ring_suggest_best(&sg));
+    return 1;
 }

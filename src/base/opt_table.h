@@ -104,10 +104,12 @@ void ring_opt_print_help_with(const ring_opt_table_t *t, const void *settings, F
 void ring_opt_print(const ring_opt_table_t *t, const void *settings, FILE *out,
                     const char *(*detail)(const void *settings, const ring_opt_t *e));
 
-/* Offer every entry's name (without "--"), or with env its RING_* variable, to s,
- * for "did you mean". */
-struct ring_suggest;
-void ring_opt_suggest(const ring_opt_table_t *t, struct ring_suggest *s, int env);
+/* "Did you mean": the entry closest to word, a mistyped flag (leading dashes and
+ * "=value" ignored) or, when word starts with RING_, variable; extra_flags (names
+ * without dashes) and extra_env (variables), NULL-terminated or NULL, are candidates
+ * too. 1 with "--name" or the variable in buf, or 0 when none is close enough. */
+int ring_opt_closest(const ring_opt_table_t *t, const char *word, const char *const *extra_flags,
+                     const char *const *extra_env, char *buf, size_t len);
 
 /* The source names, indexed by ring_config_source_t. */
 const char *ring_opt_source_name(unsigned source);

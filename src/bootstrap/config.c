@@ -324,18 +324,14 @@ ring_status_t ring_config_copy(ring_config_t *dst, const ring_config_t *src)
     return RING_OK;
 }
 
-static void config_suggest_offer(ring_suggest_t *s, int env);
-
 /* A name that is no setting, with the closest one when it looks like a typo. */
 static ring_status_t unknown_setting(const char *name)
 {
-    ring_suggest_t sg;
+    char near[RING_SUGGEST_MAX + 2];
 
-    ring_suggest_init(&sg, name, strlen(name));
-    config_suggest_offer(&sg, 0);
-    if (ring_suggest_best(&sg) != NULL)
+    if (ring_config_suggest(name, near, sizeof(near)))
         return ring_error_set(RING_ERR_UNSUPPORTED, "unknown setting '%s' (did you mean '%s'?)",
-                              name, ring_suggest_best(&sg));
+                              name, near + (near[0] == '-' ? 2 : 0));
     return ring_error_set(RING_ERR_UNSUPPORTED, "unknown setting '%s'", name);
 }
 
@@ -437,29 +433,11 @@ int ring_config_env_known(const char *var, size_t len)
     return 0;
 }
 
-/* Offer the flag names (without dashes) or, with env, every RING_* variable ringd reads. */
-static void config_suggest_offer(ring_suggest_t *s, int env)
-{
-    ring_opt_suggest(&config_opts, s, env);
-    for (size_t i = 0; env && known_other_env[i] != NULL; i++)
-        ring_suggest_offer(s, known_other_env[i], strlen(known_other_env[i]));
-}
-
 int ring_config_suggest(const char *word, char *buf, size_t len)
 {
-    ring_suggest_t sg;
-    int env = word != NULL && strncmp(word, "RING_", 5) == 0;
-
     if (word == NULL || buf == NULL || len == 0)
         return 0;
-    while (*word == '-')
-        word++;
-    ring_suggest_init(&sg, word, strcspn(word, "="));
-    config_suggest_offer(&sg, env);
-    if (ring_suggest_best(&sg) == NULL)
-        return 0;
-    snprintf(buf, len, "%s%s", env ? "" : "--", ring_suggest_best(&sg));
-    return 1;
+    return ring_opt_closest(&config_opts, word, NULL, known_other_env, buf, len);
 }
 
 int ring_config_check_env(FILE *out)
@@ -473,15 +451,13 @@ int ring_config_check_env(FILE *out)
         if (strncmp(var, "RING_", 5) != 0)
             continue;
         if (!ring_config_env_known(var, len)) {
-            ring_suggest_t sg;
+            char near[RING_SUGGEST_MAX + 2];
 
             unknown++;
-            ring_suggest_init(&sg, var, len);
-            config_suggest_offer(&sg, 1);
-            if (out != NULL && ring_suggest_best(&sg) != NULL)
+            /* var is NAME=value: the suggestion compares the name */
+            if (out != NULL && ring_config_suggest(var, near, sizeof(near)))
                 fprintf(out, "warning: unknown environment variable %.*s ignored: did you mean "
-                             "%s? (see --help for the RING_* variables)\n", (int)len, var,
-                        ring_suggest_best(&sg));
+                             "%s? (see --help for the RING_* variables)\n", (int)len, var, near);
             else if (out != NULL)
                 fprintf(out, "warning: unknown environment variable %.*s ignored "
                              "(see --help for the RING_* variables)\n", (int)len, var);

@@ -91,14 +91,13 @@ ring_status_t ring_peers_parse(const char *list, int world_size, int port_lo, in
             goto err;
         }
     for (;;) {
-        size_t len = strcspn(p, ",");
-        size_t start = 0;
+        size_t len = strcspn(p, ","), start = 0, stop = len;
 
         /* "a:1, b:2" is what people write: blanks around an entry are not part of it */
-        while (start < len && (p[start] == ' ' || p[start] == '\t'))
+        while (start < stop && (p[start] == ' ' || p[start] == '\t'))
             start++;
-        while (len > start && (p[len - 1] == ' ' || p[len - 1] == '\t'))
-            len--;
+        while (stop > start && (p[stop - 1] == ' ' || p[stop - 1] == '\t'))
+            stop--;
 
         if (n == world_size) {
             /* count the rest for the message */
@@ -110,11 +109,10 @@ ring_status_t ring_peers_parse(const char *list, int world_size, int port_lo, in
                                     total + 1, world_size);
             goto err;
         }
-        status = peers_parse_entry(p + start, len - start, n, &addrs[n]);
+        status = peers_parse_entry(p + start, stop - start, n, &addrs[n]);
         if (status != RING_OK)
             goto err;
         n++;
-        len = strcspn(p, ",");
         if (p[len] == '\0')
             break;
         p += len + 1;

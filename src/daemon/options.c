@@ -17,7 +17,6 @@
 
 #include "opt_table.h"
 #include "parse.h"
-#include "suggest.h"
 
 #define OFIELD(_f) offsetof(daemon_opts_t, _f), sizeof(((daemon_opts_t *)0)->_f)
 
@@ -383,20 +382,10 @@ static const struct scoped_opt {
 
 int daemon_opts_suggest(const char *word, char *buf, size_t len)
 {
-    static const char *const program_flags[] = {"help", "version", "print-config", "print-env"};
-    int env = strncmp(word, "RING_", 5) == 0;
-    ring_suggest_t sg;
+    static const char *const program_flags[] = {"help", "version", "print-config", "print-env",
+                                                NULL};
 
-    while (*word == '-')
-        word++;
-    ring_suggest_init(&sg, word, strcspn(word, "="));
-    ring_opt_suggest(&opts, &sg, env);
-    for (size_t i = 0; !env && i < sizeof(program_flags) / sizeof(program_flags[0]); i++)
-        ring_suggest_offer(&sg, program_flags[i], strlen(program_flags[i]));
-    if (ring_suggest_best(&sg) == NULL || len == 0)
-        return 0;
-    snprintf(buf, len, "%s%s", env ? "" : "--", ring_suggest_best(&sg));
-    return 1;
+    return ring_opt_closest(&opts, word, program_flags, NULL, buf, len);
 }
 
 int daemon_opts_ignored(const daemon_opts_t *o, char *buf, size_t len)
