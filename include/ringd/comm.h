@@ -229,6 +229,7 @@ typedef struct ring_comm_stats {
                                 * ring, mostly for the left one's data): every peer waits for
                                 * a late one, which itself waits least */
     uint64_t rd_allreduces;    /* of allreduces, those recursive doubling ran (--algo) */
+    uint64_t direct_allreduces; /* ... and those the host's shared segment ran (--algo) */
 } ring_comm_stats_t;
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */

@@ -98,14 +98,17 @@ static const ring_opt_t config_table[] = {
     {"hier-min-bytes", "RING_HIER_MIN_BYTES", RING_OPT_SIZE, "1M", "bytes",
      FIELD(hier_min_bytes), 0, 0,
      "hierarchical: allreduces smaller than this stay on the flat ring"},
-    {"algo", "RING_ALGO", RING_OPT_WORD, "auto", "auto|ring|rd", FIELD(algo), 0, 0,
+    {"algo", "RING_ALGO", RING_OPT_WORD, "auto", "auto|ring|rd|direct", FIELD(algo), 0, 0,
      "the allreduce algorithm: ring (2(N-1) steps, each moving 1/N of the buffer), rd = "
      "recursive doubling over pairs of peers (log2 N steps moving the whole buffer, plus 2 "
-     "when N is not a power of two: latency-bound small buffers), auto = rd for fp32 "
-     "allreduces without a codec of at most --rd-max-bytes on rings of 4 or more peers "
-     "(on 2 or 3 the ring's few steps are as fast), ring for the rest"},
+     "when N is not a power of two: latency-bound small buffers), direct = every peer on one "
+     "host adds the others' buffers from one shared segment (one step; shm transport), auto "
+     "= for fp32 allreduces without a codec of at most --rd-max-bytes: direct when every "
+     "peer is on this host over shm, else rd on rings of 4 or more peers (on 2 or 3 the "
+     "ring's few steps are as fast); ring for the rest"},
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
-     0, "algo auto: the largest allreduce recursive doubling takes"},
+     0, "the largest allreduce the small-message algorithms take (rd, direct; --algo rd "
+     "takes every size)"},
     {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_WORD, "off", "off|on",
      FIELD(error_feedback), 0, 0,
      "keep what this peer's encoding lost and add it to its next contribution to the same "

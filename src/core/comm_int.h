@@ -24,8 +24,9 @@
 
 #define RING_MAX_STREAMS 16
 
-/* comm->algo_ops: the algorithms asked, in this order, whether they take an allreduce */
-enum { RING_ALGO_HIER, RING_ALGO_RD, RING_ALGO_HOOKS };
+/* comm->algo_ops: the algorithms asked, in this order, whether they take an allreduce
+ * (hier.c, direct.c, rd.c) */
+enum { RING_ALGO_HIER, RING_ALGO_DIRECT, RING_ALGO_RD, RING_ALGO_HOOKS };
 #define RING_WINDOW 4 /* frames in flight per channel and direction */
 #define RING_NOTICE_WINDOW 8 /* notice.c: notice receives outstanding */
 
@@ -194,6 +195,7 @@ struct ring_comm {
      * after a failure, so freed with the comm), and whether it is running */
     struct ring_hier *hier;                /* hier.c: the local and cross rings, or NULL */
     struct ring_rd *rd;                    /* rd.c: the pairs of recursive doubling, or NULL */
+    struct ring_direct *direct;            /* direct.c: the host's shared segment, or NULL */
     /* how the engine calls them: algo_ops[RING_ALGO_HIER], [RING_ALGO_RD]; NULL when off */
     const struct ring_algo_ops *algo_ops[RING_ALGO_HOOKS];
     struct ring_doctor *doctor;

@@ -14,6 +14,7 @@
 #include "autotune.h"
 #include "comm_int.h"
 #include "hier.h"
+#include "direct.h"
 #include "rd.h"
 #include "log.h"
 #include "progress_thread.h"
@@ -25,6 +26,7 @@ static void comm_free(ring_comm_t *comm)
 {
     ring_sub_linger(comm); /* after a failure: the ring's ABORT goes first */
     ring_rd_close(comm);   /* hook: rd.c's pairs */
+    ring_direct_close(comm); /* hook: direct.c's segment */
     ring_hier_close(comm); /* hook: hier.c's two rings */
     ring_tl_close(comm); /* hook: timeline.c writes out what it buffered */
     for (int c = 0; c < RING_MAX_CHANNELS; c++) {
@@ -181,8 +183,11 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         RING_CHECK(ring_autotune(comm));
     /* hook: hier.c, --hierarchical; it opens its rings with what we lend it */
     RING_CHECK(ring_hier_open(comm, ring_comm_open, ring_comm_close));
-    /* hook: rd.c, --algo: its pairs, the same way */
-    RING_CHECK(ring_rd_open(comm, ring_comm_open, ring_comm_close));
+    /* hook: direct.c, --algo: one shared segment when every peer is on this host */
+    RING_CHECK(ring_direct_open(comm));
+    /* hook: rd.c, --algo: its pairs, the same way (not needed where direct runs) */
+    if (comm->direct == NULL)
+        RING_CHECK(ring_rd_open(comm, ring_comm_open, ring_comm_close));
     /* their set-up allgathers were not the user's: the user's first call is round 0 */
     comm->next_round = 0;
     memset(&comm->stats, 0, sizeof(comm->stats));

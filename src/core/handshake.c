@@ -43,7 +43,8 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->codec = (uint8_t)comm->codec;
     h->fp16_scaling = (uint8_t)comm->fp16_scaling;
     h->auth_frames = (uint8_t)comm->auth_frames;
-    h->algo = strcmp(comm->cfg.algo, "ring") == 0 ? 1 : strcmp(comm->cfg.algo, "rd") == 0 ? 2 : 0;
+    h->algo = strcmp(comm->cfg.algo, "ring") == 0 ? 1 : strcmp(comm->cfg.algo, "rd") == 0 ? 2
+            : strcmp(comm->cfg.algo, "direct") == 0 ? 3 : 0;
     h->rd_max_bytes = comm->cfg.rd_max_bytes;
     h->peers_hash = ring_hash_bytes(RING_HASH_INIT, peers, strlen(peers));
     h->settings_hash = handshake_settings_hash(h);
@@ -62,7 +63,7 @@ static const char *const transport_names[] = {"?", "tcp", "verbs", "shm"};
 static const char *const codec_names[] = {"none", "fp16", "bf16"};
 static const char *const on_off_names[] = {"off", "on"};
 static const char *const auth_names[] = {"connect", "frames"};
-static const char *const algo_names[] = {"auto", "ring", "rd"};
+static const char *const algo_names[] = {"auto", "ring", "rd", "direct"};
 #define CHOICE(_names, _v) \
     ((_v) < sizeof(_names) / sizeof(_names[0]) ? _names[(_v)] : "unknown")
 #define HELLO_DIFF_NAMED(_field, _name, _names)                                               \

@@ -1,0 +1,396 @@
+/*
+ * t-direct.c - the direct allreduce (--algo direct|auto, src/core/direct.c):
+ * peers on one host adding each other's buffers from one shared segment,
+ * across real processes on 127.0.0.1 over shm, N = 2, 3, 4, 7.
+ *
+ * - Integer-valued data sums exactly in any order: every rank's result must
+ *   equal the exact sum bit for bit, with --algo direct as with --algo ring,
+ *   so the two agree bitwise; random data: every rank holds the same bits.
+ * - Selection: --algo auto takes fp32 calls without a codec up to
+ *   --rd-max-bytes over shm (counted by ring_comm_get_stats'
+ *   direct_allreduces), and nothing over tcp; --algo direct over tcp is an
+ *   error that says what to do.
+ * - Failures: a peer killed or stopped mid-loop is named by every other, no
+ *   hang; a peer that calls another count, or another collective, is a
+ *   mismatch naming it; and no segment is left in /dev/shm.
+ */
+#include "ring_build.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "tap.h"
+
+enum { V_STATUS, V_WRONG, V_HASH, V_DIRECT, V_ALL, V_ERR, V_SEL };
+
+typedef enum mode { M_CORRECT, M_SELECT, M_LOOP, M_OTHER_COUNT, M_OTHER_COLL } mode_t_;
+
+static const size_t counts[] = {1, 7, 1023, 4096}; /* 4096: --rd-max-bytes (16K) exactly */
+#define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
+#define MAXCOUNT 4096
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* small integers: exact in fp32 whatever the order of the sum */
+static float int_val(int rank, size_t i)
+{
+    return (float)((int)((rank * 7 + i * 3) % 17) - 8);
+}
+
+static float rand_val(int rank, size_t i)
+{
+    uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull + 1;
+
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 29;
+    return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0) * 100.0f;
+}
+
+/* segments of direct.c in /dev/shm (they should only live during a ring's open) */
+static int shm_segments(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, "ringd-direct-", 13) == 0;
+    closedir(d);
+    return n;
+}
+
+static int correct_main(ring_comm_t *comm, int rank, int n)
+{
+    static float in[MAXCOUNT], out[MAXCOUNT];
+    uint64_t wrong = 0, hash = 1469598103934665603ull;
+    double max_err = 0;
+    ring_status_t st = RING_OK;
+
+    for (size_t c = 0; c < NCOUNTS && st == RING_OK; c++) {
+        size_t count = counts[c];
+
+        for (int inplace = 0; inplace < 2 && st == RING_OK; inplace++) {
+            for (size_t i = 0; i < count; i++)
+                in[i] = int_val(rank, i);
+            st = ring_allreduce(comm, in, inplace ? in : out, count, RING_FLOAT32, RING_SUM);
+            for (size_t i = 0; i < count && st == RING_OK; i++) {
+                float want = 0;
+                const float *got = inplace ? in : out;
+
+                for (int r = 0; r < n; r++)
+                    want += int_val(r, i);
+                wrong += memcmp(&got[i], &want, sizeof(float)) != 0;
+            }
+        }
+        for (int avg = 0; avg < 2 && st == RING_OK; avg++) {
+            for (size_t i = 0; i < count; i++)
+                in[i] = rand_val(rank, i);
+            st = ring_allreduce(comm, in, out, count, RING_FLOAT32, avg ? RING_AVG : RING_SUM);
+            for (size_t i = 0; i < count && st == RING_OK; i++) {
+                double want = 0, mag = 0;
+
+                for (int r = 0; r < n; r++)
+                    want += rand_val(r, i), mag += fabs(rand_val(r, i));
+                if (avg)
+                    want /= n, mag /= n;
+                double err = fabs(out[i] - want) / (mag + 1e-30);
+                if (err > max_err)
+                    max_err = err;
+            }
+            hash = fnv(out, count * sizeof(float), hash);
+        }
+    }
+    h_put(V_WRONG, wrong);
+    h_put(V_HASH, hash);
+    h_put_double(V_ERR, max_err);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
+/* --algo auto, --rd-max-bytes 4K, --codec fp16: bit k of V_SEL is set when
+ * call k ran through the segment. */
+static int select_main(ring_comm_t *comm)
+{
+    static float buf[4096];
+    static uint16_t half[1024];
+    ring_comm_stats_t s0, s1;
+    uint64_t sel = 0;
+    ring_status_t st = RING_OK;
+
+    memset(buf, 0, sizeof(buf));
+    memset(half, 0, sizeof(half));
+    for (int k = 0; k < 6 && st == RING_OK; k++) {
+        ring_request_t *req = NULL;
+
+        st = ring_comm_get_stats(comm, &s0);
+        if (st != RING_OK)
+            break;
+        switch (k) {
+        case 0: /* 4096 bytes, exact: direct */
+            st = ring_allreduce_start_flags(comm, buf, buf, 1024, RING_FLOAT32, RING_SUM, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        case 1: /* 4100 bytes: the ring */
+            st = ring_allreduce_start_flags(comm, buf, buf, 1025, RING_FLOAT32, RING_SUM, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        case 2: /* small, but with the fp16 codec: the ring */
+            st = ring_allreduce(comm, buf, buf, 256, RING_FLOAT32, RING_SUM);
+            break;
+        case 3: /* fp16 buffer: the ring */
+            st = ring_allreduce(comm, half, half, 1024, RING_FLOAT16, RING_SUM);
+            break;
+        case 4: /* a broadcast in between: the ring */
+            st = ring_broadcast(comm, buf, 64, 1);
+            break;
+        case 5: /* tiny exact average: direct */
+            st = ring_allreduce_start_flags(comm, buf, buf, 1, RING_FLOAT32, RING_AVG, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        }
+        if (st == RING_OK && req != NULL)
+            st = ring_request_wait(req);
+        if (st == RING_OK)
+            st = ring_comm_get_stats(comm, &s1);
+        if (st == RING_OK && s1.direct_allreduces > s0.direct_allreduces)
+            sel |= 1u << k;
+    }
+    h_put(V_SEL, sel);
+    return st == RING_OK ? 0 : h_fail(st, "select");
+}
+
+/* allreduces of 1024 floats for up to 8 s; the harness kills or stops a peer */
+static int loop_main(ring_comm_t *comm)
+{
+    static float buf[1024];
+    ring_status_t st = RING_OK;
+    double t0 = h_now();
+
+    for (int i = 0; i < 1000000 && st == RING_OK && h_now() - t0 < 8; i++) {
+        st = ring_allreduce(comm, buf, buf, 1024, RING_FLOAT32, RING_AVG);
+        if (i == 20)
+            h_ready();
+    }
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
+/* ten good calls, then the last rank calls another count or a broadcast */
+static int other_main(ring_comm_t *comm, int rank, int n, mode_t_ mode)
+{
+    static float buf[1024];
+    ring_status_t st = RING_OK;
+
+    for (int i = 0; i < 10 && st == RING_OK; i++)
+        st = ring_allreduce(comm, buf, buf, 100, RING_FLOAT32, RING_SUM);
+    if (st == RING_OK) {
+        if (rank != n - 1)
+            st = ring_allreduce(comm, buf, buf, 100, RING_FLOAT32, RING_SUM);
+        else if (mode == M_OTHER_COUNT)
+            st = ring_allreduce(comm, buf, buf, 101, RING_FLOAT32, RING_SUM);
+        else
+            st = ring_broadcast(comm, buf, 400, 0);
+    }
+    h_put(V_STATUS, (uint64_t)st);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
+static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    mode_t_ mode = *(const mode_t_ *)arg;
+    ring_comm_t *comm;
+    ring_comm_stats_t s;
+    ring_status_t st = ring_comm_open(cfg, &comm);
+    int rc;
+
+    if (st != RING_OK)
+        return h_fail(st, "ring_comm_open");
+    rc = mode == M_CORRECT  ? correct_main(comm, rank, n)
+         : mode == M_SELECT ? select_main(comm)
+         : mode == M_LOOP   ? loop_main(comm)
+                            : other_main(comm, rank, n, mode);
+    if (ring_comm_get_stats(comm, &s) == RING_OK) {
+        h_put(V_DIRECT, s.direct_allreduces);
+        h_put(V_ALL, s.allreduces);
+    }
+    ring_comm_close(comm);
+    return rc;
+}
+
+static h_run_t *run_ring(int n, mode_t_ *mode, const h_setting_t *settings,
+                         const h_action_t *action, const char *timeout)
+{
+    h_run_t *run = calloc(1, sizeof(*run));
+    h_spec_t spec = {.n = n, .settings = settings, .fn = rank_main, .arg = mode,
+                     .child_timeout = 25, .timeout = timeout, .actions = action,
+                     .nactions = action != NULL ? 1 : 0};
+
+    if (run != NULL && h_run(&spec, run) != 0) {
+        diag("h_run: %s", run->error);
+        free(run);
+        return NULL;
+    }
+    return run;
+}
+
+static void check_correct(int n, const char *algo)
+{
+    mode_t_ mode = M_CORRECT;
+    h_setting_t settings[] = {{-1, "algo", algo}, {-1, "transport", "shm"}, {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
+    int all_ok = run != NULL, same = run != NULL, close = run != NULL, counted = run != NULL;
+    uint64_t want = strcmp(algo, "ring") != 0 ? NCOUNTS * 4 : 0;
+
+    for (int r = 0; run != NULL && r < n; r++) {
+        const h_result_t *res = &run->r[r];
+
+        all_ok &= res->exited && res->code == 0 && h_val(res, V_WRONG, 1) == 0;
+        same &= h_val(res, V_HASH, 0) == h_val(&run->r[0], V_HASH, 1);
+        close &= h_val_double(res, V_ERR, 1) < 1e-6;
+        counted &= h_val(res, V_DIRECT, 99) == want && h_val(res, V_ALL, 0) == NCOUNTS * 4;
+    }
+    if (!ok(all_ok, "N=%d --algo %s over shm: integer sums exact, bit for bit, on every rank", n,
+            algo) && run != NULL)
+        h_diag(run);
+    ok(same, "N=%d --algo %s: every rank holds the same bits of random sums and averages", n,
+       algo);
+    ok(close, "N=%d --algo %s: within 1e-6 of the double-precision sums", n, algo);
+    if (!ok(counted, "N=%d --algo %s: stats count %llu of %zu allreduces as direct", n, algo,
+            (unsigned long long)want, NCOUNTS * 4) && run != NULL)
+        diag("rank 0: direct_allreduces %llu, allreduces %llu",
+             (unsigned long long)h_val(&run->r[0], V_DIRECT, 0),
+             (unsigned long long)h_val(&run->r[0], V_ALL, 0));
+    free(run);
+}
+
+static void check_select(const char *transport, uint64_t want)
+{
+    mode_t_ mode = M_SELECT;
+    h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "rd-max-bytes", "4K"},
+                              {-1, "codec", "fp16"}, {-1, "transport", transport},
+                              {0, NULL, NULL}};
+    h_run_t *run = run_ring(3, &mode, settings, NULL, NULL);
+    int all = run != NULL;
+
+    for (int r = 0; run != NULL && r < 3; r++)
+        all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_SEL, 0) == want;
+    if (!ok(all, "--algo auto --rd-max-bytes 4K --codec fp16 over %s: %s", transport,
+            want ? "direct takes exact fp32 calls of 4096 and 4 bytes; 4100 bytes, codec "
+                   "calls, fp16 buffers and a broadcast in between stay on the ring"
+                 : "direct takes nothing") &&
+        run != NULL) {
+        h_diag(run);
+        diag("rank 0: selected calls (bits) 0x%llx, want 0x%llx",
+             (unsigned long long)h_val(&run->r[0], V_SEL, 0), (unsigned long long)want);
+    }
+    free(run);
+}
+
+static void check_forced_tcp(void)
+{
+    mode_t_ mode = M_CORRECT;
+    static const h_setting_t settings[] = {{-1, "algo", "direct"}, {-1, "transport", "tcp"},
+                                           {0, NULL, NULL}};
+    h_run_t *run = run_ring(2, &mode, settings, NULL, NULL);
+    int all = run != NULL;
+
+    for (int r = 0; run != NULL && r < 2; r++)
+        all &= run->r[r].exited && run->r[r].code != 0 &&
+               strstr(run->r[r].msg, "--algo direct needs every peer on one host") != NULL &&
+               strstr(run->r[r].msg, "--algo auto") != NULL;
+    if (!ok(all, "--algo direct over tcp: every rank fails at open, saying it needs shm on one "
+            "host and to use --algo auto") && run != NULL)
+        h_diag(run);
+    else if (run != NULL)
+        diag("rank 0: %s", run->r[0].msg);
+    free(run);
+}
+
+static void check_failure(int n, int victim, int sig)
+{
+    mode_t_ mode = M_LOOP;
+    static const h_setting_t settings[] = {{-1, "algo", "direct"}, {-1, "transport", "shm"},
+                                           {0, NULL, NULL}};
+    h_action_t act = {.after_ready = 0, .at = 0.3, .target = victim, .sig = sig};
+    h_run_t *run = run_ring(n, &mode, settings, &act, "2s");
+    char want[32];
+    int all = run != NULL, named = run != NULL;
+    const char *what = sig == SIGKILL ? "killed" : "stopped";
+
+    snprintf(want, sizeof(want), "rank %d", victim);
+    for (int r = 0; run != NULL && r < n; r++) {
+        if (r == victim)
+            continue;
+        all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 10;
+        named &= strstr(run->r[r].msg, want) != NULL;
+    }
+    if (!ok(all, "N=%d rank %d %s mid-loop (--algo direct): every other rank fails, no hang",
+            n, victim, what) && run != NULL)
+        h_diag(run);
+    if (!ok(all && named, "N=%d rank %d %s: every other rank names it", n, victim, what) &&
+        run != NULL)
+        h_diag(run);
+    else if (run != NULL)
+        diag("rank %d: %s", victim == 0 ? 1 : 0, run->r[victim == 0 ? 1 : 0].msg);
+    free(run);
+}
+
+static void check_other(int n, mode_t_ mode)
+{
+    static const h_setting_t settings[] = {{-1, "algo", "direct"}, {-1, "transport", "shm"},
+                                           {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, "2s");
+    const char *what = mode == M_OTHER_COUNT ? "another count" : "a broadcast";
+    char want[32];
+    int all = run != NULL, named = run != NULL;
+
+    snprintf(want, sizeof(want), "rank %d", n - 1);
+    for (int r = 0; run != NULL && r < n; r++) {
+        all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 6 &&
+               h_val(&run->r[r], V_STATUS, 0) == RING_ERR_MISMATCH;
+        named &= strstr(run->r[r].msg, want) != NULL;
+    }
+    if (!ok(all && named, "N=%d rank %d calls %s in round 10 (--algo direct): every rank fails "
+            "with a mismatch naming it, within the timeout", n, n - 1, what) && run != NULL)
+        h_diag(run);
+    else if (run != NULL)
+        diag("rank 0: %s", run->r[0].msg);
+    free(run);
+}
+
+int main(void)
+{
+    static const int ns[] = {2, 3, 4, 7};
+    int before = shm_segments();
+
+    plan(4 * 4 + 4 + 2 + 1 + 3 * 2 + 3 + 1);
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+        check_correct(ns[i], "direct");
+    check_correct(4, "ring");
+    check_select("shm", 0x21);
+    check_select("tcp", 0);
+    check_forced_tcp();
+    check_failure(4, 2, SIGKILL);
+    check_failure(3, 0, SIGKILL);
+    check_failure(4, 1, SIGSTOP);
+    check_other(2, M_OTHER_COUNT);
+    check_other(4, M_OTHER_COUNT);
+    check_other(3, M_OTHER_COLL);
+    ok(shm_segments() <= before, "no ringd-direct-* segment left in /dev/shm (%d before, %d "
+       "after)", before, shm_segments());
+    return done_testing();
+}
