@@ -177,6 +177,7 @@ struct ring_comm {
         ring_coll_t coll;
         uint64_t count;
         uint32_t tensor_id;
+        unsigned dtype, op;
     } mismatch;
     ring_frame_t abort_seen;               /* the ABORT this comm failed from, if any */
     int abort_seen_valid;

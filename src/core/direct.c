@@ -63,6 +63,11 @@ typedef struct direct_board {
     _Atomic int32_t failed;       /* 0, or the ring_status_t its comm failed with */
     int32_t culprit;              /* ... the rank it blamed, -1: none */
     char why[DIRECT_WHY_BYTES];   /* ... and its message (written before failed) */
+    /* a mismatch: the other call, so that the ABORTs of the peers that relay it
+     * carry it (comm->mismatch); mm_rank -1: none */
+    int32_t mm_rank;
+    uint32_t mm_coll, mm_tensor_id, mm_dtype, mm_op;
+    uint64_t mm_count;
     char pad2[56];
 } direct_board_t;
 
@@ -329,6 +334,20 @@ static ring_status_t relay_failure(ring_comm_t *comm)
         culprit = b->culprit >= -1 && b->culprit < comm->size ? b->culprit : -1;
         if (status <= 0 || status >= RING_STATUS_COUNT)
             status = RING_ERR_REMOTE;
+        if (status == RING_ERR_MISMATCH && b->mm_rank >= 0 && b->mm_rank < comm->size) {
+            ring_frame_t theirs;
+
+            memset(&theirs, 0, sizeof(theirs));
+            theirs.coll = (uint8_t)(b->mm_coll & 0x0f);
+            theirs.count = b->mm_count;
+            theirs.tensor_id = b->mm_tensor_id;
+            theirs.dtype = (uint8_t)b->mm_dtype;
+            theirs.op = (uint8_t)(b->mm_op & 0x0f);
+            return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_MISMATCH,
+                                                        .culprit = b->mm_rank, .step = -1,
+                                                        .theirs = &theirs},
+                                  "rank %d failed (direct allreduce): %s", comm->order[p], why);
+        }
         return ring_comm_fail(comm, &(ring_fault_t){.status = (ring_status_t)status,
                                                     .culprit = culprit, .step = -1},
                               "rank %d failed (direct allreduce): %s", comm->order[p], why);
@@ -485,6 +504,12 @@ static void direct_on_fail(ring_comm_t *comm)
         return;
     snprintf(b->why, sizeof(b->why), "%s", comm->error_msg);
     b->culprit = comm->error_culprit;
+    b->mm_rank = comm->error == RING_ERR_MISMATCH ? comm->mismatch.rank : -1;
+    b->mm_coll = (uint32_t)comm->mismatch.coll;
+    b->mm_count = comm->mismatch.count;
+    b->mm_tensor_id = comm->mismatch.tensor_id;
+    b->mm_dtype = comm->mismatch.dtype;
+    b->mm_op = comm->mismatch.op;
     atomic_store_explicit(&b->failed, (int32_t)comm->error, memory_order_release);
 }
 

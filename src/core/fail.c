@@ -173,8 +173,10 @@ static void algo_on_fail(ring_comm_t *comm)
 }
 
 static void mismatch_note(ring_comm_t *comm, int rank, ring_coll_t coll, uint64_t count,
-                          uint32_t tensor_id)
+                          uint32_t tensor_id, unsigned dtype, unsigned op)
 {
+    comm->mismatch.dtype = dtype;
+    comm->mismatch.op = op;
     comm->mismatch.rank = rank;
     comm->mismatch.coll = coll;
     comm->mismatch.count = count;
@@ -201,7 +203,8 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     f.step = (uint16_t)(fault->step >= 0 ? fault->step : UINT16_MAX);
     if (fault->theirs != NULL) {
         mismatch_note(comm, fault->culprit, (ring_coll_t)fault->theirs->coll,
-                      fault->theirs->count, fault->theirs->tensor_id);
+                      fault->theirs->count, fault->theirs->tensor_id, fault->theirs->dtype,
+                      fault->theirs->op);
         f.detail = fault->theirs->count;
         f.chunk = fault->theirs->tensor_id;
         f.flags = (uint16_t)(fault->theirs->dtype |
@@ -397,9 +400,10 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
 
         if (culprit == comm->rank) /* the origin's call is the other one */
             mismatch_note(comm, (int)f->origin_rank, (ring_coll_t)f->coll, f->count,
-                          f->tensor_id);
+                          f->tensor_id, f->dtype, f->op);
         else
-            mismatch_note(comm, culprit, (ring_coll_t)their_coll, f->detail, f->chunk);
+            mismatch_note(comm, culprit, (ring_coll_t)their_coll, f->detail, f->chunk,
+                          their_dtype, their_op);
 
         /* the broadcast root of the culprit's call is not in the notice */
         ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
