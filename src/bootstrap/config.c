@@ -102,10 +102,10 @@ static const ring_opt_t config_table[] = {
      "the allreduce algorithm: ring (2(N-1) steps, each moving 1/N of the buffer), rd = "
      "recursive doubling over pairs of peers (log2 N steps moving the whole buffer, plus 2 "
      "when N is not a power of two: latency-bound small buffers), direct = every peer on one "
-     "host adds the others' buffers from one shared segment (one step; shm transport), auto "
-     "= for fp32 allreduces without a codec of at most --rd-max-bytes: direct when every "
-     "peer is on this host over shm, else rd on rings of 4 or more peers (on 2 or 3 the "
-     "ring's few steps are as fast); ring for the rest"},
+     "host adds the others' buffers from one shared segment (one step; every peer on this "
+     "host over shm), auto = rd for fp32 allreduces without a codec of at most "
+     "--rd-max-bytes on rings of 4 or more peers (on 2 or 3 the ring's few steps are as "
+     "fast), ring for the rest"},
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
      0, "the largest allreduce the small-message algorithms take (rd, direct; --algo rd "
      "takes every size)"},

@@ -1,6 +1,6 @@
 /*
  * direct.c - small allreduces of peers that all run on one host (--algo
- * direct, or auto there): one shared-memory segment instead of messages.
+ * direct; auto does not choose it yet): one shared-memory segment instead of messages.
  *
  * Each place owns a board (its counters) and two slots (even and odd
  * rounds). A call copies the peer's buffer into its slot for the round and
@@ -193,7 +193,10 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
     unsigned char nonce[RING_AUTH_NONCE_BYTES];
     ring_status_t st;
 
-    if (comm->size < 2 || (!forced && strcmp(comm->cfg.algo, "auto") != 0))
+    /* asked for only: under auto, the mismatch tests of the ring (t-fault, t-codec-ring,
+     * python/t-fault) saw other messages under ASan's timing; until those agree, auto
+     * keeps rd and the ring */
+    if (comm->size < 2 || !forced)
         return RING_OK;
     if (!one_host(comm, why, sizeof(why))) {
         if (forced)

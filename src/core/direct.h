@@ -5,12 +5,12 @@
 #include "comm_int.h"
 
 /*
- * After the ring is up, with --algo direct, or auto when every peer runs on
+ * After the ring is up, with --algo direct (auto does not choose it yet), when every peer runs on
  * this host over the shm transport: create (place 0) or map (the others) the
  * segment, unlink its name once all hold it, and set
  * comm->algo_ops[RING_ALGO_DIRECT], through which the engine runs fp32
  * allreduces without a codec of at most --rd-max-bytes. A peer that cannot
- * map it turns it off for all (auto) or fails the open (--algo direct).
+ * map it fails the open for all, naming itself.
  */
 ring_status_t ring_direct_open(ring_comm_t *comm);
 void ring_direct_close(ring_comm_t *comm);
