@@ -89,7 +89,6 @@ struct ring_direct {
     size_t seg_bytes, max_bytes, slot_bytes;
     int places;
     direct_board_t *boards;      /* by place */
-    int forced;                  /* --algo direct */
     /* the request under way */
     ring_request_t *req;
     int posted;                  /* its buffer is in our slot */
@@ -186,7 +185,6 @@ static void direct_free(struct ring_direct *d)
 
 ring_status_t ring_direct_open(ring_comm_t *comm)
 {
-    int forced = strcmp(comm->cfg.algo, "direct") == 0;
     struct ring_direct *d;
     char name[DIRECT_NAME_BYTES] = "", why[300] = "";
     int root = comm->order[0], ok = 1, *oks = NULL, bad = -1;
@@ -196,15 +194,11 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
     /* asked for only: under auto, the mismatch tests of the ring (t-fault, t-codec-ring,
      * python/t-fault) saw other messages under ASan's timing; until those agree, auto
      * keeps rd and the ring */
-    if (comm->size < 2 || !forced)
+    if (comm->size < 2 || strcmp(comm->cfg.algo, "direct") != 0)
         return RING_OK;
-    if (!one_host(comm, why, sizeof(why))) {
-        if (forced)
-            return ring_error_set(RING_ERR_INVALID, "--algo direct needs every peer on one host "
-                                  "over the shm transport, and %s: use --algo auto (or ring, rd)",
-                                  why);
-        return RING_OK;
-    }
+    if (!one_host(comm, why, sizeof(why)))
+        return ring_error_set(RING_ERR_INVALID, "--algo direct needs every peer on one host over "
+                              "the shm transport, and %s: use --algo auto (or ring, rd)", why);
     d = calloc(1, sizeof(*d));
     oks = calloc((size_t)comm->size, sizeof(int));
     if (d == NULL || oks == NULL) {
@@ -212,7 +206,6 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
         free(oks);
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the direct allreduce");
     }
-    d->forced = forced;
     d->places = comm->size;
     d->max_bytes = align64(comm->cfg.rd_max_bytes > 0 ? comm->cfg.rd_max_bytes : 64);
     d->slot_bytes = sizeof(direct_slot_hdr_t) + d->max_bytes;
@@ -221,9 +214,10 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
     /* place 0 names it; everyone knows the name before it exists, so any peer can
      * unlink it if the set-up fails half-way */
     if (comm->pos == 0) {
-        if (ring_auth_nonce(nonce) != 0)
+        if (ring_auth_nonce(nonce) != 0) {
             snprintf(why, sizeof(why), "no random bytes for its name");
-        else
+            ok = 0;
+        } else
             snprintf(name, sizeof(name), "/ringd-direct-%02x%02x%02x%02x%02x%02x%02x%02x",
                      nonce[0], nonce[1], nonce[2], nonce[3], nonce[4], nonce[5], nonce[6],
                      nonce[7]);
@@ -252,18 +246,16 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
             bad = r;
     free(oks);
     if (st != RING_OK || bad >= 0) {
+        size_t seg_bytes = d->seg_bytes;
+
         direct_free(d);
         if (st != RING_OK)
             return st;
-        if (forced)
-            return ring_error_set(RING_ERR_NO_RESOURCE, "--algo direct: rank %d could not map "
-                                  "the shared segment%s%s (is /dev/shm mounted and writable, "
-                                  "with room for %zu bytes?): use --algo auto", bad,
-                                  bad == comm->rank ? ": " : "", bad == comm->rank ? why : "",
-                                  d->seg_bytes);
-        ring_log(RING_LOG_INFO, "direct allreduce: off, rank %d could not map its segment%s%s",
-                 bad, bad == comm->rank ? ": " : "", bad == comm->rank ? why : "");
-        return RING_OK;
+        return ring_error_set(RING_ERR_NO_RESOURCE, "--algo direct: rank %d could not map the "
+                              "shared segment%s%s (is /dev/shm mounted and writable, with room "
+                              "for %zu bytes?): use --algo auto", bad,
+                              bad == comm->rank ? ": " : "", bad == comm->rank ? why : "",
+                              seg_bytes);
     }
     ring_log(RING_LOG_INFO, "direct allreduce: fp32 allreduces without a codec of at most %zu "
              "bytes go through one shared segment of %zu bytes (%d peers on this host)",
