@@ -6,13 +6,17 @@
  * - Integer-valued data sums exactly in any order: every rank's result must
  *   equal the exact sum bit for bit, with --algo direct as with --algo ring,
  *   so the two agree bitwise; random data: every rank holds the same bits.
- * - Selection: --algo direct takes fp32 calls without a codec up to
- *   --rd-max-bytes (counted by ring_comm_get_stats' direct_allreduces), auto
- *   takes none (not yet); --algo direct over tcp is an error that says what
- *   to do.
- * - Failures: a peer killed or stopped mid-loop is named by every other, no
- *   hang; a peer that calls another count, or another collective, is a
- *   mismatch naming it; and no segment is left in /dev/shm.
+ * - Sizes: up to --rd-max-bytes every peer adds every slot (small calls);
+ *   above, in pieces, each peer a slice of each (direct_big.c): one piece,
+ *   two with an odd tail, three.
+ * - Selection: --algo direct takes fp32 calls without a codec (counted by
+ *   ring_comm_get_stats' direct_allreduces); auto does too on one host over
+ *   shm, but at N = 2 only up to --rd-max-bytes; --algo direct over tcp is an
+ *   error that says what to do.
+ * - Failures: a peer killed or stopped mid-loop, small or large calls, is
+ *   named by every other, no hang; a peer that calls another count, or
+ *   another collective, is a mismatch naming it; and no segment is left in
+ *   /dev/shm.
  */
 #include "ring_build.h"
 
@@ -30,11 +34,16 @@
 
 enum { V_STATUS, V_WRONG, V_HASH, V_DIRECT, V_ALL, V_ERR, V_SEL };
 
-typedef enum mode { M_CORRECT, M_SELECT, M_LOOP, M_OTHER_COUNT, M_OTHER_COLL } mode_t_;
+typedef enum mode {
+    M_CORRECT, M_SELECT, M_LOOP, M_LOOP_BIG, M_OTHER_COUNT, M_OTHER_COUNT_BIG, M_OTHER_COLL
+} mode_t_;
 
-static const size_t counts[] = {1, 7, 1023, 4096}; /* 4096: --rd-max-bytes (16K) exactly */
+/* 4096: --rd-max-bytes (16K) exactly; 4097: one piece; 262161: 1 MiB and an odd
+ * tail (two pieces); 600000: three pieces (pieces are 1 MiB up to N = 7) */
+static const size_t counts[] = {1, 7, 1023, 4096, 4097, 262161, 600000};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
-#define MAXCOUNT 4096
+#define MAXCOUNT 600000
+#define BIG 300000 /* floats: two pieces */
 
 /* segments of direct.c in /dev/shm (they should only live during a ring's open) */
 static int shm_segments(void)
@@ -86,7 +95,7 @@ static int select_main(ring_comm_t *comm)
             st = ring_allreduce_start_flags(comm, buf, buf, 1024, RING_FLOAT32, RING_SUM, 0,
                                             RING_CALL_EXACT, &req);
             break;
-        case 1: /* 4100 bytes: the ring */
+        case 1: /* 4100 bytes: direct in pieces (auto at N = 2: the ring) */
             st = ring_allreduce_start_flags(comm, buf, buf, 1025, RING_FLOAT32, RING_SUM, 0,
                                             RING_CALL_EXACT, &req);
             break;
@@ -115,15 +124,16 @@ static int select_main(ring_comm_t *comm)
     return st == RING_OK ? 0 : h_fail(st, "select");
 }
 
-/* allreduces of 1024 floats for up to 8 s; the harness kills or stops a peer */
-static int loop_main(ring_comm_t *comm)
+/* allreduces of 1024 floats (BIG: two pieces) for up to 8 s; the harness kills or
+ * stops a peer */
+static int loop_main(ring_comm_t *comm, size_t count)
 {
-    static float buf[1024];
+    static float buf[BIG];
     ring_status_t st = RING_OK;
     double t0 = h_now();
 
     for (int i = 0; i < 1000000 && st == RING_OK && h_now() - t0 < 8; i++) {
-        st = ring_allreduce(comm, buf, buf, 1024, RING_FLOAT32, RING_AVG);
+        st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_AVG);
         if (i == 20)
             h_ready();
     }
@@ -133,16 +143,17 @@ static int loop_main(ring_comm_t *comm)
 /* ten good calls, then the last rank calls another count or a broadcast */
 static int other_main(ring_comm_t *comm, int rank, int n, mode_t_ mode)
 {
-    static float buf[1024];
+    static float buf[BIG + 1];
+    size_t count = mode == M_OTHER_COUNT_BIG ? BIG : 100;
     ring_status_t st = RING_OK;
 
     for (int i = 0; i < 10 && st == RING_OK; i++)
-        st = ring_allreduce(comm, buf, buf, 100, RING_FLOAT32, RING_SUM);
+        st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
     if (st == RING_OK) {
         if (rank != n - 1)
-            st = ring_allreduce(comm, buf, buf, 100, RING_FLOAT32, RING_SUM);
-        else if (mode == M_OTHER_COUNT)
-            st = ring_allreduce(comm, buf, buf, 101, RING_FLOAT32, RING_SUM);
+            st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
+        else if (mode != M_OTHER_COLL)
+            st = ring_allreduce(comm, buf, buf, count + 1, RING_FLOAT32, RING_SUM);
         else
             st = ring_broadcast(comm, buf, 400, 0);
     }
@@ -162,7 +173,8 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         return h_fail(st, "ring_comm_open");
     rc = mode == M_CORRECT  ? correct_main(comm, rank, n)
          : mode == M_SELECT ? select_main(comm)
-         : mode == M_LOOP   ? loop_main(comm)
+         : mode == M_LOOP   ? loop_main(comm, 1024)
+         : mode == M_LOOP_BIG ? loop_main(comm, BIG)
                             : other_main(comm, rank, n, mode);
     if (ring_comm_get_stats(comm, &s) == RING_OK) {
         h_put(V_DIRECT, s.direct_allreduces);
@@ -218,22 +230,25 @@ static void check_correct(int n, const char *algo)
     free(run);
 }
 
-static void check_select(const char *algo, uint64_t want)
+static void check_select(int n, const char *algo, uint64_t want)
 {
     mode_t_ mode = M_SELECT;
     const char *transport = "shm";
     h_setting_t settings[] = {{-1, "algo", algo}, {-1, "rd-max-bytes", "4K"},
                               {-1, "codec", "fp16"}, {-1, "transport", transport},
                               {0, NULL, NULL}};
-    h_run_t *run = run_ring(3, &mode, settings, NULL, NULL);
+    h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
     int all = run != NULL;
 
-    for (int r = 0; run != NULL && r < 3; r++)
+    for (int r = 0; run != NULL && r < n; r++)
         all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_SEL, 0) == want;
-    if (!ok(all, "--algo %s --rd-max-bytes 4K --codec fp16 over %s: %s", algo, transport,
-            want ? "direct takes exact fp32 calls of 4096 and 4 bytes; 4100 bytes, codec "
-                   "calls, fp16 buffers and a broadcast in between stay on the ring"
-                 : "direct takes nothing (auto does not choose it yet)") &&
+    if (!ok(all, "N=%d --algo %s --rd-max-bytes 4K --codec fp16 over %s: %s", n, algo,
+            transport,
+            want & 2 ? "direct takes exact fp32 calls of 4096, 4100 and 4 bytes; codec calls, "
+                       "fp16 buffers and a broadcast in between stay on the ring"
+                     : "direct takes exact fp32 calls of 4096 and 4 bytes; 4100 bytes (the "
+                       "ring is as fast at N = 2), codec calls, fp16 buffers and a broadcast "
+                       "in between stay on the ring") &&
         run != NULL) {
         h_diag(run);
         diag("rank 0: selected calls (bits) 0x%llx, want 0x%llx",
@@ -262,9 +277,9 @@ static void check_forced_tcp(void)
     free(run);
 }
 
-static void check_failure(int n, int victim, int sig)
+static void check_failure(int n, int victim, int sig, int big)
 {
-    mode_t_ mode = M_LOOP;
+    mode_t_ mode = big ? M_LOOP_BIG : M_LOOP;
     static const h_setting_t settings[] = {{-1, "algo", "direct"}, {-1, "transport", "shm"},
                                            {0, NULL, NULL}};
     h_action_t act = {.after_ready = 0, .at = 0.3, .target = victim, .sig = sig};
@@ -280,10 +295,11 @@ static void check_failure(int n, int victim, int sig)
         all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 10;
         named &= strstr(run->r[r].msg, want) != NULL;
     }
-    if (!ok(all, "N=%d rank %d %s mid-loop (--algo direct): every other rank fails, no hang",
-            n, victim, what) && run != NULL)
+    if (!ok(all, "N=%d rank %d %s mid-loop of %s allreduces (--algo direct): every other rank "
+            "fails, no hang", n, victim, what, big ? "large" : "small") && run != NULL)
         h_diag(run);
-    if (!ok(all && named, "N=%d rank %d %s: every other rank names it", n, victim, what) &&
+    if (!ok(all && named, "N=%d rank %d %s (%s calls): every other rank names it", n, victim,
+            what, big ? "large" : "small") &&
         run != NULL)
         h_diag(run);
     else if (run != NULL)
@@ -296,7 +312,9 @@ static void check_other(int n, mode_t_ mode)
     static const h_setting_t settings[] = {{-1, "algo", "direct"}, {-1, "transport", "shm"},
                                            {0, NULL, NULL}};
     h_run_t *run = run_ring(n, &mode, settings, NULL, "2s");
-    const char *what = mode == M_OTHER_COUNT ? "another count" : "a broadcast";
+    const char *what = mode == M_OTHER_COUNT      ? "another count"
+                       : mode == M_OTHER_COUNT_BIG ? "another count of a large allreduce"
+                                                   : "a broadcast";
     char want[32];
     int all = run != NULL, named = run != NULL;
 
@@ -319,18 +337,22 @@ int main(void)
     static const int ns[] = {2, 3, 4, 7};
     int before = shm_segments();
 
-    plan(4 * 4 + 4 + 2 + 1 + 3 * 2 + 3 + 1);
+    plan(4 * 4 + 4 + 3 + 1 + 5 * 2 + 4 + 1);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         check_correct(ns[i], "direct");
     check_correct(4, "ring");
-    check_select("direct", 0x21);
-    check_select("auto", 0);
+    check_select(3, "direct", 0x23);
+    check_select(3, "auto", 0x23);
+    check_select(2, "auto", 0x21);
     check_forced_tcp();
-    check_failure(4, 2, SIGKILL);
-    check_failure(3, 0, SIGKILL);
-    check_failure(4, 1, SIGSTOP);
+    check_failure(4, 2, SIGKILL, 0);
+    check_failure(3, 0, SIGKILL, 0);
+    check_failure(4, 1, SIGSTOP, 0);
+    check_failure(4, 3, SIGKILL, 1);
+    check_failure(3, 1, SIGSTOP, 1);
     check_other(2, M_OTHER_COUNT);
     check_other(4, M_OTHER_COUNT);
+    check_other(3, M_OTHER_COUNT_BIG);
     check_other(3, M_OTHER_COLL);
     ok(shm_segments() <= before, "no ringd-direct-* segment left in /dev/shm (%d before, %d "
        "after)", before, shm_segments());

@@ -401,8 +401,11 @@ static void kill_mid_round(void)
     static const fcase_t c = {.kind = K_LOOP, .count = 4u << 20, .max_iters = 400,
                               .max_time = 25};
     static const h_action_t act[] = {{2, 0.4, 2, SIGKILL}};
+    /* the ring's steps (on one host auto gives these calls to the direct allreduce,
+     * whose kills t-direct checks) */
+    static const h_setting_t ring[] = {{-1, "algo", "ring"}, {0, NULL, NULL}};
     const char *label = "SIGKILL rank 2 of 4 mid-round";
-    const h_run_t *run = run_it(4, &c, NULL, "10s", "10s", 0, act, 1, NULL, NULL, 30);
+    const h_run_t *run = run_it(4, &c, ring, "10s", "10s", 0, act, 1, NULL, NULL, 30);
     char addr[80];
     double t_kill = run->t_signal[2];
 

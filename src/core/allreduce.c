@@ -357,11 +357,16 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (!ch->back.posted || !ch->back.req.done)
         return RING_OK;
     ch->back.posted = 0;
-    for (int c = 0; req != NULL && (req->algo == NULL || req->algo->notice) && c < comm->nchannels;
-         c++)
+    /* a ring call's frames must reach the right neighbour; a notice need not (rd.c
+     * and direct.c peers finish without reading theirs, and may have closed) */
+    for (int c = 0; req != NULL && req->algo == NULL && c < comm->nchannels; c++)
         pending |= sends_pending(&comm->channels[c]);
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
-        if (!pending)
+        /* direct.c waits for every peer on the segment, not on this connection: a
+         * right neighbour that died may be one it waits for (one that closed its
+         * communicator sent CLOSE once done with the call: not this branch) */
+        if (!pending && !(req != NULL && req->algo != NULL && req->algo->needs_every_peer &&
+                          req->algo->busy(comm)))
             return RING_OK; /* reported when an allreduce needs that connection */
         return ring_comm_fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
                          ch->right[0], &ch->back.req);
@@ -374,6 +379,13 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->right_rank,
                               .step = ring_comm_current_step(comm)};
         return ring_comm_fail_peer(comm, req, &fault, "{peer} sent garbage on its back channel");
+    }
+    if (f.type == RING_FRAME_ABORT && !comm->open_done && (f.channel & RING_ABORT_AFTER_OPEN)) {
+        /* the right neighbour is past the set-up: what it owed this peer's is on its
+         * way (the other connection); fail once the set-up is over */
+        comm->abort_deferred = f;
+        comm->abort_deferred_valid = 1;
+        return RING_OK;
     }
     if (f.type == RING_FRAME_ABORT) {
         ring_status_t status = ring_comm_fail_from_frame(comm, &f, comm->right_rank);

@@ -178,9 +178,17 @@ struct ring_comm {
         uint64_t count;
         uint32_t tensor_id;
         unsigned dtype, op;
+        int cause;                         /* 0, or RING_CAUSE_ALGO: the same call, run by
+                                            * different algorithms */
     } mismatch;
     ring_frame_t abort_seen;               /* the ABORT this comm failed from, if any */
     int abort_seen_valid;
+    int open_done;                         /* ring_comm_open's set-up is over */
+    /* an ABORT of a user's call on the back channel while this peer still ran the
+     * set-up (it can overtake the set-up frames, which come the other way):
+     * applied once the set-up is over (comm_open.c) */
+    ring_frame_t abort_deferred;
+    int abort_deferred_valid;
     ring_slot_t abort_right, abort_left;
     /* fail.c: asking the left neighbour before blaming it (probe mode) */
     ring_slot_t probe_left;                /* the question: an ABORT naming it */
@@ -240,6 +248,9 @@ typedef struct ring_algo_ops {
      * called something else (another count, dtype, collective) runs the ring and
      * sees the difference in the header, as if both ran the ring */
     int notice;
+    /* 1: while busy, it waits for every peer (direct.c), so a neighbour whose
+     * connection closes fails the call at once, not when the ring needs it */
+    int needs_every_peer;
 } ring_algo_ops_t;
 
 /* handshake.c */

@@ -191,6 +191,9 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     /* their set-up allgathers were not the user's: the user's first call is round 0 */
     comm->next_round = 0;
     memset(&comm->stats, 0, sizeof(comm->stats));
+    comm->open_done = 1;
+    if (comm->abort_deferred_valid) /* the first call fails with it */
+        (void)ring_comm_fail_from_frame(comm, &comm->abort_deferred, comm->right_rank);
     return RING_OK;
 }
 

@@ -135,6 +135,7 @@ static void notice_fill(const ring_comm_t *comm, const ring_request_t *req, ring
 {
     memset(f, 0, sizeof(*f));
     f->type = (uint8_t)type;
+    f->channel = type == RING_FRAME_ABORT && comm->open_done ? RING_ABORT_AFTER_OPEN : 0;
     f->origin_rank = (uint32_t)comm->rank;
     f->culprit_rank = UINT32_MAX;
     if (req != NULL) {
@@ -173,8 +174,9 @@ static void algo_on_fail(ring_comm_t *comm)
 }
 
 static void mismatch_note(ring_comm_t *comm, int rank, ring_coll_t coll, uint64_t count,
-                          uint32_t tensor_id, unsigned dtype, unsigned op)
+                          uint32_t tensor_id, unsigned dtype, unsigned op, int cause)
 {
+    comm->mismatch.cause = cause == RING_CAUSE_ALGO ? cause : 0;
     comm->mismatch.dtype = dtype;
     comm->mismatch.op = op;
     comm->mismatch.rank = rank;
@@ -204,7 +206,7 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     if (fault->theirs != NULL) {
         mismatch_note(comm, fault->culprit, (ring_coll_t)fault->theirs->coll,
                       fault->theirs->count, fault->theirs->tensor_id, fault->theirs->dtype,
-                      fault->theirs->op);
+                      fault->theirs->op, fault->sys_errno);
         f.detail = fault->theirs->count;
         f.chunk = fault->theirs->tensor_id;
         f.flags = (uint16_t)(fault->theirs->dtype |
@@ -400,10 +402,21 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
 
         if (culprit == comm->rank) /* the origin's call is the other one */
             mismatch_note(comm, (int)f->origin_rank, (ring_coll_t)f->coll, f->count,
-                          f->tensor_id, f->dtype, f->op);
+                          f->tensor_id, f->dtype, f->op, f->sys_errno);
         else
             mismatch_note(comm, culprit, (ring_coll_t)their_coll, f->detail, f->chunk,
-                          their_dtype, their_op);
+                          their_dtype, their_op, f->sys_errno);
+        if (f->sys_errno == RING_CAUSE_ALGO) {
+            ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
+                               f->tensor_id, -1, mine, sizeof(mine));
+            snprintf(comm->error_msg, sizeof(comm->error_msg),
+                     "%s: rank %u and rank %d (%s) run %s by different algorithms (the ring "
+                     "on one, recursive doubling or the direct allreduce on the other): the "
+                     "calls differ in what decides the algorithm (RING_CALL_EXACT on some "
+                     "peers only, or --algo, --rd-max-bytes or --codec)%s", phase,
+                     f->origin_rank, culprit, addr, mine, via);
+            break;
+        }
 
         /* the broadcast root of the culprit's call is not in the notice */
         ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,

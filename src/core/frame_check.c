@@ -100,15 +100,19 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
     }
     if (f.type == RING_FRAME_DATA && !(f.flags & RING_FRAME_NOTICE) != !notice) {
         fault.status = RING_ERR_MISMATCH;
+        fault.sys_errno = RING_CAUSE_ALGO; /* the ABORT says so: the calls agree */
+        fault.theirs = &f;
         return ring_comm_fail_peer(comm, req, &fault, "{peer} runs this allreduce %s and this "
                                    "peer %s (its frame carries %u bytes, this peer expected %zu "
                                    "bytes): the calls differ in what decides the algorithm "
                                    "(RING_CALL_EXACT on some peers only, or --algo, "
                                    "--rd-max-bytes or --codec)",
-                                   (f.flags & RING_FRAME_NOTICE) ? "by recursive doubling"
-                                                                 : "on the ring",
-                                   (f.flags & RING_FRAME_NOTICE) ? "on the ring"
-                                                                 : "by recursive doubling",
+                                   (f.flags & RING_FRAME_NOTICE)
+                                       ? "by recursive doubling or the direct allreduce"
+                                       : "on the ring",
+                                   (f.flags & RING_FRAME_NOTICE)
+                                       ? "on the ring"
+                                       : "by recursive doubling or the direct allreduce",
                                    f.payload_bytes, expect);
     }
     if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||

@@ -78,6 +78,12 @@ typedef enum ring_coll {
 #define RING_CAUSE_CLOSED (-1)
 /* ... of a PROTOCOL ABORT: what the culprit sent has no valid tag (--auth frames) */
 #define RING_CAUSE_BAD_TAG (-2)
+/* ... of a MISMATCH ABORT: the same call, run by different algorithms (the ring on
+ * one peer, recursive doubling or the direct allreduce on the other) */
+#define RING_CAUSE_ALGO (-3)
+/* An ABORT's channel byte: the origin had finished ring_comm_open, so the call
+ * that failed is a user's, and every set-up frame it owed was sent before */
+#define RING_ABORT_AFTER_OPEN 0x01
 
 /*
  * In a DATA frame with a codec, detail carries the chunk's scale and bound:

@@ -1,0 +1,118 @@
+/*
+ * direct_big.c - the direct allreduce's large calls: a reduce-scatter and an
+ * allgather through the shared segment, a piece (up to 1 MiB) at a time.
+ *
+ * For each piece, step s (counted since open, the same on every peer):
+ *   post    copy our piece into our big slot for s's parity (once every peer
+ *           has added its slice of step s-2, the slot's last contents);
+ *   reduce  once every peer posted s (and copied out the result of s-2), add
+ *           our 1/N slice of the piece from every slot, in place order, into
+ *           the shared result;
+ *   copy    once every peer reduced s, copy the whole result out.
+ * Two waits per piece however many peers, where the ring takes 2(N-1)
+ * dependent steps; each element is added by one peer only, so every peer
+ * holds the same bits, and the same as direct.c's small calls give (slots in
+ * place order, then the scale of an average). Each peer moves about 4 times
+ * the buffer through memory (the ring over shm: about 7.5 at N = 4), and the
+ * adding is shared out: what lets 4 peers on 2 cores run at memory speed.
+ */
+#include "ring_build.h"
+
+#include <string.h>
+
+#include "clock.h"
+#include "direct_int.h"
+#include "reduce.h"
+#include "timeline.h"
+
+/* Our slice of a piece of n floats: [lo, hi), cut at 64-byte boundaries. */
+static void slice_of(const ring_comm_t *comm, size_t n, size_t *lo, size_t *hi)
+{
+    size_t p = (size_t)comm->pos, places = (size_t)comm->size;
+
+    *lo = (n * p / places) & ~(size_t)15;
+    *hi = p + 1 == places ? n : (n * (p + 1) / places) & ~(size_t)15;
+}
+
+static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
+{
+    struct ring_direct *d = comm->direct;
+    float *out = direct_result(d, d->step);
+    size_t lo, hi;
+
+    for (int p = 0; p < comm->size; p++) {
+        const direct_slot_hdr_t *h = direct_big_slot(d, p, d->step);
+
+        if (!ring_direct_same_call(h, req) || h->off != d->off)
+            return ring_direct_mismatch(comm, p, h);
+    }
+    slice_of(comm, n, &lo, &hi);
+    if (hi <= lo)
+        return RING_OK;
+    ring_reduce_sum_f32(out + lo, direct_slot_data(direct_big_slot(d, 0, d->step)) + lo,
+                        direct_slot_data(direct_big_slot(d, 1, d->step)) + lo, hi - lo);
+    for (int p = 2; p < comm->size; p++)
+        ring_reduce_sum_f32(out + lo, out + lo,
+                            direct_slot_data(direct_big_slot(d, p, d->step)) + lo, hi - lo);
+    if (req->op == RING_AVG)
+        ring_scale_f32(out + lo, out + lo, 1.0f / (float)comm->size, hi - lo);
+    return RING_OK;
+}
+
+ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
+                                       int *finished_p)
+{
+    struct ring_direct *d = comm->direct;
+    const size_t piece = d->piece_bytes / sizeof(float);
+
+    while (d->off < req->count) {
+        size_t n = req->count - d->off < piece ? req->count - d->off : piece;
+        /* the counters of step s-2, whose slot and result step s reuses */
+        uint64_t before = d->step >= 1 ? d->step - 1 : 0;
+        int p;
+
+        if (d->phase == 0) {
+            direct_slot_hdr_t *h = direct_big_slot(d, comm->pos, d->step);
+
+            if ((p = ring_direct_lagging(comm, DIRECT_BIG_REDUCED, before)) >= 0)
+                return ring_direct_check_wait(comm, p);
+            h->round = req->round;
+            h->count = req->count;
+            h->off = d->off;
+            h->tensor_id = req->tensor_id;
+            h->op = (uint32_t)req->op;
+            /* the timeline counts our piece going in as a send, the result coming
+             * out as a receive, our slice's sums as reduce */
+            RING_TL_TIMED(comm, NULL, RING_TL_SEND, n * sizeof(float),
+                          memcpy(direct_slot_data(h), (const float *)req->sendbuf + d->off,
+                                 n * sizeof(float)));
+            ring_direct_set(d, comm->pos, DIRECT_BIG_POSTED, d->step + 1);
+            d->phase = 1;
+        } else if (d->phase == 1) {
+            if ((p = ring_direct_lagging(comm, DIRECT_BIG_POSTED, d->step + 1)) >= 0 ||
+                (p = ring_direct_lagging(comm, DIRECT_BIG_READ, before)) >= 0)
+                return ring_direct_check_wait(comm, p);
+            ring_status_t st;
+
+            RING_TL_TIMED(comm, NULL, RING_TL_REDUCE, n / (size_t)comm->size,
+                          st = add_slice(comm, req, n));
+            RING_CHECK(st);
+            ring_direct_set(d, comm->pos, DIRECT_BIG_REDUCED, d->step + 1);
+            d->phase = 2;
+        } else {
+            if ((p = ring_direct_lagging(comm, DIRECT_BIG_REDUCED, d->step + 1)) >= 0)
+                return ring_direct_check_wait(comm, p);
+            RING_TL_TIMED(comm, NULL, RING_TL_RECV, n * sizeof(float),
+                          memcpy((float *)req->recvbuf + d->off, direct_result(d, d->step),
+                                 n * sizeof(float)));
+            ring_direct_set(d, comm->pos, DIRECT_BIG_READ, d->step + 1);
+            d->step++;
+            d->off += n;
+            d->phase = 0;
+        }
+        d->last_move = ring_now();
+        *moved_p += 1;
+    }
+    *finished_p = 1;
+    return RING_OK;
+}

@@ -1,0 +1,198 @@
+/*
+ * direct_board.c - what the direct allreduce's peers read on each other's boards:
+ * how far each got (whom a peer waits for, and whom it names after the timeout),
+ * a failure written there (relayed with its words), and the call in a slot
+ * (another call is a mismatch naming both).
+ *
+ * The segment's contents come from the other peers, which have proved they
+ * belong (the hello), but are still only read within bounds: ranks are
+ * checked, messages are cut to their field and stripped of control bytes.
+ */
+#include "ring_build.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "direct_int.h"
+
+void ring_direct_ring(struct ring_direct *d)
+{
+    /* seq_cst, as the sleeper's: either it sees the new counter before it sleeps,
+     * or this sees it asleep (and the bell moved, so its FUTEX_WAIT returns) */
+    atomic_fetch_add(&d->hdr->bell, 1);
+    if (atomic_load(&d->hdr->sleepers) > 0)
+        (void)syscall(SYS_futex, &d->hdr->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void ring_direct_set(struct ring_direct *d, int place, enum direct_counter c, uint64_t v)
+{
+    atomic_store_explicit(&d->boards[place].ctr[c].v, v, memory_order_release);
+    ring_direct_ring(d);
+}
+
+void ring_direct_sleep(ring_comm_t *comm, int timeout_ms)
+{
+    struct ring_direct *d = comm->direct;
+    uint32_t seq = atomic_load(&d->hdr->bell);
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+
+    atomic_fetch_add(&d->hdr->sleepers, 1);
+    /* a shared futex (the segment is mapped by every peer): not FUTEX_PRIVATE */
+    if (ring_direct_lagging(comm, d->wait_ctr, d->wait_want) >= 0 &&
+        atomic_load_explicit(&d->boards[comm->pos].failed, memory_order_relaxed) == 0)
+        (void)syscall(SYS_futex, &d->hdr->bell, FUTEX_WAIT, seq, &ts, NULL, 0);
+    atomic_fetch_sub(&d->hdr->sleepers, 1);
+}
+
+int ring_direct_lagging(ring_comm_t *comm, enum direct_counter c, uint64_t want)
+{
+    struct ring_direct *d = comm->direct;
+
+    d->wait_ctr = c;
+    d->wait_want = want;
+    for (int p = 0; p < comm->size; p++) {
+        uint64_t have = atomic_load_explicit(&d->boards[p].ctr[c].v, memory_order_acquire);
+
+        if (p != comm->pos && have < want)
+            return p;
+    }
+    return -1;
+}
+
+ring_status_t ring_direct_relay_failure(ring_comm_t *comm)
+{
+    struct ring_direct *d = comm->direct;
+
+    for (int p = 0; p < comm->size; p++) {
+        direct_board_t *b = &d->boards[p];
+        int32_t status = atomic_load_explicit(&b->failed, memory_order_acquire);
+        char why[DIRECT_WHY_BYTES];
+        int culprit;
+
+        if (p == comm->pos || status == 0)
+            continue;
+        memcpy(why, b->why, sizeof(why));
+        why[sizeof(why) - 1] = '\0';
+        for (char *c = why; *c != '\0'; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f)
+                *c = ' ';
+        culprit = b->culprit >= -1 && b->culprit < comm->size ? b->culprit : -1;
+        if (status <= 0 || status >= RING_STATUS_COUNT)
+            status = RING_ERR_REMOTE;
+        if (status == RING_ERR_MISMATCH && b->other.rank >= 0 && b->other.rank < comm->size) {
+            /* the call that differs from ours: the other one, or, when the other
+             * was ours, the failed peer's own */
+            direct_call_t c = b->other.rank == comm->rank && b->own.rank >= 0 &&
+                                      b->own.rank < comm->size
+                                  ? b->own
+                                  : b->other;
+            ring_frame_t theirs;
+
+            memset(&theirs, 0, sizeof(theirs));
+            theirs.coll = (uint8_t)(c.coll & 0x0f);
+            theirs.count = c.count;
+            theirs.tensor_id = c.tensor_id;
+            theirs.dtype = (uint8_t)c.dtype;
+            theirs.op = (uint8_t)(c.op & 0x0f);
+            return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_MISMATCH,
+                                                        .culprit = c.rank, .step = -1,
+                                                        .sys_errno = b->mm_cause == RING_CAUSE_ALGO
+                                                                         ? RING_CAUSE_ALGO : 0,
+                                                        .theirs = &theirs},
+                                  "%s (reported on rank %d's board in the direct allreduce's "
+                                  "segment)", why, comm->order[p]);
+        }
+        return ring_comm_fail(comm, &(ring_fault_t){.status = (ring_status_t)status,
+                                                    .culprit = culprit, .step = -1},
+                              "%s (reported on rank %d's board in the direct allreduce's "
+                              "segment)", why, comm->order[p]);
+    }
+    return RING_OK;
+}
+
+ring_status_t ring_direct_timed_out(ring_comm_t *comm, int place)
+{
+    static const char *const what[DIRECT_COUNTERS] = {
+        [DIRECT_POSTED] = "has not posted its buffer",
+        [DIRECT_READ] = "has not read the last one",
+        [DIRECT_BIG_POSTED] = "has not posted its piece of the buffer",
+        [DIRECT_BIG_REDUCED] = "has not added its slice of the piece",
+        [DIRECT_BIG_READ] = "has not copied out the last result",
+    };
+    struct ring_direct *d = comm->direct;
+    int rank = comm->order[place];
+    char addr[300], phase[96];
+
+    ring_rank_addr(comm, rank, addr, sizeof(addr));
+    ring_phase_format(comm, d->req, -1, phase, sizeof(phase));
+    return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = rank,
+                                                .sys_errno = ETIMEDOUT, .step = -1},
+                          "%s: direct allreduce: timed out after %.1f s waiting for rank %d "
+                          "(%s), which %s: it stopped or is stuck, or it called another "
+                          "collective or count than this peer (every peer must make the same "
+                          "calls in the same order); its own log says which", phase,
+                          ring_now() - d->last_move, rank, addr, what[d->wait_ctr]);
+}
+
+ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
+{
+    if (atomic_load_explicit(&comm->direct->boards[place].closed, memory_order_acquire)) {
+        int rank = comm->order[place];
+        char addr[300], phase[96];
+
+        ring_rank_addr(comm, rank, addr, sizeof(addr));
+        ring_phase_format(comm, comm->direct->req, -1, phase, sizeof(phase));
+        return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_REMOTE, .culprit = rank,
+                                                    .sys_errno = RING_CAUSE_CLOSED, .step = -1},
+                              "%s: rank %d (%s) closed its communicator during this allreduce "
+                              "(direct allreduce): every peer must make the same calls before "
+                              "closing", phase, rank, addr);
+    }
+    if (ring_now() - comm->direct->last_move > comm->cfg.timeout_s)
+        return ring_direct_timed_out(comm, place);
+    return RING_OK;
+}
+
+int ring_direct_same_call(const direct_slot_hdr_t *h, const ring_request_t *req)
+{
+    return h->round == req->round && h->count == req->count &&
+           h->tensor_id == req->tensor_id && h->op == (uint32_t)req->op;
+}
+
+ring_status_t ring_direct_mismatch(ring_comm_t *comm, int place, const direct_slot_hdr_t *h)
+{
+    ring_request_t *req = comm->direct->req;
+    int peer = comm->order[place];
+    ring_frame_t theirs;
+    char mine[160], other[160];
+
+    memset(&theirs, 0, sizeof(theirs));
+    theirs.coll = RING_COLL_ALLREDUCE;
+    theirs.round = h->round;
+    theirs.dtype = RING_FLOAT32;
+    theirs.op = h->op == RING_AVG ? RING_AVG : RING_SUM;
+    theirs.tensor_id = h->tensor_id & 0x7fffffffu;
+    theirs.count = h->count;
+    ring_coll_describe(req->coll, req->round, req->count, req->dtype, req->op,
+                       req->tensor_id & 0x7fffffffu, -1, mine, sizeof(mine));
+    if (h->round == req->round)
+        ring_coll_describe(RING_COLL_ALLREDUCE, h->round, h->count, RING_FLOAT32,
+                           (ring_op_t)theirs.op, theirs.tensor_id, -1, other, sizeof(other));
+    else
+        snprintf(other, sizeof(other), "another collective in round %" PRIu64
+                 " (not an fp32 allreduce of this size class)", req->round);
+    return ring_comm_fail_peer(comm, req, &(ring_fault_t){.status = RING_ERR_MISMATCH,
+                                                          .culprit = peer, .step = -1,
+                                                          .theirs = &theirs},
+                               "collective arguments differ between rank %d and {peer} "
+                               "(direct allreduce): rank %d called %s; rank %d called %s",
+                               comm->rank, comm->rank, mine, peer, other);
+}

@@ -1,0 +1,143 @@
+/* direct_int.h - the direct allreduce's shared segment, shared by direct.c (set-up, small
+ * calls), direct_big.c (large calls) and direct_board.c (waits and failures). */
+#ifndef RING_DIRECT_INT_H
+#define RING_DIRECT_INT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm_int.h"
+
+#define DIRECT_MAGIC 0x52444932u /* "RDI2" */
+#define DIRECT_WHY_BYTES 1024 /* comm->error_msg */
+/* a large call goes through the segment in pieces: each peer's big slots and the
+ * shared result hold one piece per parity, so the segment stays within the budget
+ * whatever the buffer's size (pieces of 1 MiB up to N = 6, smaller above) */
+#define DIRECT_SEG_BUDGET ((size_t)16 << 20)
+#define DIRECT_PIECE_MAX ((size_t)1 << 20)
+#define DIRECT_PIECE_MIN ((size_t)64 << 10)
+
+/* A board's counters, each round + 1 (or step + 1) of the last one done. */
+enum direct_counter {
+    DIRECT_POSTED,     /* small: its buffer is in its slot */
+    DIRECT_READ,       /* small: it added every slot of that round */
+    DIRECT_BIG_POSTED, /* large: its piece is in its big slot */
+    DIRECT_BIG_REDUCED, /* large: it wrote its slice of the piece's sum into the result */
+    DIRECT_BIG_READ,   /* large: it copied the whole result out */
+    DIRECT_COUNTERS
+};
+
+/* A call, as a failed peer's board tells it; rank -1: none. */
+typedef struct direct_call {
+    int32_t rank;
+    uint32_t coll, tensor_id, dtype, op, pad;
+    uint64_t count;
+} direct_call_t;
+
+/* One place's counters and, once its comm failed, why. Only its peer writes it. */
+typedef struct direct_board {
+    struct {
+        _Atomic uint64_t v;
+        char pad[56];
+    } ctr[DIRECT_COUNTERS];
+    _Atomic int32_t closed;       /* 1 once its comm closed (ring_direct_close) */
+    _Atomic int32_t failed;       /* 0, or the ring_status_t its comm failed with */
+    int32_t culprit;              /* ... the rank it blamed, -1: none */
+    char why[DIRECT_WHY_BYTES];   /* ... and its message (written before failed) */
+    /* a mismatch: its own call and the other one (comm->mismatch), so that the
+     * ABORTs of the peers that relay it carry the call that differs from theirs */
+    direct_call_t own, other;
+    int32_t mm_cause;             /* comm->mismatch.cause */
+    char pad2[60];
+} direct_board_t;
+
+/* What a slot holds: the call, then its buffer (or a piece of it: off, in floats). */
+typedef struct direct_slot_hdr {
+    uint64_t round, count, off;
+    uint32_t tensor_id, op;
+    char pad[32];
+} direct_slot_hdr_t;
+
+/* The segment's first line: a peer that waits long sleeps on bell (a futex), and
+ * whoever moves a counter rings it when someone sleeps. */
+typedef struct direct_seg_hdr {
+    uint32_t magic, places;
+    uint64_t max_bytes, seg_bytes, piece_bytes;
+    _Atomic uint32_t bell, sleepers;
+    char pad[24];
+} direct_seg_hdr_t;
+
+struct ring_direct {
+    unsigned char *seg;
+    direct_seg_hdr_t *hdr;
+    size_t seg_bytes, max_bytes, slot_bytes, big_slot_bytes, big_min_bytes, piece_bytes;
+    int places;
+    direct_board_t *boards;      /* by place */
+    unsigned char *small_slots, *big_slots, *results;
+    /* the request under way */
+    ring_request_t *req;
+    int posted;                  /* small: its buffer is in our slot */
+    int phase;                   /* large: 0 post the piece, 1 add our slice, 2 copy out */
+    size_t off;                  /* large: floats of the request done */
+    uint64_t step;               /* large: pieces done since open, the same on every peer */
+    double last_move;
+    uint64_t parity_round[2];    /* small: round + 1 last written to each slot, 0: none */
+    /* what it waits for, for a neighbour's timeout (fail_timeout) */
+    enum direct_counter wait_ctr;
+    uint64_t wait_want;
+};
+
+static inline direct_slot_hdr_t *direct_slot(const struct ring_direct *d, int place,
+                                             uint64_t round)
+{
+    return (direct_slot_hdr_t *)(d->small_slots +
+                                 ((size_t)place * 2 + (size_t)(round & 1)) * d->slot_bytes);
+}
+
+static inline direct_slot_hdr_t *direct_big_slot(const struct ring_direct *d, int place,
+                                                 uint64_t step)
+{
+    return (direct_slot_hdr_t *)(d->big_slots +
+                                 ((size_t)place * 2 + (size_t)(step & 1)) * d->big_slot_bytes);
+}
+
+static inline float *direct_result(const struct ring_direct *d, uint64_t step)
+{
+    return (float *)(d->results + (size_t)(step & 1) * d->piece_bytes);
+}
+
+static inline float *direct_slot_data(direct_slot_hdr_t *h)
+{
+    return (float *)(h + 1);
+}
+
+/* direct_board.c */
+/* Set our counter c to v, and wake the peers that sleep on the segment. */
+void ring_direct_set(struct ring_direct *d, int place, enum direct_counter c, uint64_t v);
+/* Wake the peers that sleep on the segment (something on a board changed). */
+void ring_direct_ring(struct ring_direct *d);
+/* Sleep until a counter moves or timeout_ms pass, unless the wait is over. */
+void ring_direct_sleep(ring_comm_t *comm, int timeout_ms);
+
+/* The first peer (in place order) whose counter c is below want, or -1; notes what
+ * this peer waits for. */
+int ring_direct_lagging(ring_comm_t *comm, enum direct_counter c, uint64_t want);
+/* Some peer's comm failed (its board says so): fail ours with its words. */
+ring_status_t ring_direct_relay_failure(ring_comm_t *comm);
+/* Nothing moved for the timeout: name the peer at place this one waits for. */
+ring_status_t ring_direct_timed_out(ring_comm_t *comm, int place);
+/* Still waiting: fail once nothing moved for the timeout. */
+ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place);
+/* A peer's slot holds another call than ours (h->round == round: another allreduce). */
+ring_status_t ring_direct_mismatch(ring_comm_t *comm, int place, const direct_slot_hdr_t *h);
+/* Whether the slot holds our call. */
+int ring_direct_same_call(const direct_slot_hdr_t *h, const ring_request_t *req);
+
+/* direct_big.c: an allreduce larger than --rd-max-bytes, in pieces through the
+ * big slots: each peer adds its slice of a piece from every slot into the shared
+ * result, then copies the whole result out. */
+ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
+                                       int *finished_p);
+
+#endif /* RING_DIRECT_INT_H */
