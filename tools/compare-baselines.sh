@@ -23,7 +23,8 @@ then runs REPS rounds. Each round runs, once each and in a rotating order:
   ringd     n=N    ring-launch -n N -- ring-bench ... --csv, RING_TRANSPORT=tcp (loopback)
   ringd-shm n=N    the same with RING_TRANSPORT=shm (shared memory)
   ringd-ring, ringd-shm-ring   the two above with RING_ALGO=ring (ringd's own
-                   default, --algo auto, runs small allreduces as recursive doubling)
+                   default, --algo auto, runs small allreduces by recursive doubling,
+                   and over shm every fp32 one through the direct allreduce)
 for every N in NS. Before every run it waits (at most QUIET_WAIT s) for processes
 outside this script's Unix session ("foreign CPU", i.e. other tenants) to fall
 below 0.1 core, and it records the foreign CPU used during each run.

@@ -102,13 +102,16 @@ static const ring_opt_t config_table[] = {
      "the allreduce algorithm: ring (2(N-1) steps, each moving 1/N of the buffer), rd = "
      "recursive doubling over pairs of peers (log2 N steps moving the whole buffer, plus 2 "
      "when N is not a power of two: latency-bound small buffers), direct = every peer on one "
-     "host adds the others' buffers from one shared segment (one step; every peer on this "
-     "host over shm), auto = rd for fp32 allreduces without a codec of at most "
+     "host over shm puts its buffer in one shared segment and adds the others' from it (one "
+     "step for buffers up to --rd-max-bytes; larger ones in pieces of up to 1 MiB, each peer "
+     "adding a 1/N slice: two steps a piece), auto = when every peer is on this host over "
+     "shm, direct for fp32 allreduces without a codec (at N = 2 only up to --rd-max-bytes: "
+     "the ring's two steps are as fast above); otherwise rd for those of at most "
      "--rd-max-bytes on rings of 4 or more peers (on 2 or 3 the ring's few steps are as "
-     "fast), ring for the rest"},
+     "fast); the ring for the rest"},
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
-     0, "the largest allreduce the small-message algorithms take (rd, direct; --algo rd "
-     "takes every size)"},
+     0, "the largest allreduce the small-message algorithms take (rd; direct's one-step "
+     "form; --algo rd takes every size)"},
     {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_WORD, "off", "off|on",
      FIELD(error_feedback), 0, 0,
      "keep what this peer's encoding lost and add it to its next contribution to the same "

@@ -1,6 +1,6 @@
 /*
- * direct.c - small allreduces of peers that all run on one host (--algo
- * direct; auto does not choose it yet): one shared-memory segment instead of messages.
+ * direct.c - allreduces of peers that all run on one host (--algo direct,
+ * and auto there): one shared-memory segment instead of messages.
  *
  * Each place owns a board (its counters) and two slots (even and odd
  * rounds). A call copies the peer's buffer into its slot for the round and
@@ -23,13 +23,17 @@
  * peer's board (status, the rank it blames, its message), so the others,
  * who wait on the segment and not on the ring, fail with its words at once.
  * A peer that stops is named by every other one after the timeout: each
- * sees whose board lags. The segment is a POSIX shm object that every peer
+ * sees whose board lags; one that closed its communicator says so on its
+ * board. A peer that waits past the spin sleeps on a futex in the segment
+ * (direct_board.c), so on a host with more peers than cores the peer it
+ * waits for gets the core. The segment is a POSIX shm object that every peer
  * unlinks as soon as all have mapped it: nothing is left in /dev/shm
  * whichever peer dies later (and a failed set-up unlinks it too).
  *
  * The segment's contents come from the other peers, which have proved they
- * belong (the hello), but are still only read within bounds: counts are
- * checked against the slot, messages are cut to their field.
+ * belong (the hello), but are still only read within bounds: a slot's header
+ * is compared with our own call, whose sizes alone decide what is read;
+ * messages are cut to their field.
  */
 #include "ring_build.h"
 

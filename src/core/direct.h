@@ -1,16 +1,17 @@
-/* direct.h - small allreduces of peers on one host through one shared segment (direct.c). */
+/* direct.h - allreduces of peers on one host through one shared segment (direct.c). */
 #ifndef RING_DIRECT_H
 #define RING_DIRECT_H
 
 #include "comm_int.h"
 
 /*
- * After the ring is up, with --algo direct (auto does not choose it yet), when every peer runs on
+ * After the ring is up, with --algo direct or auto, when every peer runs on
  * this host over the shm transport: create (place 0) or map (the others) the
  * segment, unlink its name once all hold it, and set
  * comm->algo_ops[RING_ALGO_DIRECT], through which the engine runs fp32
- * allreduces without a codec of at most --rd-max-bytes. A peer that cannot
- * map it fails the open for all, naming itself.
+ * allreduces without a codec (under auto at N = 2: of at most --rd-max-bytes).
+ * With --algo direct a peer that cannot map it fails the open for all, naming
+ * itself; under auto every peer goes on without it (a warning).
  */
 ring_status_t ring_direct_open(ring_comm_t *comm);
 void ring_direct_close(ring_comm_t *comm);

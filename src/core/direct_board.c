@@ -25,8 +25,6 @@
 
 void ring_direct_ring(struct ring_direct *d)
 {
-    /* seq_cst, as the sleeper's: either it sees the new counter before it sleeps,
-     * or this sees it asleep (and the bell moved, so its FUTEX_WAIT returns) */
     atomic_fetch_add(&d->hdr->bell, 1);
     if (atomic_load(&d->hdr->sleepers) > 0)
         (void)syscall(SYS_futex, &d->hdr->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -34,17 +32,24 @@ void ring_direct_ring(struct ring_direct *d)
 
 void ring_direct_set(struct ring_direct *d, int place, enum direct_counter c, uint64_t v)
 {
-    atomic_store_explicit(&d->boards[place].ctr[c].v, v, memory_order_release);
-    ring_direct_ring(d);
+    /* seq_cst store, then the load of sleepers (the sleeper: its increment, then
+     * the load of our counter): either it sees the counter and does not sleep,
+     * or we see it asleep and ring. The bell's shared line is touched only then:
+     * no contended atomic on the fast path */
+    atomic_store(&d->boards[place].ctr[c].v, v);
+    if (atomic_load(&d->hdr->sleepers) > 0)
+        ring_direct_ring(d);
 }
 
 void ring_direct_sleep(ring_comm_t *comm, int timeout_ms)
 {
     struct ring_direct *d = comm->direct;
-    uint32_t seq = atomic_load(&d->hdr->bell);
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+    uint32_t seq;
 
     atomic_fetch_add(&d->hdr->sleepers, 1);
+    atomic_thread_fence(memory_order_seq_cst); /* before the counters are read */
+    seq = atomic_load(&d->hdr->bell); /* a ring after this makes FUTEX_WAIT return */
     /* a shared futex (the segment is mapped by every peer): not FUTEX_PRIVATE */
     if (ring_direct_lagging(comm, d->wait_ctr, d->wait_want) >= 0 &&
         atomic_load_explicit(&d->boards[comm->pos].failed, memory_order_relaxed) == 0)
