@@ -58,6 +58,8 @@ Environment (defaults in brackets):
   WARMUP       warm-up calls per size (ring-bench -w) [3]
   RINGD_ITERS  if set, also pass `-n RINGD_ITERS` to ring-bench
   RINGD_CHECK  1: pass -c to ring-bench (the baselines check once per size) [1]
+  RINGD_BIND   ring-launch --bind-to for the ringd rows [core]: pinned as mpirun
+               pins its ranks (one per core when they fit, none when they do not)
   RINGD_BENCH_ARGS  extra ring-bench flags (word-split)
   SYSTEMS      subset of "mpi-tcp mpi-vader gloo-ring ringd ringd-shm ringd-ring
                ringd-shm-ring" [all seven]
@@ -186,6 +188,7 @@ NS=${NS:-2 4}
 TARGET=${TARGET:-0.3}
 WARMUP=${WARMUP:-3}
 RINGD_CHECK=${RINGD_CHECK:-1}
+RINGD_BIND=${RINGD_BIND:-core}
 QUIET_WAIT=${QUIET_WAIT:-3}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-300}
@@ -398,8 +401,8 @@ run_ringd() { # n rawfile transport algo
   [ -n "${RINGD_BENCH_ARGS:-}" ] && extra+=($RINGD_BENCH_ARGS)
   for seg in "${segments[@]}"; do
     read -r lo hi fac <<< "$seg"
-    echo "+ RING_TRANSPORT=$tp RING_ALGO=$algo ring-launch --no-prefix -n $n -- ring-bench -b $lo -e $hi -f $fac -w $WARMUP -t $TARGET --csv ${extra[*]}" >> "$raw"
-    RING_TRANSPORT=$tp RING_ALGO=$algo bounded "$RUN_TIMEOUT" "$RL" --no-prefix -n "$n" -- "$RB" -b "$lo" -e "$hi" -f "$fac" \
+    echo "+ RING_TRANSPORT=$tp RING_ALGO=$algo ring-launch --no-prefix --bind-to $RINGD_BIND -n $n -- ring-bench -b $lo -e $hi -f $fac -w $WARMUP -t $TARGET --csv ${extra[*]}" >> "$raw"
+    RING_TRANSPORT=$tp RING_ALGO=$algo bounded "$RUN_TIMEOUT" "$RL" --no-prefix --bind-to "$RINGD_BIND" -n "$n" -- "$RB" -b "$lo" -e "$hi" -f "$fac" \
       -w "$WARMUP" -t "$TARGET" --csv "${extra[@]}" < /dev/null >> "$raw" 2>&1 || rc=$?
   done
   # CSV with a header naming the columns; tolerate a "[0] " prefix, CRs and extra columns

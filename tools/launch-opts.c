@@ -3,6 +3,7 @@
 #include "ring_build.h"
 #endif
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,8 @@
 static const char launch_usage_text[] =
     "usage: ring-launch -n N [--host ADDR | --hosts ADDR,...] [--base-port P]\n"
     "                   [--exec-prefix 'CMD ...'] [--grace SECS]\n"
-    "                   [--timeout SECS] [--max-restarts K] [--no-prefix]\n"
-    "                   [--no-tty] [--timeline FILE] [--rendezvous URL]\n"
+    "                   [--timeout SECS] [--max-restarts K] [--bind-to core|none]\n"
+    "                   [--no-prefix] [--no-tty] [--timeline FILE] [--rendezvous URL]\n"
     "                   -- PROGRAM [ARGS...]\n"
     "       ring-launch --nnodes N --node-rank R --nproc-per-node P\n"
     "                   --rendezvous tcp://HOST:PORT [OPTIONS] -- PROGRAM [ARGS...]\n"
@@ -79,6 +80,12 @@ static const char launch_help_text[] =
     "                  0). ringd with --checkpoint-dir resumes from its newest\n"
     "                  valid checkpoint. Not after --timeout or a signal to the\n"
     "                  launcher\n"
+    "  --bind-to core|none\n"
+    "                  core: pin this node's rank i to the i-th CPU ringd may\n"
+    "                  use (its affinity mask), as mpirun does for up to one\n"
+    "                  rank per core; with more ranks than CPUs nothing is\n"
+    "                  pinned (a warning). Pinned, a rank's threads (BLAS,\n"
+    "                  ringd's engine thread) share its one core. Default none\n"
     "  --no-prefix     relay output without the \"[RANK] \" line prefix\n"
     "  --no-tty        keep rank 0's stdout a pipe even when ring-launch's is a\n"
     "                  terminal (by default rank 0 then writes to a\n"
@@ -193,6 +200,8 @@ static const char *launch_opt_take(int argc, char **argv, int *i,
     return a + len;
 }
 
+static void launch_cpus_find(struct launch_opts *o);
+
 void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
 {
     const char *v;
@@ -241,6 +250,10 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
         } else if ((v = launch_opt_take(argc, argv, &i, "--host"))) {
             o->host = v;
             o->host_given = 1;
+        } else if ((v = launch_opt_take(argc, argv, &i, "--bind-to"))) {
+            if (strcmp(v, "core") != 0 && strcmp(v, "none") != 0)
+                launch_usage_die("--bind-to takes core or none, not '%s'", v);
+            o->bind_core = strcmp(v, "core") == 0;
         } else if ((v = launch_opt_take(argc, argv, &i, "--exec-prefix"))) {
             if (strspn(v, " \t") == strlen(v))
                 launch_usage_die("--exec-prefix needs a command (e.g. 'netns-lab.sh exec LAB "
@@ -276,5 +289,30 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
     if (o->base_port && o->base_port + o->n - 1 > 65535)
         launch_usage_die("--base-port %ld + %ld ranks exceeds port 65535",
                          o->base_port, o->n);
+    if (o->bind_core)
+        launch_cpus_find(o);
+}
+
+/* --bind-to core: the CPUs this launcher may use, in order; with more ranks than
+ * CPUs, none (mpirun does not bind an oversubscribed node either). */
+static void launch_cpus_find(struct launch_opts *o)
+{
+    cpu_set_t set;
+
+    o->ncpus = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE && o->ncpus < LAUNCH_MAX_RANKS; c++)
+            if (CPU_ISSET(c, &set))
+                o->cpus[o->ncpus++] = c;
+    if (o->ncpus == 0) {
+        fprintf(stderr, "ring-launch: --bind-to core: cannot read this process's CPUs (%s); "
+                "the ranks run unbound\n", strerror(errno));
+        o->bind_core = 0;
+    } else if (o->n > o->ncpus) {
+        fprintf(stderr, "ring-launch: --bind-to core: %ld ranks on %d CPUs would share cores; "
+                "the ranks run unbound (as mpirun on an oversubscribed node)\n", o->n,
+                o->ncpus);
+        o->bind_core = 0;
+    }
 }
 

@@ -29,6 +29,9 @@ struct launch_opts {
     char *timeline_parts;         /* FILE.{rank}.part: RING_TIMELINE of the ranks */
     char **merge;                 /* --merge-timeline OUT IN...: NULL-terminated */
     char **argv;                  /* PROGRAM and its arguments */
+    int bind_core;                /* --bind-to core: rank i on cpus[i] */
+    int cpus[LAUNCH_MAX_RANKS];   /* ... the launcher's CPUs, in order */
+    int ncpus;
 };
 
 /* "ring-launch: MESSAGE", the usage, and exit 2. */

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -87,6 +88,19 @@ static void launch_child_exec(const struct launch_opts *o, long i, char **argv,
     /* ring-launch's --timeline beats a RING_TIMELINE of the caller's */
     ok = ok && (!o->timeline || (setenv("RING_TIMELINE", o->timeline_parts, 1) == 0));
     ok = ok && launch_rank_setenv(o, i, peers) == 0;
+    if (ok && o->bind_core) {
+        cpu_set_t one;
+
+        CPU_ZERO(&one);
+        CPU_SET(o->cpus[i % o->ncpus], &one);
+        if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+            len = snprintf(msg, sizeof(msg), "ring-launch: rank %ld runs unbound: "
+                           "sched_setaffinity(CPU %d): %s\n", launch_global_rank(o, i),
+                           o->cpus[i % o->ncpus], strerror(errno));
+            ssize_t w = write(2, msg, len > 0 ? (size_t)len : 0);
+            (void)w;
+        }
+    }
     if (ok)
         execvp(argv[0], argv);
     len = snprintf(msg, sizeof(msg), "ring-launch: cannot run '%s': %s\n",

@@ -32,6 +32,7 @@
 #define SHM_SEG_MAGIC 0x52534d31u /* "RSM1" */
 #define SHM_PIPE_DEFAULT ((size_t)4 << 20) /* bytes per direction; RING_SHM_BYTES overrides */
 #define SHM_LIVE_CHECK_S 0.002  /* a busy endpoint looks at its tcp socket this often */
+#define SHM_LIVE_SKIP 32        /* ... reading the clock every this many progress calls */
 
 /* One direction's indices, in the segment. Free-running byte counts; the
  * peer's index is never trusted (shm_pipe.c checks it against our own). */
@@ -130,6 +131,7 @@ struct ring_tp_ep {
      * checked every SHM_LIVE_CHECK_S (and polled while we sleep) */
     int live_fd;
     double live_at;
+    unsigned live_skip;                /* progress calls left before the clock is read */
 };
 
 struct shm_tp {
