@@ -23,6 +23,9 @@
 #include "clock.h"
 #include "direct_int.h"
 
+/* looks at the counters before a sleep: a few microseconds (one reads N lines) */
+#define DIRECT_SLEEP_LOOKS 64
+
 void ring_direct_ring(struct ring_direct *d)
 {
     atomic_fetch_add(&d->hdr->bell, 1);
@@ -34,9 +37,10 @@ void ring_direct_set(struct ring_direct *d, int place, enum direct_counter c, ui
 {
     /* a release store and a plain look at sleepers: no fence, no contended atomic
      * on the fast path (a seq_cst store stalls until the peers polling this line
-     * give it up: 5 % of a 4 KiB allreduce at N = 2). The price: a peer that
-     * goes to sleep just as we store may miss the ring, and then wakes at its
-     * timeout (DIRECT_WAIT_MS), not at once */
+     * give it up: 5 % of a 4 KiB allreduce at N = 2). Our look may come before
+     * the store leaves this core's store buffer, and miss a peer that just went
+     * to sleep: ring_direct_sleep covers that window by looking again for a
+     * while before it sleeps (and sleeps DIRECT_WAIT_MS at most) */
     atomic_store_explicit(&d->boards[place].ctr[c].v, v, memory_order_release);
     if (atomic_load_explicit(&d->hdr->sleepers, memory_order_relaxed) > 0)
         ring_direct_ring(d);
@@ -51,6 +55,12 @@ void ring_direct_sleep(ring_comm_t *comm, int timeout_ms)
     atomic_fetch_add(&d->hdr->sleepers, 1);
     atomic_thread_fence(memory_order_seq_cst); /* before the counters are read */
     seq = atomic_load(&d->hdr->bell); /* a ring after this makes FUTEX_WAIT return */
+    /* a counter stored just before a poster saw sleepers at 0 is still on its
+     * way out of the poster's store buffer (well under a microsecond): look
+     * again for longer than that before sleeping */
+    for (int i = 0; i < DIRECT_SLEEP_LOOKS; i++)
+        if (ring_direct_lagging(comm, d->wait_ctr, d->wait_want) < 0)
+            break;
     /* a shared futex (the segment is mapped by every peer): not FUTEX_PRIVATE */
     if (ring_direct_lagging(comm, d->wait_ctr, d->wait_want) >= 0 &&
         atomic_load_explicit(&d->boards[comm->pos].failed, memory_order_relaxed) == 0)
