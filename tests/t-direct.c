@@ -20,7 +20,6 @@
  */
 #include "ring_build.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -28,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev_shm.h"
 #include "harness.h"
 #include "sum_check.h"
 #include "tap.h"
@@ -44,21 +44,6 @@ static const size_t counts[] = {1, 7, 1023, 4096, 4097, 262161, 600000};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 #define MAXCOUNT 600000
 #define BIG 300000 /* floats: two pieces */
-
-/* segments of direct.c in /dev/shm (they should only live during a ring's open) */
-static int shm_segments(void)
-{
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return 0;
-    while ((e = readdir(d)) != NULL)
-        n += strncmp(e->d_name, "ringd-direct-", 13) == 0;
-    closedir(d);
-    return n;
-}
 
 static int correct_main(ring_comm_t *comm, int rank, int n)
 {
@@ -335,7 +320,7 @@ static void check_other(int n, mode_t_ mode)
 int main(void)
 {
     static const int ns[] = {2, 3, 4, 7};
-    int before = shm_segments();
+    int before = dev_shm_count("ringd-direct-");
 
     plan(4 * 4 + 4 + 3 + 1 + 5 * 2 + 4 + 1);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
@@ -354,7 +339,9 @@ int main(void)
     check_other(4, M_OTHER_COUNT);
     check_other(3, M_OTHER_COUNT_BIG);
     check_other(3, M_OTHER_COLL);
-    ok(shm_segments() <= before, "no ringd-direct-* segment left in /dev/shm (%d before, %d "
-       "after)", before, shm_segments());
+    int after = dev_shm_count_settled("ringd-direct-", before);
+
+    ok(after <= before, "no ringd-direct-* segment left in /dev/shm (%d before, %d after)",
+       before, after);
     return done_testing();
 }

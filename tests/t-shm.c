@@ -41,6 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dev_shm.h"
 #include "harness.h"
 #include "tap.h"
 
@@ -344,7 +345,7 @@ static const h_run_t *run_it(int n, const scase_t *c, const h_setting_t *setting
  * rank that ended by itself). */
 static void check_leaks(const h_run_t *run, const char *label, int shm_before, unsigned skip)
 {
-    int shm_after = count_dir("/dev/shm"), fds_ok = 1, maps_ok = 1;
+    int shm_after = dev_shm_count_settled("", shm_before), fds_ok = 1, maps_ok = 1;
 
     if (!is_int(shm_after, shm_before, "%s: /dev/shm has as many entries after the run as "
                 "before (%d)", label, shm_before))
@@ -378,7 +379,7 @@ static void ring_sizes(int n, int fp16, const size_t *counts, int nops, double b
     static scase_t c;
     const h_run_t *run;
     char label[96];
-    int all_exit0 = 1, mapped = 1, shm_before = count_dir("/dev/shm");
+    int all_exit0 = 1, mapped = 1, shm_before = dev_shm_count("");
 
     memset(&c, 0, sizeof(c));
     c.kind = K_SIZES;
@@ -453,7 +454,7 @@ static void kill_mid_allreduce(int n, int victim)
                               .late_rank = -1};
     h_action_t act[1] = {{victim, 1.0, victim, SIGKILL}};
     char label[96], want[32];
-    int shm_before = count_dir("/dev/shm");
+    int shm_before = dev_shm_count("");
     const h_run_t *run;
     double t_kill;
 
@@ -491,7 +492,7 @@ static void stop_mid_allreduce(int n, int victim)
                               .late_rank = -1};
     h_action_t act[1] = {{victim, 0.5, victim, SIGSTOP}};
     char label[96], want[32];
-    int shm_before = count_dir("/dev/shm");
+    int shm_before = dev_shm_count("");
     const h_run_t *run;
     double t_stop;
 
@@ -529,7 +530,7 @@ static void peer_closes(int n, int closer)
     scase_t c = {.kind = K_CLOSE, .loop_count = (size_t)1 << 20, .delay = 0.5, .closer = closer,
                  .late_rank = -1};
     char label[96], want[32];
-    int shm_before = count_dir("/dev/shm");
+    int shm_before = dev_shm_count("");
     const h_run_t *run = run_it(n, &c, shm_none, "10s", "10s", NULL, 0, 15);
     double t_close = h_val_double(&run->r[closer], V_CLOSE_T, -1);
 
@@ -562,7 +563,7 @@ static void transport_mismatch(int n, int shm_rank)
     h_setting_t mixed[] = {{-1, "transport", "tcp"}, {shm_rank, "transport", "shm"},
                            {-1, "codec", "none"}, {0, NULL, NULL}};
     char label[96];
-    int shm_before = count_dir("/dev/shm"), said = 0;
+    int shm_before = dev_shm_count(""), said = 0;
     const h_run_t *run;
 
     snprintf(label, sizeof(label), "rank %d of %d on shm, the others on tcp", shm_rank, n);
@@ -595,7 +596,7 @@ int main(void)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
-    if (count_dir("/dev/shm") < 0)
+    if (dev_shm_count("") < 0)
         diag("no /dev/shm here: its entries count as -1 before and after");
 
     ring_sizes(2, 0, with_big, 5, 40, NULL, NULL, -1);

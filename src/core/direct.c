@@ -289,7 +289,7 @@ static ring_status_t direct_begin(ring_comm_t *comm, ring_request_t *req)
     d->posted = 0;
     d->phase = 0;
     d->off = 0;
-    d->last_move = ring_now();
+    d->moved = 1;
     return RING_OK;
 }
 
@@ -338,7 +338,7 @@ static ring_status_t small_progress(ring_comm_t *comm, ring_request_t *req, int 
         ring_direct_set(d, comm->pos, DIRECT_POSTED, req->round + 1);
         d->parity_round[parity] = req->round + 1;
         d->posted = 1;
-        d->last_move = ring_now();
+        d->moved = 1;
         *moved_p += 1;
     }
     if ((p = ring_direct_lagging(comm, DIRECT_POSTED, req->round + 1)) >= 0)

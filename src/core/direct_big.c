@@ -69,6 +69,7 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
         size_t n = req->count - d->off < piece ? req->count - d->off : piece;
         /* the counters of step s-2, whose slot and result step s reuses */
         uint64_t before = d->step >= 1 ? d->step - 1 : 0;
+        ring_status_t st;
         int p;
 
         if (d->phase == 0) {
@@ -92,8 +93,6 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
             if ((p = ring_direct_lagging(comm, DIRECT_BIG_POSTED, d->step + 1)) >= 0 ||
                 (p = ring_direct_lagging(comm, DIRECT_BIG_READ, before)) >= 0)
                 return ring_direct_check_wait(comm, p);
-            ring_status_t st;
-
             RING_TL_TIMED(comm, NULL, RING_TL_REDUCE, n / (size_t)comm->size,
                           st = add_slice(comm, req, n));
             RING_CHECK(st);
@@ -110,7 +109,7 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
             d->off += n;
             d->phase = 0;
         }
-        d->last_move = ring_now();
+        d->moved = 1;
         *moved_p += 1;
     }
     *finished_p = 1;

@@ -26,6 +26,16 @@
 /* looks at the counters before a sleep: a few microseconds (one reads N lines) */
 #define DIRECT_SLEEP_LOOKS 64
 
+/* The time of the last move, read now if it was not yet. */
+static double last_move(struct ring_direct *d, double now)
+{
+    if (d->moved) {
+        d->last_move = now;
+        d->moved = 0;
+    }
+    return d->last_move;
+}
+
 void ring_direct_ring(struct ring_direct *d)
 {
     atomic_fetch_add(&d->hdr->bell, 1);
@@ -146,6 +156,7 @@ ring_status_t ring_direct_timed_out(ring_comm_t *comm, int place)
     struct ring_direct *d = comm->direct;
     int rank = comm->order[place];
     char addr[300], phase[96];
+    double now = ring_now();
 
     ring_rank_addr(comm, rank, addr, sizeof(addr));
     ring_phase_format(comm, d->req, -1, phase, sizeof(phase));
@@ -155,11 +166,13 @@ ring_status_t ring_direct_timed_out(ring_comm_t *comm, int place)
                           "(%s), which %s: it stopped or is stuck, or it called another "
                           "collective or count than this peer (every peer must make the same "
                           "calls in the same order); its own log says which", phase,
-                          ring_now() - d->last_move, rank, addr, what[d->wait_ctr]);
+                          now - last_move(d, now), rank, addr, what[d->wait_ctr]);
 }
 
 ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
 {
+    double now;
+
     if (atomic_load_explicit(&comm->direct->boards[place].closed, memory_order_acquire)) {
         int rank = comm->order[place];
         char addr[300], phase[96];
@@ -172,7 +185,8 @@ ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
                               "(direct allreduce): every peer must make the same calls before "
                               "closing", phase, rank, addr);
     }
-    if (ring_now() - comm->direct->last_move > comm->cfg.timeout_s)
+    now = ring_now();
+    if (now - last_move(comm->direct, now) > comm->cfg.timeout_s)
         return ring_direct_timed_out(comm, place);
     return RING_OK;
 }

@@ -81,7 +81,9 @@ struct ring_direct {
     int phase;                   /* large: 0 post the piece, 1 add our slice, 2 copy out */
     size_t off;                  /* large: floats of the request done */
     uint64_t step;               /* large: pieces done since open, the same on every peer */
-    double last_move;
+    double last_move;            /* when it last moved, for the timeout ... */
+    int moved;                   /* ... or 1: it moved since, the clock not read yet (a
+                                  * small call reads it only when it has to wait) */
     uint64_t parity_round[2];    /* small: round + 1 last written to each slot, 0: none */
     /* what it waits for, for a neighbour's timeout (fail_timeout) */
     enum direct_counter wait_ctr;

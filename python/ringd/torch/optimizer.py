@@ -191,7 +191,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._arrival.append((p, time.monotonic()))
         b = self._bucket_of[p]
         self._pending[b.index] -= 1
-        self._launch_ready()
+        try:
+            self._launch_ready()
+        except ringd.Error:
+            # a peer failed (the start or a wait for room raised): this backward is
+            # over, so that the next one raises the communicator's sticky error too,
+            # not "produced again"
+            self._reset_backward()
+            raise
 
     def _launch_ready(self):
         # in index order only: every peer must start the same allreduces in the same order
