@@ -13,7 +13,7 @@
 #define DIRECT_WHY_BYTES 1024 /* comm->error_msg */
 /* a large call goes through the segment in pieces: each peer's big slots and the
  * shared result hold one piece per parity, so the segment stays within the budget
- * whatever the buffer's size (pieces of 1 MiB up to N = 6, smaller above) */
+ * whatever the buffer's size (pieces of 1 MiB up to N = 7, smaller above) */
 #define DIRECT_SEG_BUDGET ((size_t)16 << 20)
 #define DIRECT_PIECE_MAX ((size_t)1 << 20)
 #define DIRECT_PIECE_MIN ((size_t)64 << 10)
