@@ -76,3 +76,61 @@ ring_status_t sum_check_run(ring_comm_t *comm, int rank, int n, const size_t *co
     }
     return st;
 }
+
+static uint64_t stat_at(const ring_comm_stats_t *s, size_t offset)
+{
+    uint64_t v;
+
+    memcpy(&v, (const char *)s + offset, sizeof(v));
+    return v;
+}
+
+ring_status_t sum_check_select(ring_comm_t *comm, const sum_check_call_t *calls, size_t ncalls,
+                               size_t stat_offset, uint64_t *sel)
+{
+    static float buf[4096];
+    static uint16_t half[1024];
+    ring_comm_stats_t s0, s1;
+    ring_status_t st = RING_OK;
+
+    memset(buf, 0, sizeof(buf));
+    memset(half, 0, sizeof(half));
+    *sel = 0;
+    for (size_t k = 0; k < ncalls && st == RING_OK; k++) {
+        ring_request_t *req = NULL;
+
+        st = ring_comm_get_stats(comm, &s0);
+        if (st != RING_OK)
+            break;
+        switch (calls[k]) {
+        case SEL_EXACT_4096:
+            st = ring_allreduce_start_flags(comm, buf, buf, 1024, RING_FLOAT32, RING_SUM, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        case SEL_EXACT_4100:
+            st = ring_allreduce_start_flags(comm, buf, buf, 1025, RING_FLOAT32, RING_SUM, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        case SEL_CODEC:
+            st = ring_allreduce(comm, buf, buf, 256, RING_FLOAT32, RING_SUM);
+            break;
+        case SEL_FP16:
+            st = ring_allreduce(comm, half, half, 1024, RING_FLOAT16, RING_SUM);
+            break;
+        case SEL_BROADCAST:
+            st = ring_broadcast(comm, buf, 64, 1);
+            break;
+        case SEL_TINY_EXACT_AVG:
+            st = ring_allreduce_start_flags(comm, buf, buf, 1, RING_FLOAT32, RING_AVG, 0,
+                                            RING_CALL_EXACT, &req);
+            break;
+        }
+        if (st == RING_OK && req != NULL)
+            st = ring_request_wait(req);
+        if (st == RING_OK)
+            st = ring_comm_get_stats(comm, &s1);
+        if (st == RING_OK && stat_at(&s1, stat_offset) > stat_at(&s0, stat_offset))
+            *sel |= 1u << k;
+    }
+    return st;
+}

@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,53 +59,16 @@ static int correct_main(ring_comm_t *comm, int rank, int n)
 }
 
 /* --algo direct or auto, --rd-max-bytes 4K, --codec fp16: bit k of V_SEL is set when
- * call k ran through the segment. */
+ * call k ran through the segment. 4100 bytes go there in pieces (auto at N = 2: the
+ * ring); codec calls, fp16 buffers and a broadcast stay on the ring. */
 static int select_main(ring_comm_t *comm)
 {
-    static float buf[4096];
-    static uint16_t half[1024];
-    ring_comm_stats_t s0, s1;
+    static const sum_check_call_t calls[] = {SEL_EXACT_4096, SEL_EXACT_4100, SEL_CODEC, SEL_FP16,
+                                             SEL_BROADCAST, SEL_TINY_EXACT_AVG};
     uint64_t sel = 0;
-    ring_status_t st = RING_OK;
+    ring_status_t st = sum_check_select(comm, calls, sizeof(calls) / sizeof(calls[0]),
+                                        offsetof(ring_comm_stats_t, direct_allreduces), &sel);
 
-    memset(buf, 0, sizeof(buf));
-    memset(half, 0, sizeof(half));
-    for (int k = 0; k < 6 && st == RING_OK; k++) {
-        ring_request_t *req = NULL;
-
-        st = ring_comm_get_stats(comm, &s0);
-        if (st != RING_OK)
-            break;
-        switch (k) {
-        case 0: /* 4096 bytes, exact: direct */
-            st = ring_allreduce_start_flags(comm, buf, buf, 1024, RING_FLOAT32, RING_SUM, 0,
-                                            RING_CALL_EXACT, &req);
-            break;
-        case 1: /* 4100 bytes: direct in pieces (auto at N = 2: the ring) */
-            st = ring_allreduce_start_flags(comm, buf, buf, 1025, RING_FLOAT32, RING_SUM, 0,
-                                            RING_CALL_EXACT, &req);
-            break;
-        case 2: /* small, but with the fp16 codec: the ring */
-            st = ring_allreduce(comm, buf, buf, 256, RING_FLOAT32, RING_SUM);
-            break;
-        case 3: /* fp16 buffer: the ring */
-            st = ring_allreduce(comm, half, half, 1024, RING_FLOAT16, RING_SUM);
-            break;
-        case 4: /* a broadcast in between: the ring */
-            st = ring_broadcast(comm, buf, 64, 1);
-            break;
-        case 5: /* tiny exact average: direct */
-            st = ring_allreduce_start_flags(comm, buf, buf, 1, RING_FLOAT32, RING_AVG, 0,
-                                            RING_CALL_EXACT, &req);
-            break;
-        }
-        if (st == RING_OK && req != NULL)
-            st = ring_request_wait(req);
-        if (st == RING_OK)
-            st = ring_comm_get_stats(comm, &s1);
-        if (st == RING_OK && s1.direct_allreduces > s0.direct_allreduces)
-            sel |= 1u << k;
-    }
     h_put(V_SEL, sel);
     return st == RING_OK ? 0 : h_fail(st, "select");
 }

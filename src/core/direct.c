@@ -133,7 +133,6 @@ static int seg_map(struct ring_direct *d, const char *name, int create, int plac
         return -1;
     }
     d->seg = p;
-    d->hdr = p;
     seg_layout(d, places, d->seg);
     if (create) {
         direct_seg_hdr_t *h = p;

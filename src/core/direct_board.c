@@ -38,9 +38,9 @@ static double last_move(struct ring_direct *d, double now)
 
 void ring_direct_ring(struct ring_direct *d)
 {
-    atomic_fetch_add(&d->hdr->bell, 1);
-    if (atomic_load(&d->hdr->sleepers) > 0)
-        (void)syscall(SYS_futex, &d->hdr->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    atomic_fetch_add(&direct_hdr(d)->bell, 1);
+    if (atomic_load(&direct_hdr(d)->sleepers) > 0)
+        (void)syscall(SYS_futex, &direct_hdr(d)->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 void ring_direct_set(struct ring_direct *d, int place, enum direct_counter c, uint64_t v)
@@ -52,7 +52,7 @@ void ring_direct_set(struct ring_direct *d, int place, enum direct_counter c, ui
      * to sleep: ring_direct_sleep covers that window by looking again for a
      * while before it sleeps (and sleeps DIRECT_WAIT_MS at most) */
     atomic_store_explicit(&d->boards[place].ctr[c].v, v, memory_order_release);
-    if (atomic_load_explicit(&d->hdr->sleepers, memory_order_relaxed) > 0)
+    if (atomic_load_explicit(&direct_hdr(d)->sleepers, memory_order_relaxed) > 0)
         ring_direct_ring(d);
 }
 
@@ -62,9 +62,9 @@ void ring_direct_sleep(ring_comm_t *comm, int timeout_ms)
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
     uint32_t seq;
 
-    atomic_fetch_add(&d->hdr->sleepers, 1);
+    atomic_fetch_add(&direct_hdr(d)->sleepers, 1);
     atomic_thread_fence(memory_order_seq_cst); /* before the counters are read */
-    seq = atomic_load(&d->hdr->bell); /* a ring after this makes FUTEX_WAIT return */
+    seq = atomic_load(&direct_hdr(d)->bell); /* a ring after this makes FUTEX_WAIT return */
     /* a counter stored just before a poster saw sleepers at 0 is still on its
      * way out of the poster's store buffer (well under a microsecond): look
      * again for longer than that before sleeping */
@@ -74,8 +74,8 @@ void ring_direct_sleep(ring_comm_t *comm, int timeout_ms)
     /* a shared futex (the segment is mapped by every peer): not FUTEX_PRIVATE */
     if (ring_direct_lagging(comm, d->wait_ctr, d->wait_want) >= 0 &&
         atomic_load_explicit(&d->boards[comm->pos].failed, memory_order_relaxed) == 0)
-        (void)syscall(SYS_futex, &d->hdr->bell, FUTEX_WAIT, seq, &ts, NULL, 0);
-    atomic_fetch_sub(&d->hdr->sleepers, 1);
+        (void)syscall(SYS_futex, &direct_hdr(d)->bell, FUTEX_WAIT, seq, &ts, NULL, 0);
+    atomic_fetch_sub(&direct_hdr(d)->sleepers, 1);
 }
 
 int ring_direct_lagging(ring_comm_t *comm, enum direct_counter c, uint64_t want)

@@ -69,8 +69,7 @@ typedef struct direct_seg_hdr {
 } direct_seg_hdr_t;
 
 struct ring_direct {
-    unsigned char *seg;
-    direct_seg_hdr_t *hdr;
+    unsigned char *seg;          /* the mapping; it starts with a direct_seg_hdr_t */
     size_t seg_bytes, max_bytes, slot_bytes, big_slot_bytes, big_min_bytes, piece_bytes;
     int places;
     direct_board_t *boards;      /* by place */
@@ -89,6 +88,11 @@ struct ring_direct {
     enum direct_counter wait_ctr;
     uint64_t wait_want;
 };
+
+static inline direct_seg_hdr_t *direct_hdr(const struct ring_direct *d)
+{
+    return (direct_seg_hdr_t *)d->seg;
+}
 
 static inline direct_slot_hdr_t *direct_slot(const struct ring_direct *d, int place,
                                              uint64_t round)
