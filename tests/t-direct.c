@@ -36,7 +36,8 @@
 enum { V_STATUS, V_WRONG, V_HASH, V_DIRECT, V_ALL, V_ERR, V_SEL };
 
 typedef enum mode {
-    M_CORRECT, M_SELECT, M_LOOP, M_LOOP_BIG, M_OTHER_COUNT, M_OTHER_COUNT_BIG, M_OTHER_COLL
+    M_CORRECT, M_SELECT, M_LOOP, M_LOOP_BIG, M_OTHER_COUNT, M_OTHER_COUNT_BIG, M_OTHER_COLL,
+    M_EXACT_ONE
 } mode_t_;
 
 /* 4096: --rd-max-bytes (16K) exactly; 4097: one piece; 262161: 1 MiB and an odd
@@ -101,7 +102,14 @@ static int other_main(ring_comm_t *comm, int rank, int n, mode_t_ mode)
     if (st == RING_OK) {
         if (rank != n - 1)
             st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
-        else if (mode != M_OTHER_COLL)
+        else if (mode == M_EXACT_ONE) { /* with --codec fp16: direct here, the ring elsewhere */
+            ring_request_t *req;
+
+            st = ring_allreduce_start_flags(comm, buf, buf, count, RING_FLOAT32, RING_SUM, 0,
+                                            RING_CALL_EXACT, &req);
+            if (st == RING_OK)
+                st = ring_request_wait(req);
+        } else if (mode != M_OTHER_COLL)
             st = ring_allreduce(comm, buf, buf, count + 1, RING_FLOAT32, RING_SUM);
         else
             st = ring_broadcast(comm, buf, 400, 0);
@@ -258,12 +266,17 @@ static void check_failure(int n, int victim, int sig, int big)
 
 static void check_other(int n, mode_t_ mode)
 {
+    /* RING_CALL_EXACT on one rank: with a codec, only that rank runs the call here */
     static const h_setting_t settings[] = {{-1, "algo", "direct"}, {-1, "transport", "shm"},
                                            {0, NULL, NULL}};
-    h_run_t *run = run_ring(n, &mode, settings, NULL, "2s");
+    static const h_setting_t codec[] = {{-1, "algo", "auto"}, {-1, "transport", "shm"},
+                                        {-1, "codec", "fp16"}, {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, mode == M_EXACT_ONE ? codec : settings, NULL, "2s");
     const char *what = mode == M_OTHER_COUNT      ? "another count"
                        : mode == M_OTHER_COUNT_BIG ? "another count of a large allreduce"
-                                                   : "a broadcast";
+                       : mode == M_EXACT_ONE ? "the same allreduce with RING_CALL_EXACT, the "
+                                               "others without (--codec fp16, --algo auto)"
+                                             : "a broadcast";
     char want[32];
     int all = run != NULL, named = run != NULL;
 
@@ -273,8 +286,9 @@ static void check_other(int n, mode_t_ mode)
                h_val(&run->r[r], V_STATUS, 0) == RING_ERR_MISMATCH;
         named &= strstr(run->r[r].msg, want) != NULL;
     }
-    if (!ok(all && named, "N=%d rank %d calls %s in round 10 (--algo direct): every rank fails "
-            "with a mismatch naming it, within the timeout", n, n - 1, what) && run != NULL)
+    if (!ok(all && named, "N=%d rank %d calls %s in round 10%s: every rank fails with a "
+            "mismatch naming it, within the timeout", n, n - 1, what,
+            mode == M_EXACT_ONE ? "" : " (--algo direct)") && run != NULL)
         h_diag(run);
     else if (run != NULL)
         diag("rank 0: %s", run->r[0].msg);
@@ -286,7 +300,7 @@ int main(void)
     static const int ns[] = {2, 3, 4, 7};
     int before = dev_shm_count("ringd-direct-");
 
-    plan(4 * 4 + 4 + 3 + 1 + 5 * 2 + 4 + 1);
+    plan(4 * 4 + 4 + 3 + 1 + 5 * 2 + 6 + 1);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         check_correct(ns[i], "direct");
     check_correct(4, "ring");
@@ -303,6 +317,8 @@ int main(void)
     check_other(4, M_OTHER_COUNT);
     check_other(3, M_OTHER_COUNT_BIG);
     check_other(3, M_OTHER_COLL);
+    check_other(2, M_EXACT_ONE);
+    check_other(3, M_EXACT_ONE);
     int after = dev_shm_count_settled("ringd-direct-", before);
 
     ok(after <= before, "no ringd-direct-* segment left in /dev/shm (%d before, %d after)",

@@ -31,7 +31,7 @@
 
 enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_ALL, V_ERR, V_SEL };
 
-typedef enum rd_mode { M_CORRECT, M_SELECT, M_LOOP } rd_mode_t;
+typedef enum rd_mode { M_CORRECT, M_SELECT, M_LOOP, M_EXACT_ONE } rd_mode_t;
 
 static const size_t counts[] = {1, 7, 1024, 4097, 16384};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
@@ -79,6 +79,25 @@ static int loop_main(ring_comm_t *comm)
     return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
 }
 
+/* 10 allreduces; in the 6th, rank 1 alone passes RING_CALL_EXACT: with --codec
+ * fp16 it runs recursive doubling, the others the ring, with the same header */
+static int exact_one_main(ring_comm_t *comm, int rank)
+{
+    static float buf[1024];
+    ring_status_t st = RING_OK;
+
+    for (int i = 0; i < 10 && st == RING_OK; i++) {
+        ring_request_t *req;
+
+        st = ring_allreduce_start_flags(comm, buf, buf, 1024, RING_FLOAT32, RING_SUM, 0,
+                                        i == 5 && rank == 1 ? RING_CALL_EXACT : 0, &req);
+        if (st == RING_OK)
+            st = ring_request_wait(req);
+    }
+    h_put(V_STATUS, (uint64_t)st);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
 static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
 {
     rd_mode_t mode = *(const rd_mode_t *)arg;
@@ -91,7 +110,8 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         return h_fail(st, "ring_comm_open");
     rc = mode == M_CORRECT  ? correct_main(comm, rank, n)
          : mode == M_SELECT ? select_main(comm)
-                            : loop_main(comm);
+         : mode == M_LOOP   ? loop_main(comm)
+                            : exact_one_main(comm, rank);
     if (ring_comm_get_stats(comm, &s) == RING_OK) {
         h_put(V_RD, s.rd_allreduces);
         h_put(V_ALL, s.allreduces);
@@ -199,6 +219,32 @@ static void check_failure(int n, int victim, int sig)
     free(run);
 }
 
+/* The same call run by recursive doubling on one peer and by the ring on the
+ * others (RING_CALL_EXACT on one peer only; over tcp, auto runs rd from N = 4
+ * on): the waiting rd call's notice
+ * reaches its left neighbour, which runs the ring: every peer fails at once
+ * with a mismatch that says the algorithms differ, not after the timeout. */
+static void check_exact_one(int n)
+{
+    rd_mode_t mode = M_EXACT_ONE;
+    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "codec", "fp16"},
+                                           {-1, "transport", "tcp"}, {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, "20s");
+    int all = run != NULL;
+
+    for (int r = 0; run != NULL && r < n; r++)
+        all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 8 &&
+               h_val(&run->r[r], V_STATUS, 0) == RING_ERR_MISMATCH &&
+               strstr(run->r[r].msg, "RING_CALL_EXACT on some peers only") != NULL;
+    if (!ok(all, "N=%d rank 1 alone passes RING_CALL_EXACT (rd there, the ring elsewhere): every "
+            "rank fails with a mismatch saying the algorithms differ, well before the timeout",
+            n) && run != NULL)
+        h_diag(run);
+    else if (run != NULL)
+        diag("rank 0: %s", run->r[0].msg);
+    free(run);
+}
+
 /* One rank with another setting: both ranks fail at open (the hello), naming
  * it. (On larger rings only its neighbours see the hello; the others time out
  * at start-up waiting for them, as with any setting the hello checks.) */
@@ -224,7 +270,7 @@ int main(void)
 {
     static const int ns[] = {2, 3, 4, 5, 7, 8};
 
-    plan(10 * 4 + 1 + 4 * 2 + 2);
+    plan(10 * 4 + 1 + 4 * 2 + 2 + 2);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         check_correct(ns[i], "rd", "auto");
     check_correct(4, "rd", "tcp");
@@ -236,6 +282,8 @@ int main(void)
     check_failure(3, 2, SIGKILL); /* the place above the power of two */
     check_failure(4, 2, SIGSTOP);
     check_failure(5, 0, SIGSTOP);
+    check_exact_one(4);
+    check_exact_one(5);
     check_disagree("algo", "ring", "--algo");
     check_disagree("rd-max-bytes", "8K", "--rd-max-bytes");
     return done_testing();

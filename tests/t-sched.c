@@ -615,31 +615,6 @@ static long simulate(int n, size_t count, size_t chunk_bytes, int inplace, uint6
 
 /* ---- ring_sched_split on its own ------------------------------------------- */
 
-/* The notice schedule (rd.c's calls): one empty frame to the right at step 0,
- * no reduce, nothing to wait for, no receive (notice.c's); none on a ring of
- * one. */
-static void check_notice(void)
-{
-    int bad = 0;
-
-    for (int n = 1; n <= MAX_N; n++) {
-        for (int r = 0; r < n; r++) {
-            ring_sched_t s;
-            ring_sched_frame_t f;
-
-            ring_sched_init_notice(&s, r, n);
-            bad |= s.kind != RING_SCHED_NOTICE || s.nsend != (n > 1) || s.nrecv != 0;
-            if (n == 1)
-                continue;
-            bad |= ring_sched_send_needs(&s, 0) != 0 || ring_sched_recv_needs(&s, 0) != 0;
-            ring_sched_send_frame(&s, 0, &f);
-            bad |= f.step != 0 || f.chunk != 0 || f.range.len != 0 || f.reduce || !f.own;
-        }
-    }
-    ok(!bad, "notice schedule, N=1..%d: one empty frame to the right at step 0 (none at N=1), "
-             "no receive, no reduce, no dependencies", MAX_N);
-}
-
 static void check_split(size_t align)
 {
     static const size_t big[] = {1000, 1023, 1024, 1025, 4099, 65536, 65537, 1000003,
@@ -689,7 +664,7 @@ int main(void)
     /* not multiples of 64 bytes: the engine accepts any chunk size of 64..1G bytes */
     static const size_t unaligned_chunks[] = {100, 1000, 4100};
     size_t counts[32];
-    int lines = 4 + MAX_N + 1 + 1;
+    int lines = 4 + MAX_N + 1;
 
     for (int n = 1; n <= MAX_N; n++)
         lines += (int)counts_for(n, counts);
@@ -697,7 +672,6 @@ int main(void)
 
     for (size_t a = 0; a < sizeof(aligns) / sizeof(aligns[0]); a++)
         check_split(aligns[a]);
-    check_notice();
 
     /* structure, per ring size, over every count and chunk size (fp32 and fp16 element sizes) */
     for (int n = 1; n <= MAX_N; n++) {

@@ -97,14 +97,13 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
             req->wire = RING_CODEC_NONE;
             for (int c = 0; c < comm->nchannels; c++) {
                 ring_channel_t *ch = &comm->channels[c];
-                /* rd.c: the call's header still goes to the neighbours, on channel 0 */
-                ring_sched_init_notice(&ch->sched, comm->pos,
-                                       ops->notice && c == 0 ? comm->size : 1);
+                memset(&ch->sched, 0, sizeof(ch->sched)); /* nothing on the ring */
                 ch->part = (ring_range_t){0, 0};
                 ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
             }
-            /* the left neighbour's notice is read whenever it comes (notice.c) */
-            req->notice_unposted = ops->notice && comm->size > 1 && !ring_notice_post(comm, req);
+            /* a notice the right neighbour sent before this peer got here (notice.c) */
+            if (ring_notice_begin(comm, req) != RING_OK)
+                return;
             (void)ops->begin(comm, req); /* a failure fails the comm */
             return;
         }
@@ -120,7 +119,9 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY, .culprit = comm->rank,
                                              .step = -1},
                        "round %llu: %s", (unsigned long long)req->round, msg);
+        return;
     }
+    (void)ring_notice_begin(comm, req); /* a failure fails the comm */
 }
 
 /* Where a range of the user's elements starts (fp32 or bytes: what travels unencoded). */
@@ -147,8 +148,7 @@ static void frame_fill(const ring_comm_t *comm, const ring_channel_t *ch,
     f->payload_bytes = (uint32_t)(sf->range.len * ring_enc_elem_bytes(comm, req));
     f->origin_rank = (uint32_t)comm->rank;
     /* what this peer knows so far; by the end of allgather every peer knows it all */
-    f->flags = (uint16_t)((req->nonfinite ? RING_FRAME_NONFINITE : 0) |
-                          (ch->sched.kind == RING_SCHED_NOTICE ? RING_FRAME_NOTICE : 0));
+    f->flags = req->nonfinite ? RING_FRAME_NONFINITE : 0;
     if (req->coll == RING_COLL_BROADCAST)
         f->detail = (uint64_t)req->root; /* never encoded: detail is free */
 }
@@ -253,7 +253,7 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
     /* a message larger than expected still delivers its header: read it first */
     if (slot->req.status != RING_OK && slot->req.status != RING_ERR_MISMATCH)
         return ring_comm_fail_link(comm, req, sf.step, comm->left_rank, ep, &slot->req);
-    RING_CHECK(ring_frame_check(comm, ch, req, &sf, slot, ep, 0, &f));
+    RING_CHECK(ring_frame_check(comm, ch, req, &sf, slot, ep, &f));
     req->nonfinite |= (f.flags & RING_FRAME_NONFINITE) != 0;
     if (req->wire != RING_CODEC_NONE) {
         ring_status_t status;
@@ -357,8 +357,8 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (!ch->back.posted || !ch->back.req.done)
         return RING_OK;
     ch->back.posted = 0;
-    /* a ring call's frames must reach the right neighbour; a notice need not (rd.c
-     * and direct.c peers finish without reading theirs, and may have closed) */
+    /* a ring call's frames must reach the right neighbour (rd.c and direct.c
+     * calls send it nothing, and it may have closed once done with them) */
     for (int c = 0; req != NULL && req->algo == NULL && c < comm->nchannels; c++)
         pending |= sends_pending(&comm->channels[c]);
     if (ch->back.req.status != RING_OK && ch->back.req.status != RING_ERR_MISMATCH) {
@@ -386,6 +386,15 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         comm->abort_deferred = f;
         comm->abort_deferred_valid = 1;
         return RING_OK;
+    }
+    if (f.type == RING_FRAME_DATA && (f.flags & RING_FRAME_NOTICE) &&
+        ch->back.req.status == RING_OK && f.payload_bytes == 0) {
+        /* the right neighbour runs a call off the ring and waits (notice.c) */
+        ring_status_t status = ring_notice_received(comm, &f);
+
+        if (status == RING_OK)
+            ring_channel_post_back(comm, ch);
+        return status;
     }
     if (f.type == RING_FRAME_ABORT) {
         ring_status_t status = ring_comm_fail_from_frame(comm, &f, comm->right_rank);
@@ -491,8 +500,6 @@ int ring_comm_progress(ring_comm_t *comm)
     }
     if (comm->error != RING_OK || check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
         goto failed;
-    if (comm->notice_done != comm->notice_posted && ring_notice_progress(comm, &moved) != RING_OK)
-        goto failed;
     if (comm->timeout_probe_deadline != 0) {
         if (probe_read_answers(comm, ring_comm_active_request(comm)) != RING_OK ||
             ring_comm_probe_check(comm))
@@ -513,10 +520,7 @@ int ring_comm_progress(ring_comm_t *comm)
             if (req->algo != NULL && /* hook: hier.c, rd.c drive it over their own */
                 req->algo->progress(comm, req, &moved, &finished) != RING_OK)
                 goto failed;
-            if (req->notice_unposted) /* posted before any later call posts its receives */
-                req->notice_unposted = !ring_notice_post(comm, req);
-            finished &= !req->notice_unposted;
-            if (req->algo == NULL || req->algo->notice) {
+            if (req->algo == NULL) {
                 for (int c = 0; c < comm->nchannels; c++) {
                     ring_channel_t *ch = &comm->channels[c];
                     if (channel_progress(comm, ch, req, &moved) != RING_OK)
@@ -525,8 +529,12 @@ int ring_comm_progress(ring_comm_t *comm)
                                 ch->recvs_done == ch->sched.nrecv;
                 }
             }
-            if (!finished)
+            if (!finished) {
+                /* one that waits long shows its header to the left neighbour */
+                if (moved == 0 && req->algo != NULL && req->algo->notice)
+                    ring_notice_idle(comm, req);
                 break;
+            }
             request_finish(comm, req, req->nonfinite ? RING_ERR_NONFINITE : RING_OK);
             comm->stats.allreduces++;
             moved++;

@@ -28,7 +28,6 @@
  * (hier.c, direct.c, rd.c) */
 enum { RING_ALGO_HIER, RING_ALGO_DIRECT, RING_ALGO_RD, RING_ALGO_HOOKS };
 #define RING_WINDOW 4 /* frames in flight per channel and direction */
-#define RING_NOTICE_WINDOW 8 /* notice.c: notice receives outstanding */
 
 /* One frame in flight: the transport request and the header bytes it carries. */
 typedef struct ring_slot {
@@ -111,7 +110,11 @@ struct ring_request {
     uint64_t round;
     int in_use;
     int exact;                 /* RING_CALL_EXACT: no codec for this call */
-    int notice_unposted;       /* notice.c had no room for its notice receive yet */
+    /* notice.c: a call of an algo with ops->notice that waits long tells its
+     * left neighbour (once); idle passes counted, then the clock from then */
+    int notice_sent;
+    unsigned notice_idle;
+    double notice_since;
     const struct ring_algo_ops *algo; /* what runs it instead of the ring (hier.c over the
                                        * local and cross rings, rd.c over pairs); NULL: ring */
     int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
@@ -212,12 +215,11 @@ struct ring_comm {
     /* progress.c: the progress thread and its lock, NULL when off */
     struct ring_progress *progress;
     uint64_t requests_finished;            /* requests that finished (ok or not) */
-    /* notice.c: receives of the left neighbour's notice frames, oldest first */
-    struct ring_notice_in {
-        ring_slot_t slot;
-        ring_request_t call;               /* what this peer called: the frame must match */
-    } notice_in[RING_NOTICE_WINDOW];
-    uint32_t notice_posted, notice_done;
+    /* notice.c: our notice to the left neighbour, and the right neighbour's
+     * notice of a call this peer has not begun yet (checked when it begins) */
+    ring_slot_t notice_left;
+    ring_frame_t notice_early;
+    int notice_early_valid;
 };
 
 /* An algorithm other than the ring, run over sub-communicators (hier.c, rd.c);
@@ -243,10 +245,10 @@ typedef struct ring_algo_ops {
     ring_status_t (*fail_timeout)(ring_comm_t *comm, ring_request_t *req, double waited);
     /* 1 while it still runs the request (fail_timeout applies then) */
     int (*busy)(const ring_comm_t *comm);
-    /* 1: the request's header also goes to the ring's neighbours as an empty frame
-     * (RING_SCHED_NOTICE), and it finishes once that is through: a neighbour that
-     * called something else (another count, dtype, collective) runs the ring and
-     * sees the difference in the header, as if both ran the ring */
+    /* 1: a request that waits long sends its header to the left neighbour as an
+     * empty notice frame (notice.c): a neighbour that called something else
+     * (another count, dtype, collective) sees the difference, as if both ran the
+     * ring; a call that does not wait sends nothing */
     int notice;
     /* 1: while busy, it waits for every peer (direct.c), so a neighbour whose
      * connection closes fails the call at once, not when the ring needs it */
@@ -284,6 +286,11 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     RING_PRINTF(3, 4);
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank);
 void ring_comm_send_close(ring_comm_t *comm);
+/* fail.c: a control frame (ABORT, CLOSE, WAITING, a notice) with req's header,
+ * and its send on ep through slot (0: slot still busy with the one before) */
+void ring_ctrl_fill(const ring_comm_t *comm, const ring_request_t *req, ring_frame_type_t type,
+                    ring_frame_t *f);
+int ring_ctrl_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep, const ring_frame_t *f);
 const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t len);
 ring_request_t *ring_comm_active_request(ring_comm_t *comm);
 int ring_comm_current_step(const ring_comm_t *comm);
@@ -358,11 +365,14 @@ ring_status_t ring_comm_fail_peer(ring_comm_t *comm, const ring_request_t *req,
 ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int step, int peer,
                                  const char *what);
 
-/* notice.c: the left neighbour's notice frame for req (rd.c's calls), read
- * whenever it comes instead of holding the call up: post its receive (0: no
- * room yet), and check those that came, in order */
-int ring_notice_post(ring_comm_t *comm, const ring_request_t *req);
-ring_status_t ring_notice_progress(ring_comm_t *comm, int *moved);
+/* notice.c: req (an algo with ops->notice) made no progress in a pass: after
+ * RING_NOTICE_AFTER_S of that, send its header to the left neighbour */
+void ring_notice_idle(ring_comm_t *comm, ring_request_t *req);
+/* notice.c: the right neighbour's notice f came on the back channel: check it
+ * against the call of its round (now, or when that call begins) */
+ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f);
+/* notice.c: req begins (its algorithm chosen): check a notice that came early */
+ring_status_t ring_notice_begin(ring_comm_t *comm, ring_request_t *req);
 
 /* allreduce.c */
 int ring_comm_progress(ring_comm_t *comm);
@@ -373,10 +383,13 @@ void ring_comm_sleep(ring_comm_t *comm, int ms);
 void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch);
 
 /* frame_check.c: check a received frame against the call and what the schedule
- * expects (notice: an empty notice frame); fails the comm with a message if not */
+ * expects; fails the comm with a message if not */
 ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                const ring_sched_frame_t *sf, ring_slot_t *slot, ring_tp_ep_t *ep,
-                               int notice, ring_frame_t *f_out);
+                               ring_frame_t *f_out);
+/* frame_check.c: 1 when frame f belongs to the same call as req (round,
+ * collective and arguments) */
+int ring_frame_matches_call(const ring_request_t *req, const ring_frame_t *f);
 /* frame_check.c: fail on a transport failure of a connection to rank peer, or
  * because it closed its communicator during req */
 ring_status_t ring_comm_fail_link(ring_comm_t *comm, ring_request_t *req, int step, int peer,

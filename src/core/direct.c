@@ -16,9 +16,9 @@
  * read it (their boards' read counter): no call can overwrite a buffer a
  * slower peer still adds, whatever ran in between.
  *
- * The call's header still goes round the ring as a notice frame (notice.c,
- * as for rd.c): a peer that called something else runs the ring and sees
- * the difference there; a peer that called another small allreduce is seen
+ * A peer that called something else runs the ring, and a call here that
+ * waits long sends its header to its left neighbour (notice.c, as for rd.c),
+ * which sees the difference; a peer that called another allreduce is seen
  * here, in the slot's header. A failure anywhere is written on the failing
  * peer's board (status, the rank it blames, its message), so the others,
  * who wait on the segment and not on the ring, fail with its words at once.
@@ -360,7 +360,7 @@ static ring_status_t direct_progress(ring_comm_t *comm, ring_request_t *req, int
     struct ring_direct *d = comm->direct;
     int nonfinite = 0, finished = 0;
 
-    *finished_p = d->req == NULL; /* done: the engine waits for the notice frames */
+    *finished_p = d->req == NULL;
     if (comm->error != RING_OK)
         return comm->error;
     if (d->req == NULL)

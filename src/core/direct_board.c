@@ -93,6 +93,14 @@ int ring_direct_lagging(ring_comm_t *comm, enum direct_counter c, uint64_t want)
     return -1;
 }
 
+/* 1 when a board's call is req's (the board keeps tensor ids in 31 bits) */
+static int call_is(const direct_call_t *c, const ring_request_t *req)
+{
+    return req != NULL && c->coll == (uint32_t)req->coll && c->count == req->count &&
+           c->dtype == (uint32_t)req->dtype && c->op == (uint32_t)req->op &&
+           c->tensor_id == (req->tensor_id & 0x7fffffffu);
+}
+
 ring_status_t ring_direct_relay_failure(ring_comm_t *comm)
 {
     struct ring_direct *d = comm->direct;
@@ -115,9 +123,10 @@ ring_status_t ring_direct_relay_failure(ring_comm_t *comm)
             status = RING_ERR_REMOTE;
         if (status == RING_ERR_MISMATCH && b->other.rank >= 0 && b->other.rank < comm->size) {
             /* the call that differs from ours: the other one, or, when the other
-             * was ours, the failed peer's own */
-            direct_call_t c = b->other.rank == comm->rank && b->own.rank >= 0 &&
-                                      b->own.rank < comm->size
+             * was ours or is the same as ours, the failed peer's own */
+            const ring_request_t *req = ring_comm_active_request(comm);
+            direct_call_t c = (b->other.rank == comm->rank || call_is(&b->other, req)) &&
+                                      b->own.rank >= 0 && b->own.rank < comm->size
                                   ? b->own
                                   : b->other;
             ring_frame_t theirs;

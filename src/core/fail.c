@@ -94,11 +94,10 @@ void ring_phase_format(const ring_comm_t *comm, const ring_request_t *req, int s
         ring_phase_format_round(comm, req->round, req->coll, step, buf, len);
 }
 
-static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
-                        const ring_frame_t *f)
+int ring_ctrl_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep, const ring_frame_t *f)
 {
     if (ep == NULL || (slot->posted && !slot->req.done))
-        return;
+        return 0;
     ring_frame_encode(f, slot->hdr);
     if (comm->macs != NULL)
         (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, NULL, 0);
@@ -108,6 +107,7 @@ static void notice_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep,
     /* ahead of the data this peer gives up; a CLOSE comes after all of it */
     slot->req.urgent = f->type == RING_FRAME_ABORT || f->type == RING_FRAME_WAITING;
     slot->posted = comm->tp_ops->post_send(ep, &slot->req) == RING_OK;
+    return 1;
 }
 
 /* Send f to the right neighbour (it reads it in place of data) and to the
@@ -119,9 +119,9 @@ static void notice_send(ring_comm_t *comm, const ring_frame_t *f, int skip_rank)
     if (comm->size < 2 || comm->tp == NULL)
         return;
     if (comm->right_rank != skip_rank || comm->size == 2)
-        notice_post(comm, &comm->abort_right, comm->channels[0].right[0], f);
+        (void)ring_ctrl_post(comm, &comm->abort_right, comm->channels[0].right[0], f);
     if (comm->left_rank != skip_rank || comm->size == 2)
-        notice_post(comm, &comm->abort_left, comm->channels[0].left[0], f);
+        (void)ring_ctrl_post(comm, &comm->abort_left, comm->channels[0].left[0], f);
     /* best effort: give the notices a moment to leave, never wait for a dead peer */
     while (ring_now() < until && ((comm->abort_right.posted && !comm->abort_right.req.done) ||
                                   (comm->abort_left.posted && !comm->abort_left.req.done))) {
@@ -130,8 +130,8 @@ static void notice_send(ring_comm_t *comm, const ring_frame_t *f, int skip_rank)
     }
 }
 
-static void notice_fill(const ring_comm_t *comm, const ring_request_t *req, ring_frame_type_t type,
-                        ring_frame_t *f)
+void ring_ctrl_fill(const ring_comm_t *comm, const ring_request_t *req, ring_frame_type_t type,
+                    ring_frame_t *f)
 {
     memset(f, 0, sizeof(*f));
     f->type = (uint8_t)type;
@@ -152,7 +152,7 @@ void ring_comm_send_close(ring_comm_t *comm)
 {
     ring_frame_t f;
 
-    notice_fill(comm, NULL, RING_FRAME_CLOSE, &f);
+    ring_ctrl_fill(comm, NULL, RING_FRAME_CLOSE, &f);
     notice_send(comm, &f, -1);
 }
 
@@ -198,7 +198,7 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     comm->error = fault->status;
     comm->error_culprit = fault->culprit;
     ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
-    notice_fill(comm, ring_comm_active_request(comm), RING_FRAME_ABORT, &f);
+    ring_ctrl_fill(comm, ring_comm_active_request(comm), RING_FRAME_ABORT, &f);
     f.culprit_rank = fault->culprit >= 0 ? (uint32_t)fault->culprit : UINT32_MAX;
     f.status = (uint32_t)fault->status;
     f.sys_errno = fault->sys_errno;
@@ -241,12 +241,12 @@ static int probe_start(ring_comm_t *comm, ring_request_t *req, double idle)
     if (comm->size <= 2 || req == NULL || channel_waiting_left(comm) < 0 ||
         comm->channels[0].left[0] == NULL)
         return 0;
-    notice_fill(comm, req, RING_FRAME_ABORT, &f);
+    ring_ctrl_fill(comm, req, RING_FRAME_ABORT, &f);
     f.culprit_rank = (uint32_t)comm->left_rank;
     f.status = RING_ERR_TIMED_OUT;
     f.sys_errno = ETIMEDOUT;
     f.step = (uint16_t)ring_comm_current_step(comm);
-    notice_post(comm, &comm->probe_left, comm->channels[0].left[0], &f);
+    (void)ring_ctrl_post(comm, &comm->probe_left, comm->channels[0].left[0], &f);
     now = ring_now();
     comm->probe_started = now;
     comm->probe_idle = idle > 0 ? idle : comm->cfg.timeout_s;
@@ -264,9 +264,9 @@ static void tell_right_waiting(ring_comm_t *comm)
 
     if (!comm->probed_by_right)
         return;
-    notice_fill(comm, ring_comm_active_request(comm), RING_FRAME_WAITING, &f);
+    ring_ctrl_fill(comm, ring_comm_active_request(comm), RING_FRAME_WAITING, &f);
     f.detail = left_s > 0 ? (uint64_t)(left_s * 1000) + 1 : 0;
-    notice_post(comm, &comm->waiting_right, comm->channels[0].right[0], &f);
+    (void)ring_ctrl_post(comm, &comm->waiting_right, comm->channels[0].right[0], &f);
 }
 
 void ring_comm_probe_extend(ring_comm_t *comm, const ring_frame_t *waiting)

@@ -1,9 +1,8 @@
 /*
  * frame_check.c - is a received frame the one the call expects? The fast
  * check, and the slow path that says why not (another call, an ABORT or
- * CLOSE, a bad tag, a frame of another algorithm), failing the comm with a
- * message that names the peer. Used by the ring's receives (allreduce.c) and
- * by the notice receives (notice.c).
+ * CLOSE, a bad tag), failing the comm with a message that names the peer.
+ * Used by the ring's receives (allreduce.c).
  */
 #include "ring_build.h"
 
@@ -36,7 +35,7 @@ ring_status_t ring_comm_fail_closed(ring_comm_t *comm, ring_request_t *req, int 
 }
 
 /* The frame belongs to the same call as req: round, collective and arguments. */
-static int frame_matches_call(const ring_request_t *req, const ring_frame_t *f)
+int ring_frame_matches_call(const ring_request_t *req, const ring_frame_t *f)
 {
     return f->round == req->round && f->coll == req->coll && f->count == req->count &&
            f->dtype == req->dtype && f->op == req->op && f->tensor_id == req->tensor_id &&
@@ -61,7 +60,7 @@ int ring_slot_tag_ok(ring_comm_t *comm, const ring_tp_ep_t *ep, const ring_slot_
 /* Why a received frame is not the one expected: the slow path, with a message. */
 static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                  const ring_sched_frame_t *sf, ring_slot_t *slot,
-                                 ring_tp_ep_t *ep, int notice)
+                                 ring_tp_ep_t *ep)
 {
     ring_frame_t f;
     size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
@@ -84,7 +83,7 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
                                    "the ring doctor, this peer an allreduce; every peer must run "
                                    "the ring doctor at the same point (ringd --doctor, ring-bench "
                                    "--doctor), or none");
-    if (!frame_matches_call(req, &f)) {
+    if (!ring_frame_matches_call(req, &f)) {
         char mine[160], theirs[160];
 
         fault.status = RING_ERR_MISMATCH;
@@ -97,23 +96,6 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
                                    "collective arguments differ between rank %d and {peer}: "
                                    "rank %d called %s; rank %d called %s", comm->rank,
                                    comm->rank, mine, left, theirs);
-    }
-    if (f.type == RING_FRAME_DATA && !(f.flags & RING_FRAME_NOTICE) != !notice) {
-        fault.status = RING_ERR_MISMATCH;
-        fault.sys_errno = RING_CAUSE_ALGO; /* the ABORT says so: the calls agree */
-        fault.theirs = &f;
-        return ring_comm_fail_peer(comm, req, &fault, "{peer} runs this allreduce %s and this "
-                                   "peer %s (its frame carries %u bytes, this peer expected %zu "
-                                   "bytes): the calls differ in what decides the algorithm "
-                                   "(RING_CALL_EXACT on some peers only, or --algo, "
-                                   "--rd-max-bytes or --codec)",
-                                   (f.flags & RING_FRAME_NOTICE)
-                                       ? "by recursive doubling or the direct allreduce"
-                                       : "on the ring",
-                                   (f.flags & RING_FRAME_NOTICE)
-                                       ? "on the ring"
-                                       : "by recursive doubling or the direct allreduce",
-                                   f.payload_bytes, expect);
     }
     if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||
         f.chunk != (uint32_t)sf->chunk || f.payload_bytes != expect ||
@@ -128,7 +110,7 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
 
 ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                const ring_sched_frame_t *sf, ring_slot_t *slot, ring_tp_ep_t *ep,
-                               int notice, ring_frame_t *f_out)
+                               ring_frame_t *f_out)
 {
     size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
     ring_frame_t f;
@@ -136,9 +118,9 @@ ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_reque
     /* the common case, checked without formatting anything; an lz4 chunk is
      * smaller than its raw size */
     if (slot->req.status == RING_OK && ring_frame_decode(slot->hdr, &f) == 0 &&
-        f.type == RING_FRAME_DATA && frame_matches_call(req, &f) && f.channel == ch->index &&
+        f.type == RING_FRAME_DATA && ring_frame_matches_call(req, &f) && f.channel == ch->index &&
         f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
-        !(f.flags & RING_FRAME_NOTICE) == !notice &&
+        !(f.flags & RING_FRAME_NOTICE) &&
         slot->req.bytes == comm->hdr_bytes + f.payload_bytes &&
         (f.payload_bytes == expect ||
          ((f.flags & RING_FRAME_LZ4) && req->wire != RING_CODEC_NONE &&
@@ -153,5 +135,5 @@ ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_reque
             return RING_OK;
         }
     }
-    return frame_error(comm, ch, req, sf, slot, ep, notice);
+    return frame_error(comm, ch, req, sf, slot, ep);
 }

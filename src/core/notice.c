@@ -1,68 +1,124 @@
 /*
- * notice.c - the receive side of notice frames (RING_SCHED_NOTICE).
+ * notice.c - notice frames: how a call that rd.c or direct.c runs off the
+ * ring still shows its header to a neighbour, so that a peer that called
+ * something else (another count or dtype, a broadcast, RING_CALL_EXACT
+ * alone) fails with a mismatch that says so, as if both ran the ring.
  *
- * While rd.c runs an allreduce over its pairs, the ring still carries the
- * call's header: every peer sends its right neighbour an empty notice frame,
- * so that a neighbour that called something else sees the difference, as if
- * both ran the ring. The left neighbour's notice is read here, whenever it
- * comes: the call does not wait for it (the left neighbour may still be in
- * the call before, and waiting cost a 4 KiB allreduce at n=4 a quarter of its
- * time). A peer that runs another call on the ring sends a data frame
- * instead, and that frame lands in the notice's receive (mismatch, at once);
- * a notice that lands in a ring call's receive is the same mismatch seen from
- * the other side (allreduce.c).
+ * Only a call that waits sends one. Such a call cannot finish while any peer
+ * runs another call in its place (each peer's result needs every peer's
+ * data), so in a mismatch it waits, and after RING_NOTICE_AFTER_S of that it
+ * sends its header, once, as an empty DATA frame with RING_FRAME_NOTICE, to
+ * its left neighbour, which reads it on its back channel (allreduce.c). A
+ * call that does not wait sends nothing: at 4 KiB over tcp a notice per call
+ * cost a fifth of the call (a send and a receive more than the pairs' own).
  *
- * Order: a notice receive is posted before the call finishes (the engine
- * waits for room), so before any later call posts its receives on the same
- * connection, and the connection delivers in order.
+ * The left neighbour checks the notice against its call of the same round:
+ * run by the ring, or with other arguments: a mismatch, named; the same
+ * call: nothing to say. A notice of a round it has finished is old news (a
+ * peer that waited for its last swap while this one finished); one of a round
+ * it has not begun is kept and checked when that call begins. In a mismatch
+ * where some peers run the ring and some do not, there is a ring peer whose
+ * right neighbour does not: it hears, at once once the notice comes.
  */
 #include "ring_build.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "comm_int.h"
 #include "transport.h"
 
-int ring_notice_post(ring_comm_t *comm, const ring_request_t *req)
-{
-    struct ring_notice_in *n;
-    ring_tp_ep_t *ep = comm->channels[0].left[0];
+#define RING_NOTICE_AFTER_S 0.002 /* how long a call waits before it sends its notice */
+#define RING_NOTICE_IDLE_PASSES 64 /* idle passes before the clock is read at all */
 
-    if (comm->notice_posted - comm->notice_done >= RING_NOTICE_WINDOW)
-        return 0;
-    n = &comm->notice_in[comm->notice_posted % RING_NOTICE_WINDOW];
-    n->call = *req;
-    memset(&n->slot.req, 0, sizeof(n->slot.req));
-    n->slot.req.iov[0].iov_base = n->slot.hdr;
-    n->slot.req.iov[0].iov_len = comm->hdr_bytes;
-    n->slot.req.iovcnt = 1;
-    n->slot.posted = 1;
-    comm->notice_posted++;
-    /* a failure shows when it is retired */
-    (void)comm->tp_ops->post_recv(ep, &n->slot.req);
-    return 1;
+void ring_notice_idle(ring_comm_t *comm, ring_request_t *req)
+{
+    double now;
+    ring_frame_t f;
+
+    if (req->notice_sent || comm->size < 2 || ++req->notice_idle < RING_NOTICE_IDLE_PASSES)
+        return;
+    now = ring_now();
+    if (req->notice_since == 0) {
+        req->notice_since = now;
+        return;
+    }
+    if (now - req->notice_since < RING_NOTICE_AFTER_S)
+        return;
+    ring_ctrl_fill(comm, req, RING_FRAME_DATA, &f);
+    f.flags = RING_FRAME_NOTICE;
+    /* a notice before still on its way: try again on a later pass */
+    req->notice_sent = ring_ctrl_post(comm, &comm->notice_left, comm->channels[0].left[0], &f);
 }
 
-ring_status_t ring_notice_progress(ring_comm_t *comm, int *moved)
+static int runs_off_ring(const ring_request_t *req)
 {
-    ring_channel_t *ch = &comm->channels[0];
-    /* the one frame of the notice schedule: step 0, chunk 0, no payload */
-    const ring_sched_frame_t sf = {.step = 0, .chunk = 0};
+    return req->algo != NULL && req->algo->notice;
+}
 
-    while (comm->notice_done != comm->notice_posted) {
-        struct ring_notice_in *n = &comm->notice_in[comm->notice_done % RING_NOTICE_WINDOW];
-        ring_frame_t f;
+static int round_queued(const ring_comm_t *comm, uint64_t round)
+{
+    for (unsigned i = 0; i < comm->req_count; i++)
+        if (comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS].round == round)
+            return 1;
+    return 0;
+}
 
-        if (!n->slot.req.done)
-            break;
-        n->slot.posted = 0;
-        comm->notice_done++;
-        (*moved)++;
-        /* a frame larger than the receive still delivers its header: read it */
-        if (n->slot.req.status != RING_OK && n->slot.req.status != RING_ERR_MISMATCH)
-            return ring_comm_fail_link(comm, &n->call, 0, comm->left_rank, ch->left[0],
-                                       &n->slot.req);
-        RING_CHECK(ring_frame_check(comm, ch, &n->call, &sf, &n->slot, ch->left[0], 1, &f));
+/* The notice f of the right neighbour against req, the call of the same round. */
+static ring_status_t notice_check(ring_comm_t *comm, ring_request_t *req, const ring_frame_t *f)
+{
+    ring_fault_t fault = {.status = RING_ERR_MISMATCH, .culprit = comm->right_rank,
+                          .step = ring_comm_current_step(comm), .theirs = f};
+
+    if (!ring_frame_matches_call(req, f)) {
+        char mine[160], theirs[160];
+
+        ring_coll_describe(req->coll, req->round, req->count, req->dtype, req->op,
+                           req->tensor_id, req->root, mine, sizeof(mine));
+        ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
+                           f->tensor_id, (int)f->detail, theirs, sizeof(theirs));
+        return ring_comm_fail_peer(comm, req, &fault,
+                                   "collective arguments differ between rank %d and {peer}: "
+                                   "rank %d called %s; rank %d called %s", comm->rank,
+                                   comm->rank, mine, comm->right_rank, theirs);
     }
+    if (runs_off_ring(req))
+        return RING_OK;
+    fault.sys_errno = RING_CAUSE_ALGO; /* the ABORT says so: the calls agree */
+    return ring_comm_fail_peer(comm, req, &fault,
+                               "{peer} runs this allreduce by recursive doubling or the direct "
+                               "allreduce and this peer on the ring: the calls differ in what "
+                               "decides the algorithm (RING_CALL_EXACT on some peers only, or "
+                               "--algo, --rd-max-bytes or --codec)");
+}
+
+ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f)
+{
+    for (unsigned i = 0; i < comm->req_count; i++) {
+        ring_request_t *req = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+
+        if (req->round != f->round)
+            continue;
+        if (req->done) /* finished here: the neighbour waited while this peer did not */
+            return RING_OK;
+        if (req->started)
+            return notice_check(comm, req, f);
+        break; /* called, not begun */
+    }
+    if (f->round < comm->next_round && !round_queued(comm, f->round))
+        return RING_OK; /* finished and retired here: old news */
+    comm->notice_early = *f; /* checked when the call of its round begins */
+    comm->notice_early_valid = 1;
     return RING_OK;
+}
+
+ring_status_t ring_notice_begin(ring_comm_t *comm, ring_request_t *req)
+{
+    if (!comm->notice_early_valid || comm->notice_early.round > req->round)
+        return RING_OK;
+    comm->notice_early_valid = 0;
+    if (comm->notice_early.round < req->round)
+        return RING_OK;
+    return notice_check(comm, req, &comm->notice_early);
 }

@@ -17,19 +17,18 @@
  * travel uncompressed run here (codec none, or RING_CALL_EXACT): with fp16 or
  * bf16 on the wire, the ring's codec semantics apply and the ring runs them.
  *
- * The ring still carries the call's header: the engine sends an empty
- * "notice" frame to the right neighbour (RING_SCHED_NOTICE) and reads the
- * left neighbour's whenever it comes (notice.c). A peer that called something
- * else (another count or dtype, a broadcast, RING_CALL_EXACT alone) runs the
- * ring or another pair schedule, and the headers tell both sides, as the
- * ring's own frames would.
+ * A peer that called something else (another count or dtype, a broadcast,
+ * RING_CALL_EXACT alone) runs the ring or another pair schedule: the pairs'
+ * headers tell the second, and for the first a call that waits long sends
+ * its header to its left neighbour as a "notice" frame (notice.c), which a
+ * neighbour on the ring reads as the mismatch it is.
  *
  * A stopped peer: the pair's request makes no progress; after the timeout
  * (plus a grace per level of the schedule) the peer asks its partner what it
  * waits for (rd_ask), and blames it if no answer comes. A ring failure is
- * passed on through the pairs too (rd_on_fail): once its notice is in, a
- * peer reads nothing more from its left neighbour until its next call, so
- * ABORTs only travel backwards around the ring, and not past a stopped peer.
+ * passed on through the pairs too (rd_on_fail): a call here reads nothing
+ * from its left neighbour, so ABORTs only travel backwards around the ring,
+ * and not past a stopped peer.
  */
 #include "ring_build.h"
 
@@ -138,9 +137,7 @@ static int rd_partner(const rd_sched_t *plan, int place, int size, int slot)
 
 /* --algo auto: whether recursive doubling can beat the ring at this size of
  * ring. At a small buffer both are a chain of messages: the ring's 2(N-1)
- * steps against rd's log2 P2 (+ 2 for the fold) plus the notice frame, which
- * costs a message's CPU time even though nothing waits for it (on a host with
- * more peers than cores, that is latency). N = 2 or 3 gains nothing: measured
+ * steps against rd's log2 P2 (+ 2 for the fold). N = 2 or 3 gains nothing: measured
  * at N = 2, rd took 1.1-1.3x the ring's time at 4 KiB; at N = 4, 0.8x (tcp and
  * shm, tools/compare-baselines.sh, medians of 3). */
 static int rd_pays(int size)
@@ -494,7 +491,7 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     struct ring_rd *rd = comm->rd;
     int nonfinite = 0;
 
-    *finished_p = rd->req == NULL; /* done: the engine waits for the notice frames */
+    *finished_p = rd->req == NULL;
     if (comm->error != RING_OK)
         return comm->error;
     if (rd->req == NULL)

@@ -94,25 +94,12 @@ void ring_sched_init_coll(ring_sched_t *s, ring_sched_kind_t kind, int rank, int
     }
 }
 
-void ring_sched_init_notice(ring_sched_t *s, int rank, int nranks)
-{
-    memset(s, 0, sizeof(*s));
-    s->kind = RING_SCHED_NOTICE;
-    s->rank = rank;
-    s->nranks = nranks;
-    s->nchunks = 1;
-    s->nsend = nranks > 1 ? 1 : 0; /* the receive is notice.c's: not held up for */
-    s->nrecv = 0;
-}
-
 uint32_t ring_sched_send_needs(const ring_sched_t *s, uint32_t q)
 {
     uint32_t nc = (uint32_t)s->nchunks;
 
     if (s->kind == RING_SCHED_BROADCAST)
         return s->root_dist == 0 ? 0 : q + 1; /* forward chunk q once it is here */
-    if (s->kind == RING_SCHED_NOTICE)
-        return 0;
     /* the first step sends this peer's own data; later ones what the step before brought */
     return q < nc ? 0 : q - nc + 1;
 }
@@ -151,8 +138,7 @@ static void sched_frame(const ring_sched_t *s, int segment, ring_sched_frame_t *
     ring_range_t sub = ring_sched_split(seg.len, s->nchunks, f->chunk, RING_SCHED_ALIGN);
 
     f->segment = segment;
-    f->reduce = s->kind != RING_SCHED_BROADCAST && s->kind != RING_SCHED_NOTICE &&
-                f->step < s->nranks - 1;
+    f->reduce = s->kind != RING_SCHED_BROADCAST && f->step < s->nranks - 1;
     f->last_reduce = f->reduce && f->step == s->nranks - 2;
     f->range.off = seg.off + sub.off;
     f->range.len = sub.len;

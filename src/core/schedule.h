@@ -37,11 +37,7 @@ typedef enum ring_sched_kind {
     RING_SCHED_ALLREDUCE = 0,
     RING_SCHED_REDUCE_SCATTER,
     RING_SCHED_ALLGATHER,
-    RING_SCHED_BROADCAST,
-    RING_SCHED_NOTICE        /* one empty frame to the right neighbour with the call's header,
-                              * for an allreduce another algorithm runs (rd.c), so that a peer
-                              * that called something else sees it (the left neighbour's
-                              * notice is received by notice.c, outside the schedule) */
+    RING_SCHED_BROADCAST
 } ring_sched_kind_t;
 
 typedef struct ring_sched {
@@ -85,9 +81,6 @@ void ring_sched_init_coll(ring_sched_t *s, ring_sched_kind_t kind, int rank, int
  * in is still being read by a send of an earlier step). */
 uint32_t ring_sched_send_needs(const ring_sched_t *s, uint32_t q);
 uint32_t ring_sched_recv_needs(const ring_sched_t *s, uint32_t q);
-
-/* The notice schedule: one empty frame to the right at step 0 (none when N == 1). */
-void ring_sched_init_notice(ring_sched_t *s, int rank, int nranks);
 
 /* Segment sent and received at a step. */
 int ring_sched_send_segment(int rank, int nranks, int step);

@@ -616,10 +616,17 @@ void ring_tl_request_end(ring_comm_t *comm, const ring_request_t *req, ring_stat
         return;
     tl->active = 0;
     now = ring_tl_now();
-    /* a failed allreduce leaves its open steps: they end here */
-    for (int c = 0; c < tl->req_channels; c++)
-        for (; tl->ch[c].cur < tl->nsteps; tl->ch[c].cur++)
-            tl->ch[c].steps[tl->ch[c].cur].end = now;
+    /* the steps still open end here, and those not reached begin and end here: a
+     * failed allreduce's, and an rd.c or direct.c call's (its work is in step 0) */
+    for (int c = 0; c < tl->req_channels; c++) {
+        tl_channel_t *ch = &tl->ch[c];
+
+        while (ch->cur < tl->nsteps) {
+            ch->steps[ch->cur].end = now;
+            if (++ch->cur < tl->nsteps)
+                tl_step_open(&ch->steps[ch->cur], now);
+        }
+    }
     if (tl->nevents + tl_request_events(tl) > tl->max_events) {
         tl_truncated(comm, req->round, now);
         tl_finish(comm);

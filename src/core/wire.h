@@ -16,8 +16,9 @@
 #include "hash.h"
 #include "magic.h"
 
-#define RING_WIRE_VERSION 3 /* 2: the collective in the op byte; 3: --algo in the hello,
-                              * notice frames (rd.c) */
+#define RING_WIRE_VERSION 4 /* 2: the collective in the op byte; 3: --algo in the hello,
+                              * notice frames (rd.c); 4: notices go left, and only from
+                              * calls that wait (notice.c) */
 #define RING_HELLO_BYTES 128
 #define RING_FRAME_BYTES 64
 #define RING_HELLO_JOB_TEXT 40
@@ -54,8 +55,8 @@ typedef enum ring_codec {
 /* flags of a DATA frame */
 #define RING_FRAME_NONFINITE 0x1 /* some input the sender knows of was inf/NaN, or a sum overflowed */
 #define RING_FRAME_LZ4 0x2       /* the payload is lz4-compressed (raw size: elements x 2) */
-#define RING_FRAME_NOTICE 0x4    /* an empty frame telling the call that another algorithm
-                                  * runs (RING_SCHED_NOTICE, rd.c) */
+#define RING_FRAME_NOTICE 0x4    /* an empty frame with the header of a call another
+                                  * algorithm runs, to the left neighbour (notice.c) */
 
 typedef enum ring_frame_type {
     RING_FRAME_DATA = 1,
