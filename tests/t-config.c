@@ -244,8 +244,8 @@ static void test_defaults(void)
     ok(cfg.rank == -1 && cfg.world_size == 0, "defaults: rank -1 and world size 0 (not set)");
     ok(cfg.peers != NULL && strcmp(cfg.peers, "") == 0, "defaults: empty peer list");
     ok(strcmp(cfg.transport, "auto") == 0 && cfg.chunk_bytes == 262144 && cfg.channels == 1 &&
-           cfg.tcp_streams == 1 && cfg.tcp_sockbuf == 4194304,
-       "defaults: transport auto, chunk 256K, 1 channel, 1 stream, 4M socket buffers");
+           cfg.tcp_streams == 1 && cfg.tcp_sockbuf == 0,
+       "defaults: transport auto, chunk 256K, 1 channel, 1 stream, autotuned socket buffers");
     ok(cfg.timeout_s == 30 && cfg.connect_timeout_s == 120 && cfg.spin_us == 1000,
        "defaults: timeout 30 s, connect timeout 120 s, spin 1000 us");
     ok(cfg.port_lo == 29500 && cfg.port_hi == 29500 && strcmp(cfg.bind, "") == 0 &&

@@ -126,8 +126,11 @@ static const ring_opt_t config_table[] = {
      "independent rings over disjoint parts of each buffer, each with its own connections"},
     {"tcp-streams", "RING_TCP_STREAMS", RING_OPT_INT, "1", "", FIELD(tcp_streams), 1, 16,
      "TCP connections per neighbour and channel; chunks are spread over them"},
-    {"tcp-sockbuf", "RING_TCP_SOCKBUF", RING_OPT_SIZE, "4M", "bytes", FIELD(tcp_sockbuf), 0, 0,
-     "socket send/receive buffer size; 0 leaves it to the kernel's autotuning"},
+    /* 0: measured at n=4 over loopback, 16-256 MiB allreduces ran 1.1-1.2x faster
+     * with autotuned buffers than with 4M ones (the data stays in cache) */
+    {"tcp-sockbuf", "RING_TCP_SOCKBUF", RING_OPT_SIZE, "0", "bytes", FIELD(tcp_sockbuf), 0, 0,
+     "socket send/receive buffer size; 0 (the default) leaves it to the kernel's autotuning, "
+     "which grows a connection's buffers as far as net.ipv4.tcp_wmem and tcp_rmem allow"},
     {"timeout", "RING_TIMEOUT", RING_OPT_DURATION, "30s", "seconds", FIELD(timeout_s), 0, 0,
      "longest wait without progress during an allreduce before failing"},
     {"connect-timeout", "RING_CONNECT_TIMEOUT", RING_OPT_DURATION, "120s", "seconds",
