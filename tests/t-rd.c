@@ -9,7 +9,7 @@
  * - Random data: every rank must hold the same bits (the hash of its result),
  *   close to a double-precision reference.
  * - Selection: --algo auto takes fp32 calls without a codec up to
- *   --rd-max-bytes, and leaves larger ones, fp16 codec calls and fp16
+ *   --rd-max-bytes (N = 2, 3 and 4 over tcp), and leaves larger ones, fp16 codec calls and fp16
  *   buffers to the ring (counted by ring_comm_get_stats' rd_allreduces).
  * - Failures: a peer killed or stopped mid-loop is named by every other, no
  *   hang; peers that disagree on --algo or --rd-max-bytes fail at open, saying
@@ -168,20 +168,21 @@ static void check_correct(int n, const char *algo, const char *transport)
     free(run);
 }
 
-static void check_select(void)
+static void check_select(int n)
 {
     rd_mode_t mode = M_SELECT;
     /* over tcp: on one host over shm, auto gives these calls to direct.c (t-direct.c) */
     static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "rd-max-bytes", "4K"},
                                            {-1, "codec", "fp16"}, {-1, "transport", "tcp"},
                                            {0, NULL, NULL}};
-    h_run_t *run = run_ring(4, &mode, settings, NULL, NULL);
+    h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
     int all = run != NULL;
 
-    for (int r = 0; run != NULL && r < 4; r++)
+    for (int r = 0; run != NULL && r < n; r++)
         all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_SEL, 0) == 0x11;
-    if (!ok(all, "--algo auto --rd-max-bytes 4K --codec fp16 over tcp: rd takes exact fp32 calls of 4 "
-            "bytes and 4096 bytes; 4100 bytes, codec calls and fp16 buffers stay on the ring") &&
+    if (!ok(all, "N=%d --algo auto --rd-max-bytes 4K --codec fp16 over tcp: rd takes exact fp32 "
+            "calls of 4 bytes and 4096 bytes; 4100 bytes, codec calls and fp16 buffers stay on "
+            "the ring", n) &&
         run != NULL) {
         h_diag(run);
         diag("rank 0: selected calls (bits) 0x%llx, want 0x11",
@@ -220,8 +221,8 @@ static void check_failure(int n, int victim, int sig)
 }
 
 /* The same call run by recursive doubling on one peer and by the ring on the
- * others (RING_CALL_EXACT on one peer only; over tcp, auto runs rd from N = 4
- * on): the waiting rd call's notice
+ * others (RING_CALL_EXACT on one peer only; with --codec fp16 the others' call
+ * stays on the ring): the waiting rd call's notice
  * reaches its left neighbour, which runs the ring: every peer fails at once
  * with a mismatch that says the algorithms differ, not after the timeout. */
 static void check_exact_one(int n)
@@ -270,18 +271,22 @@ int main(void)
 {
     static const int ns[] = {2, 3, 4, 5, 7, 8};
 
-    plan(10 * 4 + 1 + 4 * 2 + 2 + 2);
+    plan(10 * 4 + 3 + 4 * 2 + 4 + 2);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         check_correct(ns[i], "rd", "auto");
     check_correct(4, "rd", "tcp");
     check_correct(7, "rd", "tcp");
     check_correct(4, "ring", "auto");
     check_correct(7, "ring", "auto");
-    check_select();
+    check_select(2);
+    check_select(3);
+    check_select(4);
     check_failure(4, 1, SIGKILL);
     check_failure(3, 2, SIGKILL); /* the place above the power of two */
     check_failure(4, 2, SIGSTOP);
     check_failure(5, 0, SIGSTOP);
+    check_exact_one(2);
+    check_exact_one(3);
     check_exact_one(4);
     check_exact_one(5);
     check_disagree("algo", "ring", "--algo");

@@ -107,8 +107,7 @@ static const ring_opt_t config_table[] = {
      "adding a 1/N slice: two steps a piece), auto = when every peer is on this host over "
      "shm, direct for fp32 allreduces without a codec (at N = 2 only up to --rd-max-bytes: "
      "the ring's two steps are as fast above); otherwise rd for those of at most "
-     "--rd-max-bytes on rings of 4 or more peers (on 2 or 3 the ring's few steps are as "
-     "fast); the ring for the rest"},
+     "--rd-max-bytes; the ring for the rest"},
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
      0, "the largest allreduce the small-message algorithms take (rd; direct's one-step "
      "form; --algo rd takes every size)"},
