@@ -225,21 +225,26 @@ static void check_failure(int n, int victim, int sig)
  * stays on the ring): the waiting rd call's notice
  * reaches its left neighbour, which runs the ring: every peer fails at once
  * with a mismatch that says the algorithms differ, not after the timeout. */
-static void check_exact_one(int n)
+static void check_exact_one(int n, int auth)
 {
     rd_mode_t mode = M_EXACT_ONE;
     static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "codec", "fp16"},
                                            {-1, "transport", "tcp"}, {0, NULL, NULL}};
-    h_run_t *run = run_ring(n, &mode, settings, NULL, "20s");
+    /* --auth frames: the notice carries a tag like every frame, checked first */
+    static const h_setting_t tagged[] = {{-1, "algo", "auto"}, {-1, "codec", "fp16"},
+                                         {-1, "transport", "tcp"}, {-1, "auth", "frames"},
+                                         {-1, "secret", "t-rd notice secret, 32 bytes long"},
+                                         {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, auth ? tagged : settings, NULL, "20s");
     int all = run != NULL;
 
     for (int r = 0; run != NULL && r < n; r++)
         all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 8 &&
                h_val(&run->r[r], V_STATUS, 0) == RING_ERR_MISMATCH &&
                strstr(run->r[r].msg, "RING_CALL_EXACT on some peers only") != NULL;
-    if (!ok(all, "N=%d rank 1 alone passes RING_CALL_EXACT (rd there, the ring elsewhere): every "
-            "rank fails with a mismatch saying the algorithms differ, well before the timeout",
-            n) && run != NULL)
+    if (!ok(all, "N=%d rank 1 alone passes RING_CALL_EXACT (rd there, the ring elsewhere)%s: "
+            "every rank fails with a mismatch saying the algorithms differ, well before the "
+            "timeout", n, auth ? ", --auth frames" : "") && run != NULL)
         h_diag(run);
     else if (run != NULL)
         diag("rank 0: %s", run->r[0].msg);
@@ -271,7 +276,7 @@ int main(void)
 {
     static const int ns[] = {2, 3, 4, 5, 7, 8};
 
-    plan(10 * 4 + 3 + 4 * 2 + 4 + 2);
+    plan(10 * 4 + 3 + 4 * 2 + 5 + 2);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         check_correct(ns[i], "rd", "auto");
     check_correct(4, "rd", "tcp");
@@ -285,10 +290,11 @@ int main(void)
     check_failure(3, 2, SIGKILL); /* the place above the power of two */
     check_failure(4, 2, SIGSTOP);
     check_failure(5, 0, SIGSTOP);
-    check_exact_one(2);
-    check_exact_one(3);
-    check_exact_one(4);
-    check_exact_one(5);
+    check_exact_one(2, 0);
+    check_exact_one(3, 0);
+    check_exact_one(4, 0);
+    check_exact_one(5, 0);
+    check_exact_one(4, 1);
     check_disagree("algo", "ring", "--algo");
     check_disagree("rd-max-bytes", "8K", "--rd-max-bytes");
     return done_testing();
