@@ -12,8 +12,10 @@
  *   --rd-max-bytes (N = 2, 3 and 4 over tcp), and leaves larger ones, fp16 codec calls and fp16
  *   buffers to the ring (counted by ring_comm_get_stats' rd_allreduces).
  * - Failures: a peer killed or stopped mid-loop is named by every other, no
- *   hang; peers that disagree on --algo or --rd-max-bytes fail at open, saying
- *   so.
+ *   hang; peers that disagree on --algo, --rd-max-bytes or --rd-fit fail at
+ *   open, saying so.
+ * - --rd-fit: every rank runs with rank 0's limit; the calls on both sides of
+ *   it run by one algorithm everywhere, exact.
  */
 #include "ring_build.h"
 
@@ -29,9 +31,9 @@
 #include "sum_check.h"
 #include "tap.h"
 
-enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_ALL, V_ERR, V_SEL };
+enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_ALL, V_ERR, V_SEL, V_LIMIT };
 
-typedef enum rd_mode { M_CORRECT, M_SELECT, M_LOOP, M_EXACT_ONE } rd_mode_t;
+typedef enum rd_mode { M_CORRECT, M_SELECT, M_LOOP, M_EXACT_ONE, M_FIT } rd_mode_t;
 
 static const size_t counts[] = {1, 7, 1024, 4097, 16384};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
@@ -62,6 +64,23 @@ static int select_main(ring_comm_t *comm)
 
     h_put(V_SEL, sel);
     return st == RING_OK ? 0 : h_fail(st, "select");
+}
+
+/* --rd-max-bytes 4K, --rd-fit: calls just above 4K x 1, 2, 4, 8 and 16, which
+ * run by rd on every peer or by the ring on every peer, whatever rank 0's
+ * times chose (else they would fail as a mismatch); V_RD counts them */
+static const size_t fit_counts[] = {1025, 2049, 4097, 8193, 16385};
+#define NFIT (sizeof(fit_counts) / sizeof(fit_counts[0]))
+
+static int fit_main(ring_comm_t *comm, int rank, int n)
+{
+    static float in[16385], out[16385];
+    sum_check_t res;
+    ring_status_t st = sum_check_run(comm, rank, n, fit_counts, NFIT, in, out, &res);
+
+    h_put(V_WRONG, res.wrong);
+    h_put(V_HASH, res.hash);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
 }
 
 /* allreduces of 1024 floats for up to 8 s; the harness kills or stops a peer */
@@ -111,10 +130,12 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     rc = mode == M_CORRECT  ? correct_main(comm, rank, n)
          : mode == M_SELECT ? select_main(comm)
          : mode == M_LOOP   ? loop_main(comm)
+         : mode == M_FIT    ? fit_main(comm, rank, n)
                             : exact_one_main(comm, rank);
     if (ring_comm_get_stats(comm, &s) == RING_OK) {
         h_put(V_RD, s.rd_allreduces);
         h_put(V_ALL, s.allreduces);
+        h_put(V_LIMIT, s.rd_max_bytes);
     }
     ring_comm_close(comm);
     return rc;
@@ -173,8 +194,8 @@ static void check_select(int n)
     rd_mode_t mode = M_SELECT;
     /* over tcp: on one host over shm, auto gives these calls to direct.c (t-direct.c) */
     static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "rd-max-bytes", "4K"},
-                                           {-1, "codec", "fp16"}, {-1, "transport", "tcp"},
-                                           {0, NULL, NULL}};
+                                           {-1, "rd-fit", "off"}, {-1, "codec", "fp16"},
+                                           {-1, "transport", "tcp"}, {0, NULL, NULL}};
     h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
     int all = run != NULL;
 
@@ -187,6 +208,38 @@ static void check_select(int n)
         h_diag(run);
         diag("rank 0: selected calls (bits) 0x%llx, want 0x11",
              (unsigned long long)h_val(&run->r[0], V_SEL, 0));
+    }
+    free(run);
+}
+
+/* --rd-fit on (the default) or off, --rd-max-bytes 4K, over tcp: every rank
+ * reports the same limit, 4K x 2^k (k <= 4; exactly 4K when off); every call
+ * is exact, and rd ran exactly the calls of at most that limit (each of
+ * fit_main's counts is run 4 times) */
+static void check_fit(int n, const char *fit)
+{
+    rd_mode_t mode = M_FIT;
+    h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "rd-max-bytes", "4K"},
+                              {-1, "rd-fit", fit}, {-1, "transport", "tcp"}, {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
+    int all = run != NULL, valid = run != NULL;
+    uint64_t limit = run != NULL ? h_val(&run->r[0], V_LIMIT, 0) : 0, want_rd = 0;
+
+    for (size_t i = 0; i < NFIT; i++)
+        want_rd += fit_counts[i] * sizeof(float) <= limit ? 4 : 0;
+    valid &= strcmp(fit, "on") == 0 ? (limit == 4096 || limit == 8192 || limit == 16384 ||
+                                       limit == 32768 || limit == 65536)
+                                    : limit == 4096;
+    for (int r = 0; run != NULL && r < n; r++)
+        all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_WRONG, 1) == 0 &&
+               h_val(&run->r[r], V_HASH, 0) == h_val(&run->r[0], V_HASH, 1) &&
+               h_val(&run->r[r], V_LIMIT, 0) == limit && h_val(&run->r[r], V_RD, 99) == want_rd;
+    if (!ok(all && valid, "N=%d --rd-max-bytes 4K --rd-fit %s over tcp: every rank runs with "
+            "the same limit (%llu bytes), rd ran exactly the calls up to it, every sum exact "
+            "and the same on every rank", n, fit, (unsigned long long)limit) && run != NULL) {
+        h_diag(run);
+        diag("rank 0: limit %llu, rd_allreduces %llu (want %llu)", (unsigned long long)limit,
+             (unsigned long long)h_val(&run->r[0], V_RD, 0), (unsigned long long)want_rd);
     }
     free(run);
 }
@@ -276,13 +329,16 @@ int main(void)
 {
     static const int ns[] = {2, 3, 4, 5, 7, 8};
 
-    plan(10 * 4 + 3 + 4 * 2 + 5 + 2);
+    plan(10 * 4 + 3 + 3 + 4 * 2 + 5 + 3);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         check_correct(ns[i], "rd", "auto");
     check_correct(4, "rd", "tcp");
     check_correct(7, "rd", "tcp");
     check_correct(4, "ring", "auto");
     check_correct(7, "ring", "auto");
+    check_fit(4, "on");
+    check_fit(3, "on");
+    check_fit(4, "off");
     check_select(2);
     check_select(3);
     check_select(4);
@@ -297,5 +353,6 @@ int main(void)
     check_exact_one(4, 1);
     check_disagree("algo", "ring", "--algo");
     check_disagree("rd-max-bytes", "8K", "--rd-max-bytes");
+    check_disagree("rd-fit", "off", "--rd-fit");
     return done_testing();
 }

@@ -570,8 +570,9 @@ int main(int argc, char **argv)
                "for %.1f MB encoded (%.2fx)\n", (unsigned long long)st.frames_sent,
                (unsigned long long)st.frames_lz4, st.payload_bytes / 1e6, st.raw_bytes / 1e6,
                st.payload_bytes > 0 ? (double)st.raw_bytes / (double)st.payload_bytes : 0.0);
-        printf("# %llu of %llu allreduces ran as recursive doubling, %llu as direct (--algo "
-               "%s)\n", (unsigned long long)st.rd_allreduces, (unsigned long long)st.allreduces,
+        printf("# %llu of %llu allreduces ran as recursive doubling (up to %llu bytes), %llu "
+               "as direct (--algo %s)\n", (unsigned long long)st.rd_allreduces,
+               (unsigned long long)st.allreduces, (unsigned long long)st.rd_max_bytes,
                (unsigned long long)st.direct_allreduces, cfg.algo);
     }
     rc = failed ? 1 : 0;

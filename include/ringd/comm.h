@@ -230,6 +230,8 @@ typedef struct ring_comm_stats {
                                 * a late one, which itself waits least */
     uint64_t rd_allreduces;    /* of allreduces, those recursive doubling ran (--algo) */
     uint64_t direct_allreduces; /* ... and those the host's shared segment ran (--algo) */
+    uint64_t rd_max_bytes;     /* the largest allreduce recursive doubling takes (--algo auto:
+                                * --rd-max-bytes, or what --rd-fit chose; 0 when it does not run) */
 } ring_comm_stats_t;
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */

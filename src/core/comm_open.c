@@ -188,9 +188,14 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     /* hook: rd.c, --algo: its pairs, the same way (not needed where direct runs) */
     if (comm->direct == NULL)
         RING_CHECK(ring_rd_open(comm, ring_comm_open, ring_comm_close));
+    /* rd_fit.c, --rd-fit: where rd stops paying on this ring, measured */
+    if (comm->rd != NULL && strcmp(comm->cfg.algo, "auto") == 0 &&
+        strcmp(comm->cfg.rd_fit, "on") == 0)
+        RING_CHECK(ring_rd_fit(comm));
     /* their set-up allgathers were not the user's: the user's first call is round 0 */
     comm->next_round = 0;
     memset(&comm->stats, 0, sizeof(comm->stats));
+    comm->stats.rd_max_bytes = ring_rd_max_bytes(comm);
     comm->open_done = 1;
     if (comm->abort_deferred_valid) /* the first call fails with it */
         (void)ring_comm_fail_from_frame(comm, &comm->abort_deferred, comm->right_rank);

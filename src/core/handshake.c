@@ -17,7 +17,7 @@ static uint64_t handshake_settings_hash(const ring_hello_t *h)
     uint64_t fields[] = {h->version, h->job_hash, h->world_size, h->channels,
                          h->streams, h->chunk_bytes, h->transport, h->peers_hash,
                          h->codec, h->fp16_scaling, h->auth_frames, h->algo,
-                         h->rd_max_bytes};
+                         h->rd_max_bytes, h->rd_fit};
 
     return ring_hash_bytes(v, fields, sizeof(fields));
 }
@@ -46,6 +46,7 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->algo = strcmp(comm->cfg.algo, "ring") == 0 ? 1 : strcmp(comm->cfg.algo, "rd") == 0 ? 2
             : strcmp(comm->cfg.algo, "direct") == 0 ? 3 : 0;
     h->rd_max_bytes = comm->cfg.rd_max_bytes;
+    h->rd_fit = strcmp(comm->cfg.rd_fit, "on") == 0;
     h->peers_hash = ring_hash_bytes(RING_HASH_INIT, peers, strlen(peers));
     h->settings_hash = handshake_settings_hash(h);
     snprintf(h->job_text, sizeof(h->job_text), "%s", comm->cfg.job_id);
@@ -105,12 +106,14 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
     HELLO_DIFF_NAMED(fp16_scaling, "fp16 scaling (RING_FP16_SCALING)", on_off_names);
     HELLO_DIFF_NAMED(auth_frames, "frame authentication (--auth, RING_AUTH)", auth_names);
     HELLO_DIFF_NAMED(algo, "allreduce algorithm (--algo, RING_ALGO)", algo_names);
-    /* hashed, not sent: --rd-max-bytes (or a field a future version hashes) */
+    /* hashed, not sent: --rd-max-bytes, --rd-fit (or a field a future version hashes) */
     if (mine->settings_hash != theirs->settings_hash)
         return ring_error_set(RING_ERR_MISMATCH,
                               "settings mismatch with rank %u (%s): the settings hash differs: "
-                              "--rd-max-bytes (RING_RD_MAX_BYTES) differs (this peer has %" PRIu64
-                              "), or a setting of another ringd version: give every peer the same",
-                              theirs->rank, peer_addr, mine->rd_max_bytes);
+                              "--rd-max-bytes (RING_RD_MAX_BYTES) or --rd-fit (RING_RD_FIT) "
+                              "differs (this peer has %" PRIu64 " and %s), or a setting of "
+                              "another ringd version: give every peer the same",
+                              theirs->rank, peer_addr, mine->rd_max_bytes,
+                              mine->rd_fit ? "on" : "off");
     return RING_OK;
 }

@@ -259,6 +259,17 @@ void ring_rd_close(ring_comm_t *comm)
     comm->algo_ops[RING_ALGO_RD] = NULL;
 }
 
+size_t ring_rd_max_bytes(const ring_comm_t *comm)
+{
+    return comm->rd != NULL ? comm->rd->max_bytes : 0;
+}
+
+void ring_rd_set_max_bytes(ring_comm_t *comm, size_t bytes)
+{
+    if (comm->rd != NULL)
+        comm->rd->max_bytes = bytes;
+}
+
 static int rd_takes(const ring_comm_t *comm, const ring_request_t *req)
 {
     const struct ring_rd *rd = comm->rd;

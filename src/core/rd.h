@@ -6,7 +6,7 @@
 #include "subcomm.h"
 
 /*
- * After the ring is up, with --algo rd, or auto on a ring where it pays (4 or
+ * After the ring is up, with --algo rd, or auto on a ring where it pays (2 or
  * more peers): open the pairs (their ports allgathered over the ring) and set
  * comm->algo_ops[RING_ALGO_RD], through which the engine runs small fp32
  * allreduces over them. The hello made sure the peers agree on --algo and
@@ -15,5 +15,11 @@
 ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
                            ring_sub_close_fn close_fn);
 void ring_rd_close(ring_comm_t *comm);
+/* The largest allreduce rd takes under --algo auto, and setting it (rd_fit.c) */
+size_t ring_rd_max_bytes(const ring_comm_t *comm);
+void ring_rd_set_max_bytes(ring_comm_t *comm, size_t bytes);
+/* rd_fit.c, --rd-fit on: time rd against the ring at 2..16 times --rd-max-bytes
+ * and let rd take the sizes where it wins (rank 0 decides for every peer) */
+ring_status_t ring_rd_fit(ring_comm_t *comm);
 
 #endif /* RING_RD_H */
