@@ -18,16 +18,16 @@
  * peer that waited for its last swap while this one finished); one of a round
  * it has not begun is kept and checked when that call begins. In a mismatch
  * where some peers run the ring and some do not, there is a ring peer whose
- * right neighbour does not: it hears, at once once the notice comes.
+ * right neighbour does not: it hears of it as soon as the notice comes.
+ *
+ * Calls inside ring_comm_open (rd_fit.c's) send none: every peer runs the
+ * same ones there, and their rounds are numbered again from 0 once it
+ * returns, so a late notice of one could be taken for a user's call.
  */
 #include "ring_build.h"
 
-#include <stdio.h>
-#include <string.h>
-
 #include "clock.h"
 #include "comm_int.h"
-#include "transport.h"
 
 #define RING_NOTICE_AFTER_S 0.002 /* how long a call waits before it sends its notice */
 #define RING_NOTICE_IDLE_PASSES 64 /* idle passes before the clock is read at all */
@@ -37,7 +37,8 @@ void ring_notice_idle(ring_comm_t *comm, ring_request_t *req)
     double now;
     ring_frame_t f;
 
-    if (req->notice_sent || comm->size < 2 || ++req->notice_idle < RING_NOTICE_IDLE_PASSES)
+    if (req->notice_sent || comm->size < 2 || !comm->open_done ||
+        ++req->notice_idle < RING_NOTICE_IDLE_PASSES)
         return;
     now = ring_now();
     if (req->notice_since == 0) {
