@@ -168,10 +168,11 @@ static PyObject *comm_stats(ringpy_comm_t *self, PyObject *unused)
     Py_END_ALLOW_THREADS
     if (st != RING_OK)
         return ringpy_raise(st, "ring_comm_get_stats failed", RINGPY_IN_CALL);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "allreduces",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "allreduces",
                          (unsigned long long)s.allreduces, "rd_allreduces",
                          (unsigned long long)s.rd_allreduces, "direct_allreduces",
-                         (unsigned long long)s.direct_allreduces, "frames_sent",
+                         (unsigned long long)s.direct_allreduces, "rd_max_bytes",
+                         (unsigned long long)s.rd_max_bytes, "frames_sent",
                          (unsigned long long)s.frames_sent, "payload_bytes",
                          (unsigned long long)s.payload_bytes, "raw_bytes",
                          (unsigned long long)s.raw_bytes, "frames_lz4",
