@@ -212,7 +212,7 @@ static void check_select(int n)
     free(run);
 }
 
-/* --rd-fit on (the default) or off, --rd-max-bytes 4K, over tcp: every rank
+/* --rd-fit on or off (the default), --rd-max-bytes 4K, over tcp: every rank
  * reports the same limit, 4K x 2^k (k <= 4; exactly 4K when off); every call
  * is exact, and rd ran exactly the calls of at most that limit (each of
  * fit_main's counts is run 4 times) */
@@ -353,6 +353,6 @@ int main(void)
     check_exact_one(4, 1);
     check_disagree("algo", "ring", "--algo");
     check_disagree("rd-max-bytes", "8K", "--rd-max-bytes");
-    check_disagree("rd-fit", "off", "--rd-fit");
+    check_disagree("rd-fit", "on", "--rd-fit");
     return done_testing();
 }

@@ -48,7 +48,8 @@ typedef struct ring_config {
     size_t hier_min_bytes;    /* smaller allreduces stay on the flat ring */
     char algo[8];             /* "auto", "ring" or "rd": recursive doubling (src/core/rd.c) */
     size_t rd_max_bytes;      /* algo auto: the largest allreduce rd takes */
-    char rd_fit[4];           /* "on": at start-up rd may take up to 16x that (rd_fit.c) */
+    char rd_fit[4];           /* "on": at start-up rd may take up to 16x that (rd_fit.c);
+                               * default "off" */
     size_t chunk_bytes;       /* bytes per ring chunk on the wire */
     int channels;             /* independent rings over disjoint parts of a buffer */
     int tcp_streams;          /* TCP connections per neighbour and channel */
