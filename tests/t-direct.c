@@ -15,8 +15,9 @@
  *   error that says what to do.
  * - Failures: a peer killed or stopped mid-loop, small or large calls, is
  *   named by every other, no hang; a peer that calls another count, or
- *   another collective, is a mismatch naming it; and no segment is left in
- *   /dev/shm.
+ *   another collective, or alone passes RING_CALL_EXACT (so runs the call
+ *   here while the others run the ring), is a mismatch naming it; and no
+ *   segment is left in /dev/shm.
  */
 #include "ring_build.h"
 
