@@ -58,14 +58,6 @@ static int runs_off_ring(const ring_request_t *req)
     return req->algo != NULL && req->algo->notice;
 }
 
-static int round_queued(const ring_comm_t *comm, uint64_t round)
-{
-    for (unsigned i = 0; i < comm->req_count; i++)
-        if (comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS].round == round)
-            return 1;
-    return 0;
-}
-
 /* The notice f of the right neighbour against req, the call of the same round. */
 static ring_status_t notice_check(ring_comm_t *comm, ring_request_t *req, const ring_frame_t *f)
 {
@@ -96,7 +88,9 @@ static ring_status_t notice_check(ring_comm_t *comm, ring_request_t *req, const 
 
 ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f)
 {
-    for (unsigned i = 0; i < comm->req_count; i++) {
+    int queued = 0;
+
+    for (unsigned i = 0; i < comm->req_count && !queued; i++) {
         ring_request_t *req = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
 
         if (req->round != f->round)
@@ -105,9 +99,9 @@ ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f)
             return RING_OK;
         if (req->started)
             return notice_check(comm, req, f);
-        break; /* called, not begun */
+        queued = 1; /* called, not begun */
     }
-    if (f->round < comm->next_round && !round_queued(comm, f->round))
+    if (!queued && f->round < comm->next_round)
         return RING_OK; /* finished and retired here: old news */
     comm->notice_early = *f; /* checked when the call of its round begins */
     comm->notice_early_valid = 1;
