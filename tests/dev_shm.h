@@ -7,7 +7,7 @@
  * over shm; under `make check -j` another test's ring may be opening while
  * this one counts. So a count above the one before is looked at again for a
  * while: a name another ring is opening with is gone within that time, a
- * leaked one stays.
+ * leaked one stays. dir_count is the shm tests' descriptor count too.
  */
 #ifndef RING_TEST_DEV_SHM_H
 #define RING_TEST_DEV_SHM_H
@@ -16,10 +16,12 @@
 #include <string.h>
 #include <time.h>
 
-/* Entries of /dev/shm whose name starts with prefix ("" for all); -1: unreadable. */
-static inline int dev_shm_count(const char *prefix)
+/* Entries of directory path whose name starts with prefix ("" for all), less
+ * . and ..; -1: unreadable. (Counting /proc/self/fd counts the descriptor that
+ * reads it too.) */
+static inline int dir_count(const char *path, const char *prefix)
 {
-    DIR *d = opendir("/dev/shm");
+    DIR *d = opendir(path);
     struct dirent *e;
     int n = 0;
 
@@ -31,6 +33,12 @@ static inline int dev_shm_count(const char *prefix)
             n++;
     closedir(d);
     return n;
+}
+
+/* Entries of /dev/shm whose name starts with prefix ("" for all); -1: unreadable. */
+static inline int dev_shm_count(const char *prefix)
+{
+    return dir_count("/dev/shm", prefix);
 }
 
 /* The count, looked at again every 50 ms for up to 5 s while it is above before. */

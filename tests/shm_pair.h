@@ -30,6 +30,7 @@
 
 #include <ringd/status.h>
 
+#include "dev_shm.h"
 #include "shm_int.h"
 #include "tap.h"
 #include "transport.h"
@@ -48,17 +49,9 @@ static inline double now_s(void)
 
 static inline int count_fds(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
+    int n = dir_count("/proc/self/fd", "");
 
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n - 1; /* the directory's own descriptor */
+    return n < 0 ? -1 : n - 1; /* the directory's own descriptor */
 }
 
 /* one diag line per open descriptor: what it is */

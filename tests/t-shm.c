@@ -32,7 +32,6 @@
  */
 #include "ring_build.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -80,25 +79,10 @@ typedef struct scase {
 
 /* ---- shared by parent and children ---------------------------------------------- */
 
-static int count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
-
 /* descriptors open in this process (less the one that reads the directory) */
 static int count_fds(void)
 {
-    int n = count_dir("/proc/self/fd");
+    int n = dir_count("/proc/self/fd", "");
 
     return n < 0 ? -1 : n - 1;
 }
