@@ -148,6 +148,11 @@ stop_pid() {
 # is PID $1 a zombie (dead, not yet reaped by init)?
 zombie() { [ "$(awk '/^State:/ { print $2 }' "/proc/$1/status" 2> /dev/null)" = Z ]; }
 
+# alive PID: a child this script just started is still there (not a zombie).
+# Not pid_is: right after `cmd &` the child may still be the forked shell that
+# has not exec'd the daemon yet, and pid_is would call that "gone".
+alive() { [ -d "/proc/$1" ] && ! zombie "$1"; }
+
 # PIDs of processes with a file open in dir $1 (a slurmstepd left over logs to
 # log/ and listens in spool/) and all their descendants (its tasks), except
 # this script and its ancestors
@@ -280,7 +285,7 @@ cmd_start() {
     echo $! > "$d/run/munged.lab.pid"
     for _ in $(seq 1 100); do
         [ -S "$d/run/munge.sock" ] && break
-        pid_is "$(cat "$d/run/munged.lab.pid")" "$(command -v munged)" || break
+        alive "$(cat "$d/run/munged.lab.pid")" || break
         sleep 0.1
     done
     [ -S "$d/run/munge.sock" ] || fail_start "$d" "munged did not come up within 10 s"
@@ -350,8 +355,8 @@ EOF
             timeout 5 sinfo -h -n "$NODE" -o %T 2> /dev/null || true
         )
         [ "$state" = idle ] && break # not idle* (not responding) or idle~ (powered down)
-        pid_is "$(cat "$d/run/slurmctld.lab.pid")" "$(command -v slurmctld)" || break
-        pid_is "$(cat "$d/run/slurmd.lab.pid")" "$(command -v slurmd)" || break
+        alive "$(cat "$d/run/slurmctld.lab.pid")" || break
+        alive "$(cat "$d/run/slurmd.lab.pid")" || break
         sleep 0.2
     done
     [ "$state" = idle ] || fail_start "$d" "node $NODE is not idle (state '$state')"
