@@ -52,7 +52,7 @@ static PyObject *ssp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
                              "warmup_steps", "total_steps", "lr_schedule", "update",
                              "momentum_compensation", "stale_lr_scale", "staleness_scale",
                              "delay_compensation", "round_idle", "start_clock", "stop_at_steps",
-                             NULL};
+                             "fresh_wait", NULL};
     static const char *const schedules[] = {"constant", "cosine"};
     static const char *const updates[] = {"sum", "mean", "steps"};
     ring_ssp_options_t o;
@@ -66,11 +66,11 @@ static PyObject *ssp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     char msg[RINGPY_MSG_MAX] = "";
 
     ring_ssp_options_init(&o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|ldddKKsspppddKK", kwlist, &ringpy_comm_type,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|ldddKKsspppddKKd", kwlist, &ringpy_comm_type,
                                      &comm, &params, &o.staleness, &o.lr, &o.momentum,
                                      &o.weight_decay, &warmup, &total, &schedule, &update, &mc,
                                      &slr, &ss, &o.delay_compensation, &o.round_idle_s, &start,
-                                     &stop_at))
+                                     &stop_at, &o.fresh_wait_s))
         return NULL;
     if ((k = lookup(schedule, schedules, 2, "lr_schedule")) < 0)
         return NULL;
@@ -139,10 +139,10 @@ static PyObject *ssp_wait(ringpy_ssp_t *self, PyObject *args)
     Py_END_ALLOW_THREADS
     if (st != RING_OK)
         return raise_st(st, msg);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d}", "clock", (unsigned long long)step.clock,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:d}", "clock", (unsigned long long)step.clock,
                          "min_clock", (unsigned long long)step.min_clock, "tau",
                          (unsigned long long)step.tau, "lag", (unsigned long long)step.lag,
-                         "blocked_s", step.blocked_s);
+                         "blocked_s", step.blocked_s, "fresh_s", step.fresh_s);
 }
 
 static PyObject *ssp_push(ringpy_ssp_t *self, PyObject *grad)
@@ -253,7 +253,7 @@ static PyObject *ssp_stats(ringpy_ssp_t *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS
     (void)ring_ssp_get_stats(self->s, &st);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:N,s:N}", "clock",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:N,s:N}", "clock",
                          (unsigned long long)st.clock, "min_clock",
                          (unsigned long long)st.min_clock, "total_clock",
                          (unsigned long long)st.total_clock, "rounds",
@@ -262,7 +262,7 @@ static PyObject *ssp_stats(ringpy_ssp_t *self, PyObject *unused)
                          (unsigned long long)st.contributions, "nonfinite_steps",
                          (unsigned long long)st.nonfinite_steps, "wire_bytes",
                          (unsigned long long)st.wire_bytes, "comm_s", st.comm_s, "blocked_s",
-                         st.blocked_s, "tau_hist", hist_list(st.tau_hist), "lag_hist",
+                         st.blocked_s, "fresh_s", st.fresh_s, "tau_hist", hist_list(st.tau_hist), "lag_hist",
                          hist_list(st.lag_hist));
 }
 
@@ -315,7 +315,7 @@ static PyObject *ssp_get_closed(ringpy_ssp_t *self, void *closure)
 
 static PyMethodDef ssp_methods[] = {
     {"wait", (PyCFunction)ssp_wait, METH_VARARGS,
-     "wait(timeout=600) -> {'clock', 'min_clock', 'tau', 'lag', 'blocked_s'}: block until the "
+     "wait(timeout=600) -> {'clock', 'min_clock', 'tau', 'lag', 'blocked_s', 'fresh_s'}: block until the "
      "next step may start, then write its parameters into the buffer (CanceledError: the "
      "peers stopped)."},
     {"push", (PyCFunction)ssp_push, METH_O, "push(grad): hand over the step's gradient."},
@@ -347,7 +347,7 @@ PyTypeObject ringpy_ssp_type = {
     .tp_doc = "SSP(comm, params, staleness=4, lr=0.01, momentum=0.9, weight_decay=0, "
               "warmup_steps=0, total_steps=0, lr_schedule='constant', update='sum', "
               "momentum_compensation=True, stale_lr_scale=False, staleness_scale=False, "
-              "delay_compensation=0, round_idle=-1, start_clock=0, stop_at_steps=0): a "
+              "delay_compensation=0, round_idle=-1, start_clock=0, stop_at_steps=0, fresh_wait=-1): a "
               "bounded-staleness "
               "session (ring_ssp_open); staleness -1 is async.",
     .tp_methods = ssp_methods,

@@ -7,6 +7,10 @@
  *   - bounded S = 2 with a slow rank: no step starts more than 2 ahead of
  *     the slowest, the fast ranks do run ahead, every push is applied once;
  *   - async: no step ever blocks;
+ *   - fresh reads: with a long fresh_wait no step of a bounded session is
+ *     ever stale, even beside a slower rank (each waits for the round that
+ *     brings its peers' last steps); a straggler two steps behind is waited
+ *     for once, not at every step;
  *   - request_stop on one rank stops all of them; a wait with a short
  *     timeout times out and can be retried;
  *   - a rank killed mid-session: the others fail naming it, within the timeout;
@@ -43,13 +47,16 @@
 #define V_STATUS 6     /* the failing status, or 0 */
 #define V_TIMEDOUT 7   /* a short wait timed out, then a retry went on */
 #define V_MISUSE 8     /* misuse calls refused as they should be */
+#define V_FRESH_US 9   /* the time wait held steps for fresher parameters */
 
-enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED, K_ROGUE };
+enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED, K_ROGUE, K_FRESH,
+            K_FRESH_STRAGGLER };
 
 typedef struct ssp_case {
     enum kind kind;
     long staleness;
     int steps;
+    double fresh_wait_s;   /* 0: the default (auto) */
 } ssp_case_t;
 
 static float grad_at(int rank, int step, size_t i)
@@ -158,6 +165,8 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     o.lr = 0.125;
     o.momentum = 0.5;
     o.weight_decay = 0.0078125;
+    if (c->fresh_wait_s > 0)
+        o.fresh_wait_s = c->fresh_wait_s;
     rs = ring_ssp_open(comm, params, COUNT, &o, &s);
     if (rs != RING_OK)
         return h_fail(rs, "ring_ssp_open");
@@ -202,6 +211,10 @@ have_step:
             sleep_ms(1500);
         if (c->kind == K_KILLED)
             sleep_ms(10);
+        if (c->kind == K_FRESH)
+            sleep_ms(rank == n - 1 ? 15 : 5); /* rank n-1 slower, but never a step behind */
+        if (c->kind == K_FRESH_STRAGGLER)
+            sleep_ms(rank == n - 1 && step.clock == 5 ? 2000 : 5);
         if (c->kind == K_KILLED && rank == 2 && step.clock == 10)
             h_ready(); /* the parent kills it now */
         for (size_t i = 0; i < COUNT; i++)
@@ -227,6 +240,7 @@ have_step:
     h_put(V_CONTRIB, st.contributions);
     h_put(V_BLOCKED_US, (uint64_t)(st.blocked_s * 1e6));
     h_put(V_MISUSE, (uint64_t)misuse);
+    h_put(V_FRESH_US, (uint64_t)(st.fresh_s * 1e6));
     if (c->kind == K_SYNC)
         h_put(V_BADREF, (uint64_t)reference_bad(params, n, steps, &o));
     ring_ssp_close(s);
@@ -273,10 +287,10 @@ int main(void)
     uint64_t sum;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(16);
+    plan(20);
     for (size_t k = 0; k < 3; k++) {
         int n = ns[k];
-        ssp_case_t c = {K_SYNC, 0, 12};
+        ssp_case_t c = {K_SYNC, 0, 12, 0};
         int ok0 = run_ring(&run, n, &c, NULL, 0) == 0 && all_exit0(&run, n);
         uint64_t bad = 0, misuse = 0;
         for (int r = 0; r < n && ok0; r++) {
@@ -290,7 +304,7 @@ int main(void)
            "are refused (%llu of %d)", n, (unsigned long long)misuse, n * 5);
     }
     {
-        ssp_case_t c = {K_BOUNDED, 2, 30};
+        ssp_case_t c = {K_BOUNDED, 2, 30, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t maxtau = 0;
         sum = 0;
@@ -308,7 +322,7 @@ int main(void)
            (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
     }
     {
-        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30};
+        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t blocked = 0;
         for (int r = 0; r < 3 && ok0; r++)
@@ -317,7 +331,41 @@ int main(void)
            "async: no step blocked, every push applied, the parameters agree");
     }
     {
-        ssp_case_t c = {K_STOP, 2, 1000};
+        /* fresh reads, with a limit no step reaches: every step waits for the round
+         * holding its peers' previous steps, so none is stale, as in lockstep */
+        ssp_case_t c = {K_FRESH, 4, 20, 30.0};
+        int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+        uint64_t maxtau = 0;
+        sum = 0;
+        for (int r = 0; r < 3 && ok0; r++) {
+            if (h_val(&run.r[r], V_MAXTAU, 99) > maxtau)
+                maxtau = h_val(&run.r[r], V_MAXTAU, 99);
+            sum += h_val(&run.r[r], V_STEPS, 0);
+        }
+        ok(ok0 && maxtau == 0 && h_val(&run.r[0], V_FRESH_US, 0) > 0,
+           "bounded S=4, fresh_wait 30 s, rank 2 three times slower: no step stale (max tau "
+           "%llu), the fast ranks waited %.3f s for fresh parameters", (unsigned long long)maxtau,
+           ok0 ? (double)h_val(&run.r[0], V_FRESH_US, 0) / 1e6 : 0.0);
+        ok(ok0 && sum == 60 && h_val(&run.r[0], V_CONTRIB, 0) == sum && same_hash(&run, 3),
+           "bounded S=4 with fresh reads: every push applied once (%llu of 60), the parameters "
+           "agree", (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
+    }
+    {
+        /* rank 2 stalls 2 s at its step 5: the others wait 0.3 s once when it is one
+         * step behind, then go on to the bound without waiting at every step */
+        ssp_case_t c = {K_FRESH_STRAGGLER, 4, 20, 0.3};
+        int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+        double f0 = ok0 ? (double)h_val(&run.r[0], V_FRESH_US, 0) / 1e6 : 0;
+        ok(ok0 && f0 >= 0.25 && f0 < 1.0,
+           "fresh_wait 0.3 s, rank 2 stalls 2 s: rank 0 held %.3f s for freshness (once, not at "
+           "each of its steps while rank 2 was behind)", f0);
+        ok(ok0 && h_val(&run.r[0], V_MAXTAU, 0) >= 2 && h_val(&run.r[0], V_CONTRIB, 0) == 60 &&
+           same_hash(&run, 3),
+           "the straggler: rank 0 ran ahead of it (max tau %llu), every push applied, the "
+           "parameters agree", (unsigned long long)h_val(&run.r[0], V_MAXTAU, 0));
+    }
+    {
+        ssp_case_t c = {K_STOP, 2, 1000, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         sum = 0;
         for (int r = 0; r < 3 && ok0; r++)
@@ -328,14 +376,14 @@ int main(void)
         ok(ok0 && h_val(&run.r[1], V_STEPS, 0) == 5, "request_stop: rank 1 stopped at its step 5");
     }
     {
-        ssp_case_t c = {K_TIMEOUT, 1, 6};
+        ssp_case_t c = {K_TIMEOUT, 1, 6, 0};
         int ok0 = run_ring(&run, 2, &c, NULL, 0) == 0 && all_exit0(&run, 2);
         ok(ok0 && h_val(&run.r[0], V_TIMEDOUT, 0) == 1 && h_val(&run.r[0], V_STEPS, 0) == 6 &&
            same_hash(&run, 2),
            "a wait with a 0.2 s timeout on the bound times out, and a retry goes on");
     }
     {
-        ssp_case_t c = {K_KILLED, 2, 100000};
+        ssp_case_t c = {K_KILLED, 2, 100000, 0};
         h_action_t kill2 = {.after_ready = 2, .at = 0.05, .target = 2, .sig = SIGKILL};
         int ran = run_ring(&run, 3, &c, &kill2, 1) == 0;
         int named = 1, failed = 1;
@@ -353,7 +401,7 @@ int main(void)
         (void)named;
     }
     {
-        ssp_case_t c = {K_ROGUE, 2, 10};
+        ssp_case_t c = {K_ROGUE, 2, 10, 0};
         int ran = run_ring(&run, 3, &c, NULL, 0) == 0, named = ran;
         for (int r = 0; r < 2 && ran; r++)
             named &= run.r[r].exited && run.r[r].code != 0 &&

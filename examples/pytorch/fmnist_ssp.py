@@ -84,6 +84,9 @@ def main():
                         "the library's)")
     p.add_argument("--no-momentum-compensation", dest="momentum_compensation",
                    action="store_false", help="(on by default, as in ringd)")
+    p.add_argument("--fresh-wait", type=float, default=None,
+                   help="bounded/async: seconds a step may wait for its peers' previous steps "
+                        "when they are about to land (default: auto; 0: never)")
     p.add_argument("--device-ms", type=float, default=20.0,
                    help="emulated accelerator step time (0: CPU-bound)")
     p.add_argument("--jitter", type=lambda t: factor_spec(t, "--jitter"), default=None,
@@ -117,7 +120,8 @@ def main():
                           weight_decay=args.weight_decay, total_steps=total, warmup_steps=warmup,
                           stop_at_steps=total * world,
                           lr_schedule=args.lr_schedule,
-                          momentum_compensation=args.momentum_compensation, **extra)
+                          momentum_compensation=args.momentum_compensation,
+                          fresh_wait=args.fresh_wait, **extra)
     snaps = []
     t0 = time.monotonic()
     step = 0

@@ -30,7 +30,10 @@
  *
  * The bound: ring_ssp_wait for step c returns once M >= c - S. S = 0 is
  * lockstep (every round holds one step of every peer, the arithmetic of a
- * synchronous allreduce per step); staleness RING_SSP_ASYNC never waits.
+ * synchronous allreduce per step); staleness RING_SSP_ASYNC has no bound.
+ * Fresh reads: beyond the bound, wait holds a step a little (fresh_wait_s)
+ * for the round that brings its peers' last steps, when those are about to
+ * land, so that without stragglers a step sees what lockstep's would.
  * Read-my-writes: the parameters wait writes are the master copy minus this
  * peer's own pushed gradients that no applied round holds yet (lr / N each),
  * so a fast peer does not take several steps from the same point.
@@ -123,6 +126,12 @@ typedef struct ring_ssp_options {
                                  trainer's step before joining a round; < 0 = auto (a tenth
                                  of the recent step time, 0.5..20 ms); default auto */
     const float *velocity;    /* resuming: the momentum buffer to start from (copied), or NULL */
+    double fresh_wait_s;      /* bounded/async: how long wait may hold a step, beyond the
+                                 bound, for fresher parameters: until the round holding this
+                                 peer's last step is applied and no peer is exactly one step
+                                 behind (its step is about to land; a straggler further
+                                 behind is not waited for); < 0 = auto (a quarter of the
+                                 recent step time, 0.5 to 50 ms), 0 = off; default auto */
     /* engine thread, after each round with updates; non-zero fails the session */
     int (*on_round)(const ring_ssp_round_t *round, void *arg);
     /* engine thread, before each round; non-zero asks every peer to stop (each
@@ -140,6 +149,7 @@ typedef struct ring_ssp_step {
                                  rounds' delay; tau - lag is how far the slowest peer is
                                  behind this one) */
     double blocked_s;         /* seconds wait held it on the bound */
+    double fresh_s;           /* seconds wait held it for fresher parameters (fresh_wait_s) */
 } ring_ssp_step_t;
 
 typedef struct ring_ssp_stats {
@@ -155,6 +165,7 @@ typedef struct ring_ssp_stats {
     double blocked_s;         /* the trainer's time held on the bound */
     uint64_t tau_hist[RING_SSP_TAU_BINS];
     uint64_t lag_hist[RING_SSP_TAU_BINS];
+    double fresh_s;           /* the trainer's time held for fresher parameters */
 } ring_ssp_stats_t;
 
 RING_API

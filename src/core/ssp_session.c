@@ -62,6 +62,7 @@ struct ring_ssp {
     uint64_t acc_count, acc_tau;
     uint64_t clock;           /* steps pushed */
     int trainer_done, abandon, stop_asked;
+    int trainer_waiting;      /* wait holds the trainer: no step is coming soon */
     double step_ema;          /* the trainer's recent step time (s, moving average) */
 
     /* engine -> trainer (under mu) */
@@ -168,7 +169,9 @@ static void apply_round(ring_ssp_t *s, uint64_t total, uint64_t tau_total)
 /* Under mu, the engine: wait for this peer's contribution. Lockstep (S = 0, or no
  * step timed yet) waits for the trainer's step; otherwise an engine with nothing
  * waits at most the round idle time, since a round is collective: joining at
- * once only spins empty rounds while the others compute. */
+ * once only spins empty rounds while the others compute. A trainer held by wait
+ * has no step coming, so its engine joins at once: the round it waits for then
+ * starts as soon as the peer it needs is ready. */
 static int engine_take(ring_ssp_t *s)
 {
     double t0 = ring_now(), idle = s->o.round_idle_s;
@@ -185,7 +188,7 @@ static int engine_take(ring_ssp_t *s)
             return -1;
         if (s->acc_count > 0 || s->trainer_done)
             return 0;
-        if (!lock && ring_now() - t0 >= idle)
+        if (!lock && (s->trainer_waiting || ring_now() - t0 >= idle))
             return 0;
         (void)ring_cond_wait_s(&s->cv, &s->mu, lock ? 0.05 : idle);
     }
@@ -382,6 +385,44 @@ static void local_view(const ring_ssp_t *s, float *params)
         memcpy(params, m, s->n * sizeof(float));
 }
 
+/* Under mu: step c's parameters are as fresh as waiting can make them. Every
+ * peer's step before c is applied (M >= c), or this peer's own steps are and
+ * the slowest peer is two or more steps behind: a straggler, not waited for. */
+static int fresh_enough(const ring_ssp_t *s, uint64_t c)
+{
+    return s->min_clock >= c || (s->own_applied >= c && s->min_clock + 2 <= c);
+}
+
+static double fresh_wait_limit(const ring_ssp_t *s)
+{
+    double w = s->o.fresh_wait_s;
+
+    if (w >= 0)
+        return w;
+    /* auto: a quarter of a step. A round that brings steps about to land costs
+     * about what lockstep's does; one slower than that (rounds slower than
+     * steps, CPU-bound peers) is not waited for. */
+    w = s->step_ema / 4;
+    return s->step_ema == 0 ? 0 : w < 0.0005 ? 0.0005 : w > 0.05 ? 0.05 : w;
+}
+
+/* Under mu: hold step c at most the fresh-wait limit for fresher parameters;
+ * returns the seconds held. */
+static double fresh_wait(ring_ssp_t *s, uint64_t c)
+{
+    double limit = fresh_wait_limit(s), t0 = ring_now(), left;
+
+    if (limit <= 0 || fresh_enough(s, c))
+        return 0;
+    s->trainer_waiting = 1;
+    pthread_cond_broadcast(&s->cv);
+    while (s->failed == RING_OK && !s->stop_all && !s->stop_asked && !s->engine_done &&
+           !fresh_enough(s, c) && (left = limit - (ring_now() - t0)) > 0)
+        (void)ring_cond_wait_s(&s->cv, &s->mu, left);
+    s->trainer_waiting = 0;
+    return ring_now() - t0;
+}
+
 ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *step)
 {
     double t0 = ring_now();
@@ -406,14 +447,22 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
            s->min_clock + (uint64_t)b < c) {
         double left = timeout_s - (ring_now() - t0);
         if (left <= 0) {
+            s->trainer_waiting = 0;
             pthread_mutex_unlock(&s->mu);
             return ring_error_set(RING_ERR_TIMED_OUT, "step %" PRIu64 " waited %.1f s for the "
                                   "slowest peer's step %" PRIu64 " (staleness bound %ld)", c,
                                   timeout_s, c - (uint64_t)b - 1, b);
         }
-        waited = 1;
+        if (!waited) {
+            waited = 1;
+            s->trainer_waiting = 1; /* its engine joins rounds at once */
+            pthread_cond_broadcast(&s->cv);
+        }
         (void)ring_cond_wait_s(&s->cv, &s->mu, left < 0.05 ? left : 0.05);
     }
+    s->trainer_waiting = 0;
+    step->blocked_s = waited ? ring_now() - t0 : 0;
+    step->fresh_s = b != 0 ? fresh_wait(s, c) : 0;
     if (s->failed != RING_OK) {
         ring_status_t st = failed_status(s);
         pthread_mutex_unlock(&s->mu);
@@ -437,8 +486,8 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
     step->min_clock = s->min_clock;
     step->tau = c - s->min_clock;
     step->lag = c - s->own_applied;
-    step->blocked_s = waited ? ring_now() - t0 : 0;
     s->st.blocked_s += step->blocked_s;
+    s->st.fresh_s += step->fresh_s;
     pthread_mutex_unlock(&s->mu);
     s->step_open = 1;
     s->step_t0 = ring_now();
@@ -612,6 +661,7 @@ void ring_ssp_options_init(ring_ssp_options_t *o)
     o->update = RING_SSP_UPDATE_SUM;
     o->momentum_compensation = 1;
     o->round_idle_s = -1;
+    o->fresh_wait_s = -1;
 }
 
 static ring_status_t check_options(const ring_ssp_options_t *o, size_t count)

@@ -12,7 +12,8 @@
  * Bounded/async step line (ssp.c): {"type":"step","rank","step","epoch","time",
  *   "loss","samples","clock","min_clock","tau","blocked_s","compute_s","rounds"}:
  *   clock = steps this peer had finished when the step started, min_clock =
- *   M then, tau = clock - min_clock, blocked_s = time waiting for the bound.
+ *   M then, tau = clock - min_clock, blocked_s = time waiting for the bound,
+ *   wait_s = that and the time held for fresher parameters (--fresh-wait).
  * Round line (bounded/async): {"type":"round","rank","round","steps",
  *   "min_clock","comm_s","idle_s"}: steps = all peers' steps the round
  *   applied; idle_s = how long this peer's allreduces sat waiting for a

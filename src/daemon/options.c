@@ -74,6 +74,13 @@ static const ring_opt_t opt_table[] = {
      "joining a round with what it has (possibly nothing); auto: a tenth of its recent step "
      "time, 0.5 to 20 ms (a round rarely waits for a step about to land, and idle peers do "
      "not spin empty rounds)"},
+    {"fresh-wait", "RING_FRESH_WAIT", RING_OPT_DURATION, "auto", "DURATION|auto",
+     OFIELD(fresh_wait_s), -1, 0,
+     "bounded/async: how long a step may wait, beyond the bound, for the round that brings "
+     "its peers' previous steps when they are about to land (no peer more than one step "
+     "behind), so that without stragglers steps see what lockstep's would; 0 = never; auto: "
+     "a quarter of the recent step time, 0.5 to 50 ms (rounds slower than that are not "
+     "waited for)"},
     {"straggler", "RING_STRAGGLER", RING_OPT_CUSTOM, "", "RANK:FACTOR", OFIELD(straggler_rank), 0,
      0, "experiments: that peer's compute takes FACTOR times longer, every step"},
     {"jitter", "RING_JITTER", RING_OPT_CUSTOM, "", "P:FACTOR", OFIELD(jitter_p), 0, 0,
@@ -372,6 +379,7 @@ static const struct scoped_opt {
     {"budget", "--mode bounded or async", stale_mode},
     {"round-update", "--mode bounded or async", stale_mode},
     {"round-idle", "--mode bounded or async", stale_mode},
+    {"fresh-wait", "--mode bounded or async", stale_mode},
     {"hidden", "--workload fmnist-mlp", is_mlp},
     {"conv", "--workload fmnist-cnn", is_cnn},
     {"dense", "--workload fmnist-cnn", is_cnn},

@@ -46,6 +46,7 @@ typedef struct daemon_opts {
     int round_update;         /* enum round_update */
     int budget;               /* enum budget: whose samples --epochs counts (bounded/async) */
     double round_idle_s;      /* bounded/async: longest wait for a local step before a round */
+    double fresh_wait_s;      /* bounded/async: longest hold of a step for fresher parameters */
     int straggler_rank;       /* -1: none */
     double straggler_factor;
     double jitter_p, jitter_factor;
@@ -80,7 +81,7 @@ typedef struct daemon_opts {
     int doctor;               /* --doctor: the ring doctor before training */
     int doctor_only;          /* --doctor-only: the ring doctor, no training */
     size_t doctor_bytes;      /* its bursts */
-    unsigned char source[48]; /* where each option's value came from (ring_config_source_t) */
+    unsigned char source[64]; /* where each option's value came from (ring_config_source_t) */
 } daemon_opts_t;
 
 /* Fill with the defaults. */

@@ -132,6 +132,7 @@ static void session_options(const run_t *r, ring_ssp_options_t *so, ssp_client_t
     so->staleness_scale = o->staleness_scale;
     so->delay_compensation = o->delay_compensation;
     so->round_idle_s = o->round_idle_s;
+    so->fresh_wait_s = o->fresh_wait_s;
     so->velocity = r->sgd.velocity; /* zeros, or a resumed run's */
     so->on_round = on_round;
     so->should_stop = should_stop;
@@ -199,7 +200,7 @@ static int trainer_loop(ring_ssp_t *s, run_t *r, char *err, size_t errlen)
         line = (metrics_step_t){.step = step.clock + 1, .epoch = r->epoch,
                                 .time = r->elapsed_before + (t2 - r->t_start), .loss = loss,
                                 .samples = o->batch_size, .wire_bytes = st.wire_bytes,
-                                .compute_s = t2 - t1, .wait_s = step.blocked_s,
+                                .compute_s = t2 - t1, .wait_s = step.blocked_s + step.fresh_s,
                                 .comm_s = st.comm_s, .blocked_s = step.blocked_s,
                                 .clock = step.clock, .min_clock = step.min_clock,
                                 .tau = step.tau, .rounds = st.rounds};
@@ -256,6 +257,9 @@ static void print_summary_extra(const run_t *r, ring_ssp_t *s, double finish_s)
     printf("  %-20s %.1f s (%.1f %% of the wall time), then %.1f s waiting for the others to "
            "finish: the wait for peers above\n", "blocked on the bound", r->wait_s - finish_s,
            100 * (r->wait_s - finish_s) / (wall > 0 ? wall : 1e-9), finish_s);
+    printf("  %-20s %.1f s (%.1f %% of the wall time): rounds about to bring the peers' last "
+           "steps (--fresh-wait)\n", "held for freshness", st.fresh_s,
+           100 * st.fresh_s / (wall > 0 ? wall : 1e-9));
     if (wait != NULL && ring_ssp_peer_wait(s, wait, r->world) == RING_OK)
         progress_peer_wait(r, wait);
     free(wait);

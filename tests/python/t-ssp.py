@@ -7,6 +7,8 @@
   bounded  S = 2 with a slow rank: no step more than 2 ahead, the fast ranks
            ran ahead, the final models agree; stats count every step
   async    staleness None: nothing blocks, the models agree after finish()
+  fresh    fresh_wait long enough: no step of S = 4 is stale beside a slower rank
+           (each waits for its peers' previous steps), and stats count the wait
   stop     request_stop on rank 1 (0 alone): every peer's loop ends (ssp.stopped), the
            models agree
   budget   stop_at_steps (a shared budget) with a slow rank 0: every peer stops once
@@ -108,6 +110,25 @@ def async_checks(t, ringd, torch):
     t.same("async: the final models", ringtest.digest(flat(torch, net)))
 
 
+def fresh_checks(t, ringd, torch):
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=4, lr=0.05, fresh_wait=30.0)
+    maxtau = 0
+    for s, info in enumerate(ssp.steps(15)):
+        maxtau = max(maxtau, info["tau"])
+        time.sleep(0.015 if t.rank == t.world - 1 else 0.005)  # the last rank is slower
+        x, y = batch(torch, t.rank, s)
+        loss_of(torch, net, x, y).backward()
+    ssp.finish()
+    st = ssp.stats()
+    ssp.close()
+    t.ok(maxtau == 0, "fresh: fresh_wait=30 with a slower rank: no step stale", maxtau)
+    if t.world > 1:
+        t.ok(t.rank != 0 or st["fresh_s"] > 0, "fresh: rank 0 waited for fresh parameters", st)
+    t.eq(st["contributions"], 15 * t.world, "fresh: the rounds applied every peer's 15 steps")
+    t.same("fresh: the final models", ringtest.digest(flat(torch, net)))
+
+
 def stop_checks(t, ringd, torch):
     net = make_model(torch)
     ssp = ringd.torch.SSP(net, staleness=2, lr=0.05)
@@ -194,6 +215,7 @@ def checks(t):
     sync_checks(t, ringd, torch)
     bounded_checks(t, ringd, torch)
     async_checks(t, ringd, torch)
+    fresh_checks(t, ringd, torch)
     stop_checks(t, ringd, torch)
     budget_checks(t, ringd, torch)
     owned_checks(t, ringd, torch)
