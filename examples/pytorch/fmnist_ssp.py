@@ -178,7 +178,8 @@ def main():
             "time_to_85": None if t85 is None else round(t85, 3),
             "rounds": stats["rounds"], "rounds_applied": stats["rounds_applied"],
             "tau_hist": [round(100.0 * n / steps_all, 1) for n in stats["tau_hist"]],
-            "blocked_s": round(stats["blocked_s"], 3), "curve": curve,
+            "blocked_s": round(stats["blocked_s"], 3), "fresh_s": round(stats["fresh_s"], 3),
+            "curve": curve,
         }
         print("fmnist_ssp %s S=%s n=%d: %d steps in %.2f s, %.0f samples/s, test accuracy "
               "%.2f%%, 85%% at %s, blocked %.2f s, %d rounds" % (

@@ -126,12 +126,12 @@ typedef struct ring_ssp_options {
                                  trainer's step before joining a round; < 0 = auto (a tenth
                                  of the recent step time, 0.5..20 ms); default auto */
     const float *velocity;    /* resuming: the momentum buffer to start from (copied), or NULL */
-    double fresh_wait_s;      /* bounded/async: how long wait may hold a step, beyond the
-                                 bound, for fresher parameters: until the round holding this
-                                 peer's last step is applied and no peer is exactly one step
-                                 behind (its step is about to land; a straggler further
-                                 behind is not waited for); < 0 = auto (a quarter of the
-                                 recent step time, 0.5 to 50 ms), 0 = off; default auto */
+    double fresh_wait_s;      /* bounded/async: how long wait may hold step c, beyond the
+                                 bound, for fresher parameters: until every peer's steps
+                                 before c are applied (M >= c), when the slowest peer is one
+                                 step behind (M = c - 1; a straggler further behind is not
+                                 waited for); < 0 = auto (the recent step time, 0.5 to
+                                 100 ms), 0 = off; default auto */
     /* engine thread, after each round with updates; non-zero fails the session */
     int (*on_round)(const ring_ssp_round_t *round, void *arg);
     /* engine thread, before each round; non-zero asks every peer to stop (each

@@ -184,13 +184,14 @@ static int engine_take(ring_ssp_t *s)
     }
     for (;;) {
         int lock = bound_at(s, s->clock) == 0 || s->step_ema == 0;
+        double left = t0 + idle - ring_now();
         if (s->abandon)
             return -1;
         if (s->acc_count > 0 || s->trainer_done)
             return 0;
-        if (!lock && (s->trainer_waiting || ring_now() - t0 >= idle))
+        if (!lock && (s->trainer_waiting || left <= 0))
             return 0;
-        (void)ring_cond_wait_s(&s->cv, &s->mu, lock ? 0.05 : idle);
+        (void)ring_cond_wait_s(&s->cv, &s->mu, lock ? 0.05 : left);
     }
 }
 
@@ -326,6 +327,7 @@ static int engine_round(ring_ssp_t *s)
     }
     s->own_applied = own;
     s->in_flight = 0;
+    s->trainer_waiting = 0; /* a trainer still held sets it again */
     s->st.rounds++;
     s->stop_all |= any_stop;
     pthread_cond_broadcast(&s->cv);
@@ -385,12 +387,13 @@ static void local_view(const ring_ssp_t *s, float *params)
         memcpy(params, m, s->n * sizeof(float));
 }
 
-/* Under mu: step c's parameters are as fresh as waiting can make them. Every
- * peer's step before c is applied (M >= c), or this peer's own steps are and
- * the slowest peer is two or more steps behind: a straggler, not waited for. */
+/* Under mu: step c's parameters are as fresh as waiting can make them: every
+ * peer's step before c is applied (M >= c), or the slowest peer is two or more
+ * steps behind, a straggler, not waited for (nor are the rounds: its engine
+ * sets their pace while its trainer computes). */
 static int fresh_enough(const ring_ssp_t *s, uint64_t c)
 {
-    return s->min_clock >= c || (s->own_applied >= c && s->min_clock + 2 <= c);
+    return s->min_clock >= c || s->min_clock + 2 <= c;
 }
 
 static double fresh_wait_limit(const ring_ssp_t *s)
@@ -399,11 +402,24 @@ static double fresh_wait_limit(const ring_ssp_t *s)
 
     if (w >= 0)
         return w;
-    /* auto: a quarter of a step. A round that brings steps about to land costs
-     * about what lockstep's does; one slower than that (rounds slower than
-     * steps, CPU-bound peers) is not waited for. */
-    w = s->step_ema / 4;
-    return s->step_ema == 0 ? 0 : w < 0.0005 ? 0.0005 : w > 0.05 ? 0.05 : w;
+    /* auto: one step. A peer out of phase by a fraction of a step is waited for
+     * once, and the peers are in phase again (a limit of a quarter step took
+     * several steps of a quarter each, all stale, to get there); one more than
+     * a step behind is a straggler, and is not waited for. */
+    w = s->step_ema;
+    return w == 0 ? 0 : w < 0.0005 ? 0.0005 : w > 0.1 ? 0.1 : w;
+}
+
+/* Under mu: the trainer is about to sleep for what a round brings, so its
+ * engine joins rounds at once (no step is coming). The engine clears the flag
+ * with every round: a trainer that round satisfied must not, before it has
+ * woken, send its engine into an empty round. */
+static void trainer_holds(ring_ssp_t *s)
+{
+    if (!s->trainer_waiting) {
+        s->trainer_waiting = 1;
+        pthread_cond_broadcast(&s->cv);
+    }
 }
 
 /* Under mu: hold step c at most the fresh-wait limit for fresher parameters;
@@ -414,11 +430,11 @@ static double fresh_wait(ring_ssp_t *s, uint64_t c)
 
     if (limit <= 0 || fresh_enough(s, c))
         return 0;
-    s->trainer_waiting = 1;
-    pthread_cond_broadcast(&s->cv);
     while (s->failed == RING_OK && !s->stop_all && !s->stop_asked && !s->engine_done &&
-           !fresh_enough(s, c) && (left = limit - (ring_now() - t0)) > 0)
+           !fresh_enough(s, c) && (left = limit - (ring_now() - t0)) > 0) {
+        trainer_holds(s);
         (void)ring_cond_wait_s(&s->cv, &s->mu, left);
+    }
     s->trainer_waiting = 0;
     return ring_now() - t0;
 }
@@ -453,11 +469,8 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
                                   "slowest peer's step %" PRIu64 " (staleness bound %ld)", c,
                                   timeout_s, c - (uint64_t)b - 1, b);
         }
-        if (!waited) {
-            waited = 1;
-            s->trainer_waiting = 1; /* its engine joins rounds at once */
-            pthread_cond_broadcast(&s->cv);
-        }
+        waited = 1;
+        trainer_holds(s);
         (void)ring_cond_wait_s(&s->cv, &s->mu, left < 0.05 ? left : 0.05);
     }
     s->trainer_waiting = 0;

@@ -79,8 +79,8 @@ static const ring_opt_t opt_table[] = {
      "bounded/async: how long a step may wait, beyond the bound, for the round that brings "
      "its peers' previous steps when they are about to land (no peer more than one step "
      "behind), so that without stragglers steps see what lockstep's would; 0 = never; auto: "
-     "a quarter of the recent step time, 0.5 to 50 ms (rounds slower than that are not "
-     "waited for)"},
+     "the recent step time, 0.5 to 100 ms (peers out of phase are waited for once, and are "
+     "in phase again)"},
     {"straggler", "RING_STRAGGLER", RING_OPT_CUSTOM, "", "RANK:FACTOR", OFIELD(straggler_rank), 0,
      0, "experiments: that peer's compute takes FACTOR times longer, every step"},
     {"jitter", "RING_JITTER", RING_OPT_CUSTOM, "", "P:FACTOR", OFIELD(jitter_p), 0, 0,

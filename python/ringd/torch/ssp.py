@@ -27,9 +27,9 @@ does); the loop sees ``ssp.stopped``.
 staleness=S: a peer starts step c only when every peer's steps below c-S
 are in its parameters; 0 is lockstep (one allreduce per step, bit for bit),
 None is async (no bound). fresh_wait: seconds a step may wait beyond the bound
-for its peers' previous steps when they are about to land (None: auto, a
-quarter of the recent step time; 0: never; ringd --fresh-wait). Rank 0's parameters are broadcast to every peer
-before the session opens. While the session is open its engine owns the
+for its peers' previous steps when they are about to land (None: auto, the
+recent step time; 0: never; ringd --fresh-wait). Rank 0's parameters are
+broadcast to every peer before the session opens. While the session is open its engine owns the
 communicator: other ringd collectives raise until close().
 """
 import contextlib
