@@ -262,8 +262,8 @@ static PyObject *ssp_stats(ringpy_ssp_t *self, PyObject *unused)
                          (unsigned long long)st.contributions, "nonfinite_steps",
                          (unsigned long long)st.nonfinite_steps, "wire_bytes",
                          (unsigned long long)st.wire_bytes, "comm_s", st.comm_s, "blocked_s",
-                         st.blocked_s, "fresh_s", st.fresh_s, "tau_hist", hist_list(st.tau_hist), "lag_hist",
-                         hist_list(st.lag_hist));
+                         st.blocked_s, "fresh_s", st.fresh_s, "tau_hist", hist_list(st.tau_hist),
+                         "lag_hist", hist_list(st.lag_hist));
 }
 
 /* Close the session (the engine stops after its current round); with the GIL released. */
@@ -315,9 +315,9 @@ static PyObject *ssp_get_closed(ringpy_ssp_t *self, void *closure)
 
 static PyMethodDef ssp_methods[] = {
     {"wait", (PyCFunction)ssp_wait, METH_VARARGS,
-     "wait(timeout=600) -> {'clock', 'min_clock', 'tau', 'lag', 'blocked_s', 'fresh_s'}: block until the "
-     "next step may start, then write its parameters into the buffer (CanceledError: the "
-     "peers stopped)."},
+     "wait(timeout=600) -> {'clock', 'min_clock', 'tau', 'lag', 'blocked_s', 'fresh_s'}: "
+     "block until the next step may start, then write its parameters into the buffer "
+     "(CanceledError: the peers stopped)."},
     {"push", (PyCFunction)ssp_push, METH_O, "push(grad): hand over the step's gradient."},
     {"request_stop", (PyCFunction)ssp_request_stop, METH_NOARGS,
      "Ask every peer to stop after its current step."},
@@ -347,9 +347,9 @@ PyTypeObject ringpy_ssp_type = {
     .tp_doc = "SSP(comm, params, staleness=4, lr=0.01, momentum=0.9, weight_decay=0, "
               "warmup_steps=0, total_steps=0, lr_schedule='constant', update='sum', "
               "momentum_compensation=True, stale_lr_scale=False, staleness_scale=False, "
-              "delay_compensation=0, round_idle=-1, start_clock=0, stop_at_steps=0, fresh_wait=-1): a "
-              "bounded-staleness "
-              "session (ring_ssp_open); staleness -1 is async.",
+              "delay_compensation=0, round_idle=-1, start_clock=0, stop_at_steps=0, "
+              "fresh_wait=-1): a bounded-staleness session (ring_ssp_open); staleness -1 is "
+              "async.",
     .tp_methods = ssp_methods,
     .tp_getset = ssp_getset,
     .tp_new = ssp_new,

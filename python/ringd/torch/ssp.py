@@ -29,8 +29,8 @@ are in its parameters; 0 is lockstep (one allreduce per step, bit for bit),
 None is async (no bound). fresh_wait: seconds a step may wait beyond the bound
 for its peers' previous steps when they are about to land (None: auto, the
 recent step time; 0: never; ringd --fresh-wait). Rank 0's parameters are
-broadcast to every peer before the session opens. While the session is open its engine owns the
-communicator: other ringd collectives raise until close().
+broadcast to every peer before the session opens. While the session is open
+its engine owns the communicator: other ringd collectives raise until close().
 """
 import contextlib
 
