@@ -280,6 +280,20 @@ static int same_hash(const h_run_t *run, int n)
     return 1;
 }
 
+/* The largest tau any of the n ranks saw, and their steps added up. */
+static uint64_t max_tau(const h_run_t *run, int n, uint64_t *steps)
+{
+    uint64_t maxtau = 0;
+
+    *steps = 0;
+    for (int r = 0; r < n; r++) {
+        if (h_val(&run->r[r], V_MAXTAU, 99) > maxtau)
+            maxtau = h_val(&run->r[r], V_MAXTAU, 99);
+        *steps += h_val(&run->r[r], V_STEPS, 0);
+    }
+    return maxtau;
+}
+
 int main(void)
 {
     static h_run_t run;
@@ -306,13 +320,7 @@ int main(void)
     {
         ssp_case_t c = {K_BOUNDED, 2, 30, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
-        uint64_t maxtau = 0;
-        sum = 0;
-        for (int r = 0; r < 3 && ok0; r++) {
-            if (h_val(&run.r[r], V_MAXTAU, 99) > maxtau)
-                maxtau = h_val(&run.r[r], V_MAXTAU, 99);
-            sum += h_val(&run.r[r], V_STEPS, 0);
-        }
+        uint64_t maxtau = ok0 ? max_tau(&run, 3, &sum) : 0;
         ok(ok0 && maxtau <= 2, "bounded S=2, a slow rank: no step started more than 2 ahead "
            "of the slowest (max %llu)", (unsigned long long)maxtau);
         ok(ok0 && maxtau >= 1 && h_val(&run.r[0], V_BLOCKED_US, 0) > 0,
@@ -335,13 +343,7 @@ int main(void)
          * holding its peers' previous steps, so none is stale, as in lockstep */
         ssp_case_t c = {K_FRESH, 4, 20, 30.0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
-        uint64_t maxtau = 0;
-        sum = 0;
-        for (int r = 0; r < 3 && ok0; r++) {
-            if (h_val(&run.r[r], V_MAXTAU, 99) > maxtau)
-                maxtau = h_val(&run.r[r], V_MAXTAU, 99);
-            sum += h_val(&run.r[r], V_STEPS, 0);
-        }
+        uint64_t maxtau = ok0 ? max_tau(&run, 3, &sum) : 0;
         ok(ok0 && maxtau == 0 && h_val(&run.r[0], V_FRESH_US, 0) > 0,
            "bounded S=4, fresh_wait 30 s, rank 2 three times slower: no step stale (max tau "
            "%llu), the fast ranks waited %.3f s for fresh parameters", (unsigned long long)maxtau,
