@@ -573,6 +573,34 @@ static int launch_attempt(struct launch_state *st)
     return rc;
 }
 
+/*
+ * As torchrun does: several ranks on one host each starting a thread per CPU
+ * for OpenMP or OpenBLAS oversubscribe the cores, and OpenBLAS's idle threads
+ * spin (sched_yield) between calls: 4 PyTorch peers on 2 cores spent most of
+ * their CPU there (torch.set_num_threads does not reach Debian's OpenBLAS).
+ * Each rank gets CPUs / ranks threads, unless the caller chose.
+ */
+static void launch_threads_setenv(const struct launch_opts *o)
+{
+    static const char *const vars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+    cpu_set_t mine;
+    long cpus = sched_getaffinity(0, sizeof(mine), &mine) == 0 ? CPU_COUNT(&mine) : 1, per;
+    char val[24];
+    int set = 0;
+
+    if (o->n < 2)
+        return;
+    per = cpus > o->n ? cpus / o->n : 1;
+    snprintf(val, sizeof(val), "%ld", per);
+    for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++)
+        if (getenv(vars[k]) == NULL && setenv(vars[k], val, 1) == 0)
+            set++;
+    if (set == 2)
+        fprintf(stderr, "ring-launch: OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=%s for each of the "
+                "%ld ranks (%ld CPUs / %ld ranks); set them to choose another count\n", val,
+                o->n, cpus, o->n);
+}
+
 int main(int argc, char **argv)
 {
     struct launch_opts opt;
@@ -594,6 +622,7 @@ int main(int argc, char **argv)
         return 1;
     }
     launch_fds_prepare(opt.n);
+    launch_threads_setenv(&opt);
     if (launch_signals_install() != 0) {
         perror("ring-launch: cannot set up signal handling");
         free(opt.timeline_parts);
