@@ -318,6 +318,36 @@ static void handshake_mismatch(const char *label, const h_setting_t *settings, c
     }
 }
 
+/* N peers, rank `bad` with another codec: its neighbours name the field, and the
+ * peers further round the ring, which never met it, fail too, within seconds (not
+ * at their timeout), naming the two ranks and the setting. */
+static void mismatch_far(int n, int bad)
+{
+    static const fcase_t c = {.kind = K_OPEN, .count = 16};
+    h_setting_t settings[] = {{bad, "codec", "fp16"}, {0, NULL, NULL}};
+    const h_run_t *run = run_it(n, &c, settings, "10s", "10s", 0, NULL, 0, NULL, NULL, 20);
+    char label[64], bad_re[64];
+
+    snprintf(label, sizeof(label), "codec mismatch N=%d, rank %d", n, bad);
+    snprintf(bad_re, sizeof(bad_re), "rank %d[^0-9]", bad);
+    for (int r = 0; r < n; r++) {
+        int near = r == bad || r == (bad + 1) % n || r == (bad + n - 1) % n;
+
+        if (!rank_status_is(run, r, RING_ERR_MISMATCH, label))
+            continue;
+        ok(run->r[r].t_end < 5.0, "%s: rank %d fails in %.2f s, well under the 10 s timeouts",
+           label, r, run->r[r].t_end);
+        like(run->r[r].msg, "codec (RING_CODEC)", "%s: rank %d's message names the codec", label,
+             r);
+        if (!near) {
+            like_re(run->r[r].msg, bad_re, "%s: rank %d (not a neighbour) names rank %d", label,
+                    r, bad);
+            like(run->r[r].msg, "have different settings", "%s: rank %d says two peers' "
+                 "settings differ", label, r);
+        }
+    }
+}
+
 /* A mismatch message of a rank that was in round 0 names that round and two different ranks. */
 static void mismatch_phase_and_ranks(const h_run_t *run, int r, const char *label)
 {
@@ -701,6 +731,8 @@ int main(void)
         handshake_mismatch("chunk-size mismatch", chunk, "chunk size");
         handshake_mismatch("channels mismatch", chans, "channels");
     }
+    mismatch_far(5, 2);
+    mismatch_far(7, 0);
     {
         static const h_setting_t job[] = {{0, "job-id", "job-alpha"}, {1, "job-id", "job-beta"},
                                           {0, NULL, NULL}};

@@ -281,6 +281,25 @@ static int recv_output_free(const ring_request_t *req, const ring_channel_t *ch,
            (next >= ch->sched.nsend && req->coll != RING_COLL_REDUCE_SCATTER);
 }
 
+static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req);
+
+/* A send to the right neighbour failed. It may have said why before it left (an
+ * ABORT on the back channel, e.g. a settings mismatch at start-up further round
+ * the ring), read only after the failed send: that message wins. */
+static ring_status_t fail_send(ring_comm_t *comm, ring_request_t *req, int step,
+                               const ring_tp_ep_t *ep, const ring_tp_req_t *treq)
+{
+    ring_status_t st;
+
+    (void)comm->tp_ops->progress(comm->tp);
+    st = check_back_channel(comm, req);
+    if (st != RING_OK)
+        return st;
+    if (comm->error != RING_OK)
+        return ring_error_copy(comm->error, comm->error_msg);
+    return ring_comm_fail_link(comm, req, step, comm->right_rank, ep, treq);
+}
+
 static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                       int *moved)
 {
@@ -290,7 +309,7 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
     while (ch->sends_done < ch->next_send && ch->send[ch->sends_done % RING_WINDOW].req.done) {
         ring_slot_t *slot = &ch->send[ch->sends_done % RING_WINDOW];
         if (slot->req.status != RING_OK)
-            return ring_comm_fail_link(comm, req, ch->sched.first_step + (int)(ch->sends_done / nchunks), comm->right_rank,
+            return fail_send(comm, req, ch->sched.first_step + (int)(ch->sends_done / nchunks),
                              ch->right[ch->sends_done % (uint32_t)comm->nstreams], &slot->req);
         slot->posted = 0;
         ch->sends_done++;

@@ -29,6 +29,7 @@
 #define PENDING_SPARE 16
 #define PENDING_MAX (CONNECT_MAX + PENDING_SPARE)
 #define STRANGER_TIMEOUT_S 10.0
+#define RING_TELL_LINGER_S 5.0 /* a mismatch: how long to wait for the other neighbour */
 
 typedef struct hello_conn {
     ring_tp_ep_t *ep;
@@ -55,6 +56,9 @@ typedef struct connect_state {
     double stranger_since;
     ring_status_t stranger_status;
     char stranger_error[512];
+    /* a settings mismatch: with whom, and the first setting that differs */
+    int culprit;
+    unsigned field;
 } connect_state_t;
 
 static void hello_post(connect_state_t *cs, hello_conn_t *hc, int channel, int stream,
@@ -246,6 +250,10 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     } else {
         ring_hello_fill(comm, i / comm->nstreams, i % comm->nstreams, &mine);
         st = ring_hello_check(comm, &mine, &theirs, comm->right_addr);
+        if (st != RING_OK && (int)theirs.rank == comm->right_rank) {
+            cs->culprit = comm->right_rank;
+            cs->field = ring_hello_first_diff(&mine, &theirs);
+        }
         if (st == RING_OK && (int)theirs.rank != comm->right_rank)
             st = ring_error_set(RING_ERR_MISMATCH,
                                 "%s answered as rank %u, but rank %d's right neighbour is rank "
@@ -352,6 +360,10 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
     else
         snprintf(claimed, sizeof(claimed), "%s", comm->tp_ops->ep_peer(hc->ep));
     status = ring_hello_check(comm, &mine, &theirs, claimed);
+    if (status != RING_OK && (int)theirs.rank == comm->left_rank) {
+        cs->culprit = comm->left_rank;
+        cs->field = ring_hello_first_diff(&mine, &theirs);
+    }
     if (status == RING_OK && (int)theirs.rank != comm->left_rank)
         status = ring_error_set(RING_ERR_MISMATCH,
                                 "rank %u (%s) connected as the left neighbour of rank %d, whose "
@@ -514,6 +526,68 @@ static void warn_open_to_strangers(const ring_comm_t *comm, const char *bind)
             comm->rank, bind[0] != '\0' ? bind : "every address");
 }
 
+/* Our hello replies have left: an ABORT, sent ahead of queued data, must not
+ * overtake one (the neighbour would read it as its hello). */
+static int replies_sent(const connect_state_t *cs)
+{
+    for (int i = 0; i < PENDING_MAX; i++)
+        if (cs->in[i].ep != NULL && cs->in[i].state == 2 && cs->in[i].sreq.iovcnt > 0 &&
+            !cs->in[i].sreq.done)
+            return 0;
+    return 1;
+}
+
+/*
+ * This peer's settings differ from a neighbour's: the two of them know why,
+ * but a peer further round would only see them leave ("connection closed",
+ * or a refused connection retried until its start-up timeout). So before it
+ * leaves, this peer finishes the hellos of its other neighbour (it may still
+ * be starting), sends it an ABORT naming the culprit and the setting, which
+ * every peer passes on round the ring, and waits a moment for it to leave.
+ * Bounded by RING_TELL_LINGER_S and the start-up deadline.
+ */
+static void connect_tell_mismatch(connect_state_t *cs, double deadline)
+{
+    ring_comm_t *comm = cs->comm;
+    int total = comm->nchannels * comm->nstreams;
+    double now = ring_now(), until = now + RING_TELL_LINGER_S;
+    int told_left = comm->left_rank == cs->culprit, told_right = comm->right_rank == cs->culprit;
+    ring_frame_t f;
+
+    if (until > deadline)
+        until = deadline;
+    ring_ctrl_fill(comm, NULL, RING_FRAME_ABORT, &f);
+    f.culprit_rank = (uint32_t)cs->culprit;
+    f.status = RING_ERR_MISMATCH;
+    f.sys_errno = RING_CAUSE_SETTINGS;
+    f.step = UINT16_MAX;
+    f.detail = cs->field;
+    while (!(told_left && told_right) && now < until) {
+        /* errors here are the connections' own (the culprit's, strangers'): this peer
+         * is failing already, and only tells the others */
+        comm->tp_ops->progress(comm->tp);
+        (void)connect_accept_new(cs, now);
+        for (int i = 0; i < total && !told_right; i++) /* it differs too: it knows */
+            told_right = connect_out_progress(cs, i, now) == RING_ERR_MISMATCH;
+        for (int i = 0; i < PENDING_MAX && !told_left; i++)
+            told_left = connect_in_progress(cs, i, now) == RING_ERR_MISMATCH;
+        /* once all its connections are up (a neighbour reads frames only then) */
+        if (!told_right && cs->nout == total)
+            told_right = ring_ctrl_post(comm, &comm->abort_right, comm->channels[0].right[0], &f);
+        if (!told_left && cs->accepted == total && replies_sent(cs))
+            told_left = ring_ctrl_post(comm, &comm->abort_left, comm->channels[0].left[0], &f);
+        comm->tp_ops->wait(comm->tp, 10);
+        now = ring_now();
+    }
+    /* best effort: let the ABORTs leave */
+    until = ring_now() + 0.2;
+    while (ring_now() < until && ((comm->abort_right.posted && !comm->abort_right.req.done) ||
+                                  (comm->abort_left.posted && !comm->abort_left.req.done))) {
+        if (comm->tp_ops->progress(comm->tp) == 0)
+            comm->tp_ops->wait(comm->tp, 5);
+    }
+}
+
 ring_status_t ring_connect_ring(ring_comm_t *comm)
 {
     connect_state_t *cs = calloc(1, sizeof(*cs));
@@ -526,6 +600,7 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
     if (cs == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory connecting the ring");
     cs->comm = comm;
+    cs->culprit = -1;
     if (strcmp(bind, "*") == 0)
         bind = "";
     warn_open_to_strangers(comm, bind);
@@ -555,6 +630,13 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
              "x %d stream(s)", comm->left_rank, comm->left_addr, comm->right_rank,
              comm->right_addr, comm->nchannels, comm->nstreams);
 out:
+    if (status == RING_ERR_MISMATCH && cs->culprit >= 0 && comm->size > 2) {
+        char msg[1024];
+
+        snprintf(msg, sizeof(msg), "%s", ring_last_error());
+        connect_tell_mismatch(cs, deadline);
+        status = ring_error_set(status, "%s", msg);
+    }
     connect_cleanup(cs, deadline);
     ring_rendezvous_done(comm);
     /* the ring is up (or failed): nobody else may join, and a stranger's

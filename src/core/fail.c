@@ -406,6 +406,14 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         else
             mismatch_note(comm, culprit, (ring_coll_t)their_coll, f->detail, f->chunk,
                           their_dtype, their_op, f->sys_errno);
+        if (f->sys_errno == RING_CAUSE_SETTINGS) {
+            snprintf(comm->error_msg, sizeof(comm->error_msg),
+                     "start-up: rank %u and rank %d (%s) have different settings: %s differs; "
+                     "they stopped, and their messages say what each has (give every peer "
+                     "the same)%s", f->origin_rank, culprit, addr,
+                     ring_hello_field_name((unsigned)(f->detail < 64 ? f->detail : 0)), via);
+            break;
+        }
         if (f->sys_errno == RING_CAUSE_ALGO) {
             ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
                                f->tensor_id, -1, mine, sizeof(mine));

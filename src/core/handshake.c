@@ -52,12 +52,69 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     snprintf(h->job_text, sizeof(h->job_text), "%s", comm->cfg.job_id);
 }
 
-#define HELLO_DIFF(_field, _name, _fmt)                                                        \
-    if (mine->_field != theirs->_field)                                                        \
-    return ring_error_set(RING_ERR_MISMATCH,                                                   \
-                          "settings mismatch with rank %u (%s): %s differs: rank %d has "      \
-                          _fmt ", rank %u has " _fmt, theirs->rank, peer_addr, _name,         \
-                          comm->rank, mine->_field, theirs->rank, theirs->_field)
+/* The settings a hello carries, in the order they are checked (the first one
+ * that differs is named, and sent in a start-up ABORT's detail by its number). */
+enum hello_field {
+    HF_NONE, HF_VERSION, HF_JOB, HF_WORLD, HF_AUTOTUNE, HF_PEERS, HF_CHANNELS, HF_STREAMS,
+    HF_CHUNK, HF_TRANSPORT, HF_CODEC, HF_FP16_SCALING, HF_AUTH, HF_ALGO, HF_HASH, HF_COUNT
+};
+
+static const char *const field_names[HF_COUNT] = {
+    [HF_NONE] = "a setting",
+    [HF_VERSION] = "protocol version (the ringd version)",
+    [HF_JOB] = "job id (RING_JOB_ID)",
+    [HF_WORLD] = "world size (RING_WORLD_SIZE)",
+    [HF_AUTOTUNE] = "autotune (RING_AUTOTUNE)",
+    [HF_PEERS] = "peer list (RING_PEERS)",
+    [HF_CHANNELS] = "channels (RING_CHANNELS)",
+    [HF_STREAMS] = "tcp streams (RING_TCP_STREAMS)",
+    [HF_CHUNK] = "chunk size (RING_CHUNK_SIZE)",
+    [HF_TRANSPORT] = "transport (RING_TRANSPORT)",
+    [HF_CODEC] = "codec (RING_CODEC)",
+    [HF_FP16_SCALING] = "fp16 scaling (RING_FP16_SCALING)",
+    [HF_AUTH] = "frame authentication (--auth, RING_AUTH)",
+    [HF_ALGO] = "allreduce algorithm (--algo, RING_ALGO)",
+    [HF_HASH] = "--rd-max-bytes (RING_RD_MAX_BYTES) or --rd-fit (RING_RD_FIT)",
+};
+
+const char *ring_hello_field_name(unsigned field)
+{
+    return field < HF_COUNT ? field_names[field] : field_names[HF_NONE];
+}
+
+unsigned ring_hello_first_diff(const ring_hello_t *mine, const ring_hello_t *theirs)
+{
+    const ring_hello_t *a = mine, *b = theirs;
+
+    if (a->version != b->version)
+        return HF_VERSION;
+    if (a->job_hash != b->job_hash)
+        return HF_JOB;
+    if (a->world_size != b->world_size)
+        return HF_WORLD;
+    if ((a->chunk_bytes == 0) != (b->chunk_bytes == 0))
+        return HF_AUTOTUNE;
+    if (a->peers_hash != b->peers_hash)
+        return HF_PEERS;
+    if (a->channels != b->channels)
+        return HF_CHANNELS;
+    if (a->streams != b->streams)
+        return HF_STREAMS;
+    if (a->chunk_bytes != b->chunk_bytes)
+        return HF_CHUNK;
+    if (a->transport != b->transport)
+        return HF_TRANSPORT;
+    if (a->codec != b->codec)
+        return HF_CODEC;
+    if (a->fp16_scaling != b->fp16_scaling)
+        return HF_FP16_SCALING;
+    if (a->auth_frames != b->auth_frames)
+        return HF_AUTH;
+    if (a->algo != b->algo)
+        return HF_ALGO;
+    /* hashed, not sent: --rd-max-bytes, --rd-fit (or a field a future version hashes) */
+    return a->settings_hash != b->settings_hash ? HF_HASH : HF_NONE;
+}
 
 /* A field that holds one of a few choices: named by word, not by number. */
 static const char *const transport_names[] = {"?", "tcp", "verbs", "shm"};
@@ -67,47 +124,66 @@ static const char *const auth_names[] = {"connect", "frames"};
 static const char *const algo_names[] = {"auto", "ring", "rd", "direct"};
 #define CHOICE(_names, _v) \
     ((_v) < sizeof(_names) / sizeof(_names[0]) ? _names[(_v)] : "unknown")
-#define HELLO_DIFF_NAMED(_field, _name, _names)                                               \
-    if (mine->_field != theirs->_field)                                                        \
+#define DIFF_NUM(_field, _fmt)                                                                 \
+    return ring_error_set(RING_ERR_MISMATCH,                                                   \
+                          "settings mismatch with rank %u (%s): %s differs: rank %d has "      \
+                          _fmt ", rank %u has " _fmt, theirs->rank, peer_addr, name,          \
+                          comm->rank, mine->_field, theirs->rank, theirs->_field)
+#define DIFF_NAMED(_field, _names)                                                             \
     return ring_error_set(RING_ERR_MISMATCH,                                                   \
                           "settings mismatch with rank %u (%s): %s differs: rank %d has %s, "  \
-                          "rank %u has %s", theirs->rank, peer_addr, _name, comm->rank,        \
+                          "rank %u has %s", theirs->rank, peer_addr, name, comm->rank,        \
                           CHOICE(_names, (unsigned)mine->_field), theirs->rank,                \
                           CHOICE(_names, (unsigned)theirs->_field))
 
 ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine,
                                const ring_hello_t *theirs, const char *peer_addr)
 {
-    if (theirs->version != mine->version)
+    unsigned field = ring_hello_first_diff(mine, theirs);
+    const char *name = ring_hello_field_name(field);
+
+    switch (field) {
+    case HF_NONE:
+        return RING_OK;
+    case HF_VERSION:
         return ring_error_set(RING_ERR_MISMATCH,
                               "settings mismatch with rank %u (%s): protocol version differs: "
                               "rank %d speaks %u, rank %u speaks %u (run the same ringd "
                               "version on every peer)", theirs->rank, peer_addr, comm->rank,
                               mine->version, theirs->rank, theirs->version);
-    if (theirs->job_hash != mine->job_hash)
+    case HF_JOB:
         return ring_error_set(RING_ERR_MISMATCH,
                               "settings mismatch with rank %u (%s): job id differs: rank %d has "
                               "'%s', rank %u has '%s' (is another job using this port?)",
                               theirs->rank, peer_addr, comm->rank, mine->job_text, theirs->rank,
                               theirs->job_text);
-    HELLO_DIFF(world_size, "world size (RING_WORLD_SIZE)", "%u");
-    if ((mine->chunk_bytes == 0) != (theirs->chunk_bytes == 0))
+    case HF_WORLD:
+        DIFF_NUM(world_size, "%u");
+    case HF_AUTOTUNE:
         return ring_error_set(RING_ERR_MISMATCH,
                               "settings mismatch with rank %u (%s): autotune differs: rank %d has "
                               "it %s, rank %u %s (RING_AUTOTUNE)", theirs->rank, peer_addr,
                               comm->rank, mine->chunk_bytes == 0 ? "on" : "off", theirs->rank,
                               theirs->chunk_bytes == 0 ? "on" : "off");
-    HELLO_DIFF(peers_hash, "peer list (RING_PEERS)", "hash %016" PRIx64);
-    HELLO_DIFF(channels, "channels (RING_CHANNELS)", "%u");
-    HELLO_DIFF(streams, "tcp streams (RING_TCP_STREAMS)", "%u");
-    HELLO_DIFF(chunk_bytes, "chunk size (RING_CHUNK_SIZE)", "%" PRIu64);
-    HELLO_DIFF_NAMED(transport, "transport (RING_TRANSPORT)", transport_names);
-    HELLO_DIFF_NAMED(codec, "codec (RING_CODEC)", codec_names);
-    HELLO_DIFF_NAMED(fp16_scaling, "fp16 scaling (RING_FP16_SCALING)", on_off_names);
-    HELLO_DIFF_NAMED(auth_frames, "frame authentication (--auth, RING_AUTH)", auth_names);
-    HELLO_DIFF_NAMED(algo, "allreduce algorithm (--algo, RING_ALGO)", algo_names);
-    /* hashed, not sent: --rd-max-bytes, --rd-fit (or a field a future version hashes) */
-    if (mine->settings_hash != theirs->settings_hash)
+    case HF_PEERS:
+        DIFF_NUM(peers_hash, "hash %016" PRIx64);
+    case HF_CHANNELS:
+        DIFF_NUM(channels, "%u");
+    case HF_STREAMS:
+        DIFF_NUM(streams, "%u");
+    case HF_CHUNK:
+        DIFF_NUM(chunk_bytes, "%" PRIu64);
+    case HF_TRANSPORT:
+        DIFF_NAMED(transport, transport_names);
+    case HF_CODEC:
+        DIFF_NAMED(codec, codec_names);
+    case HF_FP16_SCALING:
+        DIFF_NAMED(fp16_scaling, on_off_names);
+    case HF_AUTH:
+        DIFF_NAMED(auth_frames, auth_names);
+    case HF_ALGO:
+        DIFF_NAMED(algo, algo_names);
+    default:
         return ring_error_set(RING_ERR_MISMATCH,
                               "settings mismatch with rank %u (%s): the settings hash differs: "
                               "--rd-max-bytes (RING_RD_MAX_BYTES) or --rd-fit (RING_RD_FIT) "
@@ -115,5 +191,5 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
                               "another ringd version: give every peer the same",
                               theirs->rank, peer_addr, mine->rd_max_bytes,
                               mine->rd_fit ? "on" : "off");
-    return RING_OK;
+    }
 }

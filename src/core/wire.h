@@ -83,6 +83,9 @@ typedef enum ring_coll {
 /* ... of a MISMATCH ABORT: the same call, run by different algorithms (the ring on
  * one peer, recursive doubling or the direct allreduce on the other) */
 #define RING_CAUSE_ALGO (-3)
+/* ... of a MISMATCH ABORT at start-up: the origin's hello and the culprit's differ in
+ * the setting whose number (ring_hello_field_name) is in the frame's detail */
+#define RING_CAUSE_SETTINGS (-4)
 /* An ABORT's channel byte: the origin had finished ring_comm_open, so the call
  * that failed is a user's, and every set-up frame it owed was sent before */
 #define RING_ABORT_AFTER_OPEN 0x01
