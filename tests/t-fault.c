@@ -507,6 +507,44 @@ static void stop_mid_round(void)
        "%s: the stopped rank was killed afterwards, nothing left behind", label);
 }
 
+/* A stop further up a longer ring: the peers' timeouts fire at about the same
+ * moment, each waiting for its left neighbour; the probe (an ABORT asking the
+ * left neighbour, answered WAITING by a peer that waits too) carries the
+ * question back to the stopped peer's right neighbour, whose answer names it,
+ * so every peer names the stopped one, not the neighbour it waited for. */
+static void stop_mid_round_chain(int n)
+{
+    static const fcase_t c = {.kind = K_LOOP, .count = 1u << 20, .max_iters = 400,
+                              .max_time = 20};
+    static const h_action_t act[] = {{1, 0.3, 1, SIGSTOP}};
+    char label[64], addr[80];
+    const h_run_t *run;
+    double t_stop;
+
+    snprintf(label, sizeof(label), "SIGSTOP rank 1 of %d (timeout 2 s)", n);
+    run = run_it(n, &c, NULL, "2s", "10s", 0, act, 1, NULL, NULL, 25);
+    t_stop = run->t_signal[1];
+    h_addr(run, 1, addr, sizeof(addr));
+    ok(t_stop > 0, "%s: rank 1 was stopped at %.2f s", label, t_stop);
+    for (int r = 0; r < n; r++) {
+        double after = run->r[r].t_end - t_stop;
+        int got = outcome(&run->r[r]);
+        char d[96];
+
+        if (r == 1)
+            continue;
+        if (!ok(got == RING_ERR_TIMED_OUT || got == RING_ERR_REMOTE,
+                "%s: rank %d fails with timed out or remote (%s)", label, r,
+                h_describe(&run->r[r], d, sizeof(d))))
+            h_diag(run);
+        ok(t_stop > 0 && after > 1.5 && after < 8.0,
+           "%s: rank %d fails %.2f s after the stop (timeout 2 s + a few)", label, r, after);
+        like(run->r[r].msg, addr, "%s: rank %d names the stopped rank 1 (%s)", label, r, addr);
+    }
+    ok(run->r[1].stopped_killed && run->r[1].signo == SIGKILL,
+       "%s: the stopped rank was killed afterwards, nothing left behind", label);
+}
+
 static void never_starts(void)
 {
     static const fcase_t c = {.kind = K_OPEN, .count = 16};
@@ -755,6 +793,7 @@ int main(void)
     args_mismatch("op mismatch N=3 (rank 1: avg, others sum)", RING_AVG, 7, "differ");
     kill_mid_round();
     stop_mid_round();
+    stop_mid_round_chain(5);
     never_starts();
     garbage_on_port();
     stranger_after_startup(0);
