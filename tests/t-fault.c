@@ -335,7 +335,7 @@ static void mismatch_far(int n, int bad)
 
         if (!rank_status_is(run, r, RING_ERR_MISMATCH, label))
             continue;
-        ok(run->r[r].t_end < 5.0, "%s: rank %d fails in %.2f s, well under the 10 s timeouts",
+        ok(run->r[r].t_end < 8.0, "%s: rank %d fails in %.2f s, under the 10 s timeouts",
            label, r, run->r[r].t_end);
         like(run->r[r].msg, "codec (RING_CODEC)", "%s: rank %d's message names the codec", label,
              r);

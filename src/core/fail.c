@@ -400,13 +400,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     case RING_ERR_MISMATCH: {
         char mine[160], theirs[160];
 
-        if (culprit == comm->rank) /* the origin's call is the other one */
-            mismatch_note(comm, (int)f->origin_rank, (ring_coll_t)f->coll, f->count,
-                          f->tensor_id, f->dtype, f->op, f->sys_errno);
-        else
-            mismatch_note(comm, culprit, (ring_coll_t)their_coll, f->detail, f->chunk,
-                          their_dtype, their_op, f->sys_errno);
-        if (f->sys_errno == RING_CAUSE_SETTINGS) {
+        if (f->sys_errno == RING_CAUSE_SETTINGS) { /* no call differs: not a mismatch note */
             snprintf(comm->error_msg, sizeof(comm->error_msg),
                      "start-up: rank %u and rank %d (%s) have different settings: %s differs; "
                      "they stopped, and their messages say what each has (give every peer "
@@ -414,6 +408,12 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
                      ring_hello_field_name((unsigned)(f->detail < 64 ? f->detail : 0)), via);
             break;
         }
+        if (culprit == comm->rank) /* the origin's call is the other one */
+            mismatch_note(comm, (int)f->origin_rank, (ring_coll_t)f->coll, f->count,
+                          f->tensor_id, f->dtype, f->op, f->sys_errno);
+        else
+            mismatch_note(comm, culprit, (ring_coll_t)their_coll, f->detail, f->chunk,
+                          their_dtype, their_op, f->sys_errno);
         if (f->sys_errno == RING_CAUSE_ALGO) {
             ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
                                f->tensor_id, -1, mine, sizeof(mine));
