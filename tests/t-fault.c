@@ -464,6 +464,23 @@ static void kill_mid_round(void)
          strstr(run->r[0].msg, "round ") ? strstr(run->r[0].msg, "round ") + 6 : "?");
 }
 
+/* A peer of a ring with a stopped rank fails, timed out or told, within the 2 s
+ * timeout plus a few seconds (at most max_after) of the stop. */
+static void stop_seen(const h_run_t *run, int r, double t_stop, double max_after,
+                      const char *label)
+{
+    int got = outcome(&run->r[r]);
+    double after = run->r[r].t_end - t_stop;
+    char d[96];
+
+    if (!ok(got == RING_ERR_TIMED_OUT || got == RING_ERR_REMOTE,
+            "%s: rank %d fails with timed out or remote (%s)", label, r,
+            h_describe(&run->r[r], d, sizeof(d))))
+        h_diag(run);
+    ok(t_stop > 0 && after > 1.5 && after < max_after,
+       "%s: rank %d fails %.2f s after the stop (timeout 2 s + a few)", label, r, after);
+}
+
 static void stop_mid_round(void)
 {
     /* timeout 2 s; rank 1 is stopped 0.3 s after its first allreduce */
@@ -478,18 +495,9 @@ static void stop_mid_round(void)
     h_addr(run, 1, addr, sizeof(addr));
     ok(t_stop > 0, "%s: rank 1 was stopped at %.2f s", label, t_stop);
     for (int r = 0; r < 3; r++) {
-        int got = outcome(&run->r[r]);
-        double after = run->r[r].t_end - t_stop;
-        char d[96];
-
         if (r == 1)
             continue;
-        if (!ok(got == RING_ERR_TIMED_OUT || got == RING_ERR_REMOTE,
-                "%s: rank %d fails with timed out or remote (%s)", label, r,
-                h_describe(&run->r[r], d, sizeof(d))))
-            h_diag(run);
-        ok(t_stop > 0 && after > 1.5 && after < 6.0,
-           "%s: rank %d fails %.2f s after the stop (timeout 2 s + a few)", label, r, after);
+        stop_seen(run, r, t_stop, 6.0, label);
         like(run->r[r].msg, "timed out", "%s: rank %d's message says timed out", label, r);
         if (r == 2) {
             like(run->r[r].msg, addr, "%s: rank 2, right of the stopped rank, names rank 1 (%s)",
@@ -527,18 +535,9 @@ static void stop_mid_round_chain(int n)
     h_addr(run, 1, addr, sizeof(addr));
     ok(t_stop > 0, "%s: rank 1 was stopped at %.2f s", label, t_stop);
     for (int r = 0; r < n; r++) {
-        double after = run->r[r].t_end - t_stop;
-        int got = outcome(&run->r[r]);
-        char d[96];
-
         if (r == 1)
             continue;
-        if (!ok(got == RING_ERR_TIMED_OUT || got == RING_ERR_REMOTE,
-                "%s: rank %d fails with timed out or remote (%s)", label, r,
-                h_describe(&run->r[r], d, sizeof(d))))
-            h_diag(run);
-        ok(t_stop > 0 && after > 1.5 && after < 8.0,
-           "%s: rank %d fails %.2f s after the stop (timeout 2 s + a few)", label, r, after);
+        stop_seen(run, r, t_stop, 8.0, label);
         like(run->r[r].msg, addr, "%s: rank %d names the stopped rank 1 (%s)", label, r, addr);
     }
     ok(run->r[1].stopped_killed && run->r[1].signo == SIGKILL,

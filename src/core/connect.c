@@ -441,6 +441,17 @@ static ring_status_t connect_accept_new(connect_state_t *cs, double now)
     }
 }
 
+/* Our hello replies have left: cs, which holds them, may be freed, and an ABORT,
+ * sent ahead of queued data, cannot overtake one (read as a broken hello). */
+static int replies_sent(const connect_state_t *cs)
+{
+    for (int i = 0; i < PENDING_MAX; i++)
+        if (cs->in[i].ep != NULL && cs->in[i].state == 2 && cs->in[i].sreq.iovcnt > 0 &&
+            !cs->in[i].sreq.done)
+            return 0;
+    return 1;
+}
+
 /* The hello requests live in cs: every one must be finished before cs is freed. */
 static void connect_cleanup(connect_state_t *cs, double deadline)
 {
@@ -448,9 +459,7 @@ static void connect_cleanup(connect_state_t *cs, double deadline)
     int pending = 1;
 
     while (pending && ring_now() < deadline) {
-        pending = 0;
-        for (int i = 0; i < PENDING_MAX; i++)
-            pending |= cs->in[i].state == 2 && cs->in[i].sreq.iovcnt > 0 && !cs->in[i].sreq.done;
+        pending = !replies_sent(cs);
         if (pending) {
             comm->tp_ops->progress(comm->tp);
             comm->tp_ops->wait(comm->tp, 10);
@@ -526,17 +535,6 @@ static void warn_open_to_strangers(const ring_comm_t *comm, const char *bind)
             comm->rank, bind[0] != '\0' ? bind : "every address");
 }
 
-/* Our hello replies have left: an ABORT, sent ahead of queued data, must not
- * overtake one (the neighbour would read it as its hello). */
-static int replies_sent(const connect_state_t *cs)
-{
-    for (int i = 0; i < PENDING_MAX; i++)
-        if (cs->in[i].ep != NULL && cs->in[i].state == 2 && cs->in[i].sreq.iovcnt > 0 &&
-            !cs->in[i].sreq.done)
-            return 0;
-    return 1;
-}
-
 /*
  * This peer's settings differ from a neighbour's: the two of them know why,
  * but a peer further round would only see them leave ("connection closed",
@@ -579,13 +577,7 @@ static void connect_tell_mismatch(connect_state_t *cs, double deadline)
         comm->tp_ops->wait(comm->tp, 10);
         now = ring_now();
     }
-    /* best effort: let the ABORTs leave */
-    until = ring_now() + 0.2;
-    while (ring_now() < until && ((comm->abort_right.posted && !comm->abort_right.req.done) ||
-                                  (comm->abort_left.posted && !comm->abort_left.req.done))) {
-        if (comm->tp_ops->progress(comm->tp) == 0)
-            comm->tp_ops->wait(comm->tp, 5);
-    }
+    ring_abort_flush(comm);
 }
 
 ring_status_t ring_connect_ring(ring_comm_t *comm)

@@ -110,24 +110,29 @@ int ring_ctrl_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep, const
     return 1;
 }
 
-/* Send f to the right neighbour (it reads it in place of data) and to the
- * left one (on its back channel); skip_rank already knows. */
-static void notice_send(ring_comm_t *comm, const ring_frame_t *f, int skip_rank)
+void ring_abort_flush(ring_comm_t *comm)
 {
     double until = ring_now() + NOTICE_LINGER_S;
 
-    if (comm->size < 2 || comm->tp == NULL)
-        return;
-    if (comm->right_rank != skip_rank || comm->size == 2)
-        (void)ring_ctrl_post(comm, &comm->abort_right, comm->channels[0].right[0], f);
-    if (comm->left_rank != skip_rank || comm->size == 2)
-        (void)ring_ctrl_post(comm, &comm->abort_left, comm->channels[0].left[0], f);
     /* best effort: give the notices a moment to leave, never wait for a dead peer */
     while (ring_now() < until && ((comm->abort_right.posted && !comm->abort_right.req.done) ||
                                   (comm->abort_left.posted && !comm->abort_left.req.done))) {
         if (comm->tp_ops->progress(comm->tp) == 0)
             comm->tp_ops->wait(comm->tp, 5);
     }
+}
+
+/* Send f to the right neighbour (it reads it in place of data) and to the
+ * left one (on its back channel); skip_rank already knows. */
+static void notice_send(ring_comm_t *comm, const ring_frame_t *f, int skip_rank)
+{
+    if (comm->size < 2 || comm->tp == NULL)
+        return;
+    if (comm->right_rank != skip_rank || comm->size == 2)
+        (void)ring_ctrl_post(comm, &comm->abort_right, comm->channels[0].right[0], f);
+    if (comm->left_rank != skip_rank || comm->size == 2)
+        (void)ring_ctrl_post(comm, &comm->abort_left, comm->channels[0].left[0], f);
+    ring_abort_flush(comm);
 }
 
 void ring_ctrl_fill(const ring_comm_t *comm, const ring_request_t *req, ring_frame_type_t type,
