@@ -16,8 +16,10 @@
  * - Failures: a peer killed or stopped mid-loop, small or large calls, is
  *   named by every other, no hang; a peer that calls another count, or
  *   another collective, or alone passes RING_CALL_EXACT (so runs the call
- *   here while the others run the ring), is a mismatch naming it; and no
- *   segment is left in /dev/shm.
+ *   here while the others run the ring), is a mismatch naming it, also in
+ *   the first call, with rank 0 the last out of ring_comm_open (RING_FAULT=
+ *   slow-send: its neighbour's notice reaches it during the set-up calls);
+ *   and no segment is left in /dev/shm.
  */
 #include "ring_build.h"
 
@@ -38,7 +40,7 @@ enum { V_STATUS, V_WRONG, V_HASH, V_DIRECT, V_ALL, V_ERR, V_SEL };
 
 typedef enum mode {
     M_CORRECT, M_SELECT, M_LOOP, M_LOOP_BIG, M_OTHER_COUNT, M_OTHER_COUNT_BIG, M_OTHER_COLL,
-    M_EXACT_ONE
+    M_EXACT_ONE, M_EXACT_FIRST
 } mode_t_;
 
 /* 4096: --rd-max-bytes (16K) exactly; 4097: one piece; 262161: 1 MiB and an odd
@@ -91,19 +93,21 @@ static int loop_main(ring_comm_t *comm, size_t count)
     return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
 }
 
-/* ten good calls, then the last rank calls another count or a broadcast */
+/* ten good calls (none for M_EXACT_FIRST), then the last rank calls another count
+ * or a broadcast */
 static int other_main(ring_comm_t *comm, int rank, int n, mode_t_ mode)
 {
     static float buf[BIG + 1];
     size_t count = mode == M_OTHER_COUNT_BIG ? BIG : 100;
     ring_status_t st = RING_OK;
 
-    for (int i = 0; i < 10 && st == RING_OK; i++)
+    for (int i = 0; i < (mode == M_EXACT_FIRST ? 0 : 10) && st == RING_OK; i++)
         st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
     if (st == RING_OK) {
         if (rank != n - 1)
             st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
-        else if (mode == M_EXACT_ONE) { /* with --codec fp16: direct here, the ring elsewhere */
+        else if (mode == M_EXACT_ONE || mode == M_EXACT_FIRST) {
+            /* with --codec fp16: direct here, the ring elsewhere */
             ring_request_t *req;
 
             st = ring_allreduce_start_flags(comm, buf, buf, count, RING_FLOAT32, RING_SUM, 0,
@@ -124,8 +128,14 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     mode_t_ mode = *(const mode_t_ *)arg;
     ring_comm_t *comm;
     ring_comm_stats_t s;
-    ring_status_t st = ring_comm_open(cfg, &comm);
+    ring_status_t st;
     int rc;
+
+    /* rank 0 the last out of ring_comm_open's set-up calls: its neighbours' notices
+     * of the first call reach it there (notice.c) */
+    if (mode == M_EXACT_FIRST && rank == 0)
+        setenv("RING_FAULT", "slow-send", 1);
+    st = ring_comm_open(cfg, &comm);
 
     if (st != RING_OK)
         return h_fail(st, "ring_comm_open");
@@ -272,12 +282,13 @@ static void check_other(int n, mode_t_ mode)
                                            {0, NULL, NULL}};
     static const h_setting_t codec[] = {{-1, "algo", "auto"}, {-1, "transport", "shm"},
                                         {-1, "codec", "fp16"}, {0, NULL, NULL}};
-    h_run_t *run = run_ring(n, &mode, mode == M_EXACT_ONE ? codec : settings, NULL, "2s");
+    int exact = mode == M_EXACT_ONE || mode == M_EXACT_FIRST;
+    h_run_t *run = run_ring(n, &mode, exact ? codec : settings, NULL, "2s");
     const char *what = mode == M_OTHER_COUNT      ? "another count"
                        : mode == M_OTHER_COUNT_BIG ? "another count of a large allreduce"
-                       : mode == M_EXACT_ONE ? "the same allreduce with RING_CALL_EXACT, the "
-                                               "others without (--codec fp16, --algo auto)"
-                                             : "a broadcast";
+                       : exact ? "the same allreduce with RING_CALL_EXACT, the others "
+                                 "without (--codec fp16, --algo auto)"
+                               : "a broadcast";
     char want[32];
     int all = run != NULL, named = run != NULL;
 
@@ -287,9 +298,12 @@ static void check_other(int n, mode_t_ mode)
                h_val(&run->r[r], V_STATUS, 0) == RING_ERR_MISMATCH;
         named &= strstr(run->r[r].msg, want) != NULL;
     }
-    if (!ok(all && named, "N=%d rank %d calls %s in round 10%s: every rank fails with a "
+    if (!ok(all && named, "N=%d rank %d calls %s in round %d%s: every rank fails with a "
             "mismatch naming it, within the timeout", n, n - 1, what,
-            mode == M_EXACT_ONE ? "" : " (--algo direct)") && run != NULL)
+            mode == M_EXACT_FIRST ? 0 : 10,
+            mode == M_EXACT_FIRST ? " (rank 0 the last out of ring_comm_open, RING_FAULT="
+                                    "slow-send)"
+            : exact ? "" : " (--algo direct)") && run != NULL)
         h_diag(run);
     else if (run != NULL)
         diag("rank 0: %s", run->r[0].msg);
@@ -301,7 +315,7 @@ int main(void)
     static const int ns[] = {2, 3, 4, 7};
     int before = dev_shm_count("ringd-direct-");
 
-    plan(4 * 4 + 4 + 3 + 1 + 5 * 2 + 6 + 1);
+    plan(4 * 4 + 4 + 3 + 1 + 5 * 2 + 8 + 1);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         check_correct(ns[i], "direct");
     check_correct(4, "ring");
@@ -320,6 +334,8 @@ int main(void)
     check_other(3, M_OTHER_COLL);
     check_other(2, M_EXACT_ONE);
     check_other(3, M_EXACT_ONE);
+    check_other(2, M_EXACT_FIRST);
+    check_other(3, M_EXACT_FIRST);
     int after = dev_shm_count_settled("ringd-direct-", before);
 
     ok(after <= before, "no ringd-direct-* segment left in /dev/shm (%d before, %d after)",

@@ -11,6 +11,9 @@
  *   RING_FAULT=frame-tag    the third data frame's tag (--auth frames) has a
  *                           bit flipped after it was sealed, as if altered on
  *                           the way: the receiver must refuse it
+ *   RING_FAULT=slow-send    the peer sleeps 100 ms after it posts each data
+ *                           frame, so that it is the last out of every call
+ *                           (and of ring_comm_open's set-up calls)
  *
  * One wrapped transport per process: the tests run one communicator per peer.
  */
@@ -18,11 +21,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm_int.h"
 #include "log.h"
 
-enum { FAULT_NONE, FAULT_LZ4_CORRUPT, FAULT_FRAME_TAG };
+enum { FAULT_NONE, FAULT_LZ4_CORRUPT, FAULT_FRAME_TAG, FAULT_SLOW_SEND };
+
+#define FAULT_SLOW_SEND_US 100000
 
 static const ring_tp_ops_t *fault_inner;
 static ring_tp_ops_t fault_ops;
@@ -47,6 +53,12 @@ static ring_status_t fault_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
         req->iov[0].iov_len >= RING_FRAME_BYTES + RING_FRAME_TRAILER_BYTES)
         hdr[RING_FRAME_BYTES + 8] ^= 1;
     fault_data_frames++;
+    if (fault_kind == FAULT_SLOW_SEND) {
+        ring_status_t st = fault_inner->post_send(ep, req);
+
+        usleep(FAULT_SLOW_SEND_US);
+        return st;
+    }
     return fault_inner->post_send(ep, req);
 }
 
@@ -57,6 +69,7 @@ const ring_tp_ops_t *ring_fault_wrap(const ring_tp_ops_t *ops)
     fault_kind = f == NULL                        ? FAULT_NONE
                  : strcmp(f, "lz4-corrupt") == 0 ? FAULT_LZ4_CORRUPT
                  : strcmp(f, "frame-tag") == 0   ? FAULT_FRAME_TAG
+                 : strcmp(f, "slow-send") == 0   ? FAULT_SLOW_SEND
                                                  : FAULT_NONE;
     if (fault_kind == FAULT_NONE || ops == NULL)
         return ops;
@@ -64,6 +77,6 @@ const ring_tp_ops_t *ring_fault_wrap(const ring_tp_ops_t *ops)
     fault_ops = *ops;
     fault_ops.post_send = fault_post_send;
     fault_data_frames = 0;
-    ring_log(RING_LOG_WARN, "RING_FAULT=%s: this peer sends damaged frames on purpose (tests)", f);
+    ring_log(RING_LOG_WARN, "RING_FAULT=%s: this peer misbehaves on the wire on purpose (tests)", f);
     return &fault_ops;
 }

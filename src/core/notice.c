@@ -20,9 +20,13 @@
  * where some peers run the ring and some do not, there is a ring peer whose
  * right neighbour does not: it hears of it as soon as the notice comes.
  *
- * Calls inside ring_comm_open (rd_fit.c's) send none: every peer runs the
- * same ones there, and their rounds are numbered again from 0 once it
- * returns, so a late notice of one could be taken for a user's call.
+ * Calls inside ring_comm_open (rd_fit.c's, direct.c's set-up) send none:
+ * every peer runs the same ones there, and their rounds are numbered again
+ * from 0 once it returns, so a late notice of one could be taken for a user's
+ * call. For the same reason a notice that comes while this peer is still in
+ * ring_comm_open (its neighbour got out first) is kept for the user's calls:
+ * checked against the set-up's rounds it was dropped as old news, and both
+ * peers waited for each other until their timeouts.
  */
 #include "ring_build.h"
 
@@ -90,6 +94,15 @@ ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f)
 {
     int queued = 0;
 
+    /* the neighbour is past ring_comm_open and this peer is not: the notice is of
+     * a user's call, and the rounds here are still the set-up's (checked at the
+     * user's call of its round, once they are numbered from 0 again) */
+    if (!comm->open_done) {
+        comm->notice_early = *f;
+        comm->notice_early_valid = 1;
+        return RING_OK;
+    }
+
     for (unsigned i = 0; i < comm->req_count && !queued; i++) {
         ring_request_t *req = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
 
@@ -110,7 +123,7 @@ ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f)
 
 ring_status_t ring_notice_begin(ring_comm_t *comm, ring_request_t *req)
 {
-    if (!comm->notice_early_valid || comm->notice_early.round > req->round)
+    if (!comm->open_done || !comm->notice_early_valid || comm->notice_early.round > req->round)
         return RING_OK;
     comm->notice_early_valid = 0;
     if (comm->notice_early.round < req->round)
