@@ -2,7 +2,8 @@
  * t-config.c - what users type: the strict parsers (src/parse.c), the config
  * table (src/config.c: defaults, setting by name, environment, flags,
  * validation, --help and --print-config) and the static peer list
- * (src/peers.c). Every error must be RING_ERR_INVALID with a message that
+ * (src/peers.c), and what --transport auto infers from them (one_host.c).
+ * Every error must be RING_ERR_INVALID with a message that
  * names what was wrong and where it came from.
  */
 #include "ring_build.h" /* _GNU_SOURCE for setenv, open_memstream */
@@ -14,6 +15,7 @@
 #include <ringd/config.h>
 #include <ringd/status.h>
 
+#include "one_host.h"
 #include "parse.h"
 #include "peers.h"
 #include "tap.h"
@@ -748,9 +750,63 @@ static void test_peers_bad(void)
     }
 }
 
+/* one_host.c: what --transport auto reads before any peer is reached */
+static int one_host_of(const char *const *settings, char *why, size_t len)
+{
+    ring_config_t cfg;
+    int one = -1;
+
+    ring_config_init(&cfg);
+    for (int i = 0; settings[i] != NULL; i += 2)
+        if (ring_config_set(&cfg, settings[i], settings[i + 1], RING_SRC_API) != RING_OK)
+            goto out;
+    one = ring_config_one_host(&cfg, why, len);
+out:
+    ring_config_free(&cfg);
+    return one;
+}
+
+static void test_one_host(void)
+{
+    static const struct {
+        const char *settings[9];
+        int want;
+        const char *says; /* in why, when want */
+    } cases[] = {
+        {{"world-size", "3", "peers", "127.0.0.1:1,127.0.0.2:2,localhost:3", NULL}, 1,
+         "loopback addresses only"},
+        {{"world-size", "2", "peers", "[::1]:1,127.0.0.1:2", NULL}, 1, "loopback"},
+        {{"world-size", "2", "peers", "10.1.2.3:1,10.1.2.3:2", NULL}, 1, "one address only"},
+        {{"world-size", "2", "peers", "10.1.2.3:1,10.1.2.4:2", NULL}, 0, NULL},
+        {{"world-size", "2", "peers", "127.0.0.1:1,10.1.2.4:2", NULL}, 0, NULL},
+        {{"world-size", "4", "rendezvous", "tcp://127.0.0.1:29500", NULL}, 1,
+         "the rendezvous store is at 127.0.0.1"},
+        {{"world-size", "4", "rendezvous", "tcp://node7:29500", NULL}, 0, NULL},
+        {{"world-size", "4", "rendezvous", "file:///tmp/rdzv", NULL}, 0, NULL},
+        /* --host-id names the hosts: nothing is inferred */
+        {{"world-size", "4", "rendezvous", "tcp://127.0.0.1:29500", "host-id", "h1", NULL}, 0,
+         NULL},
+        {{"world-size", "1", "peers", "127.0.0.1:1", NULL}, 0, NULL},
+        /* a bad list says nothing here (the ring's set-up reports it) */
+        {{"world-size", "3", "peers", "127.0.0.1:1", NULL}, 0, NULL},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char why[300] = "x";
+        int got = one_host_of(cases[i].settings, why, sizeof(why));
+
+        ok(got == cases[i].want &&
+               (cases[i].want ? strstr(why, cases[i].says) != NULL : why[0] == '\0'),
+           "one host? %s %s %s %s: %s (%s)", cases[i].settings[2], cases[i].settings[3],
+           cases[i].settings[4] != NULL ? cases[i].settings[4] : "",
+           cases[i].settings[5] != NULL ? cases[i].settings[5] : "",
+           cases[i].want ? "yes" : "no", why);
+    }
+}
+
 int main(void)
 {
-    plan(116);
+    plan(116 + 11);
     test_parse_size();     /* 4 */
     test_parse_duration(); /* 2 */
     test_parse_long();     /* 2 */
@@ -765,5 +821,6 @@ int main(void)
     test_help();           /* 3 */
     test_peers_good();     /* 8 */
     test_peers_bad();      /* 20 */
+    test_one_host();       /* 11 */
     return done_testing();
 }

@@ -331,8 +331,10 @@ static void check_leaks(const h_run_t *run, const char *label, int shm_before, u
 {
     int shm_after = dev_shm_count_settled("", shm_before), fds_ok = 1, maps_ok = 1;
 
-    if (!is_int(shm_after, shm_before, "%s: /dev/shm has as many entries after the run as "
-                "before (%d)", label, shm_before))
+    /* at most as many: a ring of another test (make check -j) may remove its
+     * direct segment meanwhile (a count of 1 before and 0 after was seen) */
+    if (!ok(shm_after >= 0 && shm_after <= shm_before, "%s: /dev/shm has no more entries "
+            "after the run than before (%d before, %d after)", label, shm_before, shm_after))
         diag("    the transport should use memfd only");
     for (int r = 0; r < run->n; r++) {
         const h_result_t *res = &run->r[r];

@@ -14,6 +14,10 @@
 #      (TCG numbers: for comparing runs of this suite, not hardware)
 #   6. ring-bench N=2, 4 MiB, --rate-limit 50mbit over verbs: busbw at the cap
 #   7. ring-bench --doctor over verbs, rank 2 rate-limited: its edge is named
+#   8. --transport auto: peers on 127.0.0.1 run shm (no RDMA packets), peers
+#      at two addresses verbs
+#   9. --transport auto, 2 addresses x 2 peers, hierarchical: local rings over
+#      shm, cross rings over verbs, right sums, RDMA packets
 # ring-launch gives every run a fresh secret, so steps 4-7 bootstrap their
 # queue pairs after the challenge-response (transport/verbs_boot.c).
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
@@ -228,6 +232,72 @@ ok $(grep -q '^\[0\] slow edge: rank 2 (.*) -> rank 3 (' "$T/doc" && grep -q "ov
     "... the slow edge is rank 2 -> rank 3, measured over $TP"
 [ $drc = 3 ] && [ "$nslow" = 1 ] || { show "$T/doc" 12; show "$T/doc.err" 8; }
 note "doctor over $TP, MB/s of edges 0..3: $(sed -n 's/^\[0\] *\([0-9]\) *rank .*) *\([0-9.]*\) .*/\2/p' "$T/doc" | tr '\n' ' ')"
+
+# ---- 8. auto: shm within one host, verbs across addresses --------------------
+# ring-launch's peer list is 127.0.0.1, so every peer is on this host: auto runs
+# shm (as NCCL and Open MPI do) and nothing goes through rxe
+t0=$SECONDS
+p0=$(pkts)
+bench 2 none "$T/auto" auto -b 1M -e 1M -n 3 -w 1 --log-level info
+sent=$(($(pkts) - p0))
+row=$(csv_rows "$T/auto" | head -n 1)
+wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
+grep -q '^\[0\].*transport auto: shm .*every peer is on this host' "$T/auto.err"
+said=$?
+ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && said == 0 && sent < 64 ? 0 : 1)) \
+    "ring-bench --transport auto N=2 1 MiB, peers on 127.0.0.1: exit $brc, #wrong ${wrong:-?}, rank 0 says auto chose shm ($([ $said = 0 ] && echo yes || echo no)), $sent RDMA packets (need < 64) ($((SECONDS - t0)) s)"
+[ $brc = 0 ] && [ $said = 0 ] || { show "$T/auto" 6; show "$T/auto.err" 10; }
+
+# by_hand OUT PEERS ARGS...: one ring-bench per entry of the peer list (RING_PEERS,
+# each listening on its entry), rank 0's output in OUT, every rank's log in OUT.err;
+# status (the first non-zero) in $brc
+by_hand() {
+    local out=$1 peers=$2 pids=() r nr rc
+    shift 2
+    nr=$(awk -F, '{print NF}' <<<"$peers")
+    : >"$out.err"
+    for ((r = 0; r < nr; r++)); do
+        (cd "$B" && RING_RANK=$r RING_WORLD_SIZE=$nr RING_PEERS=$peers \
+            timeout -k 5 120 ./ring-bench --timeout 60s --connect-timeout 60s "$@") \
+            >"$out.$r" 2>>"$out.err" &
+        pids+=($!)
+    done
+    brc=0
+    for r in "${!pids[@]}"; do
+        wait "${pids[$r]}"
+        rc=$?
+        [ $brc = 0 ] && brc=$rc
+    done
+    # rank 0's rows, as csv_rows reads them
+    sed 's/^/[0] /' "$out.0" >"$out"
+}
+read -r _ _ IP2 _ <<<"${RXE_IPS:-10.77.0.1 10.77.0.2 10.77.0.3}"
+t0=$SECONDS
+p0=$(pkts)
+by_hand "$T/auto2" "$IP0:29811,$IP1:29812" --transport auto --codec none --csv -c \
+    -b 1M -e 1M -n 3 -w 1 --log-level info
+sent=$(($(pkts) - p0))
+row=$(csv_rows "$T/auto2" | head -n 1)
+wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
+ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && sent >= 512 ? 0 : 1)) \
+    "ring-bench --transport auto N=2 1 MiB, peers at $IP0 and $IP1: exit $brc, #wrong ${wrong:-?}, $sent RDMA packets (need >= 512: auto chose verbs) ($((SECONDS - t0)) s)"
+[ $brc = 0 ] || { show "$T/auto2" 6; show "$T/auto2.err" 10; }
+
+# ---- 9. auto with 2 "hosts" x 2 peers: hierarchical, the local rings in shared memory
+# and the cross rings over verbs. The peer list stands in for two hosts (its entries'
+# addresses: ranks 0,1 at $IP0, ranks 2,3 at $IP2); the peers of one address are on
+# one machine, so shm connects them
+t0=$SECONDS
+p0=$(pkts)
+by_hand "$T/mix" "$IP0:29821,$IP0:29822,$IP2:29823,$IP2:29824" --transport auto \
+    --hierarchical on --codec none --csv -c -b 4M -e 4M -n 2 -w 1 --log-level info
+sent=$(($(pkts) - p0))
+row=$(csv_rows "$T/mix" | head -n 1)
+wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
+nmix=$(grep -c 'hierarchical allreduce: 2 hosts x 2 peers (local ring over shm, cross ring over verbs)' "$T/mix.err")
+ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nmix == 4 && sent >= 1024 ? 0 : 1)) \
+    "ring-bench --transport auto --hierarchical on, 2 addresses x 2 peers, 4 MiB -c: exit $brc, #wrong ${wrong:-?}, $nmix of 4 ranks run the local ring over shm and the cross ring over verbs, $sent RDMA packets (need >= 1024) ($((SECONDS - t0)) s)"
+[ $brc = 0 ] && [ "$nmix" = 4 ] || { show "$T/mix" 6; show "$T/mix.err" 12; }
 
 echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
 echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"

@@ -175,6 +175,13 @@ const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *pa
     if (strcmp(name, "auto") != 0)
         return ring_tp_find(name);
 #if RING_HAVE_VERBS
+    /* within one host shared memory beats a loop through the HCA (NCCL, Open MPI) */
+    if (params->one_host_why != NULL && params->one_host_why[0] != '\0' &&
+        params->rate_limit_bps <= 0) {
+        snprintf(why, whylen, "%s: shared memory is faster there than the RDMA device (use "
+                 "--transport verbs to run it)", params->one_host_why);
+        return ring_tp_find("shm");
+    }
     if (ring_verbs_probe(params, why, whylen))
         return ring_tp_find("verbs");
 #else

@@ -151,6 +151,8 @@ typedef struct ring_tp_params {
     /* what the engine lends (the connection guard, device memory ...); verbs:
      * a bootstrap connection passes the guard before any queue-pair record */
     ring_tp_hooks_t hooks;
+    /* auto: why the settings show every peer on this host (one_host.c), or "" */
+    const char *one_host_why;
 } ring_tp_params_t;
 
 struct ring_tp_ops {
@@ -208,9 +210,9 @@ const char *ring_tp_ep_cause(const ring_tp_ops_t *ops, const ring_tp_ep_t *ep,
 
 /*
  * Which transport the communicator runs: "tcp", "shm" or "verbs" as asked,
- * or for "auto" verbs when this build has it and an active RDMA port exists,
- * else shm (shared memory with the peers on this host, tcp to the others),
- * or tcp under a bandwidth cap. *why says why auto did not choose verbs
+ * or for "auto" verbs when this build has it, an active RDMA port exists and
+ * params->one_host_why is empty, else shm (shared memory with the peers on
+ * this host, tcp to the others), or tcp under a bandwidth cap. *why says why auto did not choose verbs
  * ("" when it did). NULL when the name is unknown or not in this build.
  */
 const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *params,

@@ -40,7 +40,9 @@ static const ring_opt_t config_table[] = {
      FIELD(transport), 0, 0,
      "how peers exchange data: verbs (RDMA: InfiniBand or RoCE), tcp, or shm (shared memory "
      "between peers on one host, tcp to the others); auto = verbs when this build has it and "
-     "an active RDMA port exists, else shm, or tcp under --rate-limit (saying why, once)"},
+     "an active RDMA port exists, unless every peer is on this host (a loopback rendezvous or "
+     "peer list), else shm, or tcp under --rate-limit (saying why, once); a hierarchical "
+     "allreduce's local rings run shm under auto"},
     {"ib-dev", "RING_IB_HCA", RING_OPT_STRING, "", "NAME[:PORT],...", FIELD(ib_dev), 0, 0,
      "verbs: the RDMA devices to use, as NCCL_IB_HCA: names are prefixes, '=' first for "
      "exact names, '^' first to exclude; rank r takes the (r mod k)-th of the k active "

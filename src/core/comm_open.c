@@ -17,6 +17,7 @@
 #include "direct.h"
 #include "rd.h"
 #include "log.h"
+#include "one_host.h"
 #include "progress_thread.h"
 #include "rendezvous.h"
 #include "ring_order.h"
@@ -108,7 +109,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                                .ib_timeout = cfg->ib_timeout,
                                .ib_retry_count = cfg->ib_retry_count};
     int level = ring_log_level_parse(cfg->log_level);
-    char why[512];
+    char why[512], one_host[300];
 
     RING_CHECK(ring_config_validate(cfg));
     RING_CHECK(ring_config_copy(&comm->cfg, cfg));
@@ -152,6 +153,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         comm->left_rank = comm->right_rank = comm->pos = 0;
         return RING_OK; /* a ring of one needs no peers, no sockets and no RDMA device */
     }
+    (void)ring_config_one_host(cfg, one_host, sizeof(one_host));
+    params.one_host_why = one_host;
     comm->tp_ops = ring_tp_choose(cfg->transport, &params, why, sizeof(why));
     if (comm->tp_ops == NULL)
         return ring_error_set(RING_ERR_UNSUPPORTED, "transport '%s' is not in this build (it has: %s)",

@@ -2,7 +2,8 @@
  * hier.c - hierarchical allreduce, for several peers per host on several
  * hosts (Horovod's hierarchical allreduce; NCCL's rings cross each node
  * once): the peers of a host reduce-scatter among themselves (shared memory
- * with --transport shm), each then allreduces its slice with the peers of
+ * with --transport shm or auto, even where the cross ring runs verbs), each
+ * then allreduces its slice with the peers of
  * the same local index on the other hosts, and the host allgathers the
  * slices. Only 1/L of the buffer crosses a host's link per peer, so a host
  * sends S in all where the flat ring sends 2(N-1)/N S.
@@ -101,6 +102,7 @@ static int group_ranks(const ring_comm_t *comm, int *host_of, int *local_of, int
 }
 
 static const ring_algo_ops_t hier_ops;
+static const char *const local_shm[] = {"transport", "shm", NULL};
 static const ring_sub_owner_t hier_owner = {"hierarchical allreduce", "--hierarchical off"};
 
 ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
@@ -152,8 +154,12 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
             members[n++] = r;
     ring_port_hold_release(&ph, 0);
     snprintf(tag, sizeof(tag), "local%d", h->host_index);
+    /* auto: the local ring in shared memory even where the ring runs verbs (the
+     * cross ring keeps auto); not under a bandwidth cap, which only tcp keeps */
     st = ring_sub_open(comm, &hier_owner, open_fn, &h->local, "local ring", members, n,
-                       h->local_rank, ports, 2, 0, tag, NULL);
+                       h->local_rank, ports, 2, 0, tag,
+                       strcmp(comm->cfg.transport, "auto") == 0 && comm->cfg.rate_limit_bps <= 0
+                           ? local_shm : NULL);
     if (st != RING_OK)
         goto out;
     n = 0;

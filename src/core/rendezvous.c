@@ -33,6 +33,7 @@
 #include "comm_int.h"
 #include "iface.h"
 #include "log.h"
+#include "one_host.h"
 #include "parse.h"
 #include "rendezvous.h"
 #include "store.h"
@@ -42,9 +43,7 @@
 /* The store is reached over loopback: every peer is on this host. */
 static int rdzv_store_is_loopback(const ring_rdzv_url_t *url)
 {
-    return url->kind == RING_RDZV_TCP &&
-           (strncmp(url->host, "127.", 4) == 0 || strcmp(url->host, "::1") == 0 ||
-            strcmp(url->host, "localhost") == 0);
+    return url->kind == RING_RDZV_TCP && ring_host_is_loopback(url->host);
 }
 
 static ring_status_t rdzv_listen(ring_comm_t *comm, const ring_rdzv_url_t *url,
