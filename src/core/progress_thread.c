@@ -32,10 +32,13 @@ struct ring_progress {
 
 /* Let callers waiting for the lock have it before the thread takes it again (a
  * mutex is not fair: unlock-then-lock would starve them on a busy host). Bounded:
- * each caller holds the lock for one short call. */
-static void hand_over(struct ring_progress *p)
+ * each caller holds the lock for one short call. With yield, the CPU is offered
+ * once in any case (a spin). */
+static void hand_over(struct ring_progress *p, int yield)
 {
     pthread_mutex_unlock(&p->lock);
+    if (yield)
+        sched_yield();
     for (int i = 0; i < 1000 && atomic_load(&p->callers) > 0; i++)
         sched_yield();
     pthread_mutex_lock(&p->lock);
@@ -84,13 +87,16 @@ static void *progress_main(void *arg)
             continue;
         }
         if (now < spin_until) {
-            /* spin without the lock, so callers get in at once */
-            hand_over(p);
+            /* spin without the lock, so callers get in at once, and yielding the
+             * CPU as ring_comm_wait_until does: on an oversubscribed host a spin
+             * that kept it held off the peers it waited for (4 peers on 2 cores:
+             * a 4 KiB allreduce took 1.1 ms instead of 27 us) */
+            hand_over(p, 1);
             continue;
         }
         ring_comm_sleep(comm, PROGRESS_POLL_MS);
         comm->stats.wait_s += ring_now() - now;
-        hand_over(p); /* a caller that queued up for the lock meanwhile */
+        hand_over(p, 0); /* a caller that queued up for the lock meanwhile */
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
