@@ -136,7 +136,6 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     if (mode == M_EXACT_FIRST && rank == 0)
         setenv("RING_FAULT", "slow-send", 1);
     st = ring_comm_open(cfg, &comm);
-
     if (st != RING_OK)
         return h_fail(st, "ring_comm_open");
     rc = mode == M_CORRECT  ? correct_main(comm, rank, n)

@@ -212,8 +212,9 @@ const char *ring_tp_ep_cause(const ring_tp_ops_t *ops, const ring_tp_ep_t *ep,
  * Which transport the communicator runs: "tcp", "shm" or "verbs" as asked,
  * or for "auto" verbs when this build has it, an active RDMA port exists and
  * params->one_host_why is empty, else shm (shared memory with the peers on
- * this host, tcp to the others), or tcp under a bandwidth cap. *why says why auto did not choose verbs
- * ("" when it did). NULL when the name is unknown or not in this build.
+ * this host, tcp to the others), or tcp under a bandwidth cap. *why says why
+ * auto did not choose verbs ("" when it did). NULL when the name is unknown
+ * or not in this build.
  */
 const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *params,
                                     char *why, size_t whylen);
