@@ -300,7 +300,7 @@ wait_quiet() {
   done
 }
 
-echo "# compare-baselines $(date -u '+%Y-%m-%d %H:%M:%S UTC')  host: $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# compare-baselines $(date -u '+%Y-%m-%d %H:%M:%S UTC')  host: $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# sizes: $(for s in "${size_list[@]}"; do printf '%s ' "$(human "$s")"; done)(segments: $(printf '[%s] ' "${segments[@]}"))"
 echo "# NS='$NS' REPS=$REPS TARGET=${TARGET}s WARMUP=$WARMUP IPERF_SECS=$IPERF_SECS QUIET_WAIT=${QUIET_WAIT}s SYSTEMS='$SYSTEMS'"
 echo "# csv: $CSV   raw outputs: $RAW/"

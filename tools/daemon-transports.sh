@@ -27,7 +27,7 @@ summary_sps() { sed -n 's/.*samples\/s *\([0-9.]*\).*/\1/p' "$1" | tail -1; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
 echo "# $workload, $n peers on this host, $epochs epoch(s), --algo $algo ${CODEC:+--codec $CODEC}"
-echo "# $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$reps"); do
     # alternate which transport goes first
     if [ $((r % 2)) = 1 ]; then order="tcp shm"; else order="shm tcp"; fi

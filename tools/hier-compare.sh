@@ -62,7 +62,7 @@ run4() { # --hierarchical MODE, round R: rank 0's microseconds per call
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
 echo "# 2 hosts x 2 peers, links capped at $rate, $bytes fp32 --codec none, $iters calls a run"
-echo "# $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$reps"); do
     case $((r % 3)) in
         1) order="on off auto" ;;

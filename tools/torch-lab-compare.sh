@@ -88,7 +88,7 @@ run() {
     sed -n 's/^\[0\] .* \([0-9.]*\) samples\/s.*/\1/p' "$OUT/$sys.out" | tail -1
 }
 
-echo "# N=$N hosts, links ${RATE} both ways, synthetic MLP $LAYERS hidden layers of $WIDTH, batch $BATCH per peer, $STEPS steps, buckets ${BUCKET_MB} MiB, $REPS rounds, $(nproc) cores"
+echo "# N=$N hosts, links ${RATE} both ways, synthetic MLP $LAYERS hidden layers of $WIDTH, batch $BATCH per peer, $STEPS steps, buckets ${BUCKET_MB} MiB, $REPS rounds, $(getconf _NPROCESSORS_ONLN) cores"
 echo "round,system,samples_per_s" | tee "$OUT/runs.csv"
 systems=${SYSTEMS:-ddp-gloo ringd-fp32 ringd-fp16}
 for round in $(seq 1 "$REPS"); do
