@@ -7,7 +7,8 @@
  * Built with CUDA, what runs everywhere, GPU or not (on a machine without a
  * driver, as in CI, this is the point: such a build must still work there):
  *   - ring_cuda_available() in a fresh process returns, and prints nothing;
- *   - allreduces of host buffers through 2-peer rings (fp32, fp16 codec)
+ *   - allreduces of host buffers through 2-peer rings (fp32, fp16 codec),
+ *     which load no CUDA driver and open no GPU (on a GPU host, the point);
  *     and a 1-peer ring, in a library linked with the CUDA runtime;
  *   - ring_cuda_is_device_ptr() of host memory is 0, and without a device
  *     every device call fails cleanly with -1;
@@ -59,6 +60,7 @@ static const char *const place_names[] = {"host", "device", "device in place", "
 #define MAX_RING_OPS 12
 #define V_BAD 0      /* wrong elements of op i: V_BAD + i */
 #define V_STATUS 20  /* status of op i: V_STATUS + i */
+#define V_CUDA_USED 40 /* after close: 1 libcuda mapped, 2 a /dev/nvidia* open (bits) */
 
 typedef struct ring_op_case {
     size_t count;
@@ -184,6 +186,31 @@ static int ring_run_case(ring_comm_t *comm, const ring_case_t *c, int rank, int 
     return failed;
 }
 
+/* What this process holds of the CUDA driver: 1 libcuda is mapped, 2 one of its
+ * devices (/dev/nvidia*) is open. */
+static unsigned cuda_driver_used(void)
+{
+    unsigned used = 0;
+    char line[1024], path[64], target[256];
+    FILE *f = fopen("/proc/self/maps", "r");
+
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strstr(line, "libcuda.so") != NULL)
+            used |= 1;
+    if (f != NULL)
+        fclose(f);
+    for (int fd = 0; fd < 1024; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len > 0) {
+            target[len] = '\0';
+            if (strncmp(target, "/dev/nvidia", 11) == 0)
+                used |= 2;
+        }
+    }
+    return used;
+}
+
 static int ring_child(int rank, int n, const ring_config_t *cfg, void *arg)
 {
     ring_comm_t *comm;
@@ -194,6 +221,7 @@ static int ring_child(int rank, int n, const ring_config_t *cfg, void *arg)
         return h_fail(st, "ring_comm_open");
     failed = ring_run_case(comm, arg, rank, n, 1);
     ring_comm_close(comm);
+    h_put(V_CUDA_USED, cuda_driver_used());
     return failed ? 1 : 0;
 }
 
@@ -233,6 +261,16 @@ static void test_ring(const char *label, const ring_case_t *c, const char *codec
         good &= res->exited && res->code == 0;
         for (int i = 0; i < c->nops; i++)
             good &= h_val(res, V_STATUS + i, 99) == RING_OK && h_val(res, V_BAD + i, 1) == 0;
+    }
+    if (c->ops[0].place == PLACE_HOST) {
+        /* a CPU-only user on a GPU host: the allreduces' device-pointer checks load
+         * no driver and open no device (they did: 7 /dev/nvidia* per rank) */
+        unsigned used = 0;
+        for (int r = 0; r < 2; r++)
+            used |= (unsigned)h_val(&the_run.r[r], V_CUDA_USED, 4);
+        ok(good && used == 0, "%s, codec %s: the ranks loaded no CUDA driver and opened no GPU "
+           "(%s%s%s)", label, codec, used == 0 ? "none" : "", used & 1 ? "libcuda mapped " : "",
+           used & 2 ? "/dev/nvidia* open" : "");
     }
     if (!ok(good, "%s: 2 peers, codec %s: every result exact on both ranks", label, codec)) {
         h_diag(&the_run);
@@ -766,8 +804,8 @@ int main(void)
 
     if (!ring_cuda_built())
         skip_all("built without CUDA");
-    /* probe 2, rings 4, this process 8, device kernels 10 */
-    plan(24);
+    /* probe 2, rings 6, this process 8, device kernels 10 */
+    plan(26);
 
     /* forks first: this process has not touched CUDA yet */
     probe_run(&probe);

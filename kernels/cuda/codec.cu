@@ -15,7 +15,12 @@
  * with CUDA still loads and runs where there is no driver and no GPU. There
  * every cudaGetDeviceCount failure means "no device", answered once and
  * cached, and nothing else here touches the runtime.
+ *
+ * Telling device from host pointers (what every allreduce asks) touches
+ * neither the runtime nor a driver the process has not loaded: see
+ * ring_cuda_is_device_ptr.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -195,15 +200,71 @@ extern "C" int ring_cuda_available(void)
     return cuda_devices > 0;
 }
 
-extern "C" int ring_cuda_is_device_ptr(const void *p)
+/* cuPointerGetAttribute's signature (cuda.h) */
+typedef CUresult (*ring_cu_ptr_attr_fn)(void *data, CUpointer_attribute attribute, CUdeviceptr p);
+
+/*
+ * The driver's cuPointerGetAttribute if the process has loaded libcuda (an
+ * application's CUDA, or ours once it allocated), else NULL: a process that
+ * never loaded the driver holds no device memory. So host buffers are told
+ * apart without initialising CUDA. Asking the runtime first (as before)
+ * loaded the driver and opened its devices in every rank of a GPU host,
+ * even for CPU-only training (7 /dev/nvidia* descriptors per rank, seen on
+ * an H200 host). Found once, then kept (the handle stays open, so the
+ * function stays loaded).
+ */
+static ring_cu_ptr_attr_fn driver_ptr_attr(void)
+{
+    static ring_cu_ptr_attr_fn found;
+    ring_cu_ptr_attr_fn fn = __atomic_load_n(&found, __ATOMIC_ACQUIRE);
+    void *lib;
+
+    if (fn != NULL)
+        return fn;
+    lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == NULL)
+        return NULL;
+    fn = (ring_cu_ptr_attr_fn)dlsym(lib, "cuPointerGetAttribute");
+    if (fn == NULL) {
+        dlclose(lib);
+        return NULL;
+    }
+    __atomic_store_n(&found, fn, __ATOMIC_RELEASE); /* a race stores the same value */
+    return fn;
+}
+
+/* The runtime's answer: initialises CUDA (the driver, its devices) if it was not. */
+static int runtime_is_device_ptr(const void *p)
 {
     cudaPointerAttributes attr;
 
-    if (p == NULL || !ring_cuda_available())
-        return 0;
-    if (cuda_result(cudaPointerGetAttributes(&attr, p)) != 0)
+    if (!ring_cuda_available() || cuda_result(cudaPointerGetAttributes(&attr, p)) != 0)
         return 0;
     return attr.type == cudaMemoryTypeDevice;
+}
+
+/* The driver answers without a current context (the pointer knows its own, as
+ * Open MPI's CUDA support relies on), and for memory it does not know, host
+ * memory, CUDA_ERROR_INVALID_VALUE. Any other error: the runtime decides. */
+extern "C" int ring_cuda_is_device_ptr(const void *p)
+{
+    ring_cu_ptr_attr_fn attr;
+    unsigned int type = 0;
+    unsigned long long managed = 0; /* a bool or an int, by the header's version: room for both */
+    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
+    CUresult r;
+
+    if (p == NULL || (attr = driver_ptr_attr()) == NULL)
+        return 0;
+    r = attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp);
+    if (r == CUDA_ERROR_INVALID_VALUE)
+        return 0;
+    if (r != CUDA_SUCCESS)
+        return runtime_is_device_ptr(p);
+    if (type != CU_MEMORYTYPE_DEVICE)
+        return 0;
+    /* managed memory is readable by the host: used in place, as before */
+    return !(attr(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, dp) == CUDA_SUCCESS && managed != 0);
 }
 
 /* cuMemGetHandleForAddressRange's signature (cuda.h), called through the entry point */

@@ -50,10 +50,12 @@ int ring_cuda_built(void);
 int ring_cuda_available(void);
 
 /*
- * 1 when p is device memory (cudaMemoryTypeDevice), which the host cannot
+ * 1 when p is device memory (CU_MEMORYTYPE_DEVICE), which the host cannot
  * read. Host memory, pinned host memory and managed memory are 0 (the host
- * can read them), and so is everything when no device is available or the
- * query fails.
+ * can read them), and so is everything when the query fails. Never
+ * initialises CUDA: in a process that has not loaded the driver (libcuda)
+ * it is 0 at once, and otherwise one driver call, with no context needed,
+ * so any thread may ask.
  */
 int ring_cuda_is_device_ptr(const void *p);
 

@@ -14,8 +14,9 @@
  * it is (device in, host out: the input is copied straight into the user's
  * recvbuf and the ring runs in place there).
  *
- * Without a GPU (or a build without CUDA) ring_cuda_available() is a
- * cached 0 and nothing else here runs. Copies are blocking cudaMemcpy on
+ * Host buffers never initialise CUDA: ring_cuda_is_device_ptr answers 0
+ * without it where the process has not loaded the driver (and the stub
+ * always does). Copies are blocking cudaMemcpy on
  * pageable memory; a failed copy fails the communicator like any other
  * local error (RING_ERR_IO, this rank to blame), so the peers stop too.
  */
@@ -59,7 +60,8 @@ ring_status_t ring_dev_request_begin(ring_comm_t *comm, ring_request_t *req)
     void *stage;
 
     req->dev_recvbuf = NULL;
-    if (!ring_cuda_available() || req->count == 0)
+    /* is_device_ptr, not ring_cuda_available: host buffers must not initialise CUDA */
+    if (req->count == 0)
         return RING_OK;
     send_dev = ring_cuda_is_device_ptr(req->sendbuf);
     recv_dev = req->recvbuf == req->sendbuf ? send_dev : ring_cuda_is_device_ptr(req->recvbuf);
