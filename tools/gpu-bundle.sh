@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# gpu-bundle.sh - pack a CUDA build's GPU checks to run on a machine that has a
+# GPU but not the build's libraries (a GPU node without the packages, a
+# container), as docs/testing.md ("On a GPU") describes.
+#
+#   tools/gpu-bundle.sh [--with-data] BUILD_DIR OUT_DIR
+#
+# OUT_DIR gets bin/ (the CUDA tests, t-cnn, t-shm, ringd, ring-launch,
+# ring-bench), lib/ (libringd and every library they load outside glibc and
+# the CUDA toolkit, large ones xz-compressed), data/ with --with-data (the
+# Fashion-MNIST files, 30 MB) and run.sh. On the GPU machine:
+#
+#   OUT_DIR/run.sh [RESULTS_DIR]     (default /tmp/gpu-results)
+#
+# run.sh finds cuDNN and cuBLAS there (the toolkit's, or pip's nvidia-*
+# packages), runs each test into RESULTS_DIR/NAME.tap, compute-sanitizer's
+# memcheck on t-cuda where it is installed, and with data fmnist-cnn on the
+# CPU and the GPU; it ends with "N passed, N failed, N skipped" and exits 1
+# if a test failed. GPU_TESTS limits the tests run (names, e.g. "t-cuda").
+set -euo pipefail
+with_data=0
+if [ "${1:-}" = --with-data ]; then with_data=1; shift; fi
+if [ $# -ne 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    [ $# -eq 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; } && exit 0
+    exit 2
+fi
+b=$1 out=$2
+die() { echo "gpu-bundle: $*" >&2; exit 1; }
+grep -q '^#define RING_HAVE_CUDA 1' "$b/ring_build.h" 2>/dev/null ||
+    die "$b is not a CUDA build (ring_build.h: RING_HAVE_CUDA is not 1); configure where nvcc is found"
+for f in tests/t-cuda tests/t-cuda-staging tests/t-cnn tests/t-shm .libs/ringd .libs/ring-bench \
+         ring-launch .libs/libringd.so.0; do
+    [ -e "$b/$f" ] || die "$b/$f is missing: run 'make' and 'make check TESTS=' in $b first"
+done
+if ldd "$b/tests/t-cuda" | grep -q -E 'libasan|libubsan'; then
+    die "$b is a sanitizer build (its programs need the compiler's runtime): bundle a plain build"
+fi
+mkdir -p "$out/bin" "$out/lib"
+cp "$b/tests/t-cuda" "$b/tests/t-cuda-staging" "$b/tests/t-cnn" "$b/tests/t-shm" \
+   "$b/.libs/ringd" "$b/.libs/ring-bench" "$b/ring-launch" "$out/bin/"
+cp -L "$b/.libs/libringd.so.0" "$out/lib/"
+# what they load, but glibc's and the compiler's runtime (every system has them,
+# and an older copy would shadow the newer one cuDNN may need) and the CUDA
+# toolkit's (the GPU machine has those, matched to its driver)
+skip_re='/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so'
+skip_re="$skip_re|/libcud|/libcublas|/libnv"
+for f in "$out"/bin/* "$out/lib/libringd.so.0"; do
+    LD_LIBRARY_PATH="$out/lib" ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
+done | sort -u | grep -v -E "$skip_re" | grep -v "^$out/" | while read -r lib; do
+    name=$(basename "$lib")
+    cp -L "$lib" "$out/lib/$name"
+    if [ "$(stat -c %s "$out/lib/$name")" -gt 2000000 ]; then xz -f -T2 "$out/lib/$name"; fi
+done
+if [ "$with_data" = 1 ]; then
+    mkdir -p "$out/data"
+    cp /usr/share/datasets/fashion-mnist/*.gz "$out/data/" ||
+        die "no Fashion-MNIST in /usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist)"
+fi
+cat > "$out/run.sh" <<'EOF'
+#!/usr/bin/env bash
+# run.sh - the GPU checks of a ringd CUDA build (made by tools/gpu-bundle.sh)
+set -u
+B=$(cd "$(dirname "$0")" && pwd)
+R=${1:-/tmp/gpu-results}
+mkdir -p "$R"
+for f in "$B"/lib/*.xz; do [ -e "$f" ] && xz -d -f "$f"; done
+gpu_libs=$(find /usr/local /opt /usr/lib /usr/lib64 -xdev \( -name 'libcudnn.so.*' -o \
+    -name 'libcublas.so.*' \) 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd: -)
+export LD_LIBRARY_PATH="$B/lib${gpu_libs:+:$gpu_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "# $(uname -n): $(getconf _NPROCESSORS_ONLN) cpus; GPUs: $(nvidia-smi -L 2>/dev/null | wc -l)"
+echo "# LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+missing=$(for x in "$B"/bin/*; do ldd "$x" | grep 'not found'; done | sort -u)
+[ -n "$missing" ] && echo "# not found (the programs that need them will fail): $missing"
+pass=0 fail=0 skips=0
+for t in ${GPU_TESTS:-t-cuda t-cuda-staging t-cnn t-shm}; do
+    timeout 300 "$B/bin/$t" > "$R/$t.tap" 2>&1
+    rc=$?
+    p=$(grep -E '^ok' "$R/$t.tap" | grep -v -c '# SKIP')
+    s=$(grep -c -E '^ok .*# SKIP' "$R/$t.tap")
+    f=$(grep -c -E '^not ok' "$R/$t.tap")
+    [ "$rc" != 0 ] && [ "$f" = 0 ] && f=1
+    echo "$t: $p passed, $f failed, $s skipped (exit $rc)"
+    grep -E '^not ok' "$R/$t.tap" | head -5
+    pass=$((pass + p)) fail=$((fail + f)) skips=$((skips + s))
+done
+if command -v compute-sanitizer > /dev/null && [ -z "${GPU_TESTS:-}" ]; then
+    timeout 300 compute-sanitizer --tool memcheck --target-processes all "$B/bin/t-cuda" \
+        > "$R/t-cuda-memcheck.log" 2>&1
+    echo "compute-sanitizer memcheck t-cuda: $(grep 'ERROR SUMMARY' "$R/t-cuda-memcheck.log" | sort -u)"
+fi
+if [ -d "$B/data" ] && [ -z "${GPU_TESTS:-}" ]; then
+    for d in cpu cuda; do
+        echo "ringd fmnist-cnn --device $d, 1 peer, 400 steps:"
+        RING_DATA_DIR="$B/data" timeout 300 "$B/bin/ringd" --workload fmnist-cnn --device "$d" \
+            --max-steps 400 --eval-every 0 --progress off 2>&1 | grep -E 'accuracy|samples/s|error'
+    done
+fi
+echo "$pass passed, $fail failed, $skips skipped"
+[ "$fail" = 0 ]
+EOF
+chmod +x "$out/run.sh"
+echo "gpu-bundle: $out ($(du -sh "$out" | cut -f1)); on the GPU machine: $out/run.sh [RESULTS_DIR]"
