@@ -4,8 +4,9 @@
  * once): the peers of a host reduce-scatter among themselves (shared memory
  * with --transport shm or auto, even where the cross ring runs verbs), each
  * then allreduces its slice with the peers of the same local index on the
- * other hosts, and the host allgathers the slices. Only 1/L of the buffer crosses a host's link per peer, so a host
- * sends S in all where the flat ring sends 2(N-1)/N S.
+ * other hosts, and the host allgathers the slices. Only 1/L of the buffer
+ * crosses a host's link per peer, so a host sends S in all where the flat
+ * ring sends 2(N-1)/N S.
  *
  * Built from two more communicators, opened once the ring is up: "local"
  * (this host's peers) and "cross" (the peers of this local index, one per
