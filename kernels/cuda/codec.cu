@@ -21,6 +21,7 @@
  * ring_cuda_is_device_ptr.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -203,6 +204,15 @@ extern "C" int ring_cuda_available(void)
 /* cuPointerGetAttribute's signature (cuda.h) */
 typedef CUresult (*ring_cu_ptr_attr_fn)(void *data, CUpointer_attribute attribute, CUdeviceptr p);
 
+/* dl_iterate_phdr's callback: how many objects the process has loaded so far
+ * (the same count in every entry, so the first is enough) */
+static int loads_so_far(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(unsigned long long *)data = info->dlpi_adds;
+    return 1;
+}
+
 /*
  * The driver's cuPointerGetAttribute if the process has loaded libcuda (an
  * application's CUDA, or ours once it allocated), else NULL: a process that
@@ -211,19 +221,30 @@ typedef CUresult (*ring_cu_ptr_attr_fn)(void *data, CUpointer_attribute attribut
  * loaded the driver and opened its devices in every rank of a GPU host,
  * even for CPU-only training (7 /dev/nvidia* descriptors per rank, seen on
  * an H200 host). Found once, then kept (the handle stays open, so the
- * function stays loaded).
+ * function stays loaded). Every allreduce asks, so "not loaded" is asked
+ * again only after the process loaded another library: dlopen(RTLD_NOLOAD)
+ * of a name not loaded searches the library path (~22 us here), the load
+ * count costs ~25 ns.
  */
 static ring_cu_ptr_attr_fn driver_ptr_attr(void)
 {
     static ring_cu_ptr_attr_fn found;
+    static unsigned long long absent_at = ~0ull; /* the load count when it was not there */
     ring_cu_ptr_attr_fn fn = __atomic_load_n(&found, __ATOMIC_ACQUIRE);
+    unsigned long long loads = 0;
     void *lib;
 
     if (fn != NULL)
         return fn;
-    lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (lib == NULL)
+    /* read before the search: a library loaded meanwhile makes the next call look again */
+    (void)dl_iterate_phdr(loads_so_far, &loads);
+    if (loads == __atomic_load_n(&absent_at, __ATOMIC_ACQUIRE))
         return NULL;
+    lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == NULL) {
+        __atomic_store_n(&absent_at, loads, __ATOMIC_RELEASE);
+        return NULL;
+    }
     fn = (ring_cu_ptr_attr_fn)dlsym(lib, "cuPointerGetAttribute");
     if (fn == NULL) {
         dlclose(lib);
