@@ -201,8 +201,9 @@ extern "C" int ring_cuda_available(void)
     return cuda_devices > 0;
 }
 
-/* cuPointerGetAttribute's signature (cuda.h) */
-typedef CUresult (*ring_cu_ptr_attr_fn)(void *data, CUpointer_attribute attribute, CUdeviceptr p);
+/* cuPointerGetAttributes' signature (cuda.h) */
+typedef CUresult (*ring_cu_ptr_attrs_fn)(unsigned int n, CUpointer_attribute *attributes, void **data,
+                                         CUdeviceptr p);
 
 /* dl_iterate_phdr's callback: how many objects the process has loaded so far
  * (the same count in every entry, so the first is enough) */
@@ -214,7 +215,7 @@ static int loads_so_far(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 /*
- * The driver's cuPointerGetAttribute if the process has loaded libcuda (an
+ * The driver's cuPointerGetAttributes if the process has loaded libcuda (an
  * application's CUDA, or ours once it allocated), else NULL: a process that
  * never loaded the driver holds no device memory. So host buffers are told
  * apart without initialising CUDA. Asking the runtime first (as before)
@@ -226,11 +227,11 @@ static int loads_so_far(struct dl_phdr_info *info, size_t size, void *data)
  * of a name not loaded searches the library path (~22 us here), the load
  * count costs ~25 ns.
  */
-static ring_cu_ptr_attr_fn driver_ptr_attr(void)
+static ring_cu_ptr_attrs_fn driver_ptr_attrs(void)
 {
-    static ring_cu_ptr_attr_fn found;
+    static ring_cu_ptr_attrs_fn found;
     static unsigned long long absent_at = ~0ull; /* the load count when it was not there */
-    ring_cu_ptr_attr_fn fn = __atomic_load_n(&found, __ATOMIC_ACQUIRE);
+    ring_cu_ptr_attrs_fn fn = __atomic_load_n(&found, __ATOMIC_ACQUIRE);
     unsigned long long loads = 0;
     void *lib;
 
@@ -245,7 +246,7 @@ static ring_cu_ptr_attr_fn driver_ptr_attr(void)
         __atomic_store_n(&absent_at, loads, __ATOMIC_RELEASE);
         return NULL;
     }
-    fn = (ring_cu_ptr_attr_fn)dlsym(lib, "cuPointerGetAttribute");
+    fn = (ring_cu_ptr_attrs_fn)dlsym(lib, "cuPointerGetAttributes");
     if (fn == NULL) {
         dlclose(lib);
         return NULL;
@@ -265,27 +266,26 @@ static int runtime_is_device_ptr(const void *p)
 }
 
 /* The driver answers without a current context (the pointer knows its own, as
- * Open MPI's CUDA support relies on), and for memory it does not know, host
- * memory, CUDA_ERROR_INVALID_VALUE. Any other error: the runtime decides. */
+ * Open MPI's CUDA support relies on). cuPointerGetAttributes, not the
+ * singular cuPointerGetAttribute: for memory it does not know (host memory)
+ * it succeeds with zeroed attributes where the other fails with
+ * CUDA_ERROR_INVALID_VALUE, which compute-sanitizer reports as an error on
+ * every allreduce of a host buffer (83 in t-cuda, seen on an H200). Any
+ * error: the runtime decides. */
 extern "C" int ring_cuda_is_device_ptr(const void *p)
 {
-    ring_cu_ptr_attr_fn attr;
+    ring_cu_ptr_attrs_fn attrs;
     unsigned int type = 0;
     unsigned long long managed = 0; /* a bool or an int, by the header's version: room for both */
-    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
-    CUresult r;
+    CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    void *into[2] = {&type, &managed};
 
-    if (p == NULL || (attr = driver_ptr_attr()) == NULL)
+    if (p == NULL || (attrs = driver_ptr_attrs()) == NULL)
         return 0;
-    r = attr(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp);
-    if (r == CUDA_ERROR_INVALID_VALUE)
-        return 0;
-    if (r != CUDA_SUCCESS)
+    if (attrs(2, which, into, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
         return runtime_is_device_ptr(p);
-    if (type != CU_MEMORYTYPE_DEVICE)
-        return 0;
     /* managed memory is readable by the host: used in place, as before */
-    return !(attr(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, dp) == CUDA_SUCCESS && managed != 0);
+    return type == CU_MEMORYTYPE_DEVICE && managed == 0;
 }
 
 /* cuMemGetHandleForAddressRange's signature (cuda.h), called through the entry point */
