@@ -14,10 +14,13 @@
 #      (TCG numbers: for comparing runs of this suite, not hardware)
 #   6. ring-bench N=2, 4 MiB, --rate-limit 50mbit over verbs: busbw at the cap
 #   7. ring-bench --doctor over verbs, rank 2 rate-limited: its edge is named
-#   8. --transport auto: peers on 127.0.0.1 run shm (no RDMA packets), peers
-#      at two addresses verbs
-#   9. --transport auto, 2 addresses x 2 peers, hierarchical: local rings over
-#      shm, cross rings over verbs, right sums, RDMA packets
+#   8. --transport auto: peers on 127.0.0.1 run shm (no RDMA packets); peers
+#      at two addresses run verbs, but being on one machine their connection
+#      runs in shared memory (verbs over an shm bootstrap: no RDMA packets)
+#   9. --transport auto, 2 "hosts" (--host-id) x 2 peers, hierarchical: local
+#      rings over shm, cross rings over verbs, right sums, RDMA packets
+#  10. the same 2 x 2 as one flat ring: within a host shared memory, across
+#      hosts RDMA, in one ring
 # ring-launch gives every run a fresh secret, so steps 4-7 bootstrap their
 # queue pairs after the challenge-response (transport/verbs_boot.c).
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
@@ -271,7 +274,6 @@ by_hand() {
     # rank 0's rows, as csv_rows reads them
     sed 's/^/[0] /' "$out.0" >"$out"
 }
-read -r _ _ IP2 _ <<<"${RXE_IPS:-10.77.0.1 10.77.0.2 10.77.0.3}"
 t0=$SECONDS
 p0=$(pkts)
 by_hand "$T/auto2" "$IP0:29811,$IP1:29812" --transport auto --codec none --csv -c \
@@ -279,25 +281,49 @@ by_hand "$T/auto2" "$IP0:29811,$IP1:29812" --transport auto --codec none --csv -
 sent=$(($(pkts) - p0))
 row=$(csv_rows "$T/auto2" | head -n 1)
 wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
-ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && sent >= 512 ? 0 : 1)) \
-    "ring-bench --transport auto N=2 1 MiB, peers at $IP0 and $IP1: exit $brc, #wrong ${wrong:-?}, $sent RDMA packets (need >= 512: auto chose verbs) ($((SECONDS - t0)) s)"
-[ $brc = 0 ] || { show "$T/auto2" 6; show "$T/auto2.err" 10; }
+nshm=$(grep -c 'verbs: [1-9][0-9]* connection(s) to peers on this host ran in shared memory' "$T/auto2.err")
+ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nshm == 2 && sent < 64 ? 0 : 1)) \
+    "ring-bench --transport auto N=2 1 MiB, peers at $IP0 and $IP1 of one machine: exit $brc, #wrong ${wrong:-?}, $nshm of 2 ranks say verbs ran their connections in shared memory, $sent RDMA packets (need < 64) ($((SECONDS - t0)) s)"
+[ $brc = 0 ] && [ "$nshm" = 2 ] || { show "$T/auto2" 6; show "$T/auto2.err" 10; }
+
+# hosts4 OUT ARGS...: ring-bench --transport auto on 4 peers under ring-launch,
+# ranks 0,1 declaring host h0 and ranks 2,3 host h1 (--host-id, as NCCL_HOSTID:
+# one machine stands in for two hosts; shm keeps within a declared host)
+hosts4() {
+    local out=$1
+    shift
+    (cd "$B" && timeout -k 5 120 ./ring-launch -n 4 --timeout 110 -- bash -c \
+        'export RING_HOST_ID=h$((RING_RANK / 2)); exec "$@"' hostid \
+        ./ring-bench --transport auto --codec none --csv -c "$@") >"$out" 2>"$out.err"
+    brc=$?
+}
 
 # ---- 9. auto with 2 "hosts" x 2 peers: hierarchical, the local rings in shared memory
-# and the cross rings over verbs. The peer list stands in for two hosts (its entries'
-# addresses: ranks 0,1 at $IP0, ranks 2,3 at $IP2); the peers of one address are on
-# one machine, so shm connects them
+# and the cross rings over verbs
 t0=$SECONDS
 p0=$(pkts)
-by_hand "$T/mix" "$IP0:29821,$IP0:29822,$IP2:29823,$IP2:29824" --transport auto \
-    --hierarchical on --codec none --csv -c -b 4M -e 4M -n 2 -w 1 --log-level info
+hosts4 "$T/mix" --hierarchical on -b 4M -e 4M -n 2 -w 1 --log-level info
 sent=$(($(pkts) - p0))
 row=$(csv_rows "$T/mix" | head -n 1)
 wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
 nmix=$(grep -c 'hierarchical allreduce: 2 hosts x 2 peers (local ring over shm, cross ring over verbs)' "$T/mix.err")
 ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nmix == 4 && sent >= 1024 ? 0 : 1)) \
-    "ring-bench --transport auto --hierarchical on, 2 addresses x 2 peers, 4 MiB -c: exit $brc, #wrong ${wrong:-?}, $nmix of 4 ranks run the local ring over shm and the cross ring over verbs, $sent RDMA packets (need >= 1024) ($((SECONDS - t0)) s)"
+    "ring-bench --transport auto --hierarchical on, 2 host ids x 2 peers, 4 MiB -c: exit $brc, #wrong ${wrong:-?}, $nmix of 4 ranks run the local ring over shm and the cross ring over verbs, $sent RDMA packets (need >= 1024) ($((SECONDS - t0)) s)"
 [ $brc = 0 ] && [ "$nmix" = 4 ] || { show "$T/mix" 6; show "$T/mix.err" 12; }
+
+# ---- 10. the same as one flat ring: ring order by host (0 -> 1 -> 2 -> 3), so each
+# rank has one neighbour on its host (shared memory) and one on the other (RDMA)
+t0=$SECONDS
+p0=$(pkts)
+hosts4 "$T/flat" --hierarchical off -b 4M -e 4M -n 2 -w 1 --log-level info
+sent=$(($(pkts) - p0))
+row=$(csv_rows "$T/flat" | head -n 1)
+wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
+nshm=$(grep -c 'verbs: [1-9][0-9]* connection(s) to peers on this host ran in shared memory' "$T/flat.err")
+nauto=$(grep -c 'transport auto: verbs (RDMA to other hosts, shared memory with peers on this host)' "$T/flat.err")
+ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nshm == 4 && nauto == 4 && sent >= 1024 ? 0 : 1)) \
+    "ring-bench --transport auto, flat ring over 2 host ids x 2 peers, 4 MiB -c: exit $brc, #wrong ${wrong:-?}, $nauto of 4 ranks chose verbs with shared memory on the host, $nshm of 4 ran a connection in shared memory, $sent RDMA packets (need >= 1024) ($((SECONDS - t0)) s)"
+[ $brc = 0 ] && [ "$nshm" = 4 ] || { show "$T/flat" 6; show "$T/flat.err" 12; }
 
 echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
 echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"

@@ -33,6 +33,8 @@
 
 static const ring_tp_ops_t *const tcp = &ring_tcp_ops;
 
+_Static_assert(SHM_WAIT_FDS == TCP_WAIT_FDS + 2 * SHM_MAX_EPS, "shm.h's SHM_WAIT_FDS");
+
 /* RING_SHM_BYTES: each direction's pipe, a power of two in 64 KiB..1 GiB. */
 static ring_status_t pipe_bytes_from_env(size_t *bytes_p)
 {
@@ -62,6 +64,8 @@ static ring_status_t shm_init(const ring_tp_params_t *params, ring_tp_t **tp_p)
     for (int i = 0; i < SHM_ARRIVALS; i++)
         tp->arrivals[i].conn_fd = tp->arrivals[i].seg_fd = tp->arrivals[i].efd_mine =
             tp->arrivals[i].efd_peer = -1;
+    tp->scope = shm_scope(params->host_id);
+    tp->params.host_id = NULL; /* the caller's string: its scope is kept instead */
     st = pipe_bytes_from_env(&tp->pipe_bytes);
     if (st == RING_OK)
         st = tcp->init(params, &tp->tcp);
@@ -454,14 +458,12 @@ static int shm_progress(ring_tp_t *tp_)
     return n;
 }
 
-static void shm_wait(ring_tp_t *tp_, int timeout_ms)
+int ring_shm_wait_fds(ring_tp_t *tp_, struct pollfd *pfd, int *timeout_ms_p)
 {
     shm_tp_t *tp = (shm_tp_t *)tp_;
-    struct pollfd pfd[TCP_WAIT_FDS + 2 * SHM_MAX_EPS];
-    ring_tp_ep_t *sleeping[SHM_MAX_EPS];
-    int n, nsleep = 0;
+    int n = tcp_wait_fds(tp->tcp, pfd, timeout_ms_p);
 
-    n = tcp_wait_fds(tp->tcp, pfd, &timeout_ms);
+    tp->nsleeping = 0;
     for (int i = 0; i < tp->neps; i++) {
         ring_tp_ep_t *ep = tp->eps[i];
 
@@ -470,17 +472,40 @@ static void shm_wait(ring_tp_t *tp_, int timeout_ms)
 
         if (ep->phase != SHM_PIPES || (ep->rq_head == NULL && ep->sq_head == NULL))
             continue;
-        sleeping[nsleep++] = ep;
+        tp->sleeping[tp->nsleeping++] = ep;
         if (shm_ep_sleep_prepare(ep))
-            timeout_ms = 0; /* it is already there */
+            *timeout_ms_p = 0; /* it is already there */
         pfd[n++] = (struct pollfd){.fd = ep->efd_mine, .events = POLLIN};
         pfd[n++] = (struct pollfd){.fd = ep->live_fd, .events = POLLIN};
         ep->live_at = 0; /* woken by it, the next progress looks */
         ep->live_skip = 0;
     }
+    return n;
+}
+
+void ring_shm_wait_done(ring_tp_t *tp_)
+{
+    shm_tp_t *tp = (shm_tp_t *)tp_;
+
+    for (int i = 0; i < tp->nsleeping; i++)
+        shm_ep_wake_done(tp->sleeping[i]);
+    tp->nsleeping = 0;
+}
+
+static void shm_wait(ring_tp_t *tp, int timeout_ms)
+{
+    struct pollfd pfd[SHM_WAIT_FDS];
+    int n = ring_shm_wait_fds(tp, pfd, &timeout_ms);
+
     (void)poll(pfd, (nfds_t)n, timeout_ms);
-    for (int i = 0; i < nsleep; i++)
-        shm_ep_wake_done(sleeping[i]);
+    ring_shm_wait_done(tp);
+}
+
+int ring_shm_ep_local(const ring_tp_ep_t *ep)
+{
+    return ep->phase == SHM_PIPES ? 1
+           : ep->phase == SHM_TCP || ep->phase == SHM_FAILED ? 0
+                                                              : -1;
 }
 
 static const char *shm_ep_peer(const ring_tp_ep_t *ep)

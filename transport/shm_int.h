@@ -139,14 +139,19 @@ struct shm_tp {
     ring_tp_t *tcp;
     size_t pipe_bytes;
     int ux_fd;                         /* abstract unix listener, -1 until the first connect */
-    char ux_name[SHM_NAME_MAX];
+    char ux_name[SHM_NAME_MAX];        /* SHM_NAME_PREFIX, scope, "-", pid, "-", random */
+    uint32_t scope;                    /* the host id's hash: offers of another are refused */
     shm_arrival_t arrivals[SHM_ARRIVALS];
     uint64_t arrival_seq;
     ring_tp_ep_t *eps[SHM_MAX_EPS];
     int neps;
+    ring_tp_ep_t *sleeping[SHM_MAX_EPS]; /* between ring_shm_wait_fds and ring_shm_wait_done */
+    int nsleeping;
 };
 
 /* shm_seg.c */
+/* The scope of a --host-id ("" when none): peers of different scopes stay tcp. */
+uint32_t shm_scope(const char *host_id);
 /* Random bytes from the kernel: 0, or -1. */
 int shm_random(void *buf, size_t len);
 /* The transport's abstract unix listener (made on first use): 0, or -1 with errno. */

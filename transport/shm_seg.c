@@ -59,6 +59,17 @@ static socklen_t ux_addr(const char *name, struct sockaddr_un *sa)
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
 }
 
+/* FNV-1a: a name's part, not a secret (the segment goes only to whom the socket
+ * reaches, and the engine's hello checks the peer) */
+uint32_t shm_scope(const char *host_id)
+{
+    uint32_t h = 2166136261u;
+
+    for (const char *p = host_id != NULL ? host_id : ""; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
 int shm_ux_listen(shm_tp_t *tp)
 {
     struct sockaddr_un sa;
@@ -70,7 +81,8 @@ int shm_ux_listen(shm_tp_t *tp)
         return 0;
     if (shm_random(r, sizeof(r)) != 0)
         return -1;
-    snprintf(tp->ux_name, sizeof(tp->ux_name), SHM_NAME_PREFIX "%ld-%02x%02x%02x%02x%02x%02x%02x%02x",
+    snprintf(tp->ux_name, sizeof(tp->ux_name),
+             SHM_NAME_PREFIX "%08x-%ld-%02x%02x%02x%02x%02x%02x%02x%02x", (unsigned)tp->scope,
              (long)getpid(), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -168,9 +180,16 @@ int shm_seg_offer(shm_tp_t *tp, ring_tp_ep_t *ep, const char *name, char *why, s
     } cm;
     int ux, seg_fd = -1, efd_acc = -1, efd_conn = -1, fds[SHM_NFDS];
     shm_seg_hdr_t *hdr;
+    unsigned scope;
+    int used = 0;
 
-    if (strncmp(name, SHM_NAME_PREFIX, strlen(SHM_NAME_PREFIX)) != 0) {
+    if (strncmp(name, SHM_NAME_PREFIX, strlen(SHM_NAME_PREFIX)) != 0 ||
+        sscanf(name + strlen(SHM_NAME_PREFIX), "%8x-%n", &scope, &used) != 1 || used != 9) {
         snprintf(why, whylen, "its offer names no ringd socket");
+        return -1;
+    }
+    if (scope != tp->scope) {
+        snprintf(why, whylen, "it declares another host (--host-id differs)");
         return -1;
     }
     ux = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -153,6 +153,13 @@ typedef struct ring_tp_params {
     ring_tp_hooks_t hooks;
     /* auto: why the settings show every peer on this host (one_host.c), or "" */
     const char *one_host_why;
+    /* --host-id, or NULL/"": shm moves only connections between peers that declare
+     * the same host into shared memory (NCCL_HOSTID's use: a test, or a container
+     * that hides its host) */
+    const char *host_id;
+    /* verbs: connections to peers on this host run in shared memory (verbs.c over an
+     * shm bootstrap), as --transport auto asks; 0: every connection over RDMA */
+    int verbs_local_shm;
 } ring_tp_params_t;
 
 struct ring_tp_ops {

@@ -2,7 +2,9 @@
  * verbs.c - the RDMA verbs transport: messages as RDMA WRITE WITH
  * IMMEDIATE into the peer's receive slots, with credits (the protocol is in
  * verbs_int.h), bootstrapped over the tcp transport (verbs_boot.c: the
- * job's secret first, then the queue-pair records).
+ * job's secret first, then the queue-pair records), or over shm, whose
+ * connections to peers on this host carry the messages themselves
+ * (VB_EP_LOCAL: --transport auto).
  *
  * Completions are polled in progress(); the engine busy-polls that for
  * --spin-us, then calls wait(), which arms every CQ and sleeps in poll() on
@@ -21,6 +23,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "shm.h"
 #include "tcp.h"
 #include "verbs.h"
 #include "verbs_int.h"
@@ -85,6 +88,7 @@ static void vb_iov_fill(const ring_tp_req_t *req, size_t off, size_t len, const 
 static ring_status_t vb_init(const ring_tp_params_t *params, ring_tp_t **tp_p)
 {
     vb_tp_t *tp = calloc(1, sizeof(*tp));
+    ring_tp_params_t boot_params = *params;
     char why[512];
     ring_status_t st;
 
@@ -92,6 +96,10 @@ static ring_status_t vb_init(const ring_tp_params_t *params, ring_tp_t **tp_p)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory creating the verbs transport");
     tp->params = *params;
     tp->params.ib_dev = NULL; /* the caller's string: only vb_dev_open reads it, below */
+    tp->params.host_id = NULL; /* likewise: only the shm bootstrap's init reads it */
+    /* shared memory ignores --rate-limit: with a cap every connection runs RDMA */
+    tp->boot_ops = params->verbs_local_shm && params->rate_limit_bps <= 0 ? &ring_shm_ops
+                                                                          : &ring_tcp_ops;
     if (vb_dev_open(params, &tp->dev, why, sizeof(why)) != 0) {
         free(tp);
         return ring_error_set(RING_ERR_UNSUPPORTED, "--transport verbs: %s", why);
@@ -108,7 +116,7 @@ static ring_status_t vb_init(const ring_tp_params_t *params, ring_tp_t **tp_p)
         return ring_error_set(RING_ERR_IO, "verbs: cannot create a completion channel: %s",
                               strerror(e));
     }
-    st = ring_tcp_ops.init(params, &tp->tcp);
+    st = tp->boot_ops->init(&boot_params, &tp->boot_tp);
     if (st != RING_OK) {
         ibv_destroy_comp_channel(tp->channel);
         vb_dev_close(&tp->dev);
@@ -131,7 +139,10 @@ static void vb_fini(ring_tp_t *tp_)
     ring_log(RING_LOG_DEBUG, "verbs: sent %llu bytes straight from registered memory, %llu "
              "through the bounce slots", (unsigned long long)tp->bytes_direct,
              (unsigned long long)tp->bytes_bounced);
-    ring_tcp_ops.fini(tp->tcp);
+    if (tp->boot_ops == &ring_shm_ops)
+        ring_log(RING_LOG_INFO, "verbs: %d connection(s) to peers on this host ran in shared "
+                 "memory", tp->nlocal);
+    tp->boot_ops->fini(tp->boot_tp);
     vb_regions_free(tp);
     ibv_destroy_comp_channel(tp->channel);
     vb_dev_close(&tp->dev);
@@ -147,7 +158,7 @@ static ring_status_t vb_listen(ring_tp_t *tp_, const char *host, int port,
 
     if (l == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a listener");
-    st = ring_tcp_ops.listen(tp->tcp, host, port, &l->tcp);
+    st = tp->boot_ops->listen(tp->boot_tp, host, port, &l->boot);
     if (st != RING_OK) {
         free(l);
         return st;
@@ -159,14 +170,14 @@ static ring_status_t vb_listen(ring_tp_t *tp_, const char *host, int port,
 
 static int vb_listener_port(const ring_tp_listener_t *l)
 {
-    return ring_tcp_ops.listener_port(l->tcp);
+    return l->tp->boot_ops->listener_port(l->boot);
 }
 
 static void vb_listener_close(ring_tp_listener_t *l)
 {
     if (l == NULL)
         return;
-    ring_tcp_ops.listener_close(l->tcp);
+    l->tp->boot_ops->listener_close(l->boot);
     free(l);
 }
 
@@ -175,7 +186,7 @@ static ring_status_t vb_accept(ring_tp_listener_t *l, ring_tp_ep_t **ep_p)
     ring_tp_ep_t *boot = NULL;
 
     *ep_p = NULL;
-    RING_CHECK(ring_tcp_ops.accept(l->tcp, &boot));
+    RING_CHECK(l->tp->boot_ops->accept(l->boot, &boot));
     if (boot == NULL)
         return RING_OK;
     return vb_boot_start(l->tp, boot, 1, ep_p);
@@ -186,7 +197,7 @@ static ring_status_t vb_connect(ring_tp_t *tp_, const char *host, int port, ring
     vb_tp_t *tp = (vb_tp_t *)tp_;
     ring_tp_ep_t *boot;
 
-    RING_CHECK(ring_tcp_ops.connect(tp->tcp, host, port, &boot));
+    RING_CHECK(tp->boot_ops->connect(tp->boot_tp, host, port, &boot));
     return vb_boot_start(tp, boot, 0, ep_p);
 }
 
@@ -212,7 +223,7 @@ static int vb_post_write(ring_tp_ep_t *ep, uint32_t imm, uint64_t wr_id, struct 
         char gid[64];
 
         vb_ep_fail(ep, RING_ERR_IO, rc, "RDMA write to %s (GID %s, QP 0x%x -> 0x%x) could not "
-                   "be posted: %s", ring_tcp_ops.ep_peer(ep->boot),
+                   "be posted: %s", ep->tp->boot_ops->ep_peer(ep->boot),
                    vb_peer_gid(ep, gid, sizeof(gid)), ep->mine.qpn, ep->theirs.qpn, strerror(rc));
         return -1;
     }
@@ -377,7 +388,7 @@ static void vb_completion_error(ring_tp_ep_t *ep, const struct ibv_wc *wc)
 
     vb_ep_fail(ep, RING_ERR_REMOTE, wc->status == IBV_WC_RETRY_EXC_ERR ? ETIMEDOUT : ECONNRESET,
                "%s %s (GID %s, QP 0x%x -> 0x%x on %s) failed: %s", what,
-               ring_tcp_ops.ep_peer(ep->boot), vb_peer_gid(ep, gid, sizeof(gid)), ep->mine.qpn,
+               ep->tp->boot_ops->ep_peer(ep->boot), vb_peer_gid(ep, gid, sizeof(gid)), ep->mine.qpn,
                ep->theirs.qpn, ep->tp->dev.name, ibv_wc_status_str(wc->status));
 }
 
@@ -412,7 +423,7 @@ static int vb_poll_cq(ring_tp_ep_t *ep)
 
                 if (!(wc[i].wc_flags & IBV_WC_WITH_IMM)) {
                     vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s wrote without an immediate",
-                               ring_tcp_ops.ep_peer(ep->boot));
+                               ep->tp->boot_ops->ep_peer(ep->boot));
                     continue;
                 }
                 if (imm & VB_IMM_CREDIT) {
@@ -421,7 +432,7 @@ static int vb_poll_cq(ring_tp_ep_t *ep)
                            ep->rx_arrived - ep->rx_consumed >= VB_SLOTS) {
                     vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s broke the credit protocol (a "
                                "fragment of %u bytes, %u slots full)",
-                               ring_tcp_ops.ep_peer(ep->boot), imm & VB_IMM_LEN,
+                               ep->tp->boot_ops->ep_peer(ep->boot), imm & VB_IMM_LEN,
                                ep->rx_arrived - ep->rx_consumed);
                     continue;
                 } else {
@@ -458,6 +469,8 @@ static ring_status_t vb_req_start(ring_tp_ep_t *ep, ring_tp_req_t *req)
 
 static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
+    if (ep->state == VB_EP_LOCAL)
+        return ep->tp->boot_ops->post_send(ep->boot, req);
     RING_CHECK(vb_req_start(ep, req));
     if (vb_req_len(req) > UINT32_MAX)
         return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large",
@@ -483,6 +496,8 @@ static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
 
 static ring_status_t vb_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
+    if (ep->state == VB_EP_LOCAL)
+        return ep->tp->boot_ops->post_recv(ep->boot, req);
     RING_CHECK(vb_req_start(ep, req));
     if (ep->rx_broken) {
         vb_req_finish(req, RING_ERR_MISMATCH, 0);
@@ -502,7 +517,7 @@ static void vb_check_alive(ring_tp_ep_t *ep)
     (void)vb_deliver(ep); /* what landed before it left still counts */
     vb_ep_fail(ep, RING_ERR_REMOTE,
                ep->live_recv.status == RING_OK ? EPROTO : ep->live_recv.sys_errno,
-               "%s: %s", ring_tcp_ops.ep_peer(ep->boot),
+               "%s: %s", ep->tp->boot_ops->ep_peer(ep->boot),
                ep->live_recv.status == RING_OK
                    ? "unexpected bytes on the bootstrap connection"
                    : ring_tp_cause(ep->live_recv.status, ep->live_recv.sys_errno));
@@ -511,7 +526,7 @@ static void vb_check_alive(ring_tp_ep_t *ep)
 static int vb_progress(ring_tp_t *tp_)
 {
     vb_tp_t *tp = (vb_tp_t *)tp_;
-    int moved = ring_tcp_ops.progress(tp->tcp);
+    int moved = tp->boot_ops->progress(tp->boot_tp);
 
     for (int i = 0; i < tp->neps; i++) {
         ring_tp_ep_t *ep = tp->eps[i];
@@ -531,7 +546,8 @@ static int vb_progress(ring_tp_t *tp_)
 static void vb_wait(ring_tp_t *tp_, int timeout_ms)
 {
     vb_tp_t *tp = (vb_tp_t *)tp_;
-    struct pollfd pfd[TCP_WAIT_FDS + 1];
+    struct pollfd pfd[SHM_WAIT_FDS + 1]; /* the larger of tcp's and shm's, + the channel */
+    int shm = tp->boot_ops == &ring_shm_ops;
     int n;
 
     /* the bounded busy-poll is the engine's (--spin-us, before it calls wait) */
@@ -542,7 +558,8 @@ static void vb_wait(ring_tp_t *tp_, int timeout_ms)
             (void)ibv_req_notify_cq(tp->eps[i]->cq, 0);
     if (vb_progress(tp_) > 0)
         return;
-    n = tcp_wait_fds(tp->tcp, pfd, &timeout_ms);
+    n = shm ? ring_shm_wait_fds(tp->boot_tp, pfd, &timeout_ms)
+            : tcp_wait_fds(tp->boot_tp, pfd, &timeout_ms);
     /* a send held back by --rate-limit: wake up when its tokens are there */
     for (int i = 0; i < tp->neps; i++) {
         ring_tp_ep_t *ep = tp->eps[i];
@@ -563,16 +580,20 @@ static void vb_wait(ring_tp_t *tp_, int timeout_ms)
         for (int i = 0; i < 1024 && ibv_get_cq_event(tp->channel, &cq, &ctx) == 0; i++)
             ibv_ack_cq_events(cq, 1);
     }
+    if (shm)
+        ring_shm_wait_done(tp->boot_tp);
 }
 
 static const char *vb_ep_peer(const ring_tp_ep_t *ep)
 {
     /* a bootstrap that failed its authentication is closed at once */
-    return ep->boot != NULL ? ring_tcp_ops.ep_peer(ep->boot) : ep->peer;
+    return ep->boot != NULL ? ep->tp->boot_ops->ep_peer(ep->boot) : ep->peer;
 }
 
 static const char *vb_ep_error(const ring_tp_ep_t *ep)
 {
+    if (ep->state == VB_EP_LOCAL)
+        return ep->tp->boot_ops->ep_error(ep->boot);
     return ep->state == VB_EP_FAILED ? ep->error_text : "";
 }
 

@@ -15,6 +15,12 @@
  * resources. A failed exchange fails that endpoint alone, closes its
  * connection and logs why (who, from where): never the listener, never
  * the ring. Without a secret the records go out at once, as they always did.
+ *
+ * Over an shm bootstrap (--transport auto) the records wait until shm's own
+ * hand-shake has told where the connection runs: in shared memory (the peer
+ * is on this host) the endpoint needs no queue pair and goes VB_EP_LOCAL,
+ * its messages carried by the bootstrap connection; over tcp (another host)
+ * the records go out as above.
  */
 #include "ring_build.h"
 
@@ -26,6 +32,7 @@
 #include "errors.h"
 #include "le.h"
 #include "log.h"
+#include "shm.h"
 #include "tcp.h"
 #include "verbs_int.h"
 
@@ -55,9 +62,54 @@ static int vb_boot_post_record(ring_tp_ep_t *ep, char *err, size_t errlen)
     ep->rec_send.iovcnt = 1;
     ep->rec_recv.iov[0] = (struct iovec){ep->rec_in, VB_RECORD_BYTES};
     ep->rec_recv.iovcnt = 1;
-    (void)ring_tcp_ops.post_send(ep->boot, &ep->rec_send);
-    (void)ring_tcp_ops.post_recv(ep->boot, &ep->rec_recv);
+    (void)ep->tp->boot_ops->post_send(ep->boot, &ep->rec_send);
+    (void)ep->tp->boot_ops->post_recv(ep->boot, &ep->rec_recv);
     return 0;
+}
+
+/* The peer is on this host: what was posted meanwhile goes to the bootstrap
+ * connection, in order, and so does everything later (vb_post_send/recv). */
+static void vb_boot_go_local(ring_tp_ep_t *ep)
+{
+    ring_tp_req_t *sq = ep->sq_head, *rq = ep->rq_head;
+
+    ep->state = VB_EP_LOCAL;
+    ep->sq_head = ep->sq_tail = ep->rq_head = ep->rq_tail = NULL;
+    for (ring_tp_req_t *next; sq != NULL; sq = next) {
+        next = sq->next;
+        (void)ep->tp->boot_ops->post_send(ep->boot, sq);
+    }
+    for (ring_tp_req_t *next; rq != NULL; rq = next) {
+        next = rq->next;
+        (void)ep->tp->boot_ops->post_recv(ep->boot, rq);
+    }
+    ep->tp->nlocal++;
+    ring_log(RING_LOG_DEBUG, "verbs: %s is on this host: shared memory, no queue pair",
+             ep->tp->boot_ops->ep_peer(ep->boot));
+}
+
+/* After the secret (or at once without one): the records, once it is known
+ * that the peer is on another host; 1 when something happened. */
+static int vb_boot_place(ring_tp_ep_t *ep)
+{
+    char err[384];
+    int local = ep->tp->boot_ops == &ring_shm_ops ? ring_shm_ep_local(ep->boot) : 0;
+
+    if (local < 0) {
+        ep->placing = 1; /* shm's hand-shake still runs: vb_boot_progress asks again */
+        return 0;
+    }
+    ep->placing = 0;
+    if (local == 1) {
+        vb_boot_go_local(ep);
+        return 1;
+    }
+    /* a failed hand-shake lands here too: the record's receive then says why */
+    if (vb_boot_post_record(ep, err, sizeof(err)) != 0) {
+        vb_ep_fail(ep, RING_ERR_NO_RESOURCE, errno, "verbs: %s", err);
+        ring_log(RING_LOG_WARN, "%s", ep->error_text);
+    }
+    return 1;
 }
 
 ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_tp_ep_t **ep_p)
@@ -67,13 +119,13 @@ ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_
     char err[384];
 
     if (tp->neps == VB_MAX_EPS) {
-        ring_tcp_ops.ep_close(boot);
+        tp->boot_ops->ep_close(boot);
         return ring_error_set(RING_ERR_NO_RESOURCE, "too many verbs connections (%d)",
                               VB_MAX_EPS);
     }
     ep = calloc(1, sizeof(*ep));
     if (ep == NULL) {
-        ring_tcp_ops.ep_close(boot);
+        tp->boot_ops->ep_close(boot);
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a verbs connection");
     }
     ep->tp = tp;
@@ -91,12 +143,17 @@ ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_
             vb_ep_free(ep);
             return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a verbs connection");
         }
-        st = h->guard_begin(h->ctx, ep->guard, &ring_tcp_ops, boot, acceptor);
+        st = h->guard_begin(h->ctx, ep->guard, tp->boot_ops, boot, acceptor);
         if (st != RING_OK) {
             vb_ep_free(ep);
             return st;
         }
         ep->guarding = 1;
+        *ep_p = ep;
+        return RING_OK;
+    }
+    if (tp->boot_ops == &ring_shm_ops) {
+        ep->placing = 1; /* vb_boot_progress places it once shm's hand-shake has */
         *ep_p = ep;
         return RING_OK;
     }
@@ -112,8 +169,8 @@ ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_
  * authenticated: the other side hears nothing more, only the close. */
 static void vb_boot_drop(ring_tp_ep_t *ep)
 {
-    snprintf(ep->peer, sizeof(ep->peer), "%s", ring_tcp_ops.ep_peer(ep->boot));
-    ring_tcp_ops.ep_close(ep->boot);
+    snprintf(ep->peer, sizeof(ep->peer), "%s", ep->tp->boot_ops->ep_peer(ep->boot));
+    ep->tp->boot_ops->ep_close(ep->boot);
     ep->boot = NULL;
 }
 
@@ -122,10 +179,9 @@ static int vb_boot_guard(ring_tp_ep_t *ep)
 {
     const ring_tp_hooks_t *h = &ep->tp->params.hooks;
     ring_tp_guard_state_t gs = h->guard_step(h->ctx, ep->guard);
-    const char *peer = ring_tcp_ops.ep_peer(ep->boot);
+    const char *peer = ep->tp->boot_ops->ep_peer(ep->boot);
     ring_tp_guard_why_t w;
     const char *why;
-    char err[384];
 
     if (gs == RING_TP_GUARD_PENDING)
         return 0;
@@ -133,10 +189,7 @@ static int vb_boot_guard(ring_tp_ep_t *ep)
     if (gs == RING_TP_GUARD_DONE) {
         ring_log(RING_LOG_DEBUG, "verbs: %s %s proved the job's secret", ep->acceptor ?
                  "a connection from" : "the bootstrap connection to", peer);
-        if (vb_boot_post_record(ep, err, sizeof(err)) != 0) {
-            vb_ep_fail(ep, RING_ERR_NO_RESOURCE, errno, "verbs: %s", err);
-            ring_log(RING_LOG_WARN, "%s", ep->error_text);
-        }
+        (void)vb_boot_place(ep);
         return 1;
     }
     memset(&w, 0, sizeof(w));
@@ -167,7 +220,7 @@ static int vb_boot_guard(ring_tp_ep_t *ep)
 static void vb_boot_refused(ring_tp_ep_t *ep)
 {
     const ring_tp_hooks_t *h = &ep->tp->params.hooks;
-    const char *peer = ring_tcp_ops.ep_peer(ep->boot);
+    const char *peer = ep->tp->boot_ops->ep_peer(ep->boot);
     ring_tp_req_t *r = &ep->rec_recv;
     int spoke = r->status == RING_OK || r->status == RING_ERR_MISMATCH;
     /* another protocol's first bytes (the engine knows its own): in its words */
@@ -198,12 +251,12 @@ static int vb_boot_records(ring_tp_ep_t *ep)
         }
         if (vb_record_decode(ep->rec_in, &ep->theirs, err, sizeof(err)) != 0) {
             vb_ep_fail(ep, RING_ERR_PROTOCOL, 0, "%s sent a bad verbs record: %s",
-                       ring_tcp_ops.ep_peer(ep->boot), err);
+                       ep->tp->boot_ops->ep_peer(ep->boot), err);
             return 1;
         }
         if (ep->theirs.link_layer != ep->mine.link_layer) {
             vb_ep_fail(ep, RING_ERR_MISMATCH, 0, "%s uses %s (%s), this peer %s (%s): one ring "
-                       "cannot mix InfiniBand and RoCE", ring_tcp_ops.ep_peer(ep->boot),
+                       "cannot mix InfiniBand and RoCE", ep->tp->boot_ops->ep_peer(ep->boot),
                        ep->theirs.link_layer == 2 ? "RoCE" : "InfiniBand", ep->theirs.dev_name,
                        ep->mine.link_layer == 2 ? "RoCE" : "InfiniBand", ep->mine.dev_name);
             return 1;
@@ -218,8 +271,8 @@ static int vb_boot_records(ring_tp_ep_t *ep)
         ep->rdy_send.iovcnt = 1;
         ep->rdy_recv.iov[0] = (struct iovec){&ep->rdy_in, 1};
         ep->rdy_recv.iovcnt = 1;
-        (void)ring_tcp_ops.post_send(ep->boot, &ep->rdy_send);
-        (void)ring_tcp_ops.post_recv(ep->boot, &ep->rdy_recv);
+        (void)ep->tp->boot_ops->post_send(ep->boot, &ep->rdy_send);
+        (void)ep->tp->boot_ops->post_recv(ep->boot, &ep->rdy_recv);
         ep->ready_sent = 1;
     }
     if (!ep->rdy_recv.done)
@@ -227,17 +280,17 @@ static int vb_boot_records(ring_tp_ep_t *ep)
     if (ep->rdy_recv.status != RING_OK || ep->rdy_recv.bytes != 1 || ep->rdy_in != 'R') {
         vb_ep_fail(ep, ep->rdy_recv.status != RING_OK ? ep->rdy_recv.status : RING_ERR_PROTOCOL,
                    ep->rdy_recv.sys_errno, "%s: the verbs bootstrap failed before the queue "
-                   "pairs were ready (%s)", ring_tcp_ops.ep_peer(ep->boot),
+                   "pairs were ready (%s)", ep->tp->boot_ops->ep_peer(ep->boot),
                    ring_tp_cause(ep->rdy_recv.status, ep->rdy_recv.sys_errno));
         return 1;
     }
     /* from now on the bootstrap connection only tells us when the peer is gone */
     ep->live_recv.iov[0] = (struct iovec){&ep->live_in, 1};
     ep->live_recv.iovcnt = 1;
-    (void)ring_tcp_ops.post_recv(ep->boot, &ep->live_recv);
+    (void)ep->tp->boot_ops->post_recv(ep->boot, &ep->live_recv);
     ep->state = VB_EP_OPEN;
     ring_log(RING_LOG_DEBUG, "verbs: %s open: QP 0x%x -> %s QP 0x%x (GID %s)",
-             ring_tcp_ops.ep_peer(ep->boot), ep->mine.qpn, ep->theirs.dev_name, ep->theirs.qpn,
+             ep->tp->boot_ops->ep_peer(ep->boot), ep->mine.qpn, ep->theirs.dev_name, ep->theirs.qpn,
              ep->tp->dev.gid_text);
     return 1;
 }
@@ -248,6 +301,8 @@ int vb_boot_progress(ring_tp_ep_t *ep)
 
     if (ep->guarding)
         return vb_boot_guard(ep);
+    if (ep->placing)
+        return vb_boot_place(ep);
     moved = vb_boot_records(ep);
     /* with a secret the caller's own exchange over this endpoint sees only that it
      * failed, not why (another transport, another link layer...): say it here */

@@ -63,7 +63,7 @@ void vb_ep_free(ring_tp_ep_t *ep)
 {
     vb_qp_destroy(ep);
     if (ep->boot != NULL)
-        ring_tcp_ops.ep_close(ep->boot);
+        ep->tp->boot_ops->ep_close(ep->boot);
     free(ep->guard); /* after the close: the guard's requests live in it */
     vb_forget_ep(ep->tp, ep);
     free(ep);

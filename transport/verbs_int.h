@@ -93,6 +93,8 @@ typedef struct vb_region {
 typedef enum vb_ep_state {
     VB_EP_BOOT,                /* the secret, records, then the ready byte, over the bootstrap */
     VB_EP_OPEN,
+    VB_EP_LOCAL,               /* the peer is on this host: messages go over the bootstrap
+                                * connection, which shm moved into shared memory */
     VB_EP_FAILED
 } vb_ep_state_t;
 
@@ -102,10 +104,17 @@ typedef enum vb_ep_state {
  * secret, two messages each way (the record, then one ready
  * byte once our QP is in RTS, so no write can reach a QP not yet ready to
  * receive), after which a 1-byte receive stays posted to hear the peer go.
+ * With params.verbs_local_shm (--transport auto) it is the shm transport
+ * (shm.c: tcp connections that move into shared memory when the peer is on
+ * this host): such a connection needs no queue pair, and carries the
+ * caller's messages itself (VB_EP_LOCAL), as NCCL runs SHM within a node
+ * and IB across.
  */
 typedef struct vb_tp {
     ring_tp_params_t params;
-    ring_tp_t *tcp;            /* the bootstrap transport */
+    const ring_tp_ops_t *boot_ops; /* tcp, or shm (verbs_local_shm) */
+    ring_tp_t *boot_tp;        /* the bootstrap transport */
+    int nlocal;                /* endpoints that went VB_EP_LOCAL, for the log */
     vb_dev_t dev;
     struct ibv_comp_channel *channel; /* every endpoint's CQ reports here */
     struct ring_tp_ep *eps[VB_MAX_EPS];
@@ -118,12 +127,13 @@ typedef struct vb_tp {
 
 struct ring_tp_listener {
     vb_tp_t *tp;
-    ring_tp_listener_t *tcp;
+    ring_tp_listener_t *boot;
 };
 
 struct ring_tp_ep {
     vb_tp_t *tp;
-    ring_tp_ep_t *boot;        /* the bootstrap tcp connection, then liveness */
+    ring_tp_ep_t *boot;        /* the bootstrap connection, then liveness (VB_EP_LOCAL:
+                                * everything) */
     char peer[80];             /* its peer, kept when it is closed after a failed secret */
     vb_ep_state_t state;
     ring_status_t error;       /* sticky first error */
@@ -135,6 +145,8 @@ struct ring_tp_ep {
     /* bootstrap messages: the guard first (with a secret), then records, ready bytes */
     void *guard;               /* the guard's state (hooks.guard_state_bytes), NULL: none */
     int guarding;              /* 1 while the guard runs */
+    int placing;               /* 1 while the shm bootstrap finds out whether the peer is
+                                * on this host (its hand-shake runs) */
     int acceptor;              /* the bootstrap connection was accepted, not connected */
     unsigned char rec_out[VB_RECORD_BYTES], rec_in[VB_RECORD_BYTES];
     unsigned char rdy_out, rdy_in, live_in;

@@ -107,7 +107,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                                .ib_dev = cfg->ib_dev,
                                .gid_index = cfg->gid_index,
                                .ib_timeout = cfg->ib_timeout,
-                               .ib_retry_count = cfg->ib_retry_count};
+                               .ib_retry_count = cfg->ib_retry_count,
+                               .host_id = cfg->host_id};
     int level = ring_log_level_parse(cfg->log_level);
     char why[512], one_host[300];
 
@@ -159,10 +160,19 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     if (comm->tp_ops == NULL)
         return ring_error_set(RING_ERR_UNSUPPORTED, "transport '%s' is not in this build (it has: %s)",
                               cfg->transport, ring_tp_names());
+    /* auto with RDMA: peers on this host still meet in shared memory (verbs.c) */
+    params.verbs_local_shm = strcmp(cfg->transport, "auto") == 0 &&
+                             strcmp(comm->tp_ops->name, "verbs") == 0;
     comm->tp_ops = ring_fault_wrap(comm->tp_ops); /* RING_FAULT, tests only: fault_inject.c */
-    if (why[0] != '\0')
-        ring_log(RING_LOG_INFO, "transport auto: %s, because %s", strcmp(comm->tp_ops->name, "shm")
-                 == 0 ? "shm (shared memory with peers on this host, tcp to others)" : "tcp", why);
+    if (why[0] != '\0' || params.verbs_local_shm)
+        ring_log(RING_LOG_INFO, "transport auto: %s%s%s",
+                 strcmp(comm->tp_ops->name, "shm") == 0
+                     ? "shm (shared memory with peers on this host, tcp to others)"
+                 : !params.verbs_local_shm ? "tcp"
+                 : cfg->rate_limit_bps > 0
+                     ? "verbs (RDMA to every peer: shared memory would ignore --rate-limit)"
+                     : "verbs (RDMA to other hosts, shared memory with peers on this host)",
+                 why[0] != '\0' ? ", because " : "", why);
     for (int c = 0; c < comm->nchannels; c++) {
         comm->channels[c].index = c;
         RING_CHECK(ring_enc_channel_alloc(comm, &comm->channels[c]));
