@@ -21,6 +21,9 @@
 #      rings over shm, cross rings over verbs, right sums, RDMA packets
 #  10. the same 2 x 2 as one flat ring: within a host shared memory, across
 #      hosts RDMA, in one ring
+#  11. that ring with the job's secret, rank 1 SIGKILLed mid-run: its
+#      neighbours in shared memory (rank 0) and over RDMA (rank 2) fail, naming
+#      it, no hang
 # ring-launch gives every run a fresh secret, so steps 4-7 bootstrap their
 # queue pairs after the challenge-response (transport/verbs_boot.c).
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
@@ -274,6 +277,7 @@ by_hand() {
     # rank 0's rows, as csv_rows reads them
     sed 's/^/[0] /' "$out.0" >"$out"
 }
+H4_KILL=()
 t0=$SECONDS
 p0=$(pkts)
 by_hand "$T/auto2" "$IP0:29811,$IP1:29812" --transport auto --codec none --csv -c \
@@ -281,32 +285,48 @@ by_hand "$T/auto2" "$IP0:29811,$IP1:29812" --transport auto --codec none --csv -
 sent=$(($(pkts) - p0))
 row=$(csv_rows "$T/auto2" | head -n 1)
 wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
-nshm=$(grep -c 'verbs: [1-9][0-9]* connection(s) to peers on this host ran in shared memory' "$T/auto2.err")
+# ranks_saying FILE PATTERN: how many ranks logged PATTERN (each communicator logs it:
+# the ring's, and the pairs' of recursive doubling)
+ranks_saying() { grep "$2" "$1" | grep -o '^ringd\[rank [0-9]*\]' | sort -u | wc -l; }
+nshm=$(ranks_saying "$T/auto2.err" 'verbs: [1-9][0-9]* connection(s) to peers on this host ran in shared memory')
 ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nshm == 2 && sent < 64 ? 0 : 1)) \
     "ring-bench --transport auto N=2 1 MiB, peers at $IP0 and $IP1 of one machine: exit $brc, #wrong ${wrong:-?}, $nshm of 2 ranks say verbs ran their connections in shared memory, $sent RDMA packets (need < 64) ($((SECONDS - t0)) s)"
 [ $brc = 0 ] && [ "$nshm" = 2 ] || { show "$T/auto2" 6; show "$T/auto2.err" 10; }
 
-# hosts4 OUT ARGS...: ring-bench --transport auto on 4 peers under ring-launch,
-# ranks 0,1 declaring host h0 and ranks 2,3 host h1 (--host-id, as NCCL_HOSTID:
-# one machine stands in for two hosts; shm keeps within a declared host)
+# hosts4 OUT PORT ARGS...: ring-bench --transport auto on 4 peers meeting at a tcp
+# store on 127.0.0.1:PORT, ranks 0,1 declaring host h0 and ranks 2,3 host h1
+# (--host-id, as NCCL_HOSTID: one machine stands in for two hosts, and shm keeps
+# within a declared host); rank 0's output in OUT, every rank's log in OUT.err,
+# the first non-zero status in $brc
 hosts4() {
-    local out=$1
-    shift
-    (cd "$B" && timeout -k 5 120 ./ring-launch -n 4 --timeout 110 -- bash -c \
-        'export RING_HOST_ID=h$((RING_RANK / 2)); exec "$@"' hostid \
-        ./ring-bench --transport auto --codec none --csv -c "$@") >"$out" 2>"$out.err"
-    brc=$?
+    local out=$1 port=$2 pids=() r rc
+    shift 2
+    : >"$out.err"
+    for r in 0 1 2 3; do
+        (cd "$B" && RING_RANK=$r RING_WORLD_SIZE=4 RING_HOST_ID=h$((r / 2)) \
+            RING_RENDEZVOUS=tcp://127.0.0.1:$port timeout -k 5 -s KILL "${H4_KILL[$r]:-120}" ./ring-bench \
+            --transport auto --codec none --csv -c --timeout 60s --connect-timeout 60s "$@") \
+            >"$out.$r" 2>>"$out.err" &
+        pids+=($!)
+    done
+    brc=0
+    for r in "${!pids[@]}"; do
+        wait "${pids[$r]}"
+        rc=$?
+        [ $brc = 0 ] && brc=$rc
+    done
+    sed 's/^/[0] /' "$out.0" >"$out"
 }
 
 # ---- 9. auto with 2 "hosts" x 2 peers: hierarchical, the local rings in shared memory
 # and the cross rings over verbs
 t0=$SECONDS
 p0=$(pkts)
-hosts4 "$T/mix" --hierarchical on -b 4M -e 4M -n 2 -w 1 --log-level info
+hosts4 "$T/mix" 29831 --hierarchical on -b 4M -e 4M -n 2 -w 1 --log-level info
 sent=$(($(pkts) - p0))
 row=$(csv_rows "$T/mix" | head -n 1)
 wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
-nmix=$(grep -c 'hierarchical allreduce: 2 hosts x 2 peers (local ring over shm, cross ring over verbs)' "$T/mix.err")
+nmix=$(ranks_saying "$T/mix.err" 'hierarchical allreduce: 2 hosts x 2 peers (local ring over shm, cross ring over verbs)')
 ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nmix == 4 && sent >= 1024 ? 0 : 1)) \
     "ring-bench --transport auto --hierarchical on, 2 host ids x 2 peers, 4 MiB -c: exit $brc, #wrong ${wrong:-?}, $nmix of 4 ranks run the local ring over shm and the cross ring over verbs, $sent RDMA packets (need >= 1024) ($((SECONDS - t0)) s)"
 [ $brc = 0 ] && [ "$nmix" = 4 ] || { show "$T/mix" 6; show "$T/mix.err" 12; }
@@ -315,15 +335,32 @@ ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nmix == 4 && sent >= 1024 ?
 # rank has one neighbour on its host (shared memory) and one on the other (RDMA)
 t0=$SECONDS
 p0=$(pkts)
-hosts4 "$T/flat" --hierarchical off -b 4M -e 4M -n 2 -w 1 --log-level info
+hosts4 "$T/flat" 29841 --hierarchical off -b 4M -e 4M -n 2 -w 1 --log-level info
 sent=$(($(pkts) - p0))
 row=$(csv_rows "$T/flat" | head -n 1)
 wrong=$(printf '%s\n' "$row" | awk -F, 'NF >= 7 {print $7}')
-nshm=$(grep -c 'verbs: [1-9][0-9]* connection(s) to peers on this host ran in shared memory' "$T/flat.err")
-nauto=$(grep -c 'transport auto: verbs (RDMA to other hosts, shared memory with peers on this host)' "$T/flat.err")
+nshm=$(ranks_saying "$T/flat.err" 'verbs: [1-9][0-9]* connection(s) to peers on this host ran in shared memory')
+nauto=$(ranks_saying "$T/flat.err" 'transport auto: verbs (RDMA to other hosts, shared memory with peers on this host)')
 ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nshm == 4 && nauto == 4 && sent >= 1024 ? 0 : 1)) \
     "ring-bench --transport auto, flat ring over 2 host ids x 2 peers, 4 MiB -c: exit $brc, #wrong ${wrong:-?}, $nauto of 4 ranks chose verbs with shared memory on the host, $nshm of 4 ran a connection in shared memory, $sent RDMA packets (need >= 1024) ($((SECONDS - t0)) s)"
 [ $brc = 0 ] && [ "$nshm" = 4 ] || { show "$T/flat" 6; show "$T/flat.err" 12; }
+
+# ---- 11. that ring with a secret (the guard runs over the shm bootstrap), rank 1
+# killed after 6 s of allreduces: rank 0 (its neighbour in shared memory) and rank 2
+# (over RDMA) must fail within the timeout, naming rank 1
+t0=$SECONDS
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/secret"
+H4_KILL=(60 6 60 60)
+RING_SECRET_FILE=$T/secret RING_TIMEOUT=5 hosts4 "$T/kill" 29851 --hierarchical off \
+    -b 1M -e 1M -n 100000 -w 1
+H4_KILL=()
+took=$((SECONDS - t0))
+named0=$(grep -c '^ring-bench: rank 0: .*rank 1 (' "$T/kill.err")
+named2=$(grep -c '^ring-bench: rank 2: .*rank 1 (' "$T/kill.err")
+nosecret=$(grep -c 'without a secret' "$T/kill.err")
+ok $((brc != 0 && took < 40 && named0 > 0 && named2 > 0 && nosecret == 0 ? 0 : 1)) \
+    "flat ring of shm and RDMA links with a secret, rank 1 SIGKILLed at 6 s: the others stopped in $took s (need < 40), rank 0 names rank 1 ($named0 lines), rank 2 names it ($named2 lines), $nosecret warnings of no secret"
+[ $took -lt 40 ] && [ "$named0" -gt 0 ] && [ "$named2" -gt 0 ] || show "$T/kill.err" 12
 
 echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
 echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"

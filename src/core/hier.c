@@ -113,6 +113,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     int my_ports[2], hosts = 0, local_size = 0, n = 0;
     ring_port_hold_t ph = {0};
     char why[200], tag[32];
+    const char *cross_tp[] = {"transport", NULL, NULL};
     ring_status_t st = RING_OK;
     struct ring_hier *h;
 
@@ -168,8 +169,13 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
             members[n++] = r;
     ring_port_hold_release(&ph, 1);
     snprintf(tag, sizeof(tag), "cross%d", h->local_rank);
+    /* auto: what the ring chose (its peers are on other hosts, one each). Left to
+     * choose again it would look at the peer list alone, which drops --host-id:
+     * one machine standing in for several hosts would look like one host */
+    cross_tp[1] = ring_comm_transport(comm);
     st = ring_sub_open(comm, &hier_owner, open_fn, &h->cross, "cross ring", members, n,
-                       h->host_index, ports, 2, 1, tag, NULL);
+                       h->host_index, ports, 2, 1, tag,
+                       strcmp(comm->cfg.transport, "auto") == 0 ? cross_tp : NULL);
     if (st != RING_OK)
         goto out;
     ring_log(RING_LOG_INFO, "hierarchical allreduce: %d hosts x %d peers (local ring over %s, "
