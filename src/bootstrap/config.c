@@ -41,8 +41,8 @@ static const ring_opt_t config_table[] = {
      "how peers exchange data: verbs (RDMA: InfiniBand or RoCE), tcp, or shm (shared memory "
      "between peers on one host, tcp to the others); auto = verbs when this build has it and "
      "an active RDMA port exists, unless every peer is on this host (a loopback rendezvous or "
-     "peer list), else shm, or tcp under --rate-limit (saying why, once); a hierarchical "
-     "allreduce's local rings run shm under auto"},
+     "peer list), else shm, or tcp under --rate-limit (saying why, once); under auto, peers "
+     "on one host meet in shared memory also where the others run verbs"},
     {"ib-dev", "RING_IB_HCA", RING_OPT_STRING, "", "NAME[:PORT],...", FIELD(ib_dev), 0, 0,
      "verbs: the RDMA devices to use, as NCCL_IB_HCA: names are prefixes, '=' first for "
      "exact names, '^' first to exclude; rank r takes the (r mod k)-th of the k active "
@@ -66,7 +66,8 @@ static const ring_opt_t config_table[] = {
     {"host-id", "RING_HOST_ID", RING_OPT_STRING, "", "NAME", FIELD(host_id), 0, 0,
      "at a rendezvous: the name --ring-order host groups this peer by, instead of its host "
      "name (as NCCL_HOSTID); on Kubernetes, the node's name (spec.nodeName) puts pods of one "
-     "node next to each other; empty = the host name"},
+     "node next to each other; peers of different ids never share memory; empty = the host "
+     "name"},
     {"iface", "RING_SOCKET_IFNAME", RING_OPT_STRING, "", "IFACE,...", FIELD(iface), 0, 0,
      "tcp: interfaces whose addresses peers publish at a rendezvous, as NCCL_SOCKET_IFNAME: "
      "name prefixes, '=' first for exact names, '^' first to exclude; empty = every interface "
