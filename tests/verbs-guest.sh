@@ -24,6 +24,8 @@
 #  11. that ring with the job's secret, rank 1 SIGKILLed mid-run: its
 #      neighbours in shared memory (rank 0) and over RDMA (rank 2) fail, naming
 #      it, no hang
+#  12. --transport verbs against auto (whose bootstrap offers shared memory):
+#      both fail at start, the verbs peer naming the other's transport
 # ring-launch gives every run a fresh secret, so steps 4-7 bootstrap their
 # queue pairs after the challenge-response (transport/verbs_boot.c).
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
@@ -361,6 +363,22 @@ nosecret=$(grep -c 'without a secret' "$T/kill.err")
 ok $((brc != 0 && took < 40 && named0 > 0 && named2 > 0 && nosecret == 0 ? 0 : 1)) \
     "flat ring of shm and RDMA links with a secret, rank 1 SIGKILLed at 6 s: the others stopped in $took s (need < 40), rank 0 names rank 1 ($named0 lines), rank 2 names it ($named2 lines), $nosecret warnings of no secret"
 [ $took -lt 40 ] && [ "$named0" -gt 0 ] && [ "$named2" -gt 0 ] || show "$T/kill.err" 12
+
+# ---- 12. one peer --transport verbs, the other auto: refused, named, no hang
+t0=$SECONDS
+for r in 0 1; do
+    (cd "$B" && RING_RANK=$r RING_WORLD_SIZE=2 RING_PEERS=$IP0:29861,$IP1:29862 \
+        timeout -k 5 -s KILL 60 ./ring-bench --transport "$([ $r = 0 ] && echo verbs || echo auto)" \
+        --timeout 10s --connect-timeout 10s -b 4K -e 4K -n 1 >"$T/mixtp.$r" 2>"$T/mixtp.$r.err"
+     echo $? >"$T/mixtp.$r.rc") &
+done
+wait
+took=$((SECONDS - t0))
+rc0=$(cat "$T/mixtp.0.rc") rc1=$(cat "$T/mixtp.1.rc")
+named=$(grep -c 'offers shared memory first (--transport shm, or auto' "$T/mixtp.0.err")
+ok $((rc0 != 0 && rc0 != 137 && rc1 != 0 && rc1 != 137 && named > 0 && took < 40 ? 0 : 1)) \
+    "rank 0 --transport verbs, rank 1 auto: exits $rc0 and $rc1 in $took s (need non-zero, < 40 s), rank 0 names the other's transport ($named lines)"
+[ "$named" -gt 0 ] || { show "$T/mixtp.0.err" 6; show "$T/mixtp.1.err" 6; }
 
 echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
 echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"

@@ -8,6 +8,8 @@
  */
 #include "ring_build.h"
 
+#include <string.h>
+
 #include "comm_int.h"
 #include "cuda/ring_cuda.h"
 #include "le.h"
@@ -21,6 +23,10 @@ static const char *lend_foreign_bytes(void *ctx, const unsigned char first[4], s
     if (magic == RING_HELLO_MAGIC)
         return "runs ringd over the tcp transport, this peer over verbs: every peer needs the "
                "same --transport (RING_TRANSPORT)";
+    if (bytes >= 4 && memcmp(first, "RSHO", 4) == 0) /* shm.c's offer: an shm bootstrap */
+        return "offers shared memory first (--transport shm, or auto, which runs verbs with "
+               "shared memory within a host), this peer runs --transport verbs alone: every "
+               "peer needs the same --transport (RING_TRANSPORT)";
     if (bytes >= 4 && magic == RING_AUTH_MAGIC)
         return "asked this peer to prove the job's secret, and this peer has none: give every "
                "peer the same --secret-file (RING_SECRET_FILE)";
