@@ -152,6 +152,9 @@ struct shm_tp {
 /* shm_seg.c */
 /* The scope of a --host-id ("" when none): peers of different scopes stay tcp. */
 uint32_t shm_scope(const char *host_id);
+/* The scope an offer's socket name carries (a peer's bytes): 0, or -1 when the
+ * name is not a ringd socket's (prefix, 8 lowercase hex digits, '-'). */
+int shm_name_scope(const char *name, uint32_t *scope_p);
 /* Random bytes from the kernel: 0, or -1. */
 int shm_random(void *buf, size_t len);
 /* The transport's abstract unix listener (made on first use): 0, or -1 with errno. */

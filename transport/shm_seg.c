@@ -70,6 +70,26 @@ uint32_t shm_scope(const char *host_id)
     return h;
 }
 
+int shm_name_scope(const char *name, uint32_t *scope_p)
+{
+    const char *p = name + strlen(SHM_NAME_PREFIX);
+    uint32_t v = 0;
+
+    if (strncmp(name, SHM_NAME_PREFIX, strlen(SHM_NAME_PREFIX)) != 0)
+        return -1;
+    for (int i = 0; i < 8; i++, p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+
+        if (d < 0)
+            return -1;
+        v = v << 4 | (uint32_t)d;
+    }
+    if (*p != '-')
+        return -1;
+    *scope_p = v;
+    return 0;
+}
+
 int shm_ux_listen(shm_tp_t *tp)
 {
     struct sockaddr_un sa;
@@ -180,11 +200,9 @@ int shm_seg_offer(shm_tp_t *tp, ring_tp_ep_t *ep, const char *name, char *why, s
     } cm;
     int ux, seg_fd = -1, efd_acc = -1, efd_conn = -1, fds[SHM_NFDS];
     shm_seg_hdr_t *hdr;
-    unsigned scope;
-    int used = 0;
+    uint32_t scope;
 
-    if (strncmp(name, SHM_NAME_PREFIX, strlen(SHM_NAME_PREFIX)) != 0 ||
-        sscanf(name + strlen(SHM_NAME_PREFIX), "%8x-%n", &scope, &used) != 1 || used != 9) {
+    if (shm_name_scope(name, &scope) != 0) {
         snprintf(why, whylen, "its offer names no ringd socket");
         return -1;
     }

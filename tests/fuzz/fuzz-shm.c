@@ -20,10 +20,14 @@ static void fuzz_offer(const uint8_t *data, size_t size)
     unsigned char m[SHM_HS_BYTES] = {0}, token[SHM_TOKEN_BYTES];
     char name[SHM_NAME_MAX];
     size_t len = size < sizeof(m) ? size : sizeof(m);
+    uint32_t scope;
 
     memcpy(m, data, len);
-    if (shm_offer_decode(m, len, token, name) == 0 && strlen(name) >= SHM_NAME_MAX)
+    if (shm_offer_decode(m, len, token, name) != 0)
+        return;
+    if (strlen(name) >= SHM_NAME_MAX)
         abort(); /* the name is always terminated within its buffer */
+    (void)shm_name_scope(name, &scope); /* reads within the terminated name */
 }
 
 /* input: head (8 bytes), receive capacity (2), iov count (1), then the pipe's bytes */
