@@ -102,8 +102,8 @@ int vb_qp_to_rtr(ring_tp_ep_t *ep, char *err, size_t errlen)
 
         vb_gid_format(t->gid, gid, sizeof(gid));
         snprintf(err, errlen, "QP 0x%x: INIT -> RTR towards %s on %s (GID %s, QP 0x%x) "
-                 "failed: %m", ep->qp->qp_num, t->dev_name, ep->tp->boot_ops->ep_peer(ep->boot), gid,
-                 t->qpn);
+                 "failed: %m", ep->qp->qp_num, t->dev_name,
+                 ep->tp->boot_ops->ep_peer(ep->boot), gid, t->qpn);
         return -1;
     }
     return 0;

@@ -202,8 +202,8 @@ extern "C" int ring_cuda_available(void)
 }
 
 /* cuPointerGetAttributes' signature (cuda.h) */
-typedef CUresult (*ring_cu_ptr_attrs_fn)(unsigned int n, CUpointer_attribute *attributes, void **data,
-                                         CUdeviceptr p);
+typedef CUresult (*ring_cu_ptr_attrs_fn)(unsigned int n, CUpointer_attribute *attributes,
+                                         void **data, CUdeviceptr p);
 
 /* dl_iterate_phdr's callback: how many objects the process has loaded so far
  * (the same count in every entry, so the first is enough) */
@@ -277,7 +277,8 @@ extern "C" int ring_cuda_is_device_ptr(const void *p)
     ring_cu_ptr_attrs_fn attrs;
     unsigned int type = 0;
     unsigned long long managed = 0; /* a bool or an int, by the header's version: room for both */
-    CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED};
     void *into[2] = {&type, &managed};
 
     if (p == NULL || (attrs = driver_ptr_attrs()) == NULL)

@@ -7,10 +7,15 @@ stays small, and the examples run under ring-launch on a small slice:
   2. fmnist_cnn_plain.py trains one epoch on 3000 images alone
   3. fmnist_cnn.py does under ring-launch -n 2, and learns (test accuracy > 0.5)
   4. synthetic_mlp.py runs with the ringd, ddp-gloo and ddp-ringd backends (-n 2)
+  5. fmnist_ssp.py's model is ringd's fmnist-mlp as initialised there (He normal
+     weights, zero biases), and the sync-vs-stale experiment runs bounded under
+     ring-launch -n 2 with jitter, writing its summary
 
 TAP on stdout; every run has a time limit.
 """
 import difflib
+import json
+import math
 import os
 import re
 import socket
@@ -95,6 +100,34 @@ for backend in ("ringd", "ddp-gloo", "ddp-ringd"):
                    "--steps", "3"], 220)
     ok(rc == 0 and "samples/s" in out, "synthetic_mlp.py --backend %s under ring-launch -n 2"
        % backend, out)
+
+sys.path.insert(0, ex)
+import fmnist_ssp  # noqa: E402
+
+torch.manual_seed(3)
+lin = [m for m in fmnist_ssp.mlp() if isinstance(m, torch.nn.Linear)]
+stds = [(m.weight.std().item(), math.sqrt(2.0 / m.in_features)) for m in lin]
+ok(len(lin) == 3 and all(abs(got / want - 1) < 0.1 for got, want in stds[:2]) and
+   all(m.bias.abs().max().item() == 0 for m in lin),
+   "fmnist_ssp.py's MLP starts as ringd's fmnist-mlp: weight std / sqrt(2 / fan_in) = %s, "
+   "zero biases" % ", ".join("%.3f" % (got / want) for got, want in stds))
+
+summary = os.path.join(os.environ.get("TMPDIR", "/tmp"), "t-examples-ssp-%d.json" % os.getpid())
+rc, out = run([launch, "-n", "2", "--timeout", "200", "--", python, "fmnist_ssp.py", "--mode",
+               "bounded", "--staleness", "2", "--epochs", "1", "--train-limit", "3000",
+               "--device-ms", "2", "--jitter", "0.2:3", "--eval-every", "5", "--json", summary],
+              220)
+try:
+    s = json.load(open(summary))
+    os.unlink(summary)
+except (OSError, ValueError) as e:
+    s = {"error": str(e)}
+ok(rc == 0 and s.get("mode") == "bounded" and s.get("steps", 0) >= 20 and
+   s.get("final_acc", 0) > 0.5 and len(s.get("curve", [])) >= 4,
+   "fmnist_ssp.py --mode bounded --staleness 2 under ring-launch -n 2 with jitter: %s steps, "
+   "test accuracy %s > 0.5, %d snapshots evaluated" % (s.get("steps"), s.get("final_acc"),
+                                                        len(s.get("curve", []))),
+   "%s\n%s" % (out, s))
 
 print("1..%d" % n)
 sys.exit(1 if failed else 0)
