@@ -72,12 +72,13 @@ uint32_t shm_scope(const char *host_id)
 
 int shm_name_scope(const char *name, uint32_t *scope_p)
 {
-    const char *p = name + strlen(SHM_NAME_PREFIX);
+    const char *p;
     uint32_t v = 0;
 
     if (strncmp(name, SHM_NAME_PREFIX, strlen(SHM_NAME_PREFIX)) != 0)
         return -1;
-    for (int i = 0; i < 8; i++, p++) {
+    p = name + strlen(SHM_NAME_PREFIX);
+    for (int i = 0; i < 8; i++, p++) { /* a shorter name stops at its NUL */
         int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
 
         if (d < 0)
