@@ -256,30 +256,45 @@ ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && said == 0 && sent < 64 ? 0 
     "ring-bench --transport auto N=2 1 MiB, peers on 127.0.0.1: exit $brc, #wrong ${wrong:-?}, rank 0 says auto chose shm ($([ $said = 0 ] && echo yes || echo no)), $sent RDMA packets (need < 64) ($((SECONDS - t0)) s)"
 [ $brc = 0 ] && [ $said = 0 ] || { show "$T/auto" 6; show "$T/auto.err" 10; }
 
-# by_hand OUT PEERS ARGS...: one ring-bench per entry of the peer list (RING_PEERS,
-# each listening on its entry), rank 0's output in OUT, every rank's log in OUT.err;
-# status (the first non-zero) in $brc
-by_hand() {
-    local out=$1 peers=$2 pids=() r nr rc
+# ranks OUT N ARGS...: N ring-bench processes, rank r with the extra environment
+# RANK_ENV[r] (VAR=value ...) and, where RANK_KILL[r] is set, SIGKILLed after that
+# many seconds (else a 120 s guard); rank 0's output in OUT (as csv_rows reads it),
+# rank r's in OUT.r, its log in OUT.r.err, every rank's log in OUT.err, its exit
+# status in RANK_RC[r] and the first non-zero one in $brc
+ranks() {
+    local out=$1 nr=$2 pids=() r rc
     shift 2
-    nr=$(awk -F, '{print NF}' <<<"$peers")
-    : >"$out.err"
     for ((r = 0; r < nr; r++)); do
-        (cd "$B" && RING_RANK=$r RING_WORLD_SIZE=$nr RING_PEERS=$peers \
-            timeout -k 5 120 ./ring-bench --timeout 60s --connect-timeout 60s "$@") \
-            >"$out.$r" 2>>"$out.err" &
+        # shellcheck disable=SC2086 # RANK_ENV[r] is a list of assignments
+        (cd "$B" && env RING_RANK=$r RING_WORLD_SIZE=$nr ${RANK_ENV[$r]:-} \
+            timeout -k 5 ${RANK_KILL[$r]:+-s KILL} "${RANK_KILL[$r]:-120}" ./ring-bench \
+            --timeout 60s --connect-timeout 60s "$@") >"$out.$r" 2>"$out.$r.err" &
         pids+=($!)
     done
     brc=0
+    RANK_RC=()
     for r in "${!pids[@]}"; do
         wait "${pids[$r]}"
         rc=$?
+        RANK_RC[r]=$rc
         [ $brc = 0 ] && brc=$rc
     done
-    # rank 0's rows, as csv_rows reads them
+    for ((r = 0; r < nr; r++)); do cat "$out.$r.err"; done >"$out.err"
     sed 's/^/[0] /' "$out.0" >"$out"
+    RANK_ENV=() RANK_KILL=()
 }
-H4_KILL=()
+RANK_ENV=() RANK_KILL=()
+
+# by_hand OUT PEERS ARGS...: one ring-bench per entry of the peer list (RING_PEERS,
+# each listening on its entry), as ranks() says
+by_hand() {
+    local out=$1 peers=$2 nr r
+    shift 2
+    nr=$(awk -F, '{print NF}' <<<"$peers")
+    for ((r = 0; r < nr; r++)); do RANK_ENV[r]="RING_PEERS=$peers ${RANK_ENV[$r]:-}"; done
+    ranks "$out" "$nr" "$@"
+}
+
 t0=$SECONDS
 p0=$(pkts)
 by_hand "$T/auto2" "$IP0:29811,$IP1:29812" --transport auto --codec none --csv -c \
@@ -298,26 +313,14 @@ ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nshm == 2 && sent < 64 ? 0 
 # hosts4 OUT PORT ARGS...: ring-bench --transport auto on 4 peers meeting at a tcp
 # store on 127.0.0.1:PORT, ranks 0,1 declaring host h0 and ranks 2,3 host h1
 # (--host-id, as NCCL_HOSTID: one machine stands in for two hosts, and shm keeps
-# within a declared host); rank 0's output in OUT, every rank's log in OUT.err,
-# the first non-zero status in $brc
+# within a declared host), as ranks() says
 hosts4() {
-    local out=$1 port=$2 pids=() r rc
+    local out=$1 port=$2 r
     shift 2
-    : >"$out.err"
     for r in 0 1 2 3; do
-        (cd "$B" && RING_RANK=$r RING_WORLD_SIZE=4 RING_HOST_ID=h$((r / 2)) \
-            RING_RENDEZVOUS=tcp://127.0.0.1:$port timeout -k 5 -s KILL "${H4_KILL[$r]:-120}" ./ring-bench \
-            --transport auto --codec none --csv -c --timeout 60s --connect-timeout 60s "$@") \
-            >"$out.$r" 2>>"$out.err" &
-        pids+=($!)
+        RANK_ENV[r]="RING_HOST_ID=h$((r / 2)) RING_RENDEZVOUS=tcp://127.0.0.1:$port ${RANK_ENV[$r]:-}"
     done
-    brc=0
-    for r in "${!pids[@]}"; do
-        wait "${pids[$r]}"
-        rc=$?
-        [ $brc = 0 ] && brc=$rc
-    done
-    sed 's/^/[0] /' "$out.0" >"$out"
+    ranks "$out" 4 --transport auto --codec none --csv -c "$@"
 }
 
 # ---- 9. auto with 2 "hosts" x 2 peers: hierarchical, the local rings in shared memory
@@ -352,10 +355,9 @@ ok $((brc == 0 && ${#row} > 0 && ${wrong:-1} == 0 && nshm == 4 && nauto == 4 && 
 # (over RDMA) must fail within the timeout, naming rank 1
 t0=$SECONDS
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/secret"
-H4_KILL=(60 6 60 60)
-RING_SECRET_FILE=$T/secret RING_TIMEOUT=5 hosts4 "$T/kill" 29851 --hierarchical off \
-    -b 1M -e 1M -n 100000 -w 1
-H4_KILL=()
+RANK_KILL=(60 6 60 60)
+for r in 0 1 2 3; do RANK_ENV[r]="RING_SECRET_FILE=$T/secret"; done
+hosts4 "$T/kill" 29851 --hierarchical off -b 1M -e 1M -n 100000 -w 1 --timeout 5s
 took=$((SECONDS - t0))
 named0=$(grep -c '^ring-bench: rank 0: .*rank 1 (' "$T/kill.err")
 named2=$(grep -c '^ring-bench: rank 2: .*rank 1 (' "$T/kill.err")
@@ -366,15 +368,10 @@ ok $((brc != 0 && took < 40 && named0 > 0 && named2 > 0 && nosecret == 0 ? 0 : 1
 
 # ---- 12. one peer --transport verbs, the other auto: refused, named, no hang
 t0=$SECONDS
-for r in 0 1; do
-    (cd "$B" && RING_RANK=$r RING_WORLD_SIZE=2 RING_PEERS=$IP0:29861,$IP1:29862 \
-        timeout -k 5 -s KILL 60 ./ring-bench --transport "$([ $r = 0 ] && echo verbs || echo auto)" \
-        --timeout 10s --connect-timeout 10s -b 4K -e 4K -n 1 >"$T/mixtp.$r" 2>"$T/mixtp.$r.err"
-     echo $? >"$T/mixtp.$r.rc") &
-done
-wait
+RANK_ENV=(RING_TRANSPORT=verbs RING_TRANSPORT=auto) RANK_KILL=(60 60)
+by_hand "$T/mixtp" "$IP0:29861,$IP1:29862" --timeout 10s --connect-timeout 10s -b 4K -e 4K -n 1
 took=$((SECONDS - t0))
-rc0=$(cat "$T/mixtp.0.rc") rc1=$(cat "$T/mixtp.1.rc")
+rc0=${RANK_RC[0]} rc1=${RANK_RC[1]}
 named=$(grep -c 'offers shared memory first (--transport shm, or auto' "$T/mixtp.0.err")
 ok $((rc0 != 0 && rc0 != 137 && rc1 != 0 && rc1 != 137 && named > 0 && took < 40 ? 0 : 1)) \
     "rank 0 --transport verbs, rank 1 auto: exits $rc0 and $rc1 in $took s (need non-zero, < 40 s), rank 0 names the other's transport ($named lines)"
