@@ -186,6 +186,10 @@ ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
         int rank = comm->order[place];
         char addr[300], phase[96];
 
+        /* a peer that failed wrote why on its board before it closed: pass its
+         * words on (a mismatch it found), not only that it left */
+        RING_CHECK(ring_direct_relay_failure(comm));
+
         ring_rank_addr(comm, rank, addr, sizeof(addr));
         ring_phase_format(comm, comm->direct->req, -1, phase, sizeof(phase));
         return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_REMOTE, .culprit = rank,
