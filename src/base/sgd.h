@@ -23,6 +23,7 @@ typedef struct sgd {
 
 /* 0, or -1 when the velocity cannot be allocated. */
 int sgd_init(sgd_t *o, size_t n, double lr, double momentum, double weight_decay);
+/* One step over o->n parameters; params, grad and the velocity must not overlap. */
 void sgd_step(sgd_t *o, float *params, const float *grad);
 void sgd_free(sgd_t *o);
 
