@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 
 int sgd_init(sgd_t *o, size_t n, double lr, double momentum, double weight_decay)
@@ -21,19 +22,36 @@ int sgd_init(sgd_t *o, size_t n, double lr, double momentum, double weight_decay
     return o->velocity != NULL ? 0 : -1;
 }
 
+/* Four floats as one value (GCC and clang vector extensions): the compiler
+ * emits one vector instruction per operation on any x86-64 (SSE2) or arm64. */
+typedef float sgd_v4 __attribute__((vector_size(16)));
+
 void sgd_step(sgd_t *o, float *params, const float *grad)
 {
     const float lr = o->lr, mu = o->momentum, wd = o->weight_decay;
-    float *restrict v = o->velocity;
-    float *restrict p = params;
-    const float *restrict g_in = grad;
+    float *v = o->velocity;
+    size_t i = 0, n = o->n;
 
-    /* restrict: the three arrays never overlap, so the loop vectorizes without
-     * run-time overlap checks */
-    for (size_t i = 0; i < o->n; i++) {
-        float g = g_in[i] + wd * p[i];
+    /* four at a time: this loop runs over every parameter each step (scalar, it
+     * was 8 % of a 4-peer fmnist-mlp profile). The same operations in the same
+     * order on each element, no FMA: the same bits as one at a time. memcpy:
+     * the arrays need no alignment */
+    for (; i + 4 <= n; i += 4) {
+        sgd_v4 g, w, m;
+
+        memcpy(&g, grad + i, sizeof(g));
+        memcpy(&w, params + i, sizeof(w));
+        memcpy(&m, v + i, sizeof(m));
+        g = g + wd * w;
+        m = mu * m + g;
+        w -= lr * m;
+        memcpy(v + i, &m, sizeof(m));
+        memcpy(params + i, &w, sizeof(w));
+    }
+    for (; i < n; i++) {
+        float g = grad[i] + wd * params[i];
         v[i] = mu * v[i] + g;
-        p[i] -= lr * v[i];
+        params[i] -= lr * v[i];
     }
 }
 
