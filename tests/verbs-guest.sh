@@ -25,7 +25,8 @@
 #      neighbours in shared memory (rank 0) and over RDMA (rank 2) fail, naming
 #      it, no hang
 #  12. --transport verbs against auto (whose bootstrap offers shared memory):
-#      both fail at start, the verbs peer naming the other's transport
+#      both fail at start, the verbs peer naming the other's transport; again
+#      with the job's secret (12b: the offer comes where a challenge was due)
 # ring-launch gives every run a fresh secret, so steps 4-7 bootstrap their
 # queue pairs after the challenge-response (transport/verbs_boot.c).
 # Every step runs under `timeout`; the plan comes last. Exit status 0 when the
@@ -376,6 +377,19 @@ named=$(grep -c 'offers shared memory first (--transport shm, or auto' "$T/mixtp
 ok $((rc0 != 0 && rc0 != 137 && rc1 != 0 && rc1 != 137 && named > 0 && took < 40 ? 0 : 1)) \
     "rank 0 --transport verbs, rank 1 auto: exits $rc0 and $rc1 in $took s (need non-zero, < 40 s), rank 0 names the other's transport ($named lines)"
 [ "$named" -gt 0 ] || { show "$T/mixtp.0.err" 6; show "$T/mixtp.1.err" 6; }
+
+# ---- 12b. the same with the job's secret: the offer arrives where the verbs peer's
+# guard waits for a challenge, and is still named (not "authentication failed" alone)
+t0=$SECONDS
+RANK_ENV=("RING_TRANSPORT=verbs RING_SECRET_FILE=$T/secret" "RING_TRANSPORT=auto RING_SECRET_FILE=$T/secret")
+RANK_KILL=(60 60)
+by_hand "$T/mixsec" "$IP0:29871,$IP1:29872" --timeout 10s --connect-timeout 10s -b 4K -e 4K -n 1
+took=$((SECONDS - t0))
+rc0=${RANK_RC[0]} rc1=${RANK_RC[1]}
+named=$(grep -c 'offers shared memory first (--transport shm, or auto' "$T/mixsec.0.err")
+ok $((rc0 != 0 && rc0 != 137 && rc1 != 0 && rc1 != 137 && named > 0 && took < 40 ? 0 : 1)) \
+    "with a secret, rank 0 --transport verbs, rank 1 auto: exits $rc0 and $rc1 in $took s (need non-zero, < 40 s), rank 0 names the other's transport ($named lines)"
+[ "$named" -gt 0 ] || { show "$T/mixsec.0.err" 6; show "$T/mixsec.1.err" 6; }
 
 echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
 echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"

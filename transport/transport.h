@@ -108,10 +108,11 @@ typedef struct ring_tp_hooks {
 
     /*
      * A peer's bootstrap sent something other than the transport's own
-     * record: first holds its first 4 bytes (as many as arrived), bytes the
-     * message's size. Returns what the engine recognises, in words to follow
-     * the peer's address ("runs ringd over the tcp transport, this peer over
-     * verbs: ..."), or NULL. Only verbs asks.
+     * record, or than the guard's challenge: first holds its first 4 bytes
+     * (as many as arrived), bytes the message's size. Returns what the engine
+     * recognises, in words to follow the peer's address ("runs ringd over
+     * the tcp transport, this peer over verbs: ..."), or NULL. Only verbs
+     * asks.
      */
     const char *(*foreign_bytes)(void *ctx, const unsigned char first[4], size_t bytes);
 

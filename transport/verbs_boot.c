@@ -181,7 +181,7 @@ static int vb_boot_guard(ring_tp_ep_t *ep)
     ring_tp_guard_state_t gs = h->guard_step(h->ctx, ep->guard);
     const char *peer = ep->tp->boot_ops->ep_peer(ep->boot);
     ring_tp_guard_why_t w;
-    const char *why;
+    const char *why, *foreign;
 
     if (gs == RING_TP_GUARD_PENDING)
         return 0;
@@ -205,6 +205,9 @@ static int vb_boot_guard(ring_tp_ep_t *ep)
     if (w.first_len >= 4 && le_get32(w.first) == VB_RECORD_MAGIC)
         why = "sent its verbs queue-pair record without authenticating: it runs without a "
               "secret (give every peer the same --secret-file)";
+    else if (w.first_len >= 4 && h->foreign_bytes != NULL &&
+             (foreign = h->foreign_bytes(h->ctx, w.first, w.first_len)) != NULL)
+        why = foreign; /* another protocol where the challenge was due: in its words */
     if (ep->acceptor)
         vb_ep_fail(ep, RING_ERR_PROTOCOL, EACCES, "verbs bootstrap: a connection from %s %s; "
                    "closed it, told it nothing", peer, why);

@@ -14,8 +14,9 @@
 #include "cuda/ring_cuda.h"
 #include "le.h"
 
-/* A peer's bootstrap started with a ringd hello or an authentication
- * challenge: it runs over tcp, or with a secret this peer lacks. */
+/* A peer's bootstrap started with a ringd hello, a shared-memory offer or an
+ * authentication challenge: it runs over tcp, or auto, or with a secret this
+ * peer lacks. */
 static const char *lend_foreign_bytes(void *ctx, const unsigned char first[4], size_t bytes)
 {
     uint32_t magic = le_get32(first);
@@ -27,7 +28,9 @@ static const char *lend_foreign_bytes(void *ctx, const unsigned char first[4], s
         return "offers shared memory first (--transport shm, or auto, which runs verbs with "
                "shared memory within a host), this peer runs --transport verbs alone: every "
                "peer needs the same --transport (RING_TRANSPORT)";
-    if (bytes >= 4 && magic == RING_AUTH_MAGIC)
+    /* ctx is the job's key when this peer has a secret (ring_auth_guard_lend):
+     * then a challenge is what it expects */
+    if (bytes >= 4 && magic == RING_AUTH_MAGIC && ctx == NULL)
         return "asked this peer to prove the job's secret, and this peer has none: give every "
                "peer the same --secret-file (RING_SECRET_FILE)";
     return NULL;
