@@ -5,8 +5,10 @@
 #
 #   tools/daemon-transports.sh BUILD_DIR
 #
-# Prints one line per run and, per transport, the median samples/s, then the
-# ratio shm / tcp of the medians. Every run is under `timeout`.
+# Prints one line per run and each round's ratio shm / tcp (its two runs are
+# back to back), then per transport the median samples/s, the ratio of the
+# medians, and the median and range of the rounds' ratios. Every run is under
+# `timeout`.
 # Environment: N (peers, default 4), REPS (rounds, default 3), EPOCHS (default
 # 1), WORKLOAD (default fmnist-mlp), CODEC (default: ringd's), ALGO (--algo,
 # default auto), RUN_TIMEOUT (seconds per run, default 600).
@@ -43,9 +45,15 @@ for r in $(seq 1 "$reps"); do
         sps=$(summary_sps "$out")
         echo "round $r $t: ${sps:-?} samples/s"
         echo "${sps:-0}" >> "$w/$t.sps"
+        eval "sps_$t=\${sps:-0}"
     done
+    # the round's own ratio: its two runs are back to back, so a machine whose
+    # speed drifts between rounds moves both alike
+    awk -v a="$sps_shm" -v b="$sps_tcp" 'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >> "$w/ratio"
+    echo "round $r shm / tcp: $(tail -n 1 "$w/ratio")"
 done
 tcp=$(median < "$w/tcp.sps")
 shm=$(median < "$w/shm.sps")
 echo "median samples/s: tcp $tcp, shm $shm"
-awk -v a="$shm" -v b="$tcp" 'BEGIN { if (b > 0) printf "shm / tcp: %.2fx\n", a / b }'
+awk -v a="$shm" -v b="$tcp" 'BEGIN { if (b > 0) printf "shm / tcp: %.2fx (of the medians)\n", a / b }'
+echo "shm / tcp: $(median < "$w/ratio" | awk '{ printf "%.2f", $1 }')x (median of the rounds' ratios; range $(sort -g "$w/ratio" | sed -n '1p;$p' | awk '{ printf "%s%.2f", (NR > 1 ? ".." : ""), $1 }'))"
