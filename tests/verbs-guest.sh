@@ -367,29 +367,25 @@ ok $((brc != 0 && took < 40 && named0 > 0 && named2 > 0 && nosecret == 0 ? 0 : 1
     "flat ring of shm and RDMA links with a secret, rank 1 SIGKILLed at 6 s: the others stopped in $took s (need < 40), rank 0 names rank 1 ($named0 lines), rank 2 names it ($named2 lines), $nosecret warnings of no secret"
 [ $took -lt 40 ] && [ "$named0" -gt 0 ] && [ "$named2" -gt 0 ] || show "$T/kill.err" 12
 
-# ---- 12. one peer --transport verbs, the other auto: refused, named, no hang
-t0=$SECONDS
-RANK_ENV=(RING_TRANSPORT=verbs RING_TRANSPORT=auto) RANK_KILL=(60 60)
-by_hand "$T/mixtp" "$IP0:29861,$IP1:29862" --timeout 10s --connect-timeout 10s -b 4K -e 4K -n 1
-took=$((SECONDS - t0))
-rc0=${RANK_RC[0]} rc1=${RANK_RC[1]}
-named=$(grep -c 'offers shared memory first (--transport shm, or auto' "$T/mixtp.0.err")
-ok $((rc0 != 0 && rc0 != 137 && rc1 != 0 && rc1 != 137 && named > 0 && took < 40 ? 0 : 1)) \
-    "rank 0 --transport verbs, rank 1 auto: exits $rc0 and $rc1 in $took s (need non-zero, < 40 s), rank 0 names the other's transport ($named lines)"
-[ "$named" -gt 0 ] || { show "$T/mixtp.0.err" 6; show "$T/mixtp.1.err" 6; }
-
-# ---- 12b. the same with the job's secret: the offer arrives where the verbs peer's
+# ---- 12. one peer --transport verbs, the other auto: refused, named, no hang;
+# 12b. the same with the job's secret: the offer arrives where the verbs peer's
 # guard waits for a challenge, and is still named (not "authentication failed" alone)
-t0=$SECONDS
-RANK_ENV=("RING_TRANSPORT=verbs RING_SECRET_FILE=$T/secret" "RING_TRANSPORT=auto RING_SECRET_FILE=$T/secret")
-RANK_KILL=(60 60)
-by_hand "$T/mixsec" "$IP0:29871,$IP1:29872" --timeout 10s --connect-timeout 10s -b 4K -e 4K -n 1
-took=$((SECONDS - t0))
-rc0=${RANK_RC[0]} rc1=${RANK_RC[1]}
-named=$(grep -c 'offers shared memory first (--transport shm, or auto' "$T/mixsec.0.err")
-ok $((rc0 != 0 && rc0 != 137 && rc1 != 0 && rc1 != 137 && named > 0 && took < 40 ? 0 : 1)) \
-    "with a secret, rank 0 --transport verbs, rank 1 auto: exits $rc0 and $rc1 in $took s (need non-zero, < 40 s), rank 0 names the other's transport ($named lines)"
-[ "$named" -gt 0 ] || { show "$T/mixsec.0.err" 6; show "$T/mixsec.1.err" 6; }
+# verbs_vs_auto OUT PORT0 PORT1 LABEL [VAR=value ...] (the extra settings go to both)
+verbs_vs_auto() {
+    local out=$1 p0=$2 p1=$3 label=$4 named took rc0 rc1
+    shift 4
+    t0=$SECONDS
+    RANK_ENV=("RING_TRANSPORT=verbs $*" "RING_TRANSPORT=auto $*") RANK_KILL=(60 60)
+    by_hand "$out" "$IP0:$p0,$IP1:$p1" --timeout 10s --connect-timeout 10s -b 4K -e 4K -n 1
+    took=$((SECONDS - t0))
+    rc0=${RANK_RC[0]} rc1=${RANK_RC[1]}
+    named=$(grep -c 'offers shared memory first (--transport shm, or auto' "$out.0.err")
+    ok $((rc0 != 0 && rc0 != 137 && rc1 != 0 && rc1 != 137 && named > 0 && took < 40 ? 0 : 1)) \
+        "${label}rank 0 --transport verbs, rank 1 auto: exits $rc0 and $rc1 in $took s (need non-zero, < 40 s), rank 0 names the other's transport ($named lines)"
+    [ "$named" -gt 0 ] || { show "$out.0.err" 6; show "$out.1.err" 6; }
+}
+verbs_vs_auto "$T/mixtp" 29861 29862 ""
+verbs_vs_auto "$T/mixsec" 29871 29872 "with a secret, " "RING_SECRET_FILE=$T/secret"
 
 echo "# bar: ring-bench N=2 16 MiB busbw: $TP ${BUSBW[$TP]:-n/a} MB/s, tcp ${BUSBW[tcp]:-n/a} MB/s ($TP/tcp $(ratio "${BUSBW[$TP]:-0}" "${BUSBW[tcp]:-0}"))"
 echo "# bar: busbw_$TP / ib_write_bw = ${BUSBW[$TP]:-n/a} / ${IBBW:-n/a} MB/s = $(ratio "${BUSBW[$TP]:-0}" "${IBBW:-0}")"
