@@ -24,6 +24,7 @@ codec_args=()
 [ -n "${CODEC:-}" ] && codec_args=(--codec "$CODEC")
 w=$(mktemp -d "${TMPDIR:-/tmp}/transports.XXXXXX")
 trap 'rm -rf "$w"' EXIT
+declare -A last # this round's samples/s per transport
 
 summary_sps() { sed -n 's/.*samples\/s *\([0-9.]*\).*/\1/p' "$1" | tail -1; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
@@ -45,11 +46,11 @@ for r in $(seq 1 "$reps"); do
         sps=$(summary_sps "$out")
         echo "round $r $t: ${sps:-?} samples/s"
         echo "${sps:-0}" >> "$w/$t.sps"
-        eval "sps_$t=\${sps:-0}"
+        last[$t]=${sps:-0}
     done
     # the round's own ratio: its two runs are back to back, so a machine whose
     # speed drifts between rounds moves both alike
-    awk -v a="$sps_shm" -v b="$sps_tcp" 'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >> "$w/ratio"
+    awk -v a="${last[shm]}" -v b="${last[tcp]}" 'BEGIN { if (b > 0) printf "%.4f\n", a / b }' >> "$w/ratio"
     echo "round $r shm / tcp: $(tail -n 1 "$w/ratio")"
 done
 tcp=$(median < "$w/tcp.sps")
