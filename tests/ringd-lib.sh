@@ -8,8 +8,8 @@
 # RUN_TMPDIR when the commands it runs must keep their temporary files
 # there. It gets D (ringd), L (ring-launch), B (ring-bench), T (a temporary
 # directory removed at exit, with every background job killed), the plan
-# line printed, and every check skipped with the reason when a needed
-# program is missing.
+# line printed, every check skipped with the reason when a needed program is
+# missing, and OPENBLAS_CORETYPE as ring-launch would set it (below).
 
 D=${RINGD:-${top_builddir:-.}/ringd}
 L=${RING_LAUNCH:-${top_builddir:-.}/ring-launch}
@@ -34,6 +34,15 @@ done
 for v in $(compgen -e | grep '^RING_'); do
     unset "$v"
 done
+# ring-launch gives its ranks the BLAS kernels the CPU can run when OpenBLAS does
+# not know it (OPENBLAS_CORETYPE, tools/ring-launch.c); the same for ranks started
+# by mpirun, srun or by hand, so that they compute the same bits (launchers.test
+# compares their parameters) and ring-launch's output has no line about it
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x "$D" ]; then
+    blas_advice=$("$D" --print-env 2>/dev/null |
+        sed -n 's/^blas-kernels .*set OPENBLAS_CORETYPE=\([A-Za-z]*\).*/\1/p')
+    [ -z "$blas_advice" ] || export OPENBLAS_CORETYPE=$blas_advice
+fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/ringd-test.XXXXXX") || exit 1
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$T"' EXIT
 

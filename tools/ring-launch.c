@@ -27,6 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cblas.h>
+
+#include "blas_core.h"
 #include "launch-nodes.h"
 #include "launch-opts.h"
 #include "launch-ports.h"
@@ -601,6 +604,28 @@ static void launch_threads_setenv(const struct launch_opts *o)
                 o->n, cpus, o->n);
 }
 
+/*
+ * An OpenBLAS older than the CPU runs its generic kernels there (Debian 12's
+ * 0.3.21 runs "Prescott" code on an Emerald Rapids Xeon: sgemm 4.8x slower than
+ * its own Cooperlake kernels). The ranks get the kernel set the CPU can run,
+ * unless the caller chose one. OpenBLAS reads OPENBLAS_CORETYPE when it loads,
+ * so it must be in the environment before the rank starts.
+ */
+static void launch_blas_setenv(void)
+{
+    const char *chosen = getenv("OPENBLAS_CORETYPE"), *core = openblas_get_corename(), *advice;
+    ring_cpu_level_t level = ring_cpu_level_detect();
+
+    if (chosen != NULL && chosen[0] != '\0')
+        return;
+    advice = ring_blas_coretype_advice(core, level);
+    if (advice != NULL && setenv("OPENBLAS_CORETYPE", advice, 1) == 0)
+        fprintf(stderr, "ring-launch: OPENBLAS_CORETYPE=%s for each rank: this OpenBLAS does "
+                "not know this CPU (%s) and would run its generic %s kernels, several times "
+                "slower; set OPENBLAS_CORETYPE to choose\n", advice, ring_cpu_level_name(level),
+                core);
+}
+
 int main(int argc, char **argv)
 {
     struct launch_opts opt;
@@ -623,6 +648,7 @@ int main(int argc, char **argv)
     }
     launch_fds_prepare(opt.n);
     launch_threads_setenv(&opt);
+    launch_blas_setenv();
     if (launch_signals_install() != 0) {
         perror("ring-launch: cannot set up signal handling");
         free(opt.timeline_parts);

@@ -117,6 +117,21 @@ static void check_env(void)
     }
 }
 
+/* An OpenBLAS older than the CPU runs generic kernels, several times slower
+ * (blas_core.h): name the fix. ring-launch applies it; srun and mpirun do not. */
+static void check_blas(int rank)
+{
+    const char *advice, *core, *chosen = getenv("OPENBLAS_CORETYPE");
+    ring_cpu_level_t level;
+
+    core = blas_kernels(&advice, &level);
+    if (advice != NULL && rank <= 0 && (chosen == NULL || chosen[0] == '\0'))
+        fprintf(stderr, "ringd: warning: OpenBLAS does not know this CPU (%s) and runs its "
+                        "generic %s kernels, several times slower; set OPENBLAS_CORETYPE=%s "
+                        "in the peers' environment (ring-launch does when it is unset)\n",
+                ring_cpu_level_name(level), core, advice);
+}
+
 static int spin_flag_given(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -335,6 +350,7 @@ int main(int argc, char **argv)
     }
     /* several peers share the cores: one BLAS thread each */
     openblas_set_num_threads(1);
+    check_blas(cfg.rank);
     rc = opt.role == ROLE_EVALUATOR ? evaluator_main(&opt, &cfg) : trainer_main(&opt, &cfg);
     ring_config_free(&cfg);
     return rc;

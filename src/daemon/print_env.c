@@ -7,7 +7,10 @@
 #include "ring_build.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <cblas.h>
 
 #include "daemon/daemon.h"
 
@@ -46,6 +49,8 @@ static const char *origin(const ring_config_t *cfg, const char *name, const char
     }
     return buf;
 }
+
+static void print_blas(FILE *out);
 
 void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out)
 {
@@ -88,4 +93,32 @@ void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out)
              origin(cfg, "host-id", "RING_HOST_ID", "", src, sizeof(src)));
     else
         line(out, "use-host-id", "-", "the host name");
+    print_blas(out);
+}
+
+const char *blas_kernels(const char **advice, ring_cpu_level_t *level)
+{
+    const char *core = openblas_get_corename();
+
+    *level = ring_cpu_level_detect();
+    *advice = ring_blas_coretype_advice(core, *level);
+    return core != NULL ? core : "";
+}
+
+static void print_blas(FILE *out)
+{
+    const char *advice, *core, *chosen = getenv("OPENBLAS_CORETYPE");
+    ring_cpu_level_t level;
+    char why[160];
+
+    core = blas_kernels(&advice, &level);
+    if (chosen != NULL && chosen[0] != '\0')
+        snprintf(why, sizeof(why), "OPENBLAS_CORETYPE=%s", chosen);
+    else if (advice != NULL)
+        snprintf(why, sizeof(why), "OpenBLAS's fallback: this CPU has %s, "
+                 "set OPENBLAS_CORETYPE=%s", ring_cpu_level_name(level), advice);
+    else
+        snprintf(why, sizeof(why), "OpenBLAS's choice for this CPU (%s)",
+                 ring_cpu_level_name(level));
+    line(out, "blas-kernels", core, why);
 }
