@@ -11,7 +11,9 @@
 # `timeout`.
 # Environment: N (peers, default 4), REPS (rounds, default 3), EPOCHS (default
 # 1), WORKLOAD (default fmnist-mlp), CODEC (default: ringd's), ALGO (--algo,
-# default auto), RUN_TIMEOUT (seconds per run, default 600).
+# default auto), RUN_TIMEOUT (seconds per run, default 600), DEVICE_MS (ringd's
+# --device-ms: each step lasts at least this long, as on an accelerator, so the
+# cores are not all the trainers'; default 0, CPU-bound).
 set -euo pipefail
 b=${1:?usage: $0 BUILD_DIR}
 n=${N:-4}
@@ -20,6 +22,7 @@ epochs=${EPOCHS:-1}
 workload=${WORKLOAD:-fmnist-mlp}
 algo=${ALGO:-auto}
 run_timeout=${RUN_TIMEOUT:-600}
+device_ms=${DEVICE_MS:-0}
 codec_args=()
 [ -n "${CODEC:-}" ] && codec_args=(--codec "$CODEC")
 w=$(mktemp -d "${TMPDIR:-/tmp}/transports.XXXXXX")
@@ -29,7 +32,7 @@ declare -A last # this round's samples/s per transport
 summary_sps() { sed -n 's/.*samples\/s *\([0-9.]*\).*/\1/p' "$1" | tail -1; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
-echo "# $workload, $n peers on this host, $epochs epoch(s), --algo $algo ${CODEC:+--codec $CODEC}"
+echo "# $workload, $n peers on this host, $epochs epoch(s), --device-ms $device_ms, --algo $algo ${CODEC:+--codec $CODEC}"
 echo "# $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$reps"); do
     # alternate which transport goes first
@@ -38,7 +41,7 @@ for r in $(seq 1 "$reps"); do
         out="$w/$t-$r.out"
         if ! RING_TRANSPORT=$t RING_ALGO=$algo timeout -k 5 "$run_timeout" \
             "$b/ring-launch" -n "$n" -- "$b/ringd" --workload "$workload" --epochs "$epochs" \
-            --eval-every 0 "${codec_args[@]}" > "$out" 2>&1; then
+            --eval-every 0 --device-ms "$device_ms" "${codec_args[@]}" > "$out" 2>&1; then
             echo "round $r $t: failed (see below)" >&2
             tail -5 "$out" >&2
             exit 1
