@@ -609,9 +609,11 @@ static void launch_threads_setenv(const struct launch_opts *o)
  * 0.3.21 runs "Prescott" code on an Emerald Rapids Xeon: sgemm 4.8x slower than
  * its own Cooperlake kernels). The ranks get the kernel set the CPU can run,
  * unless the caller chose one. OpenBLAS reads OPENBLAS_CORETYPE when it loads,
- * so it must be in the environment before the rank starts.
+ * so it must be in the environment before the rank starts. Ranks started through
+ * --exec-prefix may run on another machine (ssh), whose CPU this one cannot
+ * vouch for: kernels it lacks would crash them, so they only get the advice.
  */
-static void launch_blas_setenv(void)
+static void launch_blas_setenv(const struct launch_opts *o)
 {
     const char *chosen = getenv("OPENBLAS_CORETYPE"), *core = openblas_get_corename(), *advice;
     ring_cpu_level_t level = ring_cpu_level_detect();
@@ -619,7 +621,14 @@ static void launch_blas_setenv(void)
     if (chosen != NULL && chosen[0] != '\0')
         return;
     advice = ring_blas_coretype_advice(core, level);
-    if (advice != NULL && setenv("OPENBLAS_CORETYPE", advice, 1) == 0)
+    if (advice == NULL)
+        return;
+    if (o->exec_prefix != NULL)
+        fprintf(stderr, "ring-launch: note: this host's OpenBLAS does not know its CPU (%s) "
+                "and runs its generic %s kernels, several times slower; where the ranks run "
+                "on such CPUs, set OPENBLAS_CORETYPE=%s for them\n",
+                ring_cpu_level_name(level), core, advice);
+    else if (setenv("OPENBLAS_CORETYPE", advice, 1) == 0)
         fprintf(stderr, "ring-launch: OPENBLAS_CORETYPE=%s for each rank: this OpenBLAS does "
                 "not know this CPU (%s) and would run its generic %s kernels, several times "
                 "slower; set OPENBLAS_CORETYPE to choose\n", advice, ring_cpu_level_name(level),
@@ -648,7 +657,7 @@ int main(int argc, char **argv)
     }
     launch_fds_prepare(opt.n);
     launch_threads_setenv(&opt);
-    launch_blas_setenv();
+    launch_blas_setenv(&opt);
     if (launch_signals_install() != 0) {
         perror("ring-launch: cannot set up signal handling");
         free(opt.timeline_parts);
