@@ -197,9 +197,16 @@ static ring_status_t shm_post(ring_tp_ep_t *ep, ring_tp_req_t *req, int send)
     if (ep->phase == SHM_TCP)
         return send ? tcp->post_send(ep->tcp, req) : tcp->post_recv(ep->tcp, req);
     ring_tp_req_reset(req);
-    if (ep->phase == SHM_FAILED || (!send && ep->rx_broken)) {
-        ring_tp_req_complete(req, ep->phase == SHM_FAILED ? ep->error : RING_ERR_MISMATCH,
-                             ep->phase == SHM_FAILED ? ep->error_errno : 0);
+    if (ep->phase == SHM_FAILED) {
+        ring_tp_req_complete(req, ep->error, ep->error_errno);
+        return req->status;
+    }
+    if (!send && ep->rx_broken) {
+        ring_tp_req_complete(req, RING_ERR_MISMATCH, 0);
+        return req->status;
+    }
+    if (send && ep->gone) { /* a receive may still read what it wrote before */
+        ring_tp_req_complete(req, RING_ERR_REMOTE, ep->gone_errno);
         return req->status;
     }
     if (send) {
@@ -270,12 +277,12 @@ static void live_check(ring_tp_ep_t *ep)
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     err = got < 0 ? errno : 0;
-    /* what it wrote before going (an ABORT saying why) is still in the pipe: first */
+    if (got <= 0) {
+        shm_ep_peer_gone(ep, err);
+        return;
+    }
     (void)shm_ep_progress_rx(ep);
-    if (got > 0)
-        shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "sent tcp data after moving to shared memory");
-    else
-        shm_ep_fail(ep, RING_ERR_REMOTE, err, NULL);
+    shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "sent tcp data after moving to shared memory");
 }
 
 /* A hand-shake receive failed: the endpoint fails as its tcp connection did
@@ -431,7 +438,8 @@ static int ep_progress(ring_tp_ep_t *ep)
         n += shm_ep_progress_tx(ep);
         /* the clock costs as much as the rest of an idle pass: read it every
          * SHM_LIVE_SKIP calls (a pass takes well under 2 ms / 32) */
-        if (ep->phase == SHM_PIPES && (ep->rq_head != NULL || ep->sq_head != NULL) &&
+        if (ep->phase == SHM_PIPES && !ep->gone &&
+            (ep->rq_head != NULL || ep->sq_head != NULL) &&
             (ep->live_skip == 0 || --ep->live_skip == 0)) {
             double now = ring_now();
 
@@ -439,7 +447,7 @@ static int ep_progress(ring_tp_ep_t *ep)
             if (now >= ep->live_at) {
                 ep->live_at = now + SHM_LIVE_CHECK_S;
                 live_check(ep);
-                n += ep->phase != SHM_PIPES;
+                n += ep->phase != SHM_PIPES || ep->gone;
             }
         }
         return n;

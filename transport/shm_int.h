@@ -124,6 +124,7 @@ struct ring_tp_ep {
     shm_pipe_t tx, rx;
     int efd_mine, efd_peer;            /* we sleep on ours; we wake the peer through theirs */
     int rx_broken;                     /* an oversized message: receives fail, sends work */
+    int gone, gone_errno;              /* it left: sends fail, receives read what it wrote first */
     size_t rx_msg_len;
     int rx_have_len, rx_len_got;
     unsigned char rx_len_buf[4];
@@ -188,5 +189,8 @@ int shm_ep_ready(ring_tp_ep_t *ep);
 int shm_ep_sleep_prepare(ring_tp_ep_t *ep);
 void shm_ep_wake_done(ring_tp_ep_t *ep);
 void shm_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno, const char *why);
+/* Its socket ended (sys_errno 0) or broke: fail the sends; the receives fail once
+ * the pipe holds nothing more from it. */
+void shm_ep_peer_gone(ring_tp_ep_t *ep, int sys_errno);
 
 #endif /* RING_SHM_INT_H */

@@ -35,6 +35,16 @@ void shm_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno, const ch
     ring_tp_queue_fail(&ep->rq_head, &ep->rq_tail, ep->error, ep->error_errno);
 }
 
+void shm_ep_peer_gone(ring_tp_ep_t *ep, int sys_errno)
+{
+    ep->gone = 1;
+    ep->gone_errno = sys_errno;
+    ring_tp_queue_fail(&ep->sq_head, &ep->sq_tail, RING_ERR_REMOTE, sys_errno);
+    /* what it wrote before going (an ABORT saying why) is read as tcp reads the
+     * bytes before a FIN: a receive posted later still gets it */
+    (void)shm_ep_progress_rx(ep);
+}
+
 static void wake_peer(ring_tp_ep_t *ep, _Atomic uint32_t *flag)
 {
     /* pairs with the fence in shm_ep_sleep_prepare: either the peer sees the new
@@ -193,8 +203,11 @@ int shm_ep_progress_rx(ring_tp_ep_t *ep)
         if (!ep->rx_have_len) {
             size_t n = 4 - (size_t)ep->rx_len_got;
 
-            if (avail == 0)
+            if (avail == 0) {
+                if (ep->gone) /* all it wrote is read: now its leaving is news */
+                    shm_ep_fail(ep, RING_ERR_REMOTE, ep->gone_errno, NULL);
                 break;
+            }
             if ((size_t)avail < n)
                 n = (size_t)avail;
             pipe_get(&ep->rx, ep->rx_len_buf + ep->rx_len_got, n);
@@ -218,8 +231,11 @@ int shm_ep_progress_rx(ring_tp_ep_t *ep)
             if (left > 0) {
                 size_t n = (size_t)avail < left ? (size_t)avail : left;
 
-                if (n == 0)
+                if (n == 0) {
+                    if (ep->gone) /* cut short */
+                        shm_ep_fail(ep, RING_ERR_REMOTE, ep->gone_errno, NULL);
                     break;
+                }
                 rx_copy_in(&ep->rx, req, n < SHM_PIECE ? n : SHM_PIECE);
                 rx_consumed(ep);
                 progressed = 1;
@@ -240,7 +256,7 @@ int shm_ep_ready(ring_tp_ep_t *ep)
 {
     if (ep->phase != SHM_PIPES)
         return 0;
-    if (ep->rq_head != NULL && rx_avail(ep) != 0)
+    if (ep->rq_head != NULL && (rx_avail(ep) != 0 || ep->gone))
         return 1;
     return ep->sq_head != NULL && tx_room(ep) != 0;
 }
