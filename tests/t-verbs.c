@@ -11,7 +11,9 @@
  * refused and every peer's error names the secret; a stranger on rank 0's
  * bootstrap port that sends garbage, a fake queue-pair record, or a real
  * challenge and then a fake record reads nothing but rank 0's challenge (no
- * record byte), is dropped, and the ring forms and sums afterwards.
+ * record byte), is dropped, and the ring forms and sums afterwards (the
+ * stranger process is stranger_probe.c; the devices and their counters,
+ * rdma_devices.c).
  *
  * It needs an active RDMA device: on a host without one it prints
  * "1..0 # SKIP no active RDMA device (run under tools/rxe-vm)". tests/verbs.test
@@ -36,32 +38,19 @@
  */
 #include "ring_build.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#if RING_HAVE_VERBS
-#include <infiniband/verbs.h>
-#endif
-
-#include "auth.h"
 #include "cuda/ring_cuda.h"
 #include "harness.h"
-#include "le.h"
+#include "rdma_devices.h"
+#include "stranger_probe.h"
 #include "tap.h"
-#include "verbs_record.h"
 
 #define V_STATUS 0   /* status of op k: 0 + k */
 #define V_WRONG 16   /* elements outside the bound: 16 + k */
@@ -71,7 +60,6 @@
 #define V_FAIL_T 65  /* h_now() when a ring call failed */
 #define V_STRANGER 80 /* K_STRANGER: what the stranger saw, 80 + S_* */
 #define MAX_OPS 8
-#define MAX_DEVS 16
 
 enum kind {
     K_CHECK, /* the ops, each checked against the exact sum */
@@ -99,102 +87,15 @@ typedef struct vcase {
     size_t odd_count;  /* K_SIZE */
 } vcase_t;
 
-/* ---- RDMA devices and their packet counters ---------------------------- */
+/* ---- RDMA devices and their packet counters (rdma_devices.c) --------------- */
 
-typedef struct dev {
-    char name[64];
-    int port;
-} rdev_t;
-
-static rdev_t devs[MAX_DEVS];
+static rdma_dev_t devs[RDMA_MAX_DEVS];
 static int ndevs;
 static const char *transport = "verbs";
 
-#if RING_HAVE_VERBS
-static int cmp_dev(const void *a, const void *b)
-{
-    return strcmp(((const rdev_t *)a)->name, ((const rdev_t *)b)->name);
-}
-#endif
-
-/* Active devices (a port in state ACTIVE), sorted by name; why says what was found otherwise. */
-static int find_active_devices(char *why, size_t len)
-{
-#if RING_HAVE_VERBS
-    int n = 0;
-    struct ibv_device **list = ibv_get_device_list(&n);
-
-    ndevs = 0;
-    if (list == NULL || n == 0) {
-        snprintf(why, len, "ibv_get_device_list: no RDMA devices");
-        if (list != NULL)
-            ibv_free_device_list(list);
-        return 0;
-    }
-    snprintf(why, len, "%d RDMA device(s), no port ACTIVE", n);
-    for (int i = 0; i < n && ndevs < MAX_DEVS; i++) {
-        struct ibv_context *ctx = ibv_open_device(list[i]);
-        struct ibv_device_attr da;
-
-        if (ctx == NULL)
-            continue;
-        if (ibv_query_device(ctx, &da) == 0) {
-            for (int p = 1; p <= da.phys_port_cnt; p++) {
-                struct ibv_port_attr pa;
-
-                if (ibv_query_port(ctx, (uint8_t)p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
-                    snprintf(devs[ndevs].name, sizeof(devs[ndevs].name), "%s",
-                             ibv_get_device_name(list[i]));
-                    devs[ndevs].port = p;
-                    ndevs++;
-                    break;
-                }
-            }
-        }
-        ibv_close_device(ctx);
-    }
-    ibv_free_device_list(list);
-    qsort(devs, (size_t)ndevs, sizeof(devs[0]), cmp_dev);
-    return ndevs;
-#else
-    snprintf(why, len, "libringd built without verbs");
-    return 0;
-#endif
-}
-
-/* packets sent by every active device: rxe's hw_counters/sent_pkts, else the
- * standard port counter (hardware HCAs); -1 where neither can be read */
 static void read_counters(long long *c)
 {
-    static const char *const names[] = {"hw_counters/sent_pkts", "counters/port_xmit_packets"};
-
-    for (int d = 0; d < ndevs; d++) {
-        c[d] = -1;
-        for (int k = 0; k < 2 && c[d] < 0; k++) {
-            char path[256];
-            FILE *f;
-
-            snprintf(path, sizeof(path), "/sys/class/infiniband/%.63s/ports/%d/%s", devs[d].name,
-                     devs[d].port, names[k]);
-            f = fopen(path, "r");
-            if (f == NULL)
-                continue;
-            if (fscanf(f, "%lld", &c[d]) != 1)
-                c[d] = -1;
-            fclose(f);
-        }
-    }
-}
-
-static int counters_readable(void)
-{
-    long long c[MAX_DEVS];
-
-    read_counters(c);
-    for (int d = 0; d < ndevs; d++)
-        if (c[d] < 0)
-            return 0;
-    return ndevs > 0;
+    rdma_counters_read(devs, ndevs, c);
 }
 
 /* ---- values ------------------------------------------------------------ */
@@ -300,119 +201,9 @@ static int check_ops(int rank, int n, ring_comm_t *comm, const vcase_t *c)
 }
 
 
-/* ---- a stranger on rank 0's bootstrap port (K_STRANGER) ------------------ */
+/* ---- a stranger on rank 0's bootstrap port (K_STRANGER, stranger_probe.c) -- */
 
 #define SECRET "0123456789abcdef-t-verbs"
-#define PROBES 3
-#define PROBE_WAIT_S 8.0
-#define CHALLENGE_FRAMED (4 + RING_AUTH_CHALLENGE_BYTES) /* tcp framing: a 4-byte length first */
-enum { S_BYTES = 0, S_CLOSED = PROBES, S_CHALLENGE = 2 * PROBES, S_RECORD, S_COUNT };
-
-static const char *const probe_name[PROBES] = {
-    "256 bytes of garbage",
-    "a fake verbs record (96 bytes, magic RNGV, framed)",
-    "a real connector challenge, then a fake verbs record instead of its proof",
-};
-
-/* A TCP connection to 127.0.0.1:port, retried while nobody listens there (<= 20 s). */
-static int stranger_connect(int port)
-{
-    double until = h_now() + 20.0;
-
-    while (h_now() < until) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-        if (fd < 0)
-            return -1;
-        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-            return fd;
-        close(fd);
-        usleep(50000);
-    }
-    return -1;
-}
-
-/* Read into in (cap bytes kept, *got counts all) until *got >= want, the other
- * side closes or resets (*closed = 1), or PROBE_WAIT_S pass. */
-static void stranger_read(int fd, unsigned char *in, size_t cap, size_t *got, size_t want,
-                          int *closed)
-{
-    double until = h_now() + PROBE_WAIT_S;
-
-    while (*got < want && !*closed && h_now() < until) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        unsigned char buf[512];
-        ssize_t n;
-
-        if (poll(&pfd, 1, 100) <= 0)
-            continue;
-        n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            *closed = 1;
-            return;
-        }
-        for (ssize_t i = 0; i < n; i++)
-            if (*got + (size_t)i < cap)
-                in[*got + (size_t)i] = buf[i];
-        *got += (size_t)n;
-    }
-}
-
-/* One probe on a fresh connection; what came back goes into res. */
-static void stranger_probe(int port, int kind, uint64_t *res)
-{
-    unsigned char out[256], in[1024];
-    size_t len, got = 0, kept;
-    int closed = 0, fd = stranger_connect(port);
-
-    if (fd < 0) {
-        res[S_BYTES + kind] = 999999; /* never connected */
-        return;
-    }
-    if (kind == 0) {
-        for (int i = 0; i < 256; i++)
-            out[i] = (unsigned char)(0x5a ^ (i * 37));
-        le_put32(out, 0xefbeaddeu); /* as a length prefix: far larger than a challenge */
-        len = 256;
-    } else {
-        le_put32(out, VB_RECORD_BYTES);
-        memset(out + 4, 0x11, VB_RECORD_BYTES);
-        le_put32(out + 4, VB_RECORD_MAGIC);
-        le_put16(out + 8, VB_RECORD_VERSION);
-        len = 4 + VB_RECORD_BYTES;
-    }
-    if (kind == 2) {
-        /* a challenge needs no secret: rank 0 answers it with its own, and no more */
-        unsigned char ch[CHALLENGE_FRAMED];
-
-        le_put32(ch, RING_AUTH_CHALLENGE_BYTES);
-        le_put32(ch + 4, RING_AUTH_MAGIC);
-        le_put16(ch + 8, RING_AUTH_VERSION);
-        le_put16(ch + 10, 0); /* the connector's */
-        for (int i = 0; i < RING_AUTH_NONCE_BYTES; i++)
-            ch[12 + i] = (unsigned char)(7 * i + 1);
-        (void)!send(fd, ch, sizeof(ch), MSG_NOSIGNAL);
-        stranger_read(fd, in, sizeof(in), &got, CHALLENGE_FRAMED, &closed);
-    }
-    if (!closed)
-        (void)!send(fd, out, len, MSG_NOSIGNAL);
-    stranger_read(fd, in, sizeof(in), &got, (size_t)-1, &closed);
-    close(fd);
-    res[S_BYTES + kind] = got;
-    res[S_CLOSED + kind] = (uint64_t)closed;
-    kept = got < sizeof(in) ? got : sizeof(in);
-    if (kind == 2)
-        res[S_CHALLENGE] = got == CHALLENGE_FRAMED && le_get32(in) == RING_AUTH_CHALLENGE_BYTES &&
-                           le_get32(in + 4) == RING_AUTH_MAGIC &&
-                           le_get16(in + 8) == RING_AUTH_VERSION && le_get16(in + 10) == 1;
-    for (size_t i = 0; i + 4 <= kept; i++)
-        if (le_get32(in + i) == VB_RECORD_MAGIC)
-            res[S_RECORD] = 1;
-}
 
 /* The last rank, before it opens its communicator: a stranger process probes
  * rank 0's port (rank 0 listens, waiting for this rank) and reports here. */
@@ -421,41 +212,17 @@ static int stranger_first(const ring_config_t *cfg)
     char peers[256];
     const char *colon;
     uint64_t res[S_COUNT];
-    int fds[2], port, wstatus;
-    struct pollfd pfd;
-    pid_t pid;
-    ssize_t n = -1;
 
     snprintf(peers, sizeof(peers), "%s", cfg->peers != NULL ? cfg->peers : "");
     peers[strcspn(peers, ",")] = '\0';
     colon = strrchr(peers, ':');
-    port = colon != NULL ? atoi(colon + 1) : 0;
-    if (port <= 0 || pipe(fds) != 0)
-        return -1;
-    pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        memset(res, 0, sizeof(res));
-        close(fds[0]);
-        for (int k = 0; k < PROBES; k++)
-            stranger_probe(port, k, res);
-        (void)!write(fds[1], res, sizeof(res));
-        _exit(0);
-    }
-    close(fds[1]);
-    pfd = (struct pollfd){.fd = fds[0], .events = POLLIN};
-    if (poll(&pfd, 1, 90000) > 0)
-        n = read(fds[0], res, sizeof(res));
-    close(fds[0]);
-    kill(pid, SIGKILL);
-    waitpid(pid, &wstatus, 0);
-    if (n != (ssize_t)sizeof(res))
+    if (stranger_probe_port(colon != NULL ? atoi(colon + 1) : 0, res) != 0)
         return -1;
     for (int i = 0; i < S_COUNT; i++)
         h_put(V_STRANGER + i, res[i]);
     return 0;
 }
+
 
 static int v_child(int rank, int n, const ring_config_t *cfg, void *arg)
 {
@@ -537,7 +304,7 @@ static int v_child(int rank, int n, const ring_config_t *cfg, void *arg)
 /* ---- parent side ------------------------------------------------------- */
 
 static h_run_t the_run;
-static long long cnt_before[MAX_DEVS], cnt_after[MAX_DEVS];
+static long long cnt_before[RDMA_MAX_DEVS], cnt_after[RDMA_MAX_DEVS];
 static const char *connect_timeout = "30s"; /* TCG guests are slow to register memory and
                                               * connect QPs */
 
@@ -830,7 +597,7 @@ static void secret_cases(void)
         ok(got == (k == 2 ? CHALLENGE_FRAMED : 0) &&
                h_val(r1, V_STRANGER + S_CLOSED + k, 0) == 1,
            "a stranger sending rank 0 %s reads %s (%llu bytes), then rank 0 drops it",
-           probe_name[k], k == 2 ? "only rank 0's challenge" : "nothing",
+           stranger_probe_name[k], k == 2 ? "only rank 0's challenge" : "nothing",
            (unsigned long long)got);
     }
     ok(h_val(r1, V_STRANGER + S_CHALLENGE, 0) == 1,
@@ -853,7 +620,8 @@ int main(void)
 #if !RING_HAVE_VERBS
     skip_all("libringd built without verbs (configure --with-verbs, needs libibverbs-dev)");
 #endif
-    if (find_active_devices(why, sizeof(why)) == 0) {
+    ndevs = rdma_devices_find(devs, RDMA_MAX_DEVS, why, sizeof(why));
+    if (ndevs == 0) {
         printf("# %s\n", why);
         skip_all("no active RDMA device (run under tools/rxe-vm)");
     }
@@ -866,7 +634,7 @@ int main(void)
                                     devs[d].port);
         diag("transport %s; active RDMA devices:%s", transport, list);
     }
-    if (!counters_readable())
+    if (!rdma_counters_readable(devs, ndevs))
         bail("cannot read /sys/class/infiniband/DEV/ports/P/hw_counters/sent_pkts (rxe) or "
              "counters/port_xmit_packets of every active device: the traffic checks need them");
 
