@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <ringd/ringd.h>
+#include <ringd/launch.h>
 
 #define RINGPY_MSG_MAX 1024 /* ring_last_error()'s buffer is this long */
 

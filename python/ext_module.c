@@ -20,6 +20,16 @@ static PyObject *status_text(PyObject *self, PyObject *arg)
     return PyUnicode_FromString(ring_status_str((ring_status_t)code));
 }
 
+/* ring_launch_blas_advice: None, or (coretype, sentence) */
+static PyObject *blas_advice(PyObject *self, PyObject *unused)
+{
+    char coretype[32], why[400];
+
+    if (!ring_launch_blas_advice(coretype, sizeof(coretype), why, sizeof(why)))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ss)", coretype, why);
+}
+
 static PyMethodDef module_methods[] = {
     {"version", version, METH_NOARGS, "libringd's version, e.g. '0.1.0'."},
     {"setting_names", ringpy_setting_names, METH_NOARGS,
@@ -28,6 +38,9 @@ static PyMethodDef module_methods[] = {
      "set_error_factory(fn): fn(code, message, where) -> the exception to raise."},
     {"status_name", ringpy_status_name, METH_O, "status_name(code) -> 'RING_ERR_TIMED_OUT'"},
     {"status_text", status_text, METH_O, "status_text(code) -> 'timed out' (ring_status_str)"},
+    {"blas_advice", blas_advice, METH_NOARGS,
+     "blas_advice() -> None, or (OPENBLAS_CORETYPE value, why) when this process's OpenBLAS "
+     "runs generic kernels on a CPU with better ones (ring_launch_blas_advice)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,13 +3,18 @@
  * the advice for each fallback name and CPU level, none for a kernel set the
  * CPU is meant to run or one this table does not know, and the detected level
  * agreeing with the compiler's own view of this CPU. The table is checked with
- * given levels, so the result does not depend on the host.
+ * given levels, so the result does not depend on the host; the public
+ * ring_launch_blas_advice against the table, for this program's OpenBLAS.
  */
+#include "ring_build.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
+
+#include <ringd/launch.h>
 
 #include "blas_core.h"
 #include "tap.h"
@@ -22,6 +27,37 @@ static const char *advice(const char *core, ring_cpu_level_t level)
     return a != NULL ? a : "-";
 }
 
+/* ring_launch_blas_advice (public, launch_blas.c) finds this program's OpenBLAS and
+ * says what the table says, unless OPENBLAS_CORETYPE was set; the Python tests check
+ * it on an OpenBLAS loaded the way frameworks load it (RTLD_LOCAL, through numpy) */
+static void launch_advice_checks(const char *want, const char *core)
+{
+    char *saved = getenv("OPENBLAS_CORETYPE") != NULL ? strdup(getenv("OPENBLAS_CORETYPE"))
+                                                      : NULL;
+    char coretype[32] = "", why[400] = "";
+    int got;
+
+    unsetenv("OPENBLAS_CORETYPE"); /* read at load time: unsetting it changes only the check */
+    got = ring_launch_blas_advice(coretype, sizeof(coretype), why, sizeof(why));
+    ok(got == (want != NULL) && strcmp(coretype, want != NULL ? want : "") == 0,
+       "ring_launch_blas_advice agrees with the table for this OpenBLAS (%d, '%s')", got,
+       coretype);
+    if (want != NULL)
+        ok(strstr(why, core) != NULL && strstr(why, "OPENBLAS_CORETYPE=") != NULL &&
+               strstr(why, want) != NULL,
+           "its sentence names the kernels and the value to set: %s", why);
+    else
+        ok(why[0] == '\0', "no advice: no sentence either");
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+    ok(ring_launch_blas_advice(coretype, sizeof(coretype), why, sizeof(why)) == 0,
+       "with OPENBLAS_CORETYPE set (someone chose), no advice");
+    if (saved != NULL)
+        setenv("OPENBLAS_CORETYPE", saved, 1);
+    else
+        unsetenv("OPENBLAS_CORETYPE");
+    free(saved);
+}
+
 int main(void)
 {
     static const char *const fallbacks[] = {"Prescott", "Core2", "Nehalem", "Katmai",
@@ -31,7 +67,7 @@ int main(void)
     ring_cpu_level_t level;
     const char *core;
 
-    plan(18);
+    plan(21);
     /* the host this was written on: Emerald Rapids, Debian 12's OpenBLAS 0.3.21 */
     is_str(advice("Prescott", RING_CPU_AVX512_BF16), "Cooperlake",
            "Prescott kernels on an AVX-512 BF16 CPU: ask for Cooperlake");
@@ -97,6 +133,7 @@ int main(void)
 
         ok(a == NULL || level >= RING_CPU_AVX2,
            "advice is only given on an AVX2 CPU (here: %s)", a ? a : "none");
+        launch_advice_checks(a, core);
     }
     return done_testing();
 }

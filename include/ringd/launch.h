@@ -30,6 +30,8 @@
 #ifndef RINGD_LAUNCH_H
 #define RINGD_LAUNCH_H
 
+#include <stddef.h>
+
 #include <ringd/status.h>
 
 #ifdef __cplusplus
@@ -71,6 +73,22 @@ typedef struct ring_launch {
  */
 RING_API
 ring_status_t ring_launch_detect(ring_launch_t *l, int port);
+
+/*
+ * Does this process's OpenBLAS run kernels several times slower than the CPU
+ * allows? An OpenBLAS older than the CPU does not know its model and falls
+ * back to generic SSE3 kernels (Debian 12's 0.3.21 on an Emerald Rapids Xeon:
+ * sgemm 4.8x slower); OPENBLAS_CORETYPE, read when OpenBLAS loads, picks the
+ * right ones. Returns 1, the value to set in coretype ("Cooperlake",
+ * "SkylakeX", "Haswell") and a sentence for the user in why, when OpenBLAS is
+ * loaded in the process (linked, or loaded by a framework such as PyTorch),
+ * OPENBLAS_CORETYPE is unset, and OpenBLAS runs one of its pre-AVX fallbacks
+ * on a CPU with AVX2 or more; else 0, nothing written. ring-launch sets the
+ * variable for its ranks; other launchers' users are told by ringd and by
+ * ringd.init() (Python).
+ */
+RING_API
+int ring_launch_blas_advice(char *coretype, size_t coretype_len, char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

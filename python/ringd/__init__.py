@@ -21,8 +21,8 @@ other peer raise within the timeout setting.
 from . import _ringd
 from ._errors import (CanceledError, ConfigError, Error, InternalError, InvalidError, IOError,
                       MismatchError, NoMemoryError, NonFiniteError, NotInitializedError,
-                      PeerError, ProtocolError, TimeoutError, UnsupportedError, make_error,
-                      parse_message)
+                      PeerError, PerformanceWarning, ProtocolError, TimeoutError,
+                      UnsupportedError, make_error, parse_message)
 from ._runtime import (Handle, allgather, allgather_async, allreduce, allreduce_async, barrier,
                        barrier_async, broadcast, broadcast_async, config, init, is_initialized,
                        launcher, local_rank, local_size, rank, reduce_scatter,

@@ -17,11 +17,17 @@ import re
 __all__ = [
     "Error", "ConfigError", "InvalidError", "TimeoutError", "PeerError", "MismatchError",
     "ProtocolError", "NonFiniteError", "IOError", "NoMemoryError", "UnsupportedError",
-    "CanceledError", "InternalError", "NotInitializedError", "parse_message",
+    "CanceledError", "InternalError", "NotInitializedError", "PerformanceWarning",
+    "parse_message",
 ]
 
 _builtin_TimeoutError = TimeoutError
 _builtin_IOError = OSError
+
+
+class PerformanceWarning(UserWarning):
+    """Something in this process makes it run much slower than it could, and how to fix it
+    (e.g. an OpenBLAS running generic kernels: set OPENBLAS_CORETYPE)."""
 
 
 class Error(Exception):

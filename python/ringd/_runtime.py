@@ -17,6 +17,7 @@ collectives while one waits, without it their calls wait for the wait.
 import atexit
 import collections
 import threading
+import warnings
 
 from . import _errors, _ringd, _tensor
 
@@ -200,6 +201,18 @@ def init(**overrides):
         cfg = _load_config(overrides)
         _comm = _ringd.Comm(cfg)
         _config = cfg
+        local = cfg.launch["local_rank"]
+        if local == 0 or (local < 0 and _comm.rank == 0):
+            _warn_blas()
+
+
+def _warn_blas():
+    """ring-launch sets OPENBLAS_CORETYPE for its ranks; under torchrun, srun or mpirun
+    nobody does, and an OpenBLAS older than the CPU runs generic kernels (torch's matrix
+    products 4-5x slower). Said once per host (local rank 0), as a PerformanceWarning."""
+    advice = _ringd.blas_advice()
+    if advice is not None:
+        warnings.warn("ringd: " + advice[1], _errors.PerformanceWarning, stacklevel=3)
 
 
 def shutdown():

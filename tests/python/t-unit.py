@@ -191,6 +191,44 @@ def launcher_checks(t):
          "a peer that never comes: TimeoutError naming it, at start-up " + err[-300:])
 
 
+# OpenBLAS forced to its generic kernels (as Debian 12's picks on a CPU newer than it),
+# then OPENBLAS_CORETYPE removed, so nobody chose: ringd.init() must say so once
+BLAS_CODE = """import os, warnings
+import numpy  # loads OpenBLAS (RTLD_LOCAL, as frameworks do), reading OPENBLAS_CORETYPE
+if os.environ.get('T_UNSET') == '1':
+    del os.environ['OPENBLAS_CORETYPE']
+import ringd
+with open('/proc/self/maps') as f:
+    mapped = 'openblas' in f.read()
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter('always')
+    ringd.init()
+    ringd.shutdown()
+said = [str(x.message) for x in w if issubclass(x.category, ringd.PerformanceWarning)]
+print(mapped, len(said), said[0] if said else '')
+"""
+
+
+def blas_checks(t):
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")),
+                     [])
+    avx2 = "avx2" in flags and "fma" in flags
+    rc, out, err = run_py(BLAS_CODE, {"OPENBLAS_CORETYPE": "Prescott", "T_UNSET": "1"})
+    mapped = out.startswith("True")
+    if not mapped or not avx2:
+        t.skip("init on OpenBLAS's generic kernels: %s" % (
+            "numpy's BLAS is not OpenBLAS here" if not mapped else "no AVX2 CPU"))
+    else:
+        t.ok(rc == 0 and out.startswith("True 1 ringd: OpenBLAS") and "Prescott" in out
+             and "OPENBLAS_CORETYPE=" in out,
+             "init with OpenBLAS on its generic kernels and OPENBLAS_CORETYPE unset: one "
+             "PerformanceWarning naming the kernels and the value to set", out + err[-300:])
+    rc, out, err = run_py(BLAS_CODE, {"OPENBLAS_CORETYPE": "Prescott", "T_UNSET": "0"})
+    t.ok(rc == 0 and out.split()[1:2] == ["0"],
+         "OPENBLAS_CORETYPE set (someone chose): no warning", out + err[-300:])
+
+
 def input_checks(t, ringd, np, torch):
     a = np.arange(8, dtype=np.float32)
     t.raises(ValueError, lambda: ringd.allreduce(a[::2]), "numpy: non-contiguous: ValueError",
@@ -278,6 +316,7 @@ def checks(t):
     t.raises(ringd.NotInitializedError, ringd.rank, "rank() before init: NotInitializedError")
     config_checks(t, ringd)
     launcher_checks(t)
+    blas_checks(t)
     ringd.init()
     input_checks(t, ringd, np, torch)
     ring_of_one_checks(t, ringd, np, torch)
