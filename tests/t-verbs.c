@@ -506,6 +506,28 @@ static void size_mismatch(int n, int odd_rank, size_t count, size_t odd_count)
     }
 }
 
+/* Rank 1 with another codec: its neighbours refuse it at start-up and tell the ring,
+ * so rank 3, which never met it, fails at once too, naming it and the setting. The
+ * news travels as an ABORT over RDMA; a neighbour that closes right after sending it
+ * must not lose it to its own leaving (transport/verbs.c, vb_check_alive). */
+static void settings_mismatch(void)
+{
+    static const h_setting_t odd[] = {{1, "codec", "fp16"}, {0, NULL, NULL}};
+    static const vcase_t c = {.kind = K_CHECK, .codec = "none", .nops = 1,
+                              .ops = {{1009, RING_SUM}}};
+    const h_run_t *run = run_ring(4, &c, transport, odd, "20s", NULL, 0, 90);
+    const char *label = "codec mismatch N=4 (rank 1: fp16)";
+
+    for (int r = 0; r < 4; r++) {
+        rank_status_in(run, r, RING_ERR_MISMATCH, RING_ERR_MISMATCH, label);
+        ok(run->r[r].t_end < 15.0, "%s: rank %d fails in %.2f s, before the 20 s timeout", label,
+           r, run->r[r].t_end);
+        like(run->r[r].msg, "codec (RING_CODEC)", "%s: rank %d's message names the codec", label,
+             r);
+    }
+    like_re(run->r[3].msg, "rank 1[^0-9]", "%s: rank 3, no neighbour of rank 1, names it", label);
+}
+
 static void kill_mid_round(void)
 {
     /* 4 MiB allreduces, timeout 8 s; rank 2 is killed 0.5 s after its first one finished */
@@ -798,6 +820,7 @@ int main(void)
     /* failures: size mismatch (small, and larger than a slot), a peer killed mid-round */
     size_mismatch(2, 1, 1024, 1000);
     size_mismatch(4, 2, 4u << 20, (4u << 20) + 4096);
+    settings_mismatch();
     kill_mid_round();
 
     diag("t-verbs: %.1f s", h_now() - t0);

@@ -344,6 +344,12 @@ static int vb_push_tx(ring_tp_ep_t *ep)
     return moved;
 }
 
+/* How the bootstrap connection ended, as the errno of a request failed by it. */
+static int vb_gone_errno(const ring_tp_ep_t *ep)
+{
+    return ep->live_recv.status == RING_OK ? EPROTO : ep->live_recv.sys_errno;
+}
+
 /* Copy landed fragments into the posted receives, in order. */
 static int vb_deliver(ring_tp_ep_t *ep)
 {
@@ -377,7 +383,8 @@ static int vb_deliver(ring_tp_ep_t *ep)
             }
         }
     }
-    moved |= vb_return_credits(ep);
+    if (!ep->gone) /* its QP is gone with it */
+        moved |= vb_return_credits(ep);
     return moved;
 }
 
@@ -472,6 +479,10 @@ static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
     if (ep->state == VB_EP_LOCAL)
         return ep->tp->boot_ops->post_send(ep->boot, req);
     RING_CHECK(vb_req_start(ep, req));
+    if (ep->gone) { /* a receive may still read what it wrote before it left */
+        vb_req_finish(req, RING_ERR_REMOTE, vb_gone_errno(ep));
+        return RING_ERR_REMOTE;
+    }
     if (vb_req_len(req) > UINT32_MAX)
         return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large",
                               vb_req_len(req));
@@ -494,6 +505,8 @@ static ring_status_t vb_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
     return RING_OK;
 }
 
+static void vb_check_alive(ring_tp_ep_t *ep);
+
 static ring_status_t vb_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
     if (ep->state == VB_EP_LOCAL)
@@ -506,17 +519,28 @@ static ring_status_t vb_post_recv(ring_tp_ep_t *ep, ring_tp_req_t *req)
     vb_push(&ep->rq_head, &ep->rq_tail, req);
     if (ep->state == VB_EP_OPEN)
         (void)vb_deliver(ep);
+    if (ep->gone) /* nothing more will land: fail it now if it got nothing */
+        vb_check_alive(ep);
     return RING_OK;
 }
 
-/* The bootstrap connection ended (or said something it never should): the peer is gone. */
+/* The bootstrap connection ended (or said something it never should): the peer is gone.
+ * What it wrote before (an ABORT saying why) is read first, as tcp reads the bytes
+ * before a FIN: while fragments no receive has taken remain, only sends fail; the
+ * endpoint fails once they are read (this runs on every progress pass). */
 static void vb_check_alive(ring_tp_ep_t *ep)
 {
     if (!ep->live_recv.done)
         return;
-    (void)vb_deliver(ep); /* what landed before it left still counts */
-    vb_ep_fail(ep, RING_ERR_REMOTE,
-               ep->live_recv.status == RING_OK ? EPROTO : ep->live_recv.sys_errno,
+    (void)vb_deliver(ep);
+    if (ep->rx_consumed != ep->rx_arrived && ep->live_recv.status != RING_OK) {
+        if (!ep->gone) {
+            ep->gone = 1;
+            vb_fail_list(&ep->sq_head, &ep->sq_tail, RING_ERR_REMOTE, vb_gone_errno(ep));
+        }
+        return;
+    }
+    vb_ep_fail(ep, RING_ERR_REMOTE, vb_gone_errno(ep),
                "%s: %s", ep->tp->boot_ops->ep_peer(ep->boot),
                ep->live_recv.status == RING_OK
                    ? "unexpected bytes on the bootstrap connection"

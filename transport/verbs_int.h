@@ -141,6 +141,8 @@ struct ring_tp_ep {
     char error_text[384];      /* what failed, naming the peer, its GID and the QP */
     int rx_broken;             /* an oversized message: receives fail, sends still work */
     int rx_overflow;           /* the message being received does not fit its receive */
+    int gone;                  /* its bootstrap connection ended with fragments of its not
+                                * yet read: sends fail, receives read them, then fail */
 
     /* bootstrap messages: the guard first (with a secret), then records, ready bytes */
     void *guard;               /* the guard's state (hooks.guard_state_bytes), NULL: none */
