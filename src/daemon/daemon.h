@@ -25,7 +25,6 @@
 #include <ringd/ringd.h>
 
 #include "daemon/checkpoint.h"
-#include "blas_core.h"
 #include "sgd.h"
 #include "daemon/options.h"
 #include "daemon/shard.h"
@@ -120,10 +119,6 @@ void run_eval_close(run_t *r);
 
 /* print_env.c: the --print-env report. */
 void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out);
-
-/* print_env.c: OpenBLAS's kernel set; *advice the OPENBLAS_CORETYPE that runs faster
- * ones on this CPU of *level when OpenBLAS fell back to generic code, else NULL. */
-const char *blas_kernels(const char **advice, ring_cpu_level_t *level);
 
 /* agree.c: every peer trains the same model with the same optimizer, schedule,
  * data order and mode (an allgather of the settings): 0, or -1 naming the first

@@ -118,18 +118,14 @@ static void check_env(void)
 }
 
 /* An OpenBLAS older than the CPU runs generic kernels, several times slower
- * (blas_core.h): name the fix. ring-launch applies it; srun and mpirun do not. */
+ * (ring_launch_blas_advice): name the fix. ring-launch applies it; srun and mpirun
+ * do not. */
 static void check_blas(int rank)
 {
-    const char *advice, *core, *chosen = getenv("OPENBLAS_CORETYPE");
-    ring_cpu_level_t level;
+    char why[400];
 
-    core = blas_kernels(&advice, &level);
-    if (advice != NULL && rank <= 0 && (chosen == NULL || chosen[0] == '\0'))
-        fprintf(stderr, "ringd: warning: OpenBLAS does not know this CPU (%s) and runs its "
-                        "generic %s kernels, several times slower; set OPENBLAS_CORETYPE=%s "
-                        "in the peers' environment (ring-launch does when it is unset)\n",
-                ring_cpu_level_name(level), core, advice);
+    if (rank <= 0 && ring_launch_blas_advice(NULL, 0, why, sizeof(why)))
+        fprintf(stderr, "ringd: warning: %s\n", why);
 }
 
 static int spin_flag_given(int argc, char **argv)

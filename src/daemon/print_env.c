@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 
+#include "blas_core.h"
 #include "daemon/daemon.h"
 
 static void line(FILE *out, const char *name, const char *value, const char *source)
@@ -96,7 +97,9 @@ void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out)
     print_blas(out);
 }
 
-const char *blas_kernels(const char **advice, ring_cpu_level_t *level)
+/* OpenBLAS's kernel set; *advice the OPENBLAS_CORETYPE that runs faster ones on this
+ * CPU of *level when OpenBLAS fell back to generic code, else NULL */
+static const char *blas_kernels(const char **advice, ring_cpu_level_t *level)
 {
     const char *core = openblas_get_corename();
 
