@@ -237,6 +237,10 @@ static ring_status_t tcp_post(ring_tp_ep_t *ep, ring_tp_req_t *req, ring_tp_req_
         ring_tp_req_complete(req, ep->error, ep->error_errno);
         return ep->error;
     }
+    if (head == &ep->sq_head && ep->tx_gone) { /* a receive may still read what it wrote */
+        ring_tp_req_complete(req, RING_ERR_REMOTE, ep->tx_gone_errno);
+        return RING_ERR_REMOTE;
+    }
     ring_tp_queue_push(req, head, tail);
     return RING_OK;
 }

@@ -42,6 +42,9 @@ struct ring_tp_ep {
     ring_status_t error;     /* sticky first error */
     int error_errno;
     int rx_broken;           /* an oversized message: receives fail, sends still work */
+    int tx_gone, tx_gone_errno; /* a send failed: the peer left. Sends fail from then on,
+                              * but receives still read what it wrote before leaving (an
+                              * ABORT saying why); its EOF or reset then fails the ep */
     char peer[80];           /* "host:port" */
     ring_tp_req_t *sq_head, *sq_tail;
     /* send side: rate limit (--rate-limit; tx_bucket.rate 0 = none) */
@@ -71,5 +74,6 @@ size_t tcp_ep_tx_allowance(ring_tp_ep_t *ep, double now, double *delay_s);
 int tcp_ep_progress_tx(ring_tp_ep_t *ep);
 int tcp_ep_progress_rx(ring_tp_ep_t *ep);
 void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno);
+void tcp_ep_tx_gone(ring_tp_ep_t *ep, int sys_errno);
 
 #endif /* RING_TCP_INT_H */

@@ -37,6 +37,18 @@ void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno)
     ep->tx_ctrl = 0;
 }
 
+/* The peer stopped reading (EPIPE, a reset): what it wrote before leaving may
+ * still be unread, and a receive posted later must get it, so only the sends
+ * fail here; reading past its last byte (EOF or the reset) fails the ep. */
+void tcp_ep_tx_gone(ring_tp_ep_t *ep, int sys_errno)
+{
+    ep->tx_gone = 1;
+    ep->tx_gone_errno = sys_errno;
+    ring_tp_queue_fail(&ep->sq_head, &ep->sq_tail, RING_ERR_REMOTE, sys_errno);
+    ep->tx_queued = 0;
+    ep->tx_ctrl = 0;
+}
+
 static void io_fail_errno(ring_tp_ep_t *ep, int err)
 {
     tcp_ep_fail(ep, err == ENOMEM || err == ENOBUFS ? RING_ERR_IO : RING_ERR_REMOTE, err);
@@ -146,12 +158,10 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
 
             if (err == EINTR)
                 continue;
-            if (err != EAGAIN && err != EWOULDBLOCK) {
-                /* the peer is gone, but what it sent before going (an ABORT saying
-                 * why) may still be unread: deliver it before failing the endpoint */
-                (void)tcp_ep_progress_rx(ep);
+            if (err == ENOMEM || err == ENOBUFS)
                 io_fail_errno(ep, err);
-            }
+            else if (err != EAGAIN && err != EWOULDBLOCK)
+                tcp_ep_tx_gone(ep, err);
             break;
         }
         completed |= sent > 0;
