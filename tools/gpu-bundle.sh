@@ -14,14 +14,15 @@
 #
 # run.sh finds cuDNN and cuBLAS there (the toolkit's, or pip's nvidia-*
 # packages), runs each test into RESULTS_DIR/NAME.tap, compute-sanitizer's
-# memcheck on t-cuda where it is installed, and with data fmnist-cnn on the
-# CPU and the GPU; it ends with "N passed, N failed, N skipped" and exits 1
-# if a test failed. GPU_TESTS limits the tests run (names, e.g. "t-cuda").
+# memcheck on t-cuda and t-cuda-kernels where it is installed, and with data
+# fmnist-cnn on the CPU and the GPU; it ends with "N passed, N failed, N
+# skipped" and exits 1 if a test failed. GPU_TESTS limits the tests run
+# (names, e.g. "t-cuda").
 set -euo pipefail
 with_data=0
 if [ "${1:-}" = --with-data ]; then with_data=1; shift; fi
 if [ $# -ne 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
     [ $# -eq 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; } && exit 0
     exit 2
 fi
@@ -29,7 +30,7 @@ b=$1 out=$2
 die() { echo "gpu-bundle: $*" >&2; exit 1; }
 grep -q '^#define RING_HAVE_CUDA 1' "$b/ring_build.h" 2>/dev/null ||
     die "$b is not a CUDA build (ring_build.h: RING_HAVE_CUDA is not 1); configure where nvcc is found"
-for f in tests/t-cuda tests/t-cuda-staging tests/t-cnn tests/t-shm .libs/ringd .libs/ring-bench \
+for f in tests/t-cuda tests/t-cuda-kernels tests/t-cuda-staging tests/t-cnn tests/t-shm .libs/ringd .libs/ring-bench \
          ring-launch .libs/libringd.so.0; do
     [ -e "$b/$f" ] || die "$b/$f is missing: run 'make' and 'make check TESTS=' in $b first"
 done
@@ -37,8 +38,8 @@ if ldd "$b/tests/t-cuda" | grep -q -E 'libasan|libubsan'; then
     die "$b is a sanitizer build (its programs need the compiler's runtime): bundle a plain build"
 fi
 mkdir -p "$out/bin" "$out/lib"
-cp "$b/tests/t-cuda" "$b/tests/t-cuda-staging" "$b/tests/t-cnn" "$b/tests/t-shm" \
-   "$b/.libs/ringd" "$b/.libs/ring-bench" "$b/ring-launch" "$out/bin/"
+cp "$b/tests/t-cuda" "$b/tests/t-cuda-kernels" "$b/tests/t-cuda-staging" "$b/tests/t-cnn" \
+   "$b/tests/t-shm" "$b/.libs/ringd" "$b/.libs/ring-bench" "$b/ring-launch" "$out/bin/"
 cp -L "$b/.libs/libringd.so.0" "$out/lib/"
 # what they load, but glibc's and the compiler's runtime (every system has them,
 # and an older copy would shadow the newer one cuDNN may need) and the CUDA
@@ -73,7 +74,7 @@ echo "# LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 missing=$(for x in "$B"/bin/*; do ldd "$x" | grep 'not found'; done | sort -u)
 [ -n "$missing" ] && echo "# not found (the programs that need them will fail): $missing"
 pass=0 fail=0 skips=0
-for t in ${GPU_TESTS:-t-cuda t-cuda-staging t-cnn t-shm}; do
+for t in ${GPU_TESTS:-t-cuda t-cuda-kernels t-cuda-staging t-cnn t-shm}; do
     timeout 300 "$B/bin/$t" > "$R/$t.tap" 2>&1
     rc=$?
     p=$(grep -E '^ok' "$R/$t.tap" | grep -v -c '# SKIP')
@@ -85,9 +86,11 @@ for t in ${GPU_TESTS:-t-cuda t-cuda-staging t-cnn t-shm}; do
     pass=$((pass + p)) fail=$((fail + f)) skips=$((skips + s))
 done
 if command -v compute-sanitizer > /dev/null && [ -z "${GPU_TESTS:-}" ]; then
-    timeout 300 compute-sanitizer --tool memcheck --target-processes all "$B/bin/t-cuda" \
-        > "$R/t-cuda-memcheck.log" 2>&1
-    echo "compute-sanitizer memcheck t-cuda: $(grep 'ERROR SUMMARY' "$R/t-cuda-memcheck.log" | sort -u)"
+    for t in t-cuda t-cuda-kernels; do
+        timeout 300 compute-sanitizer --tool memcheck --target-processes all "$B/bin/$t" \
+            > "$R/$t-memcheck.log" 2>&1
+        echo "compute-sanitizer memcheck $t: $(grep 'ERROR SUMMARY' "$R/$t-memcheck.log" | sort -u)"
+    done
 fi
 if [ -d "$B/data" ] && [ -z "${GPU_TESTS:-}" ]; then
     for d in cpu cuda; do
