@@ -3,7 +3,8 @@
  * is news only once what it wrote is read. Its last message (in the engine,
  * the ABORT that says why it left) must reach a receive posted after one of
  * our sends already failed; sends fail at once from then on; the receive
- * after its last message fails with RING_ERR_REMOTE; a message cut short by
+ * after its last message fails with RING_ERR_REMOTE and the errno the send
+ * got (a reset says more than the EOF read then); a message cut short by
  * the close fails its receive. Nothing waits past a bounded deadline.
  */
 #include "ring_build.h"
@@ -103,8 +104,9 @@ static void test_last_words(void)
         diag("regression (fixed bug): tcp_ep_progress_tx failed the whole endpoint on a send "
              "error, dropping what was still unread when no receive was posted yet (as shm's "
              "live_check did: t-fault's far codec mismatch said 'connection closed')");
-    ok(done && r2.status == RING_ERR_REMOTE, "last words: the next receive fails with "
-       "RING_ERR_REMOTE (%s), no hang", ring_status_str(r2.status));
+    ok(done && r2.status == RING_ERR_REMOTE && r2.sys_errno == s.sys_errno,
+       "last words: the next receive fails with RING_ERR_REMOTE and the failed send's errno "
+       "(%s, errno %d), no hang", ring_status_str(r2.status), r2.sys_errno);
     pair_close(&p);
 }
 

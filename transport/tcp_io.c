@@ -54,6 +54,13 @@ static void io_fail_errno(ring_tp_ep_t *ep, int err)
     tcp_ep_fail(ep, err == ENOMEM || err == ENOBUFS ? RING_ERR_IO : RING_ERR_REMOTE, err);
 }
 
+/* The peer's end of the stream: after a send failed, the error it gave (a reset, a
+ * timeout) says more than the EOF that reading then finds. */
+static void rx_fail_eof(ring_tp_ep_t *ep)
+{
+    tcp_ep_fail(ep, RING_ERR_REMOTE, ep->tx_gone ? ep->tx_gone_errno : 0);
+}
+
 /* ---- rate limit: the endpoint's token bucket (token_bucket.c) -------- */
 
 /* Bytes from the head of the queue to the end of its last control message
@@ -253,7 +260,7 @@ static ssize_t rx_fill_stage(ring_tp_ep_t *ep)
         got = read(ep->fd, ep->rx_stage, TCP_RX_STAGE);
     while (got < 0 && errno == EINTR);
     if (got == 0) {
-        tcp_ep_fail(ep, RING_ERR_REMOTE, 0);
+        rx_fail_eof(ep);
         return -1;
     }
     if (got < 0) {
@@ -308,7 +315,7 @@ int tcp_ep_progress_rx(ring_tp_ep_t *ep)
             if (left > 0 && left >= TCP_RX_STAGE) {
                 ssize_t got = rx_read_direct(ep, req, left);
                 if (got == 0) {
-                    tcp_ep_fail(ep, RING_ERR_REMOTE, 0);
+                    rx_fail_eof(ep);
                     break;
                 }
                 if (got < 0) {
