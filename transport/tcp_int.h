@@ -42,9 +42,10 @@ struct ring_tp_ep {
     ring_status_t error;     /* sticky first error */
     int error_errno;
     int rx_broken;           /* an oversized message: receives fail, sends still work */
-    int tx_gone, tx_gone_errno; /* a send failed: the peer left. Sends fail from then on,
-                              * but receives still read what it wrote before leaving (an
-                              * ABORT saying why); its EOF or reset then fails the ep */
+    int tx_gone;             /* a send failed, the peer left: sends fail from then on, but
+                              * receives still read what it wrote before (an ABORT saying
+                              * why); its EOF then fails the ep with tx_gone_errno */
+    int tx_gone_errno;
     char peer[80];           /* "host:port" */
     ring_tp_req_t *sq_head, *sq_tail;
     /* send side: rate limit (--rate-limit; tx_bucket.rate 0 = none) */
@@ -74,6 +75,5 @@ size_t tcp_ep_tx_allowance(ring_tp_ep_t *ep, double now, double *delay_s);
 int tcp_ep_progress_tx(ring_tp_ep_t *ep);
 int tcp_ep_progress_rx(ring_tp_ep_t *ep);
 void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno);
-void tcp_ep_tx_gone(ring_tp_ep_t *ep, int sys_errno);
 
 #endif /* RING_TCP_INT_H */

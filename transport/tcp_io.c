@@ -40,7 +40,7 @@ void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno)
 /* The peer stopped reading (EPIPE, a reset): what it wrote before leaving may
  * still be unread, and a receive posted later must get it, so only the sends
  * fail here; reading past its last byte (EOF or the reset) fails the ep. */
-void tcp_ep_tx_gone(ring_tp_ep_t *ep, int sys_errno)
+static void tcp_ep_tx_gone(ring_tp_ep_t *ep, int sys_errno)
 {
     ep->tx_gone = 1;
     ep->tx_gone_errno = sys_errno;
