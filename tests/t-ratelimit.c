@@ -9,16 +9,12 @@
  */
 #include "ring_build.h"
 
-#include <arpa/inet.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <ringd/config.h>
 
