@@ -14,6 +14,9 @@
  *   RING_FAULT=slow-send    the peer sleeps 100 ms after it posts each data
  *                           frame, so that it is the last out of every call
  *                           (and of ring_comm_open's set-up calls)
+ *   RING_FAULT=slow-results the peer sleeps 300 ms before it passes on the
+ *                           ring doctor's results, so that its right
+ *                           neighbour is the last out of the doctor
  *
  * One wrapped transport per process: the tests run one communicator per peer.
  */
@@ -26,9 +29,10 @@
 #include "comm_int.h"
 #include "log.h"
 
-enum { FAULT_NONE, FAULT_LZ4_CORRUPT, FAULT_FRAME_TAG, FAULT_SLOW_SEND };
+enum { FAULT_NONE, FAULT_LZ4_CORRUPT, FAULT_FRAME_TAG, FAULT_SLOW_SEND, FAULT_SLOW_RESULTS };
 
 #define FAULT_SLOW_SEND_US 100000
+#define FAULT_SLOW_RESULTS_US 300000
 
 static const ring_tp_ops_t *fault_inner;
 static ring_tp_ops_t fault_ops;
@@ -41,7 +45,11 @@ static ring_status_t fault_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
     ring_frame_t f;
 
     if (req->iovcnt < 1 || req->iov[0].iov_len < RING_FRAME_BYTES ||
-        ring_frame_decode(hdr, &f) != 0 || f.type != RING_FRAME_DATA)
+        ring_frame_decode(hdr, &f) != 0)
+        return fault_inner->post_send(ep, req);
+    if (fault_kind == FAULT_SLOW_RESULTS && f.type == RING_FRAME_DOCTOR && f.step == DOC_RESULTS)
+        usleep(FAULT_SLOW_RESULTS_US);
+    if (f.type != RING_FRAME_DATA)
         return fault_inner->post_send(ep, req);
     if (fault_kind == FAULT_LZ4_CORRUPT && (f.flags & RING_FRAME_LZ4) && req->iovcnt >= 2) {
         unsigned char *z = req->iov[1].iov_base;
@@ -66,11 +74,12 @@ const ring_tp_ops_t *ring_fault_wrap(const ring_tp_ops_t *ops)
 {
     const char *f = getenv("RING_FAULT");
 
-    fault_kind = f == NULL                        ? FAULT_NONE
-                 : strcmp(f, "lz4-corrupt") == 0 ? FAULT_LZ4_CORRUPT
-                 : strcmp(f, "frame-tag") == 0   ? FAULT_FRAME_TAG
-                 : strcmp(f, "slow-send") == 0   ? FAULT_SLOW_SEND
-                                                 : FAULT_NONE;
+    fault_kind = f == NULL                         ? FAULT_NONE
+                 : strcmp(f, "lz4-corrupt") == 0  ? FAULT_LZ4_CORRUPT
+                 : strcmp(f, "frame-tag") == 0    ? FAULT_FRAME_TAG
+                 : strcmp(f, "slow-send") == 0    ? FAULT_SLOW_SEND
+                 : strcmp(f, "slow-results") == 0 ? FAULT_SLOW_RESULTS
+                                                  : FAULT_NONE;
     if (fault_kind == FAULT_NONE || ops == NULL)
         return ops;
     fault_inner = ops;

@@ -67,6 +67,17 @@ typedef enum ring_frame_type {
     RING_FRAME_WAITING = 5 /* fail.c: "I wait too", only to a right neighbour that asked */
 } ring_frame_type_t;
 
+/* a DOCTOR frame's kind, in its `step` (the protocol: diag/doctor.c) */
+enum ring_doctor_kind {
+    DOC_PING = 1,
+    DOC_PONG,
+    DOC_BURST,
+    DOC_DATA,
+    DOC_ACK,
+    DOC_TURN,
+    DOC_RESULTS
+};
+
 /* The collective a DATA frame belongs to (and an ABORT's origin was in). */
 typedef enum ring_coll {
     RING_COLL_ALLREDUCE = 0,

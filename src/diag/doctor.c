@@ -83,16 +83,6 @@
 #define DOCTOR_LAP_S 0.05         /* keep timing bursts for this long per lap */
 #define DOCTOR_TURN_S 10.0        /* allowance per edge measured before a peer's turn */
 
-enum doctor_kind {
-    DOC_PING = 1,
-    DOC_PONG,
-    DOC_BURST,
-    DOC_DATA,
-    DOC_ACK,
-    DOC_TURN,
-    DOC_RESULTS
-};
-
 static const char *const kind_names[] = {"?", "PING", "PONG", "BURST", "DATA", "ACK", "TURN",
                                          "RESULTS"};
 
@@ -163,6 +153,22 @@ static ring_status_t doctor_fail_protocol(ring_comm_t *comm, int peer, const cha
     return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent %s", where, peer, addr, what);
 }
 
+/* peer sent an allreduce's frame (data, or the notice of a call that waits). */
+static ring_status_t doctor_fail_data(ring_comm_t *comm, int peer, uint64_t round)
+{
+    /* PROTOCOL, not MISMATCH: the peers' ABORT of a mismatch reads as differing
+     * allreduce arguments */
+    ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = peer, .step = -1};
+    char where[160], addr[300];
+
+    doctor_where(comm, where, sizeof(where));
+    ring_rank_addr(comm, peer, addr, sizeof(addr));
+    return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent allreduce data (round %llu) "
+                          "instead of the doctor's frames: every peer must run the ring doctor "
+                          "at the same point (ringd --doctor, ring-bench --doctor), or none",
+                          where, peer, addr, (unsigned long long)round);
+}
+
 /*
  * A receive from `peer` finished: its doctor frame in *f, or the failure it
  * means (a broken connection, an ABORT passed on, a CLOSE, an allreduce).
@@ -183,23 +189,17 @@ static ring_status_t doctor_frame(ring_comm_t *comm, const ring_slot_t *slot, in
         return ring_comm_fail_tag(comm, NULL, -1, peer, "a ring doctor frame");
     if (f->type == RING_FRAME_ABORT)
         return ring_comm_fail_from_frame(comm, f, peer);
-    doctor_where(comm, where, sizeof(where));
-    ring_rank_addr(comm, peer, addr, sizeof(addr));
     if (f->type == RING_FRAME_CLOSE) {
         ring_fault_t fault = {.status = RING_ERR_REMOTE, .culprit = peer,
                               .sys_errno = RING_CAUSE_CLOSED, .step = -1};
+
+        doctor_where(comm, where, sizeof(where));
+        ring_rank_addr(comm, peer, addr, sizeof(addr));
         return ring_comm_fail(comm, &fault, "%s: rank %d (%s) closed its communicator during "
                               "the ring doctor", where, peer, addr);
     }
-    if (f->type == RING_FRAME_DATA) {
-        /* PROTOCOL, not MISMATCH: the peers' ABORT of a mismatch reads as differing
-         * allreduce arguments */
-        ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = peer, .step = -1};
-        return ring_comm_fail(comm, &fault, "%s: rank %d (%s) sent allreduce data (round %llu) "
-                              "instead of the doctor's frames: every peer must run the ring "
-                              "doctor at the same point (ringd --doctor, ring-bench --doctor), "
-                              "or none", where, peer, addr, (unsigned long long)f->round);
-    }
+    if (f->type == RING_FRAME_DATA)
+        return doctor_fail_data(comm, peer, f->round);
     if (f->type != RING_FRAME_DOCTOR || slot->req.status != RING_OK) {
         snprintf(what, sizeof(what), "a frame of type %u and %zu bytes; expected a ring doctor "
                  "frame", f->type, slot->req.bytes);
@@ -239,6 +239,18 @@ static ring_tp_ep_t *conn(ring_comm_t *comm, int right, uint32_t q)
 }
 
 /*
+ * A right neighbour that has all it needs from us may go on: its CLOSE, or the
+ * notice of its next allreduce, which waits for us (notice.c), is the engine's,
+ * read once the doctor returns.
+ */
+static int right_moved_on(const doctor_t *d, const ring_slot_t *back, ring_frame_t *f)
+{
+    return d->right_done && back->req.status == RING_OK && ring_frame_decode(back->hdr, f) == 0 &&
+           (f->type == RING_FRAME_CLOSE ||
+            (f->type == RING_FRAME_DATA && (f->flags & RING_FRAME_NOTICE) != 0));
+}
+
+/*
  * Everything the doctor has posted, except `awaited`: a receive that brought
  * a notice or failed, or a send that failed, ends the doctor now, whatever
  * it waits for. Doctor frames that came early stay for their owner.
@@ -250,10 +262,8 @@ static ring_status_t doctor_scan(ring_comm_t *comm, const ring_slot_t *awaited)
     int nslots = RING_WINDOW * comm->nchannels;
     ring_frame_t f;
 
-    /* a right neighbour that has all it needs from us may close: that CLOSE is the engine's */
     if (ch0->back.posted && ch0->back.req.done && &ch0->back != awaited &&
-        !(d->right_done && ch0->back.req.status == RING_OK &&
-          ring_frame_decode(ch0->back.hdr, &f) == 0 && f.type == RING_FRAME_CLOSE))
+        !right_moved_on(d, &ch0->back, &f))
         RING_CHECK(doctor_frame(comm, &ch0->back, comm->right_rank, ch0->right[0], &f));
     if (d->ctl.posted && d->ctl.req.done && &d->ctl != awaited)
         RING_CHECK(doctor_frame(comm, &d->ctl, comm->left_rank, ch0->left[0], &f));
@@ -729,7 +739,15 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
     comm->doctor = d;
     memset(comm->channels[0].stage, 0, comm->cfg.chunk_bytes); /* what the bursts carry */
     comm->doctor_running = 1;
-    status = doctor_run(comm);
+    if (comm->notice_early_valid) {
+        /* the right neighbour's notice (notice.c) came while ring_comm_open's set-up
+         * calls still ran here, and was kept for a user's call: it waits in an
+         * allreduce, and no frame of the doctor's will ever come from it */
+        comm->notice_early_valid = 0;
+        d->sending = 1; /* the edge to it */
+        status = doctor_fail_data(comm, comm->right_rank, comm->notice_early.round);
+    } else
+        status = doctor_run(comm);
     comm->doctor_running = 0;
     if (status != RING_OK)
         return status; /* comm_free frees d, once the endpoints are closed */
