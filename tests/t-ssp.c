@@ -11,6 +11,9 @@
  *     ever stale, even beside a slower rank (each waits for the round that
  *     brings its peers' last steps); a straggler two steps behind is waited
  *     for once, not at every step;
+ *   - late steps in the warm-up: a rank whose step takes a second holds no
+ *     one; its step is dropped and counted, every other push is applied, the
+ *     parameters agree; with warmup_late 0, or S = 0, every peer waits for it;
  *   - request_stop on one rank stops all of them; a wait with a short
  *     timeout times out and can be retried;
  *   - a rank killed mid-session: the others fail naming it, within the timeout;
@@ -48,15 +51,17 @@
 #define V_TIMEDOUT 7   /* a short wait timed out, then a retry went on */
 #define V_MISUSE 8     /* misuse calls refused as they should be */
 #define V_FRESH_US 9   /* the time wait held steps for fresher parameters */
+#define V_LATE 10      /* steps dropped as late in the warm-up (stats) */
 
 enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED, K_ROGUE, K_FRESH,
-            K_FRESH_STRAGGLER };
+            K_FRESH_STRAGGLER, K_LATE };
 
 typedef struct ssp_case {
     enum kind kind;
     long staleness;
     int steps;
     double fresh_wait_s;   /* 0: the default (auto) */
+    double warmup_late;    /* K_LATE: 0 = the default (1.5), < 0 = off */
 } ssp_case_t;
 
 static float grad_at(int rank, int step, size_t i)
@@ -120,6 +125,10 @@ static int misuse_checks(ring_comm_t *comm)
     o.momentum = 1.5;
     good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID;
     ring_ssp_options_init(&o);
+    o.warmup_late = 0.5; /* would drop steps of the usual length */
+    good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID &&
+            strstr(ring_last_error(), "warmup_late 0.5") != NULL;
+    ring_ssp_options_init(&o);
     good += ring_ssp_open(comm, p, 0, &o, &s) == RING_ERR_INVALID;
     return good;
 }
@@ -167,6 +176,11 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     o.weight_decay = 0.0078125;
     if (c->fresh_wait_s > 0)
         o.fresh_wait_s = c->fresh_wait_s;
+    if (c->kind == K_LATE) {
+        o.warmup_steps = 1000; /* every step in the lockstep warm-up */
+        if (c->warmup_late < 0)
+            o.warmup_late = 0;
+    }
     rs = ring_ssp_open(comm, params, COUNT, &o, &s);
     if (rs != RING_OK)
         return h_fail(rs, "ring_ssp_open");
@@ -215,6 +229,8 @@ have_step:
             sleep_ms(rank == n - 1 ? 15 : 5); /* rank n-1 slower, but never a step behind */
         if (c->kind == K_FRESH_STRAGGLER)
             sleep_ms(rank == n - 1 && step.clock == 5 ? 2000 : 5);
+        if (c->kind == K_LATE)
+            sleep_ms(rank == n - 1 && steps == 4 ? 1000 : 10);
         if (c->kind == K_KILLED && rank == 2 && step.clock == 10)
             h_ready(); /* the parent kills it now */
         for (size_t i = 0; i < COUNT; i++)
@@ -241,6 +257,7 @@ have_step:
     h_put(V_BLOCKED_US, (uint64_t)(st.blocked_s * 1e6));
     h_put(V_MISUSE, (uint64_t)misuse);
     h_put(V_FRESH_US, (uint64_t)(st.fresh_s * 1e6));
+    h_put(V_LATE, st.late_steps);
     if (c->kind == K_SYNC)
         h_put(V_BADREF, (uint64_t)reference_bad(params, n, steps, &o));
     ring_ssp_close(s);
@@ -301,10 +318,10 @@ int main(void)
     uint64_t sum;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(20);
+    plan(23);
     for (size_t k = 0; k < 3; k++) {
         int n = ns[k];
-        ssp_case_t c = {K_SYNC, 0, 12, 0};
+        ssp_case_t c = {K_SYNC, 0, 12, 0, 0};
         int ok0 = run_ring(&run, n, &c, NULL, 0) == 0 && all_exit0(&run, n);
         uint64_t bad = 0, misuse = 0;
         for (int r = 0; r < n && ok0; r++) {
@@ -314,11 +331,11 @@ int main(void)
         ok(ok0 && bad == 0 && same_hash(&run, n) && h_val(&run.r[0], V_MAXTAU, 9) == 0,
            "N=%d S=0: the parameters are synchronous SGD's (%llu elements off), bitwise the same "
            "on every rank, never stale", n, (unsigned long long)bad);
-        ok(ok0 && misuse == (uint64_t)n * 5, "N=%d: bad options, push before wait and wait twice "
-           "are refused (%llu of %d)", n, (unsigned long long)misuse, n * 5);
+        ok(ok0 && misuse == (uint64_t)n * 6, "N=%d: bad options, push before wait and wait twice "
+           "are refused (%llu of %d)", n, (unsigned long long)misuse, n * 6);
     }
     {
-        ssp_case_t c = {K_BOUNDED, 2, 30, 0};
+        ssp_case_t c = {K_BOUNDED, 2, 30, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t maxtau = ok0 ? max_tau(&run, 3, &sum) : 0;
         ok(ok0 && maxtau <= 2, "bounded S=2, a slow rank: no step started more than 2 ahead "
@@ -330,7 +347,7 @@ int main(void)
            (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
     }
     {
-        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30, 0};
+        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t blocked = 0;
         for (int r = 0; r < 3 && ok0; r++)
@@ -341,7 +358,7 @@ int main(void)
     {
         /* fresh reads, with a limit no step reaches: every step waits for the round
          * holding its peers' previous steps, so none is stale, as in lockstep */
-        ssp_case_t c = {K_FRESH, 4, 20, 30.0};
+        ssp_case_t c = {K_FRESH, 4, 20, 30.0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t maxtau = ok0 ? max_tau(&run, 3, &sum) : 0;
         ok(ok0 && maxtau == 0 && h_val(&run.r[0], V_FRESH_US, 0) > 0,
@@ -355,7 +372,7 @@ int main(void)
     {
         /* rank 2 stalls 2 s at its step 5: the others wait 0.3 s once when it is one
          * step behind, then go on to the bound without waiting at every step */
-        ssp_case_t c = {K_FRESH_STRAGGLER, 4, 20, 0.3};
+        ssp_case_t c = {K_FRESH_STRAGGLER, 4, 20, 0.3, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         double f0 = ok0 ? (double)h_val(&run.r[0], V_FRESH_US, 0) / 1e6 : 0;
         ok(ok0 && f0 >= 0.25 && f0 < 1.0,
@@ -367,7 +384,38 @@ int main(void)
            "parameters agree", (unsigned long long)h_val(&run.r[0], V_MAXTAU, 0));
     }
     {
-        ssp_case_t c = {K_STOP, 2, 1000, 0};
+        /* the warm-up is lockstep; rank 2's fifth step takes 1 s against 10 ms */
+        const struct { long s; double late; const char *what; } lc[] = {
+            {4, 0, "S=4, warmup_late 1.5 (the default)"},
+            {4, -1, "S=4, warmup_late 0 (off)"},
+            {0, 0, "S=0 (lockstep, never drops)"}};
+        for (int k = 0; k < 3; k++) {
+            ssp_case_t c = {K_LATE, lc[k].s, 12, 0, lc[k].late};
+            int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+            uint64_t late = 0, pushed = ok0 ? 0 : 1;
+            double b0 = ok0 ? (double)h_val(&run.r[0], V_BLOCKED_US, 0) / 1e6 : 0;
+            int apply_all = 0;
+            for (int r = 0; r < 3 && ok0; r++) {
+                late += h_val(&run.r[r], V_LATE, 99);
+                pushed += h_val(&run.r[r], V_STEPS, 0);
+            }
+            apply_all = ok0 && pushed == 36 && h_val(&run.r[0], V_CONTRIB, 0) == pushed - late &&
+                        same_hash(&run, 3);
+            if (k == 0)
+                ok(apply_all && h_val(&run.r[2], V_LATE, 0) >= 1 && b0 < 0.6,
+                   "%s: rank 2's 1 s step is dropped (%llu late), rank 0 was held %.3f s (not "
+                   "the second), the other %llu pushes are applied once, the parameters agree",
+                   lc[k].what, (unsigned long long)late, b0,
+                   (unsigned long long)(pushed - late));
+            else
+                ok(apply_all && late == 0 && b0 >= 0.8,
+                   "%s: no step dropped (%llu), rank 0 waited %.3f s for rank 2's long step, "
+                   "every push applied, the parameters agree", lc[k].what,
+                   (unsigned long long)late, b0);
+        }
+    }
+    {
+        ssp_case_t c = {K_STOP, 2, 1000, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         sum = 0;
         for (int r = 0; r < 3 && ok0; r++)
@@ -378,14 +426,14 @@ int main(void)
         ok(ok0 && h_val(&run.r[1], V_STEPS, 0) == 5, "request_stop: rank 1 stopped at its step 5");
     }
     {
-        ssp_case_t c = {K_TIMEOUT, 1, 6, 0};
+        ssp_case_t c = {K_TIMEOUT, 1, 6, 0, 0};
         int ok0 = run_ring(&run, 2, &c, NULL, 0) == 0 && all_exit0(&run, 2);
         ok(ok0 && h_val(&run.r[0], V_TIMEDOUT, 0) == 1 && h_val(&run.r[0], V_STEPS, 0) == 6 &&
            same_hash(&run, 2),
            "a wait with a 0.2 s timeout on the bound times out, and a retry goes on");
     }
     {
-        ssp_case_t c = {K_KILLED, 2, 100000, 0};
+        ssp_case_t c = {K_KILLED, 2, 100000, 0, 0};
         h_action_t kill2 = {.after_ready = 2, .at = 0.05, .target = 2, .sig = SIGKILL};
         int ran = run_ring(&run, 3, &c, &kill2, 1) == 0;
         int named = 1, failed = 1;
@@ -403,7 +451,7 @@ int main(void)
         (void)named;
     }
     {
-        ssp_case_t c = {K_ROGUE, 2, 10, 0};
+        ssp_case_t c = {K_ROGUE, 2, 10, 0, 0};
         int ran = run_ring(&run, 3, &c, NULL, 0) == 0, named = ran;
         for (int r = 0; r < 2 && ran; r++)
             named &= run.r[r].exited && run.r[r].code != 0 &&

@@ -85,6 +85,10 @@ def main():
     p.add_argument("--warmup-steps", type=int, default=-1,
                    help="bounded/async: lockstep for the first K steps (default: half an "
                         "epoch, as ringd's --warmup-steps auto)")
+    p.add_argument("--warmup-late", type=float, default=1.5,
+                   help="bounded/async: in the warm-up, a step still computing after this "
+                        "many times its recent step time is dropped and its round goes on "
+                        "(default 1.5, as ringd's --warmup-late; 0: wait, as lockstep does)")
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
     p.add_argument("--update", choices=["sum", "mean", "steps"], default=None,
@@ -132,7 +136,7 @@ def main():
                           stop_at_steps=total * world,
                           lr_schedule=args.lr_schedule,
                           momentum_compensation=args.momentum_compensation,
-                          fresh_wait=args.fresh_wait, **extra)
+                          fresh_wait=args.fresh_wait, warmup_late=args.warmup_late, **extra)
     snaps = []
     t0 = time.monotonic()
     step = 0
@@ -190,6 +194,7 @@ def main():
             "rounds": stats["rounds"], "rounds_applied": stats["rounds_applied"],
             "tau_hist": [round(100.0 * n / steps_all, 1) for n in stats["tau_hist"]],
             "blocked_s": round(stats["blocked_s"], 3), "fresh_s": round(stats["fresh_s"], 3),
+            "late_steps": stats["late_steps"],
             "curve": curve,
         }
         print("fmnist_ssp %s S=%s n=%d: %d steps in %.2f s, %.0f samples/s, test accuracy "

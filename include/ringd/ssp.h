@@ -101,6 +101,14 @@ typedef struct ring_ssp_round {
 typedef struct ring_ssp_options {
     long staleness;           /* S >= 0, or RING_SSP_ASYNC; default 4 */
     uint64_t warmup_steps;    /* steps below this run lockstep (S = 0); default 0 */
+    double warmup_late;       /* in that warm-up of a bounded or async session: a step still
+                                 computing after this many times the recent step time is
+                                 left out, so a transient straggler does not hold every
+                                 peer (the backup workers of Chen et al. 2016): the round
+                                 goes on without it, its clock counts as done and its push
+                                 is dropped (stats.late_steps); 0 = wait for it, as
+                                 lockstep does; 1..1000; default 1.5. S = 0 and a ring
+                                 of one never drop */
     uint64_t start_clock;     /* resuming: the steps every peer has done; default 0 */
     uint64_t total_steps;     /* the cosine schedule's length, in steps of one peer; its
                                  position is the peers' mean clock; default 0 (constant) */
@@ -166,6 +174,7 @@ typedef struct ring_ssp_stats {
     uint64_t tau_hist[RING_SSP_TAU_BINS];
     uint64_t lag_hist[RING_SSP_TAU_BINS];
     double fresh_s;           /* the trainer's time held for fresher parameters */
+    uint64_t late_steps;      /* this peer's warm-up steps dropped as late (warmup_late) */
 } ring_ssp_stats_t;
 
 RING_API

@@ -35,13 +35,12 @@
 #include "cond_wait.h"
 #include "errors.h"
 #include "sgd.h"
+#include "ssp_options.h"
 
 #define TENSOR_GRADIENT 1u
 #define TENSOR_CONTROL 2u
 /* give up after this many consecutive rounds with an inf/NaN average */
 #define NONFINITE_STREAK_MAX 5
-/* clocks travel as floats, exact below 2^24 steps (months of training) */
-#define CLOCK_MAX ((uint64_t)1 << 24)
 #define ERR_MAX 640 /* the session message: "SSP round N: " and a libringd error */
 
 enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_WAIT, CTL_SLOTS };
@@ -63,6 +62,7 @@ struct ring_ssp {
     uint64_t clock;           /* steps pushed */
     int trainer_done, abandon, stop_asked;
     int trainer_waiting;      /* wait holds the trainer: no step is coming soon */
+    double computing_since;   /* the open step started then (0: no step open) */
     double step_ema;          /* the trainer's recent step time (s, moving average) */
 
     /* engine -> trainer (under mu) */
@@ -96,6 +96,18 @@ struct ring_ssp {
 static long bound_at(const ring_ssp_t *s, uint64_t c)
 {
     return c < s->o.warmup_steps ? 0 : s->o.staleness;
+}
+
+/* Under mu, the engine of a bounded or async session in its lockstep warm-up:
+ * the seconds until its trainer's open step is late (warmup_late times the
+ * recent step time), <= 0 once it is, or a large value when no step can be
+ * (alone in the ring, a late step holds no one). */
+static double late_in(const ring_ssp_t *s)
+{
+    if (s->o.warmup_late <= 0 || s->o.staleness == 0 || s->world < 2 ||
+        s->clock >= s->o.warmup_steps || s->computing_since <= 0 || s->step_ema <= 0)
+        return 1e9;
+    return s->computing_since + s->o.warmup_late * s->step_ema - ring_now();
 }
 
 static double lr_now(const ring_ssp_t *s)
@@ -174,7 +186,7 @@ static void apply_round(ring_ssp_t *s, uint64_t total, uint64_t tau_total)
  * starts as soon as the peer it needs is ready. */
 static int engine_take(ring_ssp_t *s)
 {
-    double t0 = ring_now(), idle = s->o.round_idle_s;
+    double t0 = ring_now(), idle = s->o.round_idle_s, late;
 
     if (idle < 0) {
         /* auto: a tenth of a step, so a round rarely waits long for a step that is
@@ -189,6 +201,16 @@ static int engine_take(ring_ssp_t *s)
             return -1;
         if (s->acc_count > 0 || s->trainer_done)
             return 0;
+        if (lock && (late = late_in(s)) < 1e9) {
+            if (late <= 0) {
+                /* the round goes on without the late step, whose clock counts as
+                 * done: the trainer's push drops it (ring_ssp_push) */
+                s->clock++;
+                return 0;
+            }
+            (void)ring_cond_wait_s(&s->cv, &s->mu, late < 0.05 ? late : 0.05);
+            continue;
+        }
         if (!lock && (s->trainer_waiting || left <= 0))
             return 0;
         (void)ring_cond_wait_s(&s->cv, &s->mu, lock ? 0.05 : left);
@@ -214,6 +236,7 @@ static int engine_round(ring_ssp_t *s)
 {
     int n = s->world, me = s->rank, any_stop = 0, all_done = 1, skipped = 0;
     uint64_t my_count, total = 0, tau_total = 0, new_min = UINT64_MAX, own = 0, sum_clock = 0;
+    uint64_t live_min = UINT64_MAX;
     double t0, idle_before;
     ring_request_t *req;
     ring_comm_stats_t cs;
@@ -269,6 +292,8 @@ static int engine_round(ring_ssp_t *s)
         tau_total += (uint64_t)c[CTL_TAU];
         if ((uint64_t)c[CTL_CLOCK] < new_min)
             new_min = (uint64_t)c[CTL_CLOCK];
+        if (c[CTL_DONE] == 0 && (uint64_t)c[CTL_CLOCK] < live_min)
+            live_min = (uint64_t)c[CTL_CLOCK];
         sum_clock += (uint64_t)c[CTL_CLOCK];
         all_done &= c[CTL_DONE] > 0;
         s->peer_wait[p] = c[CTL_WAIT];
@@ -318,6 +343,10 @@ static int engine_round(ring_ssp_t *s)
         s->st.contributions += total;
         s->nonfinite_streak = 0;
     }
+    /* a peer done with its steps holds no one: late warm-up steps move a clock past
+     * the steps its trainer pushed, so the peers' clocks may end apart */
+    if (live_min != UINT64_MAX)
+        new_min = live_min;
     s->min_clock = new_min;
     s->total_clock = sum_clock;
     if (s->o.stop_at_steps > 0 && sum_clock >= s->o.stop_at_steps && !s->stop_all) {
@@ -495,6 +524,7 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
         memcpy(s->dc_base, s->master, s->n * sizeof(float));
     s->step_clock = c;
     s->step_min = s->min_clock;
+    s->computing_since = ring_now();
     step->clock = c;
     step->min_clock = s->min_clock;
     step->tau = c - s->min_clock;
@@ -527,6 +557,16 @@ ring_status_t ring_ssp_push(ring_ssp_t *s, const float *g)
         ring_status_t st = failed_status(s);
         pthread_mutex_unlock(&s->mu);
         return st;
+    }
+    s->computing_since = 0;
+    if (s->step_clock < s->clock) {
+        /* late in the warm-up: its rounds went on without it (engine_take) */
+        s->st.late_steps++;
+        s->step_ema = 0.8 * s->step_ema + 0.2 * (now - s->step_t0);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        s->step_open = 0;
+        return RING_OK;
     }
     acc = s->acc;
     view = s->params;
@@ -661,47 +701,6 @@ ring_status_t ring_ssp_peer_wait(ring_ssp_t *s, float *out, int n)
     return RING_OK;
 }
 
-void ring_ssp_options_init(ring_ssp_options_t *o)
-{
-    if (o == NULL)
-        return;
-    memset(o, 0, sizeof(*o));
-    o->staleness = 4;
-    o->lr = 0.01;
-    o->momentum = 0.9;
-    o->lr_schedule = RING_LR_CONSTANT;
-    /* chosen from repeated runs (docs/staleness.md, "Choosing the update rule") */
-    o->update = RING_SSP_UPDATE_SUM;
-    o->momentum_compensation = 1;
-    o->round_idle_s = -1;
-    o->fresh_wait_s = -1;
-}
-
-static ring_status_t check_options(const ring_ssp_options_t *o, size_t count)
-{
-    if (o->staleness < RING_SSP_ASYNC)
-        return ring_error_set(RING_ERR_INVALID, "staleness %ld: expected S >= 0, or "
-                              "RING_SSP_ASYNC (-1) for no bound", o->staleness);
-    if (!(o->lr >= 0) || !(o->momentum >= 0 && o->momentum < 1) || !(o->weight_decay >= 0))
-        return ring_error_set(RING_ERR_INVALID, "lr %g, momentum %g, weight decay %g: expected "
-                              "lr >= 0, 0 <= momentum < 1, weight decay >= 0", o->lr,
-                              o->momentum, o->weight_decay);
-    if ((unsigned)o->lr_schedule >= RING_LR_SCHEDULE_COUNT ||
-        (unsigned)o->update >= RING_SSP_UPDATE_COUNT)
-        return ring_error_set(RING_ERR_INVALID, "lr schedule %d or update rule %d: not one of "
-                              "the ring_lr_schedule_t / ring_ssp_update_t values",
-                              (int)o->lr_schedule, (int)o->update);
-    if (!(o->delay_compensation >= 0))
-        return ring_error_set(RING_ERR_INVALID, "delay compensation %g: expected >= 0",
-                              o->delay_compensation);
-    if (o->start_clock >= CLOCK_MAX)
-        return ring_error_set(RING_ERR_INVALID, "start clock %" PRIu64 ": SSP sessions count "
-                              "clocks up to 2^24 steps", o->start_clock);
-    if (count == 0)
-        return ring_error_set(RING_ERR_INVALID, "an SSP session needs at least one parameter");
-    return RING_OK;
-}
-
 ring_status_t ring_ssp_open(ring_comm_t *comm, float *params, size_t count,
                             const ring_ssp_options_t *o, ring_ssp_t **s_p)
 {
@@ -712,7 +711,7 @@ ring_status_t ring_ssp_open(ring_comm_t *comm, float *params, size_t count,
     if (s_p == NULL || comm == NULL || params == NULL || o == NULL)
         return ring_error_set(RING_ERR_INVALID, "ring_ssp_open: NULL argument");
     *s_p = NULL;
-    RING_CHECK(check_options(o, count));
+    RING_CHECK(ssp_options_check(o, count));
     s = calloc(1, sizeof(*s));
     if (s == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for an SSP session");

@@ -38,6 +38,11 @@ static const ring_opt_t opt_table[] = {
      "bounded/async: the first K steps run in lockstep, then the chosen mode; auto: half an "
      "epoch (staleness costs most while the gradients are large: in repeated runs a "
      "half-epoch warm-up reached 85 % sooner, see docs/staleness.md)"},
+    {"warmup-late", "RING_WARMUP_LATE", RING_OPT_DOUBLE, "1.5", "F", OFIELD(warmup_late), 0, 0,
+     "bounded/async: during the lockstep warm-up, a step still computing after F times its "
+     "peer's recent step time is left out and its gradient dropped, so the rounds go on "
+     "without a transient straggler (backup workers, Chen et al. 2016); 0 = wait for it, as "
+     "lockstep does; otherwise 1 to 1000"},
     {"staleness-scale", "RING_STALENESS_SCALE", RING_OPT_SWITCH, "off", "on|off",
      OFIELD(staleness_scale), 0, 0,
      "bounded/async: scale each step's gradient by 1/(1+tau), tau = the slowest peer's steps "
@@ -372,6 +377,7 @@ static const struct scoped_opt {
     int (*applies)(const daemon_opts_t *o);
 } scoped[] = {
     {"warmup-steps", "--mode bounded or async", stale_mode},
+    {"warmup-late", "--mode bounded or async", stale_mode},
     {"staleness-scale", "--mode bounded or async", stale_mode},
     {"stale-lr-scale", "--mode bounded or async", stale_mode},
     {"momentum-compensation", "--mode bounded or async", stale_mode},
@@ -435,6 +441,12 @@ int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen)
     }
     if (!(o->poll_interval_s > 0)) {
         snprintf(err, errlen, "--poll-interval must be above 0 (the evaluator would spin)");
+        return -1;
+    }
+    if (o->warmup_late != 0 && !(o->warmup_late >= 1 && o->warmup_late <= 1000)) {
+        snprintf(err, errlen, "--warmup-late %g: expected 0 (wait for late steps, as lockstep "
+                              "does) or a multiple of the recent step time from 1 to 1000 (a "
+                              "step is late after F step times)", o->warmup_late);
         return -1;
     }
     if (!(o->momentum < 1.0)) {

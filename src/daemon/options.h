@@ -39,6 +39,7 @@ typedef struct daemon_opts {
     int mode;                 /* enum train_mode */
     long staleness;           /* bounded: S, steps a peer may run ahead of the slowest */
     long warmup_steps;        /* bounded/async: lockstep below this clock */
+    double warmup_late;       /* ... where a step this many step times late is dropped */
     int staleness_scale;      /* scale a contribution by 1/(1+tau) */
     int stale_lr_scale;       /* divide the round's lr by 1 + its mean tau */
     int momentum_compensation; /* lower the round's momentum by its mean tau */

@@ -118,6 +118,7 @@ static void session_options(const run_t *r, ring_ssp_options_t *so, ssp_client_t
     so->warmup_steps = o->warmup_steps >= 0
                            ? (uint64_t)o->warmup_steps
                            : shard_steps_per_epoch(&r->shard, o->batch_size) / 2;
+    so->warmup_late = o->warmup_late;
     so->start_clock = r->step;
     so->total_steps = r->total_steps;
     if (o->budget == BUDGET_SHARED) /* the run's samples, whoever trains them */
@@ -260,6 +261,10 @@ static void print_summary_extra(const run_t *r, ring_ssp_t *s, double finish_s)
     printf("  %-20s %.1f s (%.1f %% of the wall time): rounds about to bring the peers' last "
            "steps (--fresh-wait)\n", "held for freshness", st.fresh_s,
            100 * st.fresh_s / (wall > 0 ? wall : 1e-9));
+    if (r->opt->warmup_late > 0)
+        printf("  %-20s %" PRIu64 " of this rank's warm-up steps: still computing after %g step "
+               "times, left out of their rounds (--warmup-late)\n", "dropped as late",
+               st.late_steps, r->opt->warmup_late);
     if (wait != NULL && ring_ssp_peer_wait(s, wait, r->world) == RING_OK)
         progress_peer_wait(r, wait);
     free(wait);

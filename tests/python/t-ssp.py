@@ -9,6 +9,9 @@
   async    staleness None: nothing blocks, the models agree after finish()
   fresh    fresh_wait long enough: no step of S = 4 is stale beside a slower rank
            (each waits for its peers' previous steps), and stats count the wait
+  late     in the lockstep warm-up, the last rank's 1 s step (against 10 ms) is
+           dropped (warmup_late, stats late_steps): rank 0 is not held for it, every
+           other step is applied, the models agree; warmup_late=0 waits for it
   stop     request_stop on rank 1 (0 alone): every peer's loop ends (ssp.stopped), the
            models agree
   budget   stop_at_steps (a shared budget) with a slow rank 0: every peer stops once
@@ -129,6 +132,39 @@ def fresh_checks(t, ringd, torch):
     t.same("fresh: the final models", ringtest.digest(flat(torch, net)))
 
 
+def late_checks(t, ringd, torch, late):
+    what = "late (warmup_late=%g)" % late
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=4, lr=0.05, warmup_steps=1000, warmup_late=late)
+    t0 = time.monotonic()
+    blocked = 0.0
+    for s, info in enumerate(ssp.steps(12)):
+        blocked += info["blocked_s"]
+        time.sleep(1.0 if s == 4 and t.rank == t.world - 1 else 0.01)
+        x, y = batch(torch, t.rank, s)
+        loss_of(torch, net, x, y).backward()
+    ssp.finish()
+    st = ssp.stats()
+    ssp.close()
+    dropped = torch.tensor([float(st["late_steps"])])
+    ringd.allreduce(dropped, op="sum")
+    dropped = int(dropped.item())
+    if late > 0 and t.world == 1:
+        t.eq(dropped, 0, what + ": alone in the ring, no step is dropped (none waits for it)")
+    elif late > 0:
+        t.ok(t.rank != t.world - 1 or st["late_steps"] >= 1,
+             what + ": the last rank's 1 s step was dropped", st["late_steps"])
+        t.ok(t.rank != 0 or blocked < 0.6, what + ": rank 0 was not held for it", blocked)
+    else:
+        t.eq(dropped, 0, what + ": no step dropped")
+        if t.world > 1:
+            t.ok(t.rank != 0 or blocked >= 0.8, what + ": rank 0 waited for it", blocked)
+    t.eq(st["contributions"] + dropped, 12 * t.world,
+         what + ": the rounds applied every step that was not dropped")
+    t.same(what + ": the final models", ringtest.digest(flat(torch, net)))
+    t.ok(time.monotonic() - t0 < 30, what + ": done in time")
+
+
 def stop_checks(t, ringd, torch):
     net = make_model(torch)
     ssp = ringd.torch.SSP(net, staleness=2, lr=0.05)
@@ -192,6 +228,9 @@ def misuse_checks(t, ringd, torch):
     t.raises(ringd.InvalidError, lambda: ringd.torch.SSP(make_model(torch).double()),
              "misuse: float64 parameters: InvalidError naming float32",
              lambda e: "float32" in str(e))
+    t.raises(ringd.InvalidError, lambda: ringd.torch.SSP(make_model(torch), warmup_late=0.5),
+             "misuse: warmup_late 0.5 (would drop steps of the usual length): InvalidError",
+             lambda e: "warmup_late 0.5" in str(e))
     net = make_model(torch)
     ssp = ringd.torch.SSP(net, staleness=0)
     ssp.wait()
@@ -216,6 +255,8 @@ def checks(t):
     bounded_checks(t, ringd, torch)
     async_checks(t, ringd, torch)
     fresh_checks(t, ringd, torch)
+    late_checks(t, ringd, torch, 1.5)
+    late_checks(t, ringd, torch, 0)
     stop_checks(t, ringd, torch)
     budget_checks(t, ringd, torch)
     owned_checks(t, ringd, torch)

@@ -28,7 +28,11 @@ staleness=S: a peer starts step c only when every peer's steps below c-S
 are in its parameters; 0 is lockstep (one allreduce per step, bit for bit),
 None is async (no bound). fresh_wait: seconds a step may wait beyond the bound
 for its peers' previous steps when they are about to land (None: auto, the
-recent step time; 0: never; ringd --fresh-wait). Rank 0's parameters are
+recent step time; 0: never; ringd --fresh-wait). warmup_steps=K runs the
+first K steps in lockstep; in them a step still computing after warmup_late
+times its recent step time (default 1.5; 0: wait, as lockstep does; ringd
+--warmup-late) is left out of its round and its gradient dropped, so a
+transient straggler does not hold every peer. Rank 0's parameters are
 broadcast to every peer before the session opens. While the session is open
 its engine owns the communicator: other ringd collectives raise until close().
 """
@@ -48,7 +52,7 @@ class SSP:
                  warmup_steps=0, total_steps=0, lr_schedule="constant", update="sum",
                  momentum_compensation=True, stale_lr_scale=False, staleness_scale=False,
                  delay_compensation=0.0, round_idle=None, stop_at_steps=0, timeout=600.0,
-                 broadcast=True, fresh_wait=None):
+                 broadcast=True, fresh_wait=None, warmup_late=1.5):
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ringd.InvalidError("ringd.torch.SSP: the model has no trainable parameters")
@@ -87,7 +91,8 @@ class SSP:
             delay_compensation=float(delay_compensation),
             round_idle=-1.0 if round_idle is None else float(round_idle),
             stop_at_steps=int(stop_at_steps),
-            fresh_wait=-1.0 if fresh_wait is None else float(fresh_wait))
+            fresh_wait=-1.0 if fresh_wait is None else float(fresh_wait),
+            warmup_late=float(warmup_late))
 
     def _check_views(self):
         # p.data = ... or an optimizer's param replacement would detach a parameter
