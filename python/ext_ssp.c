@@ -349,8 +349,8 @@ PyTypeObject ringpy_ssp_type = {
               "warmup_steps=0, total_steps=0, lr_schedule='constant', update='sum', "
               "momentum_compensation=True, stale_lr_scale=False, staleness_scale=False, "
               "delay_compensation=0, round_idle=-1, start_clock=0, stop_at_steps=0, "
-              "fresh_wait=-1, warmup_late=1.5): a bounded-staleness session (ring_ssp_open); staleness -1 is "
-              "async.",
+              "fresh_wait=-1, warmup_late=1.5): a bounded-staleness session (ring_ssp_open); "
+              "staleness -1 is async.",
     .tp_methods = ssp_methods,
     .tp_getset = ssp_getset,
     .tp_new = ssp_new,
