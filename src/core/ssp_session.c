@@ -537,6 +537,12 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
     return RING_OK;
 }
 
+/* Under mu: a pushed step took dt seconds (the recent step time, a moving average) */
+static void note_step_time(ring_ssp_t *s, double dt)
+{
+    s->step_ema = s->step_ema > 0 ? 0.8 * s->step_ema + 0.2 * dt : dt;
+}
+
 ring_status_t ring_ssp_push(ring_ssp_t *s, const float *g)
 {
     uint64_t tau;
@@ -562,7 +568,7 @@ ring_status_t ring_ssp_push(ring_ssp_t *s, const float *g)
     if (s->step_clock < s->clock) {
         /* late in the warm-up: its rounds went on without it (engine_take) */
         s->st.late_steps++;
-        s->step_ema = 0.8 * s->step_ema + 0.2 * (now - s->step_t0);
+        note_step_time(s, now - s->step_t0);
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
         s->step_open = 0;
@@ -600,8 +606,7 @@ ring_status_t ring_ssp_push(ring_ssp_t *s, const float *g)
     }
     s->acc_count++;
     s->acc_tau += tau;
-    s->step_ema = s->step_ema > 0 ? 0.8 * s->step_ema + 0.2 * (now - s->step_t0)
-                                  : now - s->step_t0;
+    note_step_time(s, now - s->step_t0);
     s->clock = s->step_clock + 1;
     s->st.tau_hist[tau < RING_SSP_TAU_BINS - 1 ? tau : RING_SSP_TAU_BINS - 1]++;
     {
