@@ -14,6 +14,9 @@
  *   - late steps in the warm-up: a rank whose step takes a second holds no
  *     one; its step is dropped and counted, every other push is applied, the
  *     parameters agree; with warmup_late 0, or S = 0, every peer waits for it;
+ *   - gathering: steps of ranks in phase travel in one round, as a round
+ *     that would carry some waits once for a step about to land; held steps
+ *     and steps pushed meanwhile go together, each applied once;
  *   - request_stop on one rank stops all of them; a wait with a short
  *     timeout times out and can be retried;
  *   - a rank killed mid-session: the others fail naming it, within the timeout;
@@ -52,9 +55,12 @@
 #define V_MISUSE 8     /* misuse calls refused as they should be */
 #define V_FRESH_US 9   /* the time wait held steps for fresher parameters */
 #define V_LATE 10      /* steps dropped as late in the warm-up (stats) */
+#define V_ROUNDS 11    /* rounds that applied steps (stats) */
+#define V_GATHER 12    /* rounds held for a step about to land (stats) */
+#define CTL 7          /* the session's control slots a rank (ssp_session.h) */
 
 enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED, K_ROGUE, K_FRESH,
-            K_FRESH_STRAGGLER, K_LATE };
+            K_FRESH_STRAGGLER, K_LATE, K_GATHER, K_GATHER_ASYNC };
 
 typedef struct ssp_case {
     enum kind kind;
@@ -62,6 +68,7 @@ typedef struct ssp_case {
     int steps;
     double fresh_wait_s;   /* 0: the default (auto) */
     double warmup_late;    /* K_LATE: 0 = the default (1.5), < 0 = off */
+    double gather_s;       /* 0: the default (auto), < 0 = off */
 } ssp_case_t;
 
 static float grad_at(int rank, int step, size_t i)
@@ -129,6 +136,10 @@ static int misuse_checks(ring_comm_t *comm)
     good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID &&
             strstr(ring_last_error(), "warmup_late 0.5") != NULL;
     ring_ssp_options_init(&o);
+    o.gather_s = NAN;
+    good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID &&
+            strstr(ring_last_error(), "round gather") != NULL;
+    ring_ssp_options_init(&o);
     good += ring_ssp_open(comm, p, 0, &o, &s) == RING_ERR_INVALID;
     return good;
 }
@@ -153,14 +164,15 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     if (c->kind == K_SYNC)
         misuse = misuse_checks(comm);
     if (c->kind == K_ROGUE && rank == n - 1) {
-        /* the session's first call: the exact control allreduce, 6 floats a rank
+        /* the session's first call: the exact control allreduce, CTL floats a rank
          * (tensor id 2); this rank fills its slots with what no count can be */
-        float ctl[6 * H_MAX_RANKS] = {0};
+        float ctl[CTL * H_MAX_RANKS] = {0};
         ring_request_t *req;
-        ctl[6 * rank + 0] = 1e30f; /* (a NaN the ring itself refuses as non-finite) */
-        ctl[6 * rank + 1] = -3.0f;
-        ctl[6 * rank + 2] = 0.5f;
-        if (ring_allreduce_start_flags(comm, ctl, ctl, (size_t)n * 6, RING_FLOAT32, RING_SUM, 2,
+        ctl[CTL * rank + 0] = 1e30f; /* (a NaN the ring itself refuses as non-finite) */
+        ctl[CTL * rank + 1] = -3.0f;
+        ctl[CTL * rank + 2] = 0.5f;
+        ctl[CTL * rank + 6] = 2.0f; /* "my step is due" is a flag */
+        if (ring_allreduce_start_flags(comm, ctl, ctl, (size_t)n * CTL, RING_FLOAT32, RING_SUM, 2,
                                        RING_CALL_EXACT, &req) == RING_OK)
             (void)ring_request_wait(req);
         sleep_ms(300);
@@ -176,6 +188,10 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     o.weight_decay = 0.0078125;
     if (c->fresh_wait_s > 0)
         o.fresh_wait_s = c->fresh_wait_s;
+    if (c->gather_s < 0)
+        o.gather_s = 0;
+    if (c->kind == K_GATHER_ASYNC)
+        o.fresh_wait_s = 0; /* the fast ranks push on while a round is held */
     if (c->kind == K_LATE) {
         o.warmup_steps = 1000; /* every step in the lockstep warm-up */
         if (c->warmup_late < 0)
@@ -231,6 +247,10 @@ have_step:
             sleep_ms(rank == n - 1 && step.clock == 5 ? 2000 : 5);
         if (c->kind == K_LATE)
             sleep_ms(rank == n - 1 && steps == 4 ? 1000 : 10);
+        if (c->kind == K_GATHER)
+            sleep_ms(30 + 3 * rank); /* in phase: the steps land 3 ms apart */
+        if (c->kind == K_GATHER_ASYNC)
+            sleep_ms(rank == n - 1 ? 20 : 4);
         if (c->kind == K_KILLED && rank == 2 && step.clock == 10)
             h_ready(); /* the parent kills it now */
         for (size_t i = 0; i < COUNT; i++)
@@ -258,6 +278,8 @@ have_step:
     h_put(V_MISUSE, (uint64_t)misuse);
     h_put(V_FRESH_US, (uint64_t)(st.fresh_s * 1e6));
     h_put(V_LATE, st.late_steps);
+    h_put(V_ROUNDS, st.rounds_applied);
+    h_put(V_GATHER, st.gather_rounds);
     if (c->kind == K_SYNC)
         h_put(V_BADREF, (uint64_t)reference_bad(params, n, steps, &o));
     ring_ssp_close(s);
@@ -318,10 +340,10 @@ int main(void)
     uint64_t sum;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(23);
+    plan(26);
     for (size_t k = 0; k < 3; k++) {
         int n = ns[k];
-        ssp_case_t c = {K_SYNC, 0, 12, 0, 0};
+        ssp_case_t c = {K_SYNC, 0, 12, 0, 0, 0};
         int ok0 = run_ring(&run, n, &c, NULL, 0) == 0 && all_exit0(&run, n);
         uint64_t bad = 0, misuse = 0;
         for (int r = 0; r < n && ok0; r++) {
@@ -331,11 +353,11 @@ int main(void)
         ok(ok0 && bad == 0 && same_hash(&run, n) && h_val(&run.r[0], V_MAXTAU, 9) == 0,
            "N=%d S=0: the parameters are synchronous SGD's (%llu elements off), bitwise the same "
            "on every rank, never stale", n, (unsigned long long)bad);
-        ok(ok0 && misuse == (uint64_t)n * 6, "N=%d: bad options, push before wait and wait twice "
-           "are refused (%llu of %d)", n, (unsigned long long)misuse, n * 6);
+        ok(ok0 && misuse == (uint64_t)n * 7, "N=%d: bad options, push before wait and wait twice "
+           "are refused (%llu of %d)", n, (unsigned long long)misuse, n * 7);
     }
     {
-        ssp_case_t c = {K_BOUNDED, 2, 30, 0, 0};
+        ssp_case_t c = {K_BOUNDED, 2, 30, 0, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t maxtau = ok0 ? max_tau(&run, 3, &sum) : 0;
         ok(ok0 && maxtau <= 2, "bounded S=2, a slow rank: no step started more than 2 ahead "
@@ -347,7 +369,7 @@ int main(void)
            (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
     }
     {
-        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30, 0, 0};
+        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30, 0, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t blocked = 0;
         for (int r = 0; r < 3 && ok0; r++)
@@ -358,7 +380,7 @@ int main(void)
     {
         /* fresh reads, with a limit no step reaches: every step waits for the round
          * holding its peers' previous steps, so none is stale, as in lockstep */
-        ssp_case_t c = {K_FRESH, 4, 20, 30.0, 0};
+        ssp_case_t c = {K_FRESH, 4, 20, 30.0, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t maxtau = ok0 ? max_tau(&run, 3, &sum) : 0;
         ok(ok0 && maxtau == 0 && h_val(&run.r[0], V_FRESH_US, 0) > 0,
@@ -372,7 +394,7 @@ int main(void)
     {
         /* rank 2 stalls 2 s at its step 5: the others wait 0.3 s once when it is one
          * step behind, then go on to the bound without waiting at every step */
-        ssp_case_t c = {K_FRESH_STRAGGLER, 4, 20, 0.3, 0};
+        ssp_case_t c = {K_FRESH_STRAGGLER, 4, 20, 0.3, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         double f0 = ok0 ? (double)h_val(&run.r[0], V_FRESH_US, 0) / 1e6 : 0;
         ok(ok0 && f0 >= 0.25 && f0 < 1.0,
@@ -390,7 +412,7 @@ int main(void)
             {4, -1, "S=4, warmup_late 0 (off)"},
             {0, 0, "S=0 (lockstep, never drops)"}};
         for (int k = 0; k < 3; k++) {
-            ssp_case_t c = {K_LATE, lc[k].s, 12, 0, lc[k].late};
+            ssp_case_t c = {K_LATE, lc[k].s, 12, 0, lc[k].late, 0};
             int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
             uint64_t late = 0, pushed = ok0 ? 0 : 1;
             double b0 = ok0 ? (double)h_val(&run.r[0], V_BLOCKED_US, 0) / 1e6 : 0;
@@ -415,7 +437,39 @@ int main(void)
         }
     }
     {
-        ssp_case_t c = {K_STOP, 2, 1000, 0, 0};
+        /* steps in phase, landing 3 ms apart: a round carrying the first waits for the
+         * others, so a round holds about one step of every rank (without it, 2 or 3
+         * rounds a step); the fresh reads keep them in phase */
+        const double g[] = {0, -1};
+        double per_round[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            ssp_case_t c = {K_GATHER, 4, 30, 0, 0, g[k]};
+            int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+            uint64_t rounds = ok0 ? h_val(&run.r[0], V_ROUNDS, 0) : 0;
+            per_round[k] = rounds ? (double)h_val(&run.r[0], V_CONTRIB, 0) / (double)rounds : 0;
+            ok(ok0 && h_val(&run.r[0], V_CONTRIB, 0) == 90 && same_hash(&run, 3) &&
+               (k == 1 ? h_val(&run.r[0], V_GATHER, 1) == 0
+                       : h_val(&run.r[0], V_GATHER, 0) > 0 && per_round[k] >= 2.5),
+               "in-phase steps, round_gather %s: %.2f steps a round (%llu held for a step "
+               "about to land), every push applied once, the parameters agree",
+               k == 0 ? "auto" : "0 (off)", per_round[k],
+               (unsigned long long)h_val(&run.r[0], V_GATHER, 0));
+        }
+    }
+    {
+        /* async, no fresh reads: the fast ranks push again while a round waits for
+         * rank 2's step, so the next round sends held and new steps together */
+        ssp_case_t c = {K_GATHER_ASYNC, RING_SSP_ASYNC, 40, 0, 0, 0};
+        int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+        ok(ok0 && h_val(&run.r[0], V_GATHER, 0) > 0 && h_val(&run.r[0], V_CONTRIB, 0) == 120 &&
+           same_hash(&run, 3),
+           "async, rank 2 ten times slower: %llu rounds held for its step, every push applied "
+           "once (%llu of 120), the parameters agree",
+           (unsigned long long)h_val(&run.r[0], V_GATHER, 0),
+           (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
+    }
+    {
+        ssp_case_t c = {K_STOP, 2, 1000, 0, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         sum = 0;
         for (int r = 0; r < 3 && ok0; r++)
@@ -426,14 +480,14 @@ int main(void)
         ok(ok0 && h_val(&run.r[1], V_STEPS, 0) == 5, "request_stop: rank 1 stopped at its step 5");
     }
     {
-        ssp_case_t c = {K_TIMEOUT, 1, 6, 0, 0};
+        ssp_case_t c = {K_TIMEOUT, 1, 6, 0, 0, 0};
         int ok0 = run_ring(&run, 2, &c, NULL, 0) == 0 && all_exit0(&run, 2);
         ok(ok0 && h_val(&run.r[0], V_TIMEDOUT, 0) == 1 && h_val(&run.r[0], V_STEPS, 0) == 6 &&
            same_hash(&run, 2),
            "a wait with a 0.2 s timeout on the bound times out, and a retry goes on");
     }
     {
-        ssp_case_t c = {K_KILLED, 2, 100000, 0, 0};
+        ssp_case_t c = {K_KILLED, 2, 100000, 0, 0, 0};
         h_action_t kill2 = {.after_ready = 2, .at = 0.05, .target = 2, .sig = SIGKILL};
         int ran = run_ring(&run, 3, &c, &kill2, 1) == 0;
         int named = 1, failed = 1;
@@ -451,7 +505,7 @@ int main(void)
         (void)named;
     }
     {
-        ssp_case_t c = {K_ROGUE, 2, 10, 0, 0};
+        ssp_case_t c = {K_ROGUE, 2, 10, 0, 0, 0};
         int ran = run_ring(&run, 3, &c, NULL, 0) == 0, named = ran;
         for (int r = 0; r < 2 && ran; r++)
             named &= run.r[r].exited && run.r[r].code != 0 &&

@@ -99,6 +99,9 @@ def main():
     p.add_argument("--fresh-wait", type=float, default=None,
                    help="bounded/async: seconds a step may wait for its peers' previous steps "
                         "when they are about to land (default: auto; 0: never)")
+    p.add_argument("--round-gather", type=float, default=None,
+                   help="bounded/async: seconds from its step time within which a peer's step "
+                        "is waited for by a round carrying the others' (default: auto; 0: never)")
     p.add_argument("--device-ms", type=float, default=20.0,
                    help="emulated accelerator step time (0: CPU-bound)")
     p.add_argument("--jitter", type=lambda t: factor_spec(t, "--jitter"), default=None,
@@ -136,7 +139,8 @@ def main():
                           stop_at_steps=total * world,
                           lr_schedule=args.lr_schedule,
                           momentum_compensation=args.momentum_compensation,
-                          fresh_wait=args.fresh_wait, warmup_late=args.warmup_late, **extra)
+                          fresh_wait=args.fresh_wait, warmup_late=args.warmup_late,
+                          round_gather=args.round_gather, **extra)
     snaps = []
     t0 = time.monotonic()
     step = 0
@@ -195,6 +199,7 @@ def main():
             "tau_hist": [round(100.0 * n / steps_all, 1) for n in stats["tau_hist"]],
             "blocked_s": round(stats["blocked_s"], 3), "fresh_s": round(stats["fresh_s"], 3),
             "late_steps": stats["late_steps"],
+            "gather_rounds": stats["gather_rounds"],
             "curve": curve,
         }
         print("fmnist_ssp %s S=%s n=%d: %d steps in %.2f s, %.0f samples/s, test accuracy "

@@ -140,6 +140,12 @@ typedef struct ring_ssp_options {
                                  step behind (M = c - 1; a straggler further behind is not
                                  waited for); < 0 = auto (the recent step time, 0.5 to
                                  100 ms), 0 = off; default auto */
+    double gather_s;          /* bounded/async: when a round would carry some peers' steps
+                                 while another peer's trainer is within this many seconds
+                                 of its recent step time, the round waits for it (once),
+                                 so steps of peers in phase travel in one allreduce, as in
+                                 lockstep; < 0 = auto (a quarter of the recent step time,
+                                 0.5 to 50 ms), 0 = off; default auto */
     /* engine thread, after each round with updates; non-zero fails the session */
     int (*on_round)(const ring_ssp_round_t *round, void *arg);
     /* engine thread, before each round; non-zero asks every peer to stop (each
@@ -175,6 +181,7 @@ typedef struct ring_ssp_stats {
     uint64_t lag_hist[RING_SSP_TAU_BINS];
     double fresh_s;           /* the trainer's time held for fresher parameters */
     uint64_t late_steps;      /* this peer's warm-up steps dropped as late (warmup_late) */
+    uint64_t gather_rounds;   /* rounds held for a peer's step about to land (gather_s) */
 } ring_ssp_stats_t;
 
 RING_API
@@ -201,7 +208,8 @@ RING_API
 ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *step);
 
 /* Hand over the gradient of the step wait allowed (count floats): it joins
- * the next round, and this peer's view takes it at once (read-my-writes). */
+ * the next round, and the parameters the next wait writes hold it even before
+ * a round has applied it (read-my-writes). The buffer is left as it is. */
 RING_API
 ring_status_t ring_ssp_push(ring_ssp_t *s, const float *grad);
 

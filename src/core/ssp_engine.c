@@ -41,6 +41,31 @@ static double late_in(const ring_ssp_t *s)
     return s->computing_since + s->o.warmup_late * s->step_ema - ring_now();
 }
 
+/* Under mu: how far from its recent step time a step counts as about to land */
+static double gather_window(const ring_ssp_t *s)
+{
+    double w = s->o.gather_s;
+
+    if (w >= 0)
+        return w;
+    w = s->step_ema / 4; /* auto: steps of peers in phase land well within it */
+    return w == 0 ? 0 : w < 0.0005 ? 0.0005 : w > 0.05 ? 0.05 : w;
+}
+
+/* Under mu, the engine about to join a round with nothing to send: its trainer's
+ * open step is about to land (within the gather window of the recent step time),
+ * so a round carrying the other peers' steps had better wait for it. Never in
+ * lockstep (S = 0, or the warm-up), whose rounds wait for every step anyway. */
+static int step_due(const ring_ssp_t *s)
+{
+    double w = gather_window(s), elapsed;
+
+    if (w <= 0 || s->computing_since <= 0 || s->step_ema <= 0 || bound_at(s, s->clock) == 0)
+        return 0;
+    elapsed = ring_now() - s->computing_since;
+    return elapsed >= s->step_ema - w && elapsed <= s->step_ema + w;
+}
+
 /* Under mu: the session fails with status and message (the first one stays). */
 static void fail_locked(ring_ssp_t *s, ring_status_t status, const char *msg)
 {
@@ -111,12 +136,15 @@ static int engine_take(ring_ssp_t *s)
         idle = s->step_ema / 10;
         idle = idle < 0.0005 ? 0.0005 : idle > 0.02 ? 0.02 : idle;
     }
+    if (s->due_wait_s > idle)
+        idle = s->due_wait_s; /* the last round waited for this step: so does this one */
+    s->due_wait_s = 0;
     for (;;) {
         int lock = bound_at(s, s->clock) == 0 || s->step_ema == 0;
         double left = t0 + idle - ring_now();
         if (s->abandon)
             return -1;
-        if (s->acc_count > 0 || s->trainer_done)
+        if (s->acc_count > 0 || s->held_count > 0 || s->trainer_done)
             return 0;
         if (lock && (late = late_in(s)) < 1e9) {
             if (late <= 0) {
@@ -145,15 +173,58 @@ static int control_valid(const float *c)
         if (k != CTL_WAIT && v != floorf(v))
             return 0;
     }
-    return c[CTL_DONE] <= 1.0f && c[CTL_STOP] <= 1.0f;
+    return c[CTL_DONE] <= 1.0f && c[CTL_STOP] <= 1.0f && c[CTL_DUE] <= 1.0f;
+}
+
+/* Under mu: move this peer's pushed steps into send for a round, after any that a
+ * gathering round held back there; returns their count, *tau their staleness. */
+static uint64_t take_steps(ring_ssp_t *s, uint64_t *tau)
+{
+    uint64_t count = s->held_count + s->acc_count;
+
+    *tau = s->held_tau + s->acc_tau;
+    if (s->acc_count > 0 && s->held_count > 0) {
+        const float *a = s->acc;
+        float *f = s->send;
+        for (size_t i = 0; i < s->n; i++)
+            f[i] += a[i];
+    } else if (s->acc_count > 0) {
+        float *t = s->send;
+        s->send = s->acc;
+        s->acc = t;
+    }
+    if (count > 0)
+        s->in_flight = 1;
+    s->acc_count = s->acc_tau = s->held_count = s->held_tau = 0;
+    return count;
+}
+
+/* Under mu: the round carries steps, and a peer with none said its step is about to
+ * land: on every peer alike (the same control values), the round sends no gradient,
+ * changes nothing, and holds this peer's steps for the next round, which waits for
+ * that step. Once: a step that does not land then is not waited for again. */
+static int gather(ring_ssp_t *s, uint64_t total, int any_due, uint64_t my_count,
+                  uint64_t my_tau, int my_due)
+{
+    if (total == 0 || !any_due || s->gathered_last) {
+        s->gathered_last = 0;
+        return 0;
+    }
+    s->gathered_last = 1;
+    s->held_count = my_count;
+    s->held_tau = my_tau;
+    s->due_wait_s = my_due ? gather_window(s) : 0;
+    s->st.gather_rounds++;
+    return 1;
 }
 
 /* One round. Returns 1 when every peer is done (the last round), 0 to go on, -1 on failure. */
 static int engine_round(ring_ssp_t *s)
 {
-    int n = s->world, me = s->rank, any_stop = 0, all_done = 1, skipped = 0;
-    uint64_t my_count, total = 0, tau_total = 0, new_min = UINT64_MAX, own = 0, sum_clock = 0;
-    uint64_t live_min = UINT64_MAX;
+    int n = s->world, me = s->rank, any_stop = 0, all_done = 1, skipped = 0, any_due = 0;
+    int my_due;
+    uint64_t my_count, my_tau, total = 0, tau_total = 0, new_min = UINT64_MAX, own = 0;
+    uint64_t sum_clock = 0, live_min = UINT64_MAX;
     double t0, idle_before;
     ring_request_t *req;
     ring_comm_stats_t cs;
@@ -165,18 +236,13 @@ static int engine_round(ring_ssp_t *s)
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
-    my_count = s->acc_count;
+    my_count = take_steps(s, &my_tau);
+    my_due = my_count == 0 && step_due(s);
     memset(s->ctl, 0, (size_t)n * CTL_SLOTS * sizeof(float));
     s->ctl[me * CTL_SLOTS + CTL_CLOCK] = (float)s->clock;
     s->ctl[me * CTL_SLOTS + CTL_COUNT] = (float)my_count;
-    s->ctl[me * CTL_SLOTS + CTL_TAU] = (float)s->acc_tau;
-    if (my_count > 0) {
-        float *t = s->send;
-        s->send = s->acc;
-        s->acc = t;
-        s->acc_count = s->acc_tau = 0;
-        s->in_flight = 1;
-    }
+    s->ctl[me * CTL_SLOTS + CTL_TAU] = (float)my_tau;
+    s->ctl[me * CTL_SLOTS + CTL_DUE] = my_due ? 1.0f : 0.0f;
     (void)ring_comm_get_stats(s->comm, &cs);
     idle_before = cs.wait_s;
     s->ctl[me * CTL_SLOTS + CTL_WAIT] = (float)cs.wait_s;
@@ -215,6 +281,19 @@ static int engine_round(ring_ssp_t *s)
         all_done &= c[CTL_DONE] > 0;
         s->peer_wait[p] = c[CTL_WAIT];
         any_stop |= c[CTL_STOP] > 0;
+        any_due |= c[CTL_COUNT] == 0 && c[CTL_DUE] > 0;
+    }
+    if (!any_stop) {
+        pthread_mutex_lock(&s->mu);
+        if (gather(s, total, any_due, my_count, my_tau, my_due)) {
+            s->st.comm_s += ring_now() - t0;
+            s->st.rounds++;
+            s->trainer_waiting = 0; /* a trainer still held sets it again */
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            return 0;
+        }
+        pthread_mutex_unlock(&s->mu);
     }
     own = (uint64_t)s->ctl[me * CTL_SLOTS + CTL_CLOCK];
     if (total > 0) {

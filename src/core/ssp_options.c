@@ -26,6 +26,7 @@ void ring_ssp_options_init(ring_ssp_options_t *o)
     o->momentum_compensation = 1;
     o->round_idle_s = -1;
     o->fresh_wait_s = -1;
+    o->gather_s = -1;
     o->warmup_late = 1.5;
 }
 
@@ -47,6 +48,10 @@ ring_status_t ssp_options_check(const ring_ssp_options_t *o, size_t count)
         return ring_error_set(RING_ERR_INVALID, "warmup_late %g: expected 0 (off) or a "
                               "multiple of the recent step time from 1 to 1000",
                               o->warmup_late);
+    if (!(o->gather_s < 0 || o->gather_s <= 1))
+        return ring_error_set(RING_ERR_INVALID, "round gather (gather_s) %g: expected < 0 "
+                              "(auto), 0 (off) or up to 1 s from the recent step time",
+                              o->gather_s);
     if (!(o->delay_compensation >= 0))
         return ring_error_set(RING_ERR_INVALID, "delay compensation %g: expected >= 0",
                               o->delay_compensation);

@@ -157,9 +157,10 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
                               s->stop_asked ? "this peer asked to stop" : "the peers agreed to stop",
                               s->min_clock);
     }
-    if (s->version != s->seen_version) {
+    if (s->version != s->seen_version || s->view_stale) {
         local_view(s, s->params);
         s->seen_version = s->version;
+        s->view_stale = 0;
     }
     if (s->dc_base != NULL)
         memcpy(s->dc_base, s->master, s->n * sizeof(float));
@@ -187,8 +188,8 @@ static void note_step_time(ring_ssp_t *s, double dt)
 ring_status_t ring_ssp_push(ring_ssp_t *s, const float *g)
 {
     uint64_t tau;
-    float scale, lr;
-    float *acc, *view;
+    float scale;
+    float *acc;
     double now;
 
     if (s == NULL || g == NULL)
@@ -215,36 +216,27 @@ ring_status_t ring_ssp_push(ring_ssp_t *s, const float *g)
         s->step_open = 0;
         return RING_OK;
     }
+    /* into the accumulator; the view (read-my-writes) is rebuilt by the next wait,
+     * which rebuilds it anyway when a round lands meanwhile, as it does in lockstep */
     acc = s->acc;
-    view = s->params;
-    lr = (float)(lr_now(s) / s->world) * scale;
     if (s->dc_base != NULL) {
-        /* DC-ASGD: g + lambda g*g*(w_now - w_then), into the accumulator */
+        /* DC-ASGD: g + lambda g*g*(w_now - w_then) */
         float lam = (float)s->o.delay_compensation;
         const float *m = s->master, *w0 = s->dc_base;
         for (size_t i = 0; i < s->n; i++) {
             float gi = g[i] + lam * g[i] * g[i] * (m[i] - w0[i]);
             acc[i] = (s->acc_count == 0 ? 0.0f : acc[i]) + gi * scale;
-            view[i] -= lr * gi;
         }
     } else if (s->acc_count == 0 && scale == 1.0f) {
-        /* one pass: into the accumulator, and read-my-writes: the next step already
-         * sees this one (copy, not 0 + g: -0.0 stays -0.0, S = 0 stays lockstep) */
-        for (size_t i = 0; i < s->n; i++) {
-            acc[i] = g[i];
-            view[i] -= lr * g[i];
-        }
+        memcpy(acc, g, s->n * sizeof(float)); /* not 0 + g: -0.0 stays -0.0 (S = 0) */
     } else if (s->acc_count == 0) {
-        for (size_t i = 0; i < s->n; i++) {
+        for (size_t i = 0; i < s->n; i++)
             acc[i] = g[i] * scale;
-            view[i] -= lr * g[i];
-        }
     } else {
-        for (size_t i = 0; i < s->n; i++) {
+        for (size_t i = 0; i < s->n; i++)
             acc[i] += g[i] * scale;
-            view[i] -= lr * g[i];
-        }
     }
+    s->view_stale = 1;
     s->acc_count++;
     s->acc_tau += tau;
     note_step_time(s, now - s->step_t0);

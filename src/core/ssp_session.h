@@ -20,7 +20,8 @@
 #define NONFINITE_STREAK_MAX 5
 #define ERR_MAX 640 /* the session message: "SSP round N: " and a libringd error */
 
-enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_WAIT, CTL_SLOTS };
+/* a peer's control slots; DUE: it sends nothing, and its trainer's step is about to land */
+enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_WAIT, CTL_DUE, CTL_SLOTS };
 
 struct ring_ssp {
     ring_comm_t *comm;
@@ -58,6 +59,7 @@ struct ring_ssp {
 
     /* trainer only */
     uint64_t seen_version;
+    int view_stale;           /* push since the view was built: wait rebuilds it */
     uint64_t step_clock, step_min;
     int step_open;            /* wait allowed a step, push not called yet */
     double step_t0;
@@ -67,6 +69,9 @@ struct ring_ssp {
     float *send, *avg, *ctl;
     int nonfinite_streak;
     uint64_t wire_base;
+    uint64_t held_count, held_tau; /* steps in send that a gathering round held back */
+    int gathered_last;        /* the last round was held for a peer's step (gather_s) */
+    double due_wait_s;        /* this peer's step was due then: wait that long for it */
 };
 
 /* S for a step at clock c: lockstep during the warm-up */

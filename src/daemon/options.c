@@ -86,6 +86,12 @@ static const ring_opt_t opt_table[] = {
      "behind), so that without stragglers steps see what lockstep's would; 0 = never; auto: "
      "the recent step time, 0.5 to 100 ms (peers out of phase are waited for once, and are "
      "in phase again)"},
+    {"round-gather", "RING_ROUND_GATHER", RING_OPT_DURATION, "auto", "DURATION|auto",
+     OFIELD(gather_s), -1, 0,
+     "bounded/async: when a round would carry some peers' steps while another peer's step "
+     "is within DURATION of its recent step time, the round waits for that step (once), so "
+     "steps of peers in phase travel in one allreduce, as in lockstep, and not in two; "
+     "0 = never; auto: a quarter of the recent step time, 0.5 to 50 ms"},
     {"straggler", "RING_STRAGGLER", RING_OPT_CUSTOM, "", "RANK:FACTOR", OFIELD(straggler_rank), 0,
      0, "experiments: that peer's compute takes FACTOR times longer, every step"},
     {"jitter", "RING_JITTER", RING_OPT_CUSTOM, "", "P:FACTOR", OFIELD(jitter_p), 0, 0,
@@ -386,6 +392,7 @@ static const struct scoped_opt {
     {"round-update", "--mode bounded or async", stale_mode},
     {"round-idle", "--mode bounded or async", stale_mode},
     {"fresh-wait", "--mode bounded or async", stale_mode},
+    {"round-gather", "--mode bounded or async", stale_mode},
     {"hidden", "--workload fmnist-mlp", is_mlp},
     {"conv", "--workload fmnist-cnn", is_cnn},
     {"dense", "--workload fmnist-cnn", is_cnn},

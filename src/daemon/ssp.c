@@ -134,6 +134,7 @@ static void session_options(const run_t *r, ring_ssp_options_t *so, ssp_client_t
     so->delay_compensation = o->delay_compensation;
     so->round_idle_s = o->round_idle_s;
     so->fresh_wait_s = o->fresh_wait_s;
+    so->gather_s = o->gather_s;
     so->velocity = r->sgd.velocity; /* zeros, or a resumed run's */
     so->on_round = on_round;
     so->should_stop = should_stop;
@@ -249,8 +250,10 @@ static void print_summary_extra(const run_t *r, ring_ssp_t *s, double finish_s)
     (void)ring_ssp_get_stats(s, &st);
     /* how the rounds merged steps: the "gradient allreduces" of the bytes line */
     printf("  %-20s %" PRIu64 ", of which %" PRIu64 " carried steps: %" PRIu64 " steps of all "
-           "peers, %.2f per round\n", "rounds", st.rounds, st.rounds_applied, st.contributions,
-           st.rounds_applied ? (double)st.contributions / (double)st.rounds_applied : 0.0);
+           "peers, %.2f per round; %" PRIu64 " waited for a step about to land "
+           "(--round-gather)\n", "rounds", st.rounds, st.rounds_applied, st.contributions,
+           st.rounds_applied ? (double)st.contributions / (double)st.rounds_applied : 0.0,
+           st.gather_rounds);
     /* tau counts from the slowest peer; lag is this peer's own steps still on their way
      * into the parameters: tau - lag is how far the slowest peer trails this one */
     print_hist(r->rank == 0 ? "staleness (rank 0)" : "staleness (this rank)", "tau", st.tau_hist);

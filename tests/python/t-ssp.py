@@ -9,6 +9,8 @@
   async    staleness None: nothing blocks, the models agree after finish()
   fresh    fresh_wait long enough: no step of S = 4 is stale beside a slower rank
            (each waits for its peers' previous steps), and stats count the wait
+  gather   steps of ranks in phase landing 3 ms apart travel in one round (round_gather,
+           stats gather_rounds); round_gather=0 sends them in more rounds
   late     in the lockstep warm-up, the last rank's 1 s step (against 10 ms) is
            dropped (warmup_late, stats late_steps): rank 0 is not held for it, every
            other step is applied, the models agree; warmup_late=0 waits for it
@@ -132,6 +134,28 @@ def fresh_checks(t, ringd, torch):
     t.same("fresh: the final models", ringtest.digest(flat(torch, net)))
 
 
+def gather_checks(t, ringd, torch, gather):
+    what = "gather (round_gather=%s)" % gather
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=4, lr=0.05, round_gather=gather)
+    for s, info in enumerate(ssp.steps(20)):
+        time.sleep(0.030 + 0.003 * t.rank)  # in phase, landing 3 ms apart
+        x, y = batch(torch, t.rank, s)
+        loss_of(torch, net, x, y).backward()
+    ssp.finish()
+    st = ssp.stats()
+    ssp.close()
+    per_round = st["contributions"] / max(1, st["rounds_applied"])
+    if gather is None and t.world > 1:
+        t.ok(per_round >= 0.8 * t.world and st["gather_rounds"] > 0,
+             what + ": about one step of every rank a round", (per_round, st["gather_rounds"]))
+    else:
+        t.ok(st["gather_rounds"] == 0, what + ": no round waited for a step",
+             (per_round, st["gather_rounds"]))
+    t.eq(st["contributions"], 20 * t.world, what + ": the rounds applied every step once")
+    t.same(what + ": the final models", ringtest.digest(flat(torch, net)))
+
+
 def late_checks(t, ringd, torch, late):
     what = "late (warmup_late=%g)" % late
     net = make_model(torch)
@@ -231,6 +255,10 @@ def misuse_checks(t, ringd, torch):
     t.raises(ringd.InvalidError, lambda: ringd.torch.SSP(make_model(torch), warmup_late=0.5),
              "misuse: warmup_late 0.5 (would drop steps of the usual length): InvalidError",
              lambda e: "warmup_late 0.5" in str(e))
+    t.raises(ringd.InvalidError, lambda: ringd.torch.SSP(make_model(torch),
+                                                         round_gather=float("nan")),
+             "misuse: round_gather NaN: InvalidError naming the round gather",
+             lambda e: "round gather" in str(e))
     net = make_model(torch)
     ssp = ringd.torch.SSP(net, staleness=0)
     ssp.wait()
@@ -255,6 +283,8 @@ def checks(t):
     bounded_checks(t, ringd, torch)
     async_checks(t, ringd, torch)
     fresh_checks(t, ringd, torch)
+    gather_checks(t, ringd, torch, None)
+    gather_checks(t, ringd, torch, 0)
     late_checks(t, ringd, torch, 1.5)
     late_checks(t, ringd, torch, 0)
     stop_checks(t, ringd, torch)

@@ -28,7 +28,11 @@ staleness=S: a peer starts step c only when every peer's steps below c-S
 are in its parameters; 0 is lockstep (one allreduce per step, bit for bit),
 None is async (no bound). fresh_wait: seconds a step may wait beyond the bound
 for its peers' previous steps when they are about to land (None: auto, the
-recent step time; 0: never; ringd --fresh-wait). warmup_steps=K runs the
+recent step time; 0: never; ringd --fresh-wait). round_gather: seconds from its
+recent step time within which a peer's step counts as about to land, so a
+round carrying the other peers' steps waits for it once and in-phase steps
+travel in one allreduce (None: auto, a quarter of the step time; 0: never;
+ringd --round-gather). warmup_steps=K runs the
 first K steps in lockstep; in them a step still computing after warmup_late
 times its recent step time (default 1.5; 0: wait, as lockstep does; ringd
 --warmup-late) is left out of its round and its gradient dropped, so a
@@ -52,7 +56,7 @@ class SSP:
                  warmup_steps=0, total_steps=0, lr_schedule="constant", update="sum",
                  momentum_compensation=True, stale_lr_scale=False, staleness_scale=False,
                  delay_compensation=0.0, round_idle=None, stop_at_steps=0, timeout=600.0,
-                 broadcast=True, fresh_wait=None, warmup_late=1.5):
+                 broadcast=True, fresh_wait=None, warmup_late=1.5, round_gather=None):
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ringd.InvalidError("ringd.torch.SSP: the model has no trainable parameters")
@@ -92,7 +96,8 @@ class SSP:
             round_idle=-1.0 if round_idle is None else float(round_idle),
             stop_at_steps=int(stop_at_steps),
             fresh_wait=-1.0 if fresh_wait is None else float(fresh_wait),
-            warmup_late=float(warmup_late))
+            warmup_late=float(warmup_late),
+            round_gather=-1.0 if round_gather is None else float(round_gather))
 
     def _check_views(self):
         # p.data = ... or an optimizer's param replacement would detach a parameter
