@@ -5,11 +5,15 @@
  * A round is
  *   1. an exact allreduce of control values: every peer's clock (the steps
  *      its contribution covers up to), its step count and staleness sum,
- *      its done/stop flags and its idle time, each peer in its own slots,
- *      so every peer learns all of them exactly;
+ *      its done/stop flags, its idle time and whether its step is about to
+ *      land, each peer in its own slots, so every peer learns all of them
+ *      exactly;
  *   2. when any peer contributed, an allreduce-average of the accumulators
  *      (the sum of each peer's local gradients not yet sent), with the codec;
  *   3. the same SGD update on every peer's master copy of the parameters.
+ * A round that would carry some peers' steps while another peer's is about
+ * to land stops after step 1, on every peer alike, and its steps wait for
+ * the next round, which waits for that step (gather).
  * Every peer applies the same rounds in the same order, so the master
  * parameters are bitwise identical everywhere after every round. With S = 0
  * the engine also waits for its own step before a round, so each round holds
@@ -27,7 +31,6 @@
 #include "errors.h"
 #include "ssp_options.h"
 #include "ssp_session.h"
-
 
 /* Under mu, the engine of a bounded or async session in its lockstep warm-up:
  * the seconds until its trainer's open step is late (warmup_late times the
