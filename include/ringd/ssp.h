@@ -141,11 +141,13 @@ typedef struct ring_ssp_options {
                                  waited for); < 0 = auto (the recent step time, 0.5 to
                                  100 ms), 0 = off; default auto */
     double gather_s;          /* bounded/async: when a round would carry some peers' steps
-                                 while another peer's trainer is within this many seconds
-                                 of its recent step time, the round waits for it (once),
-                                 so steps of peers in phase travel in one allreduce, as in
-                                 lockstep; < 0 = auto (a quarter of the recent step time,
-                                 0.5 to 50 ms), 0 = off; default auto */
+                                 while every other peer's trainer is within this many
+                                 seconds of its recent step time, the round waits for
+                                 those steps (once), so steps of peers in phase travel in
+                                 one allreduce, as in lockstep (not when a peer without a
+                                 step is not due: a straggler); < 0 = auto (a quarter of
+                                 the recent step time, 0.5 to 50 ms), 0 = off; default
+                                 auto */
     /* engine thread, after each round with updates; non-zero fails the session */
     int (*on_round)(const ring_ssp_round_t *round, void *arg);
     /* engine thread, before each round; non-zero asks every peer to stop (each

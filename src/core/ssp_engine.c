@@ -11,9 +11,9 @@
  *   2. when any peer contributed, an allreduce-average of the accumulators
  *      (the sum of each peer's local gradients not yet sent), with the codec;
  *   3. the same SGD update on every peer's master copy of the parameters.
- * A round that would carry some peers' steps while another peer's is about
+ * A round that would carry some peers' steps while the others' are all about
  * to land stops after step 1, on every peer alike, and its steps wait for
- * the next round, which waits for that step (gather).
+ * the next round, which waits for those (gather).
  * Every peer applies the same rounds in the same order, so the master
  * parameters are bitwise identical everywhere after every round. With S = 0
  * the engine also waits for its own step before a round, so each round holds
@@ -202,14 +202,17 @@ static uint64_t take_steps(ring_ssp_t *s, uint64_t *tau)
     return count;
 }
 
-/* Under mu: the round carries steps, and a peer with none said its step is about to
- * land: on every peer alike (the same control values), the round sends no gradient,
- * changes nothing, and holds this peer's steps for the next round, which waits for
- * that step. Once: a step that does not land then is not waited for again. */
-static int gather(ring_ssp_t *s, uint64_t total, int any_due, uint64_t my_count,
+/* Under mu: the round carries steps, and every peer still training without one said
+ * its step is about to land, so the next round can hold a step of every peer: on
+ * every peer alike (the same control values), this round sends no gradient, changes
+ * nothing, and holds this peer's steps for the next one, which waits for those steps.
+ * Not when a peer without a step is not due (a straggler, a jittered step): holding
+ * would only delay the others' steps, and make the views staler. Once: a step that
+ * does not land then is not waited for again. */
+static int gather(ring_ssp_t *s, uint64_t total, int missing, int due, uint64_t my_count,
                   uint64_t my_tau, int my_due)
 {
-    if (total == 0 || !any_due || s->gathered_last) {
+    if (total == 0 || missing == 0 || due < missing || s->gathered_last) {
         s->gathered_last = 0;
         return 0;
     }
@@ -224,8 +227,8 @@ static int gather(ring_ssp_t *s, uint64_t total, int any_due, uint64_t my_count,
 /* One round. Returns 1 when every peer is done (the last round), 0 to go on, -1 on failure. */
 static int engine_round(ring_ssp_t *s)
 {
-    int n = s->world, me = s->rank, any_stop = 0, all_done = 1, skipped = 0, any_due = 0;
-    int my_due;
+    int n = s->world, me = s->rank, any_stop = 0, all_done = 1, skipped = 0;
+    int my_due, missing = 0, due = 0;
     uint64_t my_count, my_tau, total = 0, tau_total = 0, new_min = UINT64_MAX, own = 0;
     uint64_t sum_clock = 0, live_min = UINT64_MAX;
     double t0, idle_before;
@@ -284,11 +287,12 @@ static int engine_round(ring_ssp_t *s)
         all_done &= c[CTL_DONE] > 0;
         s->peer_wait[p] = c[CTL_WAIT];
         any_stop |= c[CTL_STOP] > 0;
-        any_due |= c[CTL_COUNT] == 0 && c[CTL_DUE] > 0;
+        missing += c[CTL_COUNT] == 0 && c[CTL_DONE] == 0;
+        due += c[CTL_COUNT] == 0 && c[CTL_DONE] == 0 && c[CTL_DUE] > 0;
     }
     if (!any_stop) {
         pthread_mutex_lock(&s->mu);
-        if (gather(s, total, any_due, my_count, my_tau, my_due)) {
+        if (gather(s, total, missing, due, my_count, my_tau, my_due)) {
             s->st.comm_s += ring_now() - t0;
             s->st.rounds++;
             s->trainer_waiting = 0; /* a trainer still held sets it again */

@@ -88,10 +88,11 @@ static const ring_opt_t opt_table[] = {
      "in phase again)"},
     {"round-gather", "RING_ROUND_GATHER", RING_OPT_DURATION, "auto", "DURATION|auto",
      OFIELD(gather_s), -1, 0,
-     "bounded/async: when a round would carry some peers' steps while another peer's step "
-     "is within DURATION of its recent step time, the round waits for that step (once), so "
-     "steps of peers in phase travel in one allreduce, as in lockstep, and not in two; "
-     "0 = never; auto: a quarter of the recent step time, 0.5 to 50 ms"},
+     "bounded/async: when a round would carry some peers' steps while each other peer's "
+     "step is within DURATION of its recent step time, the round waits for those steps "
+     "(once), so steps of peers in phase travel in one allreduce, as in lockstep, and not "
+     "in two (never for a straggler); 0 = never; auto: a quarter of the recent step time, "
+     "0.5 to 50 ms"},
     {"straggler", "RING_STRAGGLER", RING_OPT_CUSTOM, "", "RANK:FACTOR", OFIELD(straggler_rank), 0,
      0, "experiments: that peer's compute takes FACTOR times longer, every step"},
     {"jitter", "RING_JITTER", RING_OPT_CUSTOM, "", "P:FACTOR", OFIELD(jitter_p), 0, 0,

@@ -30,8 +30,8 @@ None is async (no bound). fresh_wait: seconds a step may wait beyond the bound
 for its peers' previous steps when they are about to land (None: auto, the
 recent step time; 0: never; ringd --fresh-wait). round_gather: seconds from its
 recent step time within which a peer's step counts as about to land, so a
-round carrying the other peers' steps waits for it once and in-phase steps
-travel in one allreduce (None: auto, a quarter of the step time; 0: never;
+round carrying some peers' steps waits once when all the others' are, and
+in-phase steps travel in one allreduce (None: auto, a quarter of the step time; 0: never;
 ringd --round-gather). warmup_steps=K runs the
 first K steps in lockstep; in them a step still computing after warmup_late
 times its recent step time (default 1.5; 0: wait, as lockstep does; ringd
