@@ -24,7 +24,6 @@
 #include "ssp_options.h"
 #include "ssp_session.h"
 
-
 /* Under mu: the session's error as this thread's, or RING_OK. */
 static ring_status_t failed_status(const ring_ssp_t *s)
 {
