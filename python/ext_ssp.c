@@ -52,7 +52,8 @@ static PyObject *ssp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
                              "warmup_steps", "total_steps", "lr_schedule", "update",
                              "momentum_compensation", "stale_lr_scale", "staleness_scale",
                              "delay_compensation", "round_idle", "start_clock", "stop_at_steps",
-                             "fresh_wait", "warmup_late", "round_gather", NULL};
+                             "fresh_wait", "warmup_late", "round_gather", "fresh_late",
+                             NULL};
     static const char *const schedules[] = {"constant", "cosine"};
     static const char *const updates[] = {"sum", "mean", "steps"};
     ring_ssp_options_t o;
@@ -66,11 +67,12 @@ static PyObject *ssp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     char msg[RINGPY_MSG_MAX] = "";
 
     ring_ssp_options_init(&o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|ldddKKsspppddKKddd", kwlist, &ringpy_comm_type,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|ldddKKsspppddKKdddd", kwlist, &ringpy_comm_type,
                                      &comm, &params, &o.staleness, &o.lr, &o.momentum,
                                      &o.weight_decay, &warmup, &total, &schedule, &update, &mc,
                                      &slr, &ss, &o.delay_compensation, &o.round_idle_s, &start,
-                                     &stop_at, &o.fresh_wait_s, &o.warmup_late, &o.gather_s))
+                                     &stop_at, &o.fresh_wait_s, &o.warmup_late, &o.gather_s,
+                                     &o.fresh_late))
         return NULL;
     if ((k = lookup(schedule, schedules, 2, "lr_schedule")) < 0)
         return NULL;
@@ -253,7 +255,7 @@ static PyObject *ssp_stats(ringpy_ssp_t *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS
     (void)ring_ssp_get_stats(self->s, &st);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:N,s:N,s:K,s:K}", "clock",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:N,s:N,s:K,s:K,s:K}", "clock",
                          (unsigned long long)st.clock, "min_clock",
                          (unsigned long long)st.min_clock, "total_clock",
                          (unsigned long long)st.total_clock, "rounds",
@@ -265,7 +267,8 @@ static PyObject *ssp_stats(ringpy_ssp_t *self, PyObject *unused)
                          st.blocked_s, "fresh_s", st.fresh_s, "tau_hist", hist_list(st.tau_hist),
                          "lag_hist", hist_list(st.lag_hist), "late_steps",
                          (unsigned long long)st.late_steps, "gather_rounds",
-                         (unsigned long long)st.gather_rounds);
+                         (unsigned long long)st.gather_rounds, "fresh_cut",
+                         (unsigned long long)st.fresh_cut);
 }
 
 /* Close the session (the engine stops after its current round); with the GIL released. */
@@ -350,7 +353,8 @@ PyTypeObject ringpy_ssp_type = {
               "warmup_steps=0, total_steps=0, lr_schedule='constant', update='sum', "
               "momentum_compensation=True, stale_lr_scale=False, staleness_scale=False, "
               "delay_compensation=0, round_idle=-1, start_clock=0, stop_at_steps=0, "
-              "fresh_wait=-1, warmup_late=1.5, round_gather=-1): a bounded-staleness session "
+              "fresh_wait=-1, warmup_late=1.5, round_gather=-1, fresh_late=1.25): a "
+              "bounded-staleness session "
               "(ring_ssp_open); staleness -1 is async.",
     .tp_methods = ssp_methods,
     .tp_getset = ssp_getset,

@@ -10,7 +10,8 @@
  *   - fresh reads: with a long fresh_wait no step of a bounded session is
  *     ever stale, even beside a slower rank (each waits for the round that
  *     brings its peers' last steps); a straggler two steps behind is waited
- *     for once, not at every step;
+ *     for once, not at every step, and not even once past fresh_late times
+ *     its step time, once a round says its step is late;
  *   - late steps in the warm-up: a rank whose step takes a second holds no
  *     one; its step is dropped and counted, every other push is applied, the
  *     parameters agree; with warmup_late 0, or S = 0, every peer waits for it;
@@ -57,7 +58,8 @@
 #define V_LATE 10      /* steps dropped as late in the warm-up (stats) */
 #define V_ROUNDS 11    /* rounds that applied steps (stats) */
 #define V_GATHER 12    /* rounds held for a step about to land (stats) */
-#define CTL 7          /* the session's control slots a rank (ssp_session.h) */
+#define V_FRESH_CUT 13 /* fresh waits ended early for a late peer (stats) */
+#define CTL 8          /* the session's control slots a rank (ssp_session.h) */
 
 enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED, K_ROGUE, K_FRESH,
             K_FRESH_STRAGGLER, K_LATE, K_GATHER, K_GATHER_ASYNC };
@@ -69,6 +71,7 @@ typedef struct ssp_case {
     double fresh_wait_s;   /* 0: the default (auto) */
     double warmup_late;    /* K_LATE: 0 = the default (1.5), < 0 = off */
     double gather_s;       /* 0: the default (auto), < 0 = off */
+    double fresh_late;     /* 0: the default (1.25), < 0 = off */
 } ssp_case_t;
 
 static float grad_at(int rank, int step, size_t i)
@@ -136,6 +139,10 @@ static int misuse_checks(ring_comm_t *comm)
     good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID &&
             strstr(ring_last_error(), "warmup_late 0.5") != NULL;
     ring_ssp_options_init(&o);
+    o.fresh_late = 0.5; /* every step would be late */
+    good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID &&
+            strstr(ring_last_error(), "fresh_late 0.5") != NULL;
+    ring_ssp_options_init(&o);
     o.gather_s = NAN;
     good += ring_ssp_open(comm, p, 4, &o, &s) == RING_ERR_INVALID &&
             strstr(ring_last_error(), "round gather") != NULL;
@@ -172,6 +179,7 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         ctl[CTL * rank + 1] = -3.0f;
         ctl[CTL * rank + 2] = 0.5f;
         ctl[CTL * rank + 6] = 2.0f; /* "my step is due" is a flag */
+        ctl[CTL * rank + 7] = 3.0f; /* and so is "my step is late" */
         if (ring_allreduce_start_flags(comm, ctl, ctl, (size_t)n * CTL, RING_FLOAT32, RING_SUM, 2,
                                        RING_CALL_EXACT, &req) == RING_OK)
             (void)ring_request_wait(req);
@@ -190,6 +198,8 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         o.fresh_wait_s = c->fresh_wait_s;
     if (c->gather_s < 0)
         o.gather_s = 0;
+    if (c->fresh_late < 0)
+        o.fresh_late = 0;
     if (c->kind == K_GATHER_ASYNC)
         o.fresh_wait_s = 0; /* the fast ranks push on while a round is held */
     if (c->kind == K_LATE) {
@@ -280,6 +290,7 @@ have_step:
     h_put(V_LATE, st.late_steps);
     h_put(V_ROUNDS, st.rounds_applied);
     h_put(V_GATHER, st.gather_rounds);
+    h_put(V_FRESH_CUT, st.fresh_cut);
     if (c->kind == K_SYNC)
         h_put(V_BADREF, (uint64_t)reference_bad(params, n, steps, &o));
     ring_ssp_close(s);
@@ -340,10 +351,10 @@ int main(void)
     uint64_t sum;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(26);
+    plan(28);
     for (size_t k = 0; k < 3; k++) {
         int n = ns[k];
-        ssp_case_t c = {K_SYNC, 0, 12, 0, 0, 0};
+        ssp_case_t c = {K_SYNC, 0, 12, 0, 0, 0, 0};
         int ok0 = run_ring(&run, n, &c, NULL, 0) == 0 && all_exit0(&run, n);
         uint64_t bad = 0, misuse = 0;
         for (int r = 0; r < n && ok0; r++) {
@@ -353,11 +364,11 @@ int main(void)
         ok(ok0 && bad == 0 && same_hash(&run, n) && h_val(&run.r[0], V_MAXTAU, 9) == 0,
            "N=%d S=0: the parameters are synchronous SGD's (%llu elements off), bitwise the same "
            "on every rank, never stale", n, (unsigned long long)bad);
-        ok(ok0 && misuse == (uint64_t)n * 7, "N=%d: bad options, push before wait and wait twice "
-           "are refused (%llu of %d)", n, (unsigned long long)misuse, n * 7);
+        ok(ok0 && misuse == (uint64_t)n * 8, "N=%d: bad options, push before wait and wait twice "
+           "are refused (%llu of %d)", n, (unsigned long long)misuse, n * 8);
     }
     {
-        ssp_case_t c = {K_BOUNDED, 2, 30, 0, 0, 0};
+        ssp_case_t c = {K_BOUNDED, 2, 30, 0, 0, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t maxtau = ok0 ? max_tau(&run, 3, &sum) : 0;
         ok(ok0 && maxtau <= 2, "bounded S=2, a slow rank: no step started more than 2 ahead "
@@ -369,7 +380,7 @@ int main(void)
            (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
     }
     {
-        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30, 0, 0, 0};
+        ssp_case_t c = {K_ASYNC, RING_SSP_ASYNC, 30, 0, 0, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t blocked = 0;
         for (int r = 0; r < 3 && ok0; r++)
@@ -379,8 +390,9 @@ int main(void)
     }
     {
         /* fresh reads, with a limit no step reaches: every step waits for the round
-         * holding its peers' previous steps, so none is stale, as in lockstep */
-        ssp_case_t c = {K_FRESH, 4, 20, 30.0, 0, 0};
+         * holding its peers' previous steps, so none is stale, as in lockstep (with no
+         * step ever late: a loaded host may stretch rank 2's 15 ms past 1.25 times) */
+        ssp_case_t c = {K_FRESH, 4, 20, 30.0, 0, 0, -1};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         uint64_t maxtau = ok0 ? max_tau(&run, 3, &sum) : 0;
         ok(ok0 && maxtau == 0 && h_val(&run.r[0], V_FRESH_US, 0) > 0,
@@ -392,18 +404,30 @@ int main(void)
            "agree", (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
     }
     {
-        /* rank 2 stalls 2 s at its step 5: the others wait 0.3 s once when it is one
-         * step behind, then go on to the bound without waiting at every step */
-        ssp_case_t c = {K_FRESH_STRAGGLER, 4, 20, 0.3, 0, 0};
-        int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
-        double f0 = ok0 ? (double)h_val(&run.r[0], V_FRESH_US, 0) / 1e6 : 0;
-        ok(ok0 && f0 >= 0.25 && f0 < 1.0,
-           "fresh_wait 0.3 s, rank 2 stalls 2 s: rank 0 held %.3f s for freshness (once, not at "
-           "each of its steps while rank 2 was behind)", f0);
-        ok(ok0 && h_val(&run.r[0], V_MAXTAU, 0) >= 2 && h_val(&run.r[0], V_CONTRIB, 0) == 60 &&
-           same_hash(&run, 3),
-           "the straggler: rank 0 ran ahead of it (max tau %llu), every push applied, the "
-           "parameters agree", (unsigned long long)h_val(&run.r[0], V_MAXTAU, 0));
+        /* rank 2 stalls 2 s at its step 5. With fresh_late off, the others wait 0.3 s
+         * once when it is one step behind, then go on to the bound without waiting at
+         * every step; by default a round soon says its step is late (past 1.25 times
+         * its 5 ms), and the wait ends then */
+        const double late[] = {-1, 0};
+        for (int k = 0; k < 2; k++) {
+            ssp_case_t c = {K_FRESH_STRAGGLER, 4, 20, 0.3, 0, 0, late[k]};
+            int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
+            double f0 = ok0 ? (double)h_val(&run.r[0], V_FRESH_US, 0) / 1e6 : 0;
+            uint64_t cut = ok0 ? h_val(&run.r[0], V_FRESH_CUT, 99) : 99;
+            if (k == 0)
+                ok(ok0 && f0 >= 0.25 && f0 < 1.0 && cut == 0,
+                   "fresh_wait 0.3 s, fresh_late 0, rank 2 stalls 2 s: rank 0 held %.3f s for "
+                   "freshness (once, not at each of its steps while rank 2 was behind)", f0);
+            else
+                ok(ok0 && f0 < 0.2 && cut >= 1,
+                   "fresh_wait 0.3 s, fresh_late 1.25 (the default), rank 2 stalls 2 s: rank 0 "
+                   "held %.3f s for freshness, %llu waits ended as rank 2 was late", f0,
+                   (unsigned long long)cut);
+            ok(ok0 && h_val(&run.r[0], V_MAXTAU, 0) >= 2 && h_val(&run.r[0], V_CONTRIB, 0) == 60 &&
+               same_hash(&run, 3),
+               "the straggler: rank 0 ran ahead of it (max tau %llu), every push applied, the "
+               "parameters agree", (unsigned long long)h_val(&run.r[0], V_MAXTAU, 0));
+        }
     }
     {
         /* the warm-up is lockstep; rank 2's fifth step takes 1 s against 10 ms */
@@ -412,7 +436,7 @@ int main(void)
             {4, -1, "S=4, warmup_late 0 (off)"},
             {0, 0, "S=0 (lockstep, never drops)"}};
         for (int k = 0; k < 3; k++) {
-            ssp_case_t c = {K_LATE, lc[k].s, 12, 0, lc[k].late, 0};
+            ssp_case_t c = {K_LATE, lc[k].s, 12, 0, lc[k].late, 0, 0};
             int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
             uint64_t late = 0, pushed = ok0 ? 0 : 1;
             double b0 = ok0 ? (double)h_val(&run.r[0], V_BLOCKED_US, 0) / 1e6 : 0;
@@ -443,7 +467,7 @@ int main(void)
         const double g[] = {0, -1};
         double per_round[2] = {0, 0};
         for (int k = 0; k < 2; k++) {
-            ssp_case_t c = {K_GATHER, 4, 30, 0, 0, g[k]};
+            ssp_case_t c = {K_GATHER, 4, 30, 0, 0, g[k], 0};
             int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
             uint64_t rounds = ok0 ? h_val(&run.r[0], V_ROUNDS, 0) : 0;
             per_round[k] = rounds ? (double)h_val(&run.r[0], V_CONTRIB, 0) / (double)rounds : 0;
@@ -459,7 +483,7 @@ int main(void)
     {
         /* async, no fresh reads: the fast ranks push again while a round waits for
          * rank 2's step, so the next round sends held and new steps together */
-        ssp_case_t c = {K_GATHER_ASYNC, RING_SSP_ASYNC, 40, 0, 0, 0};
+        ssp_case_t c = {K_GATHER_ASYNC, RING_SSP_ASYNC, 40, 0, 0, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         ok(ok0 && h_val(&run.r[0], V_GATHER, 0) > 0 && h_val(&run.r[0], V_CONTRIB, 0) == 120 &&
            same_hash(&run, 3),
@@ -469,7 +493,7 @@ int main(void)
            (unsigned long long)h_val(&run.r[0], V_CONTRIB, 0));
     }
     {
-        ssp_case_t c = {K_STOP, 2, 1000, 0, 0, 0};
+        ssp_case_t c = {K_STOP, 2, 1000, 0, 0, 0, 0};
         int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
         sum = 0;
         for (int r = 0; r < 3 && ok0; r++)
@@ -480,14 +504,14 @@ int main(void)
         ok(ok0 && h_val(&run.r[1], V_STEPS, 0) == 5, "request_stop: rank 1 stopped at its step 5");
     }
     {
-        ssp_case_t c = {K_TIMEOUT, 1, 6, 0, 0, 0};
+        ssp_case_t c = {K_TIMEOUT, 1, 6, 0, 0, 0, 0};
         int ok0 = run_ring(&run, 2, &c, NULL, 0) == 0 && all_exit0(&run, 2);
         ok(ok0 && h_val(&run.r[0], V_TIMEDOUT, 0) == 1 && h_val(&run.r[0], V_STEPS, 0) == 6 &&
            same_hash(&run, 2),
            "a wait with a 0.2 s timeout on the bound times out, and a retry goes on");
     }
     {
-        ssp_case_t c = {K_KILLED, 2, 100000, 0, 0, 0};
+        ssp_case_t c = {K_KILLED, 2, 100000, 0, 0, 0, 0};
         h_action_t kill2 = {.after_ready = 2, .at = 0.05, .target = 2, .sig = SIGKILL};
         int ran = run_ring(&run, 3, &c, &kill2, 1) == 0;
         int named = 1, failed = 1;
@@ -505,7 +529,7 @@ int main(void)
         (void)named;
     }
     {
-        ssp_case_t c = {K_ROGUE, 2, 10, 0, 0, 0};
+        ssp_case_t c = {K_ROGUE, 2, 10, 0, 0, 0, 0};
         int ran = run_ring(&run, 3, &c, NULL, 0) == 0, named = ran;
         for (int r = 0; r < 2 && ran; r++)
             named &= run.r[r].exited && run.r[r].code != 0 &&

@@ -99,6 +99,9 @@ def main():
     p.add_argument("--fresh-wait", type=float, default=None,
                    help="bounded/async: seconds a step may wait for its peers' previous steps "
                         "when they are about to land (default: auto; 0: never)")
+    p.add_argument("--fresh-late", type=float, default=1.25,
+                   help="bounded/async: a fresh wait ends once a peer it waits for is this many "
+                        "step times into its step (default 1.25; 0: wait it out)")
     p.add_argument("--round-gather", type=float, default=None,
                    help="bounded/async: seconds from its step time within which a peer's step "
                         "is waited for by a round carrying the others' (default: auto; 0: never)")
@@ -140,7 +143,7 @@ def main():
                           lr_schedule=args.lr_schedule,
                           momentum_compensation=args.momentum_compensation,
                           fresh_wait=args.fresh_wait, warmup_late=args.warmup_late,
-                          round_gather=args.round_gather, **extra)
+                          round_gather=args.round_gather, fresh_late=args.fresh_late, **extra)
     snaps = []
     t0 = time.monotonic()
     step = 0
@@ -200,6 +203,7 @@ def main():
             "blocked_s": round(stats["blocked_s"], 3), "fresh_s": round(stats["fresh_s"], 3),
             "late_steps": stats["late_steps"],
             "gather_rounds": stats["gather_rounds"],
+            "fresh_cut": stats["fresh_cut"],
             "curve": curve,
         }
         print("fmnist_ssp %s S=%s n=%d: %d steps in %.2f s, %.0f samples/s, test accuracy "

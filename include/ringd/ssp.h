@@ -34,6 +34,9 @@
  * Fresh reads: beyond the bound, wait holds a step a little (fresh_wait_s)
  * for the round that brings its peers' last steps, when those are about to
  * land, so that without stragglers a step sees what lockstep's would.
+ * A peer's recent step time, which the options below scale, is the median
+ * of the times between its last 9 waits and pushes (one jittered step does
+ * not move it).
  * Read-my-writes: the parameters wait writes are the master copy minus this
  * peer's own pushed gradients that no applied round holds yet (lr / N each),
  * so a fast peer does not take several steps from the same point.
@@ -140,6 +143,11 @@ typedef struct ring_ssp_options {
                                  step behind (M = c - 1; a straggler further behind is not
                                  waited for); < 0 = auto (the recent step time, 0.5 to
                                  100 ms), 0 = off; default auto */
+    double fresh_late;        /* a fresh wait ends early once a round says that a peer it
+                                 waits for is late: its step has run past this many times
+                                 its recent step time (a jittered step, which will not land
+                                 within the limit; stats.fresh_cut); 0 = wait out the
+                                 limit; 1..1000; default 1.25 */
     double gather_s;          /* bounded/async: when a round would carry some peers' steps
                                  while every other peer's trainer is within this many
                                  seconds of its recent step time, the round waits for
@@ -184,6 +192,8 @@ typedef struct ring_ssp_stats {
     double fresh_s;           /* the trainer's time held for fresher parameters */
     uint64_t late_steps;      /* this peer's warm-up steps dropped as late (warmup_late) */
     uint64_t gather_rounds;   /* rounds held for a peer's step about to land (gather_s) */
+    uint64_t fresh_cut;       /* fresh waits ended early: a peer they waited for was late
+                                 (fresh_late) */
 } ring_ssp_stats_t;
 
 RING_API

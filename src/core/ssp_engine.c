@@ -5,9 +5,9 @@
  * A round is
  *   1. an exact allreduce of control values: every peer's clock (the steps
  *      its contribution covers up to), its step count and staleness sum,
- *      its done/stop flags, its idle time and whether its step is about to
- *      land, each peer in its own slots, so every peer learns all of them
- *      exactly;
+ *      its done/stop flags, its idle time, whether its step is about to
+ *      land and whether it is late, each peer in its own slots, so every peer
+ *      learns all of them exactly;
  *   2. when any peer contributed, an allreduce-average of the accumulators
  *      (the sum of each peer's local gradients not yet sent), with the codec;
  *   3. the same SGD update on every peer's master copy of the parameters.
@@ -39,9 +39,9 @@
 static double late_in(const ring_ssp_t *s)
 {
     if (s->o.warmup_late <= 0 || s->o.staleness == 0 || s->world < 2 ||
-        s->clock >= s->o.warmup_steps || s->computing_since <= 0 || s->step_ema <= 0)
+        s->clock >= s->o.warmup_steps || s->computing_since <= 0 || s->step_time <= 0)
         return 1e9;
-    return s->computing_since + s->o.warmup_late * s->step_ema - ring_now();
+    return s->computing_since + s->o.warmup_late * s->step_time - ring_now();
 }
 
 /* Under mu: how far from its recent step time a step counts as about to land */
@@ -51,7 +51,7 @@ static double gather_window(const ring_ssp_t *s)
 
     if (w >= 0)
         return w;
-    w = s->step_ema / 4; /* auto: steps of peers in phase land well within it */
+    w = s->step_time / 4; /* auto: steps of peers in phase land well within it */
     return w == 0 ? 0 : w < 0.0005 ? 0.0005 : w > 0.05 ? 0.05 : w;
 }
 
@@ -63,10 +63,21 @@ static int step_due(const ring_ssp_t *s)
 {
     double w = gather_window(s), elapsed;
 
-    if (w <= 0 || s->computing_since <= 0 || s->step_ema <= 0 || bound_at(s, s->clock) == 0)
+    if (w <= 0 || s->computing_since <= 0 || s->step_time <= 0 || bound_at(s, s->clock) == 0)
         return 0;
     elapsed = ring_now() - s->computing_since;
-    return elapsed >= s->step_ema - w && elapsed <= s->step_ema + w;
+    return elapsed >= s->step_time - w && elapsed <= s->step_time + w;
+}
+
+/* Under mu: the trainer's open step has run past fresh_late times its recent step time (a
+ * transient straggler, a jittered step): the peers' fresh waits for it had better
+ * end (ssp_session.c); lockstep waits for every step anyway. */
+static int step_late(const ring_ssp_t *s)
+{
+    if (s->o.fresh_late <= 0 || s->computing_since <= 0 || s->step_time <= 0 ||
+        bound_at(s, s->clock) == 0)
+        return 0;
+    return ring_now() - s->computing_since > s->o.fresh_late * s->step_time;
 }
 
 /* Under mu: the session fails with status and message (the first one stays). */
@@ -136,14 +147,14 @@ static int engine_take(ring_ssp_t *s)
     if (idle < 0) {
         /* auto: a tenth of a step, so a round rarely waits long for a step that is
          * about to land, and the peers' views stay fresh */
-        idle = s->step_ema / 10;
+        idle = s->step_time / 10;
         idle = idle < 0.0005 ? 0.0005 : idle > 0.02 ? 0.02 : idle;
     }
     if (s->due_wait_s > idle)
         idle = s->due_wait_s; /* the last round waited for this step: so does this one */
     s->due_wait_s = 0;
     for (;;) {
-        int lock = bound_at(s, s->clock) == 0 || s->step_ema == 0;
+        int lock = bound_at(s, s->clock) == 0 || s->step_time == 0;
         double left = t0 + idle - ring_now();
         if (s->abandon)
             return -1;
@@ -176,7 +187,8 @@ static int control_valid(const float *c)
         if (k != CTL_WAIT && v != floorf(v))
             return 0;
     }
-    return c[CTL_DONE] <= 1.0f && c[CTL_STOP] <= 1.0f && c[CTL_DUE] <= 1.0f;
+    return c[CTL_DONE] <= 1.0f && c[CTL_STOP] <= 1.0f && c[CTL_DUE] <= 1.0f &&
+           c[CTL_LATE] <= 1.0f;
 }
 
 /* Under mu: move this peer's pushed steps into send for a round, after any that a
@@ -230,7 +242,7 @@ static int engine_round(ring_ssp_t *s)
     int n = s->world, me = s->rank, any_stop = 0, all_done = 1, skipped = 0;
     int my_due, missing = 0, due = 0;
     uint64_t my_count, my_tau, total = 0, tau_total = 0, new_min = UINT64_MAX, own = 0;
-    uint64_t sum_clock = 0, live_min = UINT64_MAX;
+    uint64_t sum_clock = 0, live_min = UINT64_MAX, late_min = UINT64_MAX;
     double t0, idle_before;
     ring_request_t *req;
     ring_comm_stats_t cs;
@@ -249,6 +261,7 @@ static int engine_round(ring_ssp_t *s)
     s->ctl[me * CTL_SLOTS + CTL_COUNT] = (float)my_count;
     s->ctl[me * CTL_SLOTS + CTL_TAU] = (float)my_tau;
     s->ctl[me * CTL_SLOTS + CTL_DUE] = my_due ? 1.0f : 0.0f;
+    s->ctl[me * CTL_SLOTS + CTL_LATE] = my_count == 0 && step_late(s) ? 1.0f : 0.0f;
     (void)ring_comm_get_stats(s->comm, &cs);
     idle_before = cs.wait_s;
     s->ctl[me * CTL_SLOTS + CTL_WAIT] = (float)cs.wait_s;
@@ -289,6 +302,15 @@ static int engine_round(ring_ssp_t *s)
         any_stop |= c[CTL_STOP] > 0;
         missing += c[CTL_COUNT] == 0 && c[CTL_DONE] == 0;
         due += c[CTL_COUNT] == 0 && c[CTL_DONE] == 0 && c[CTL_DUE] > 0;
+        if (c[CTL_LATE] > 0 && (uint64_t)c[CTL_CLOCK] < late_min)
+            late_min = (uint64_t)c[CTL_CLOCK];
+    }
+    if (late_min != UINT64_MAX) {
+        /* the round's number as counted below: a fresh wait begun before it heeds it */
+        pthread_mutex_lock(&s->mu);
+        s->late_clock = late_min;
+        s->late_round = s->st.rounds + 1;
+        pthread_mutex_unlock(&s->mu);
     }
     if (!any_stop) {
         pthread_mutex_lock(&s->mu);

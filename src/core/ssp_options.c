@@ -28,6 +28,7 @@ void ring_ssp_options_init(ring_ssp_options_t *o)
     o->fresh_wait_s = -1;
     o->gather_s = -1;
     o->warmup_late = 1.5;
+    o->fresh_late = 1.25;
 }
 
 ring_status_t ssp_options_check(const ring_ssp_options_t *o, size_t count)
@@ -48,6 +49,10 @@ ring_status_t ssp_options_check(const ring_ssp_options_t *o, size_t count)
         return ring_error_set(RING_ERR_INVALID, "warmup_late %g: expected 0 (off) or a "
                               "multiple of the recent step time from 1 to 1000",
                               o->warmup_late);
+    if (!(o->fresh_late == 0 || (o->fresh_late >= 1 && o->fresh_late <= 1000)))
+        return ring_error_set(RING_ERR_INVALID, "fresh_late %g: expected 0 (off) or a "
+                              "multiple of the recent step time from 1 to 1000",
+                              o->fresh_late);
     if (!(o->gather_s < 0 || o->gather_s <= 1))
         return ring_error_set(RING_ERR_INVALID, "round gather (gather_s) %g: expected < 0 "
                               "(auto), 0 (off) or up to 1 s from the recent step time",

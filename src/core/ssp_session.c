@@ -75,8 +75,16 @@ static double fresh_wait_limit(const ring_ssp_t *s)
      * once, and the peers are in phase again (a limit of a quarter step took
      * several steps of a quarter each, all stale, to get there); one more than
      * a step behind is a straggler, and is not waited for. */
-    w = s->step_ema;
+    w = s->step_time;
     return w == 0 ? 0 : w < 0.0005 ? 0.0005 : w > 0.1 ? 0.1 : w;
+}
+
+/* Under mu: a round that ended after the fresh wait began (round r0) said that a peer
+ * whose steps step c waits for is late (a jittered step): it will not land within the
+ * limit, so waiting on only makes this step later, and no fresher. */
+static int waits_for_late(const ring_ssp_t *s, uint64_t c, uint64_t r0)
+{
+    return s->late_round != UINT64_MAX && s->late_round > r0 && s->late_clock < c;
 }
 
 /* Under mu: the trainer is about to sleep for what a round brings, so its
@@ -96,11 +104,16 @@ static void trainer_holds(ring_ssp_t *s)
 static double fresh_wait(ring_ssp_t *s, uint64_t c)
 {
     double limit = fresh_wait_limit(s), t0 = ring_now(), left;
+    uint64_t r0 = s->st.rounds;
 
     if (limit <= 0 || fresh_enough(s, c))
         return 0;
     while (s->failed == RING_OK && !s->stop_all && !s->stop_asked && !s->engine_done &&
            !fresh_enough(s, c) && (left = limit - (ring_now() - t0)) > 0) {
+        if (waits_for_late(s, c, r0)) {
+            s->st.fresh_cut++;
+            break;
+        }
         trainer_holds(s);
         (void)ring_cond_wait_s(&s->cv, &s->mu, left);
     }
@@ -178,10 +191,23 @@ ring_status_t ring_ssp_wait(ring_ssp_t *s, double timeout_s, ring_ssp_step_t *st
     return RING_OK;
 }
 
-/* Under mu: a pushed step took dt seconds (the recent step time, a moving average) */
+/* Under mu: a pushed step took dt seconds; the recent step time is the median of the
+ * last STEP_TIMES (of all of them, before there are that many) */
 static void note_step_time(ring_ssp_t *s, double dt)
 {
-    s->step_ema = s->step_ema > 0 ? 0.8 * s->step_ema + 0.2 * dt : dt;
+    double v[STEP_TIMES];
+    int n = s->step_count < STEP_TIMES ? (int)s->step_count + 1 : STEP_TIMES;
+
+    s->step_times[s->step_count++ % STEP_TIMES] = dt;
+    for (int i = 0; i < n; i++) {
+        /* insertion sort: nine values */
+        double x = s->step_times[i];
+        int j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+    s->step_time = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 ring_status_t ring_ssp_push(ring_ssp_t *s, const float *g)
@@ -378,6 +404,7 @@ ring_status_t ring_ssp_open(ring_comm_t *comm, float *params, size_t count,
         memcpy(s->sgd.velocity, o->velocity, bytes);
     memcpy(s->master, params, bytes);
     s->clock = s->min_clock = s->own_applied = o->start_clock;
+    s->late_clock = s->late_round = UINT64_MAX;
     s->total_clock = o->start_clock * (uint64_t)s->world;
     s->seen_version = 0;
     (void)ring_comm_get_stats(comm, &cs);

@@ -20,8 +20,14 @@
 #define NONFINITE_STREAK_MAX 5
 #define ERR_MAX 640 /* the session message: "SSP round N: " and a libringd error */
 
-/* a peer's control slots; DUE: it sends nothing, and its trainer's step is about to land */
-enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_WAIT, CTL_DUE, CTL_SLOTS };
+/* a peer's control slots; DUE: it sends nothing, and its trainer's step is about to land;
+ * LATE: its trainer's step has run well past its recent step time (a jittered step) */
+enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_WAIT, CTL_DUE, CTL_LATE,
+       CTL_SLOTS };
+/* the recent step time is the median of this many steps: one long step (jitter) moves it
+ * as little as one short one, where a moving average stayed inflated for several steps */
+#define STEP_TIMES 9
+
 
 struct ring_ssp {
     ring_comm_t *comm;
@@ -41,7 +47,9 @@ struct ring_ssp {
     int trainer_done, abandon, stop_asked;
     int trainer_waiting;      /* wait holds the trainer: no step is coming soon */
     double computing_since;   /* the open step started then (0: no step open) */
-    double step_ema;          /* the trainer's recent step time (s, moving average) */
+    double step_time;         /* the trainer's recent step time (s; 0: no step timed yet) */
+    double step_times[STEP_TIMES]; /* the last steps' times, a ring of step_count slots */
+    uint64_t step_count;
 
     /* engine -> trainer (under mu) */
     float *master;            /* parameters after the applied rounds */
@@ -51,6 +59,8 @@ struct ring_ssp {
     uint64_t total_clock;     /* the sum of the peers' clocks: the schedule follows it / N */
     uint64_t own_applied;     /* this peer's clock in the last applied round */
     int in_flight;            /* send holds this peer's steps, in a round not yet applied */
+    uint64_t late_clock;      /* the lowest clock of a peer whose step was late in the last */
+    uint64_t late_round;      /* round that saw one (UINT64_MAX: none), and that round */
     int stop_all, engine_done;
     ring_status_t failed;
     char err[ERR_MAX];

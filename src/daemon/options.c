@@ -86,6 +86,11 @@ static const ring_opt_t opt_table[] = {
      "behind), so that without stragglers steps see what lockstep's would; 0 = never; auto: "
      "the recent step time, 0.5 to 100 ms (peers out of phase are waited for once, and are "
      "in phase again)"},
+    {"fresh-late", "RING_FRESH_LATE", RING_OPT_DOUBLE, "1.25", "F", OFIELD(fresh_late), 0, 0,
+     "bounded/async: a step's fresh wait (--fresh-wait) ends as soon as a round says that a "
+     "peer it waits for is late, its step still computing after F times its recent step "
+     "time (a jittered step, which will not land within the wait); 0 = wait out "
+     "--fresh-wait; otherwise 1 to 1000"},
     {"round-gather", "RING_ROUND_GATHER", RING_OPT_DURATION, "auto", "DURATION|auto",
      OFIELD(gather_s), -1, 0,
      "bounded/async: when a round would carry some peers' steps while each other peer's "
@@ -393,6 +398,7 @@ static const struct scoped_opt {
     {"round-update", "--mode bounded or async", stale_mode},
     {"round-idle", "--mode bounded or async", stale_mode},
     {"fresh-wait", "--mode bounded or async", stale_mode},
+    {"fresh-late", "--mode bounded or async", stale_mode},
     {"round-gather", "--mode bounded or async", stale_mode},
     {"hidden", "--workload fmnist-mlp", is_mlp},
     {"conv", "--workload fmnist-cnn", is_cnn},
@@ -449,6 +455,12 @@ int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen)
     }
     if (!(o->poll_interval_s > 0)) {
         snprintf(err, errlen, "--poll-interval must be above 0 (the evaluator would spin)");
+        return -1;
+    }
+    if (o->fresh_late != 0 && !(o->fresh_late >= 1 && o->fresh_late <= 1000)) {
+        snprintf(err, errlen, "--fresh-late %g: expected 0 (wait out --fresh-wait) or a "
+                              "multiple of the recent step time from 1 to 1000 (a step is "
+                              "late after F step times)", o->fresh_late);
         return -1;
     }
     if (o->warmup_late != 0 && !(o->warmup_late >= 1 && o->warmup_late <= 1000)) {

@@ -48,6 +48,7 @@ typedef struct daemon_opts {
     int budget;               /* enum budget: whose samples --epochs counts (bounded/async) */
     double round_idle_s;      /* bounded/async: longest wait for a local step before a round */
     double fresh_wait_s;      /* bounded/async: longest hold of a step for fresher parameters */
+    double fresh_late;        /* bounded/async: a fresh wait ends for a peer this late */
     double gather_s;          /* bounded/async: a round waits for a step due this close */
     int straggler_rank;       /* -1: none */
     double straggler_factor;

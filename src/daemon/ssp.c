@@ -135,6 +135,7 @@ static void session_options(const run_t *r, ring_ssp_options_t *so, ssp_client_t
     so->round_idle_s = o->round_idle_s;
     so->fresh_wait_s = o->fresh_wait_s;
     so->gather_s = o->gather_s;
+    so->fresh_late = o->fresh_late;
     so->velocity = r->sgd.velocity; /* zeros, or a resumed run's */
     so->on_round = on_round;
     so->should_stop = should_stop;
@@ -262,8 +263,9 @@ static void print_summary_extra(const run_t *r, ring_ssp_t *s, double finish_s)
            "finish: the wait for peers above\n", "blocked on the bound", r->wait_s - finish_s,
            100 * (r->wait_s - finish_s) / (wall > 0 ? wall : 1e-9), finish_s);
     printf("  %-20s %.1f s (%.1f %% of the wall time): rounds about to bring the peers' last "
-           "steps (--fresh-wait)\n", "held for freshness", st.fresh_s,
-           100 * st.fresh_s / (wall > 0 ? wall : 1e-9));
+           "steps (--fresh-wait); %" PRIu64 " waits ended early, a peer waited for was late\n",
+           "held for freshness", st.fresh_s, 100 * st.fresh_s / (wall > 0 ? wall : 1e-9),
+           st.fresh_cut);
     if (r->opt->warmup_late > 0)
         printf("  %-20s %" PRIu64 " of this rank's warm-up steps: still computing after %g step "
                "times, left out of their rounds (--warmup-late)\n", "dropped as late",

@@ -8,7 +8,9 @@
            ran ahead, the final models agree; stats count every step
   async    staleness None: nothing blocks, the models agree after finish()
   fresh    fresh_wait long enough: no step of S = 4 is stale beside a slower rank
-           (each waits for its peers' previous steps), and stats count the wait
+           (each waits for its peers' previous steps), and stats count the wait; a
+           rank's 1 s stall is not waited for once a round says its step is late
+           (fresh_late, stats fresh_cut)
   gather   steps of ranks in phase landing 3 ms apart travel in one round (round_gather,
            stats gather_rounds); round_gather=0 sends them in more rounds
   late     in the lockstep warm-up, the last rank's 1 s step (against 10 ms) is
@@ -117,7 +119,8 @@ def async_checks(t, ringd, torch):
 
 def fresh_checks(t, ringd, torch):
     net = make_model(torch)
-    ssp = ringd.torch.SSP(net, staleness=4, lr=0.05, fresh_wait=30.0)
+    # fresh_late=0: a loaded host may stretch the last rank's 15 ms past 1.25 step times
+    ssp = ringd.torch.SSP(net, staleness=4, lr=0.05, fresh_wait=30.0, fresh_late=0)
     maxtau = 0
     for s, info in enumerate(ssp.steps(15)):
         maxtau = max(maxtau, info["tau"])
@@ -132,6 +135,24 @@ def fresh_checks(t, ringd, torch):
         t.ok(t.rank != 0 or st["fresh_s"] > 0, "fresh: rank 0 waited for fresh parameters", st)
     t.eq(st["contributions"], 15 * t.world, "fresh: the rounds applied every peer's 15 steps")
     t.same("fresh: the final models", ringtest.digest(flat(torch, net)))
+
+
+def fresh_late_checks(t, ringd, torch):
+    net = make_model(torch)
+    ssp = ringd.torch.SSP(net, staleness=4, lr=0.05, fresh_wait=0.3)
+    for s, info in enumerate(ssp.steps(12)):
+        stall = t.rank == t.world - 1 and s == 5
+        time.sleep(1.0 if stall else 0.005)
+        x, y = batch(torch, t.rank, s)
+        loss_of(torch, net, x, y).backward()
+    ssp.finish()
+    st = ssp.stats()
+    ssp.close()
+    if t.world > 1:
+        t.ok(t.rank != 0 or (st["fresh_s"] < 0.2 and st["fresh_cut"] >= 1),
+             "fresh late: the last rank's 1 s stall was not waited out (fresh_wait 0.3 s)", st)
+    t.eq(st["contributions"], 12 * t.world, "fresh late: the rounds applied every step")
+    t.same("fresh late: the final models", ringtest.digest(flat(torch, net)))
 
 
 def gather_checks(t, ringd, torch, gather):
@@ -259,6 +280,9 @@ def misuse_checks(t, ringd, torch):
                                                          round_gather=float("nan")),
              "misuse: round_gather NaN: InvalidError naming the round gather",
              lambda e: "round gather" in str(e))
+    t.raises(ringd.InvalidError, lambda: ringd.torch.SSP(make_model(torch), fresh_late=0.5),
+             "misuse: fresh_late 0.5 (every step would be late): InvalidError naming it",
+             lambda e: "fresh_late 0.5" in str(e))
     net = make_model(torch)
     ssp = ringd.torch.SSP(net, staleness=0)
     ssp.wait()
@@ -283,6 +307,7 @@ def checks(t):
     bounded_checks(t, ringd, torch)
     async_checks(t, ringd, torch)
     fresh_checks(t, ringd, torch)
+    fresh_late_checks(t, ringd, torch)
     gather_checks(t, ringd, torch, None)
     gather_checks(t, ringd, torch, 0)
     late_checks(t, ringd, torch, 1.5)

@@ -28,7 +28,10 @@ staleness=S: a peer starts step c only when every peer's steps below c-S
 are in its parameters; 0 is lockstep (one allreduce per step, bit for bit),
 None is async (no bound). fresh_wait: seconds a step may wait beyond the bound
 for its peers' previous steps when they are about to land (None: auto, the
-recent step time; 0: never; ringd --fresh-wait). round_gather: seconds from its
+recent step time; 0: never; ringd --fresh-wait); such a wait ends once a
+round says a peer it waits for is late, its step still computing after
+fresh_late times its recent step time (default 1.25, a jittered step; 0: wait
+out fresh_wait; ringd --fresh-late). round_gather: seconds from its
 recent step time within which a peer's step counts as about to land, so a
 round carrying some peers' steps waits once when all the others' are, and
 in-phase steps travel in one allreduce (None: auto, a quarter of the step time; 0: never;
@@ -56,7 +59,8 @@ class SSP:
                  warmup_steps=0, total_steps=0, lr_schedule="constant", update="sum",
                  momentum_compensation=True, stale_lr_scale=False, staleness_scale=False,
                  delay_compensation=0.0, round_idle=None, stop_at_steps=0, timeout=600.0,
-                 broadcast=True, fresh_wait=None, warmup_late=1.5, round_gather=None):
+                 broadcast=True, fresh_wait=None, warmup_late=1.5, round_gather=None,
+                 fresh_late=1.25):
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ringd.InvalidError("ringd.torch.SSP: the model has no trainable parameters")
@@ -97,7 +101,8 @@ class SSP:
             stop_at_steps=int(stop_at_steps),
             fresh_wait=-1.0 if fresh_wait is None else float(fresh_wait),
             warmup_late=float(warmup_late),
-            round_gather=-1.0 if round_gather is None else float(round_gather))
+            round_gather=-1.0 if round_gather is None else float(round_gather),
+            fresh_late=float(fresh_late))
 
     def _check_views(self):
         # p.data = ... or an optimizer's param replacement would detach a parameter
