@@ -255,7 +255,8 @@ static PyObject *ssp_stats(ringpy_ssp_t *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS
     (void)ring_ssp_get_stats(self->s, &st);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:N,s:N,s:K,s:K,s:K}", "clock",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:N,s:N,s:K,s:K,s:K}",
+                         "clock",
                          (unsigned long long)st.clock, "min_clock",
                          (unsigned long long)st.min_clock, "total_clock",
                          (unsigned long long)st.total_clock, "rounds",
