@@ -67,12 +67,12 @@ static PyObject *ssp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     char msg[RINGPY_MSG_MAX] = "";
 
     ring_ssp_options_init(&o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|ldddKKsspppddKKdddd", kwlist, &ringpy_comm_type,
-                                     &comm, &params, &o.staleness, &o.lr, &o.momentum,
-                                     &o.weight_decay, &warmup, &total, &schedule, &update, &mc,
-                                     &slr, &ss, &o.delay_compensation, &o.round_idle_s, &start,
-                                     &stop_at, &o.fresh_wait_s, &o.warmup_late, &o.gather_s,
-                                     &o.fresh_late))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|ldddKKsspppddKKdddd", kwlist,
+                                     &ringpy_comm_type, &comm, &params, &o.staleness, &o.lr,
+                                     &o.momentum, &o.weight_decay, &warmup, &total, &schedule,
+                                     &update, &mc, &slr, &ss, &o.delay_compensation,
+                                     &o.round_idle_s, &start, &stop_at, &o.fresh_wait_s,
+                                     &o.warmup_late, &o.gather_s, &o.fresh_late))
         return NULL;
     if ((k = lookup(schedule, schedules, 2, "lr_schedule")) < 0)
         return NULL;

@@ -140,7 +140,9 @@ def fresh_checks(t, ringd, torch):
 def fresh_late_checks(t, ringd, torch):
     net = make_model(torch)
     ssp = ringd.torch.SSP(net, staleness=4, lr=0.05, fresh_wait=0.3)
+    longest = 0.0
     for s, info in enumerate(ssp.steps(12)):
+        longest = max(longest, info["fresh_s"])
         stall = t.rank == t.world - 1 and s == 5
         time.sleep(1.0 if stall else 0.005)
         x, y = batch(torch, t.rank, s)
@@ -149,8 +151,10 @@ def fresh_late_checks(t, ringd, torch):
     st = ssp.stats()
     ssp.close()
     if t.world > 1:
-        t.ok(t.rank != 0 or (st["fresh_s"] < 0.2 and st["fresh_cut"] >= 1),
-             "fresh late: the last rank's 1 s stall was not waited out (fresh_wait 0.3 s)", st)
+        # waited out, the stall would hold one step the whole 0.3 s
+        t.ok(t.rank != 0 or (longest < 0.2 and st["fresh_cut"] >= 1),
+             "fresh late: the last rank's 1 s stall was not waited out (fresh_wait 0.3 s)",
+             (longest, st))
     t.eq(st["contributions"], 12 * t.world, "fresh late: the rounds applied every step")
     t.same("fresh late: the final models", ringtest.digest(flat(torch, net)))
 
