@@ -28,7 +28,6 @@ enum { CTL_CLOCK, CTL_COUNT, CTL_TAU, CTL_DONE, CTL_STOP, CTL_WAIT, CTL_DUE, CTL
  * as little as one short one, where a moving average stayed inflated for several steps */
 #define STEP_TIMES 9
 
-
 struct ring_ssp {
     ring_comm_t *comm;
     int rank, world;
@@ -48,8 +47,8 @@ struct ring_ssp {
     int trainer_waiting;      /* wait holds the trainer: no step is coming soon */
     double computing_since;   /* the open step started then (0: no step open) */
     double step_time;         /* the trainer's recent step time (s; 0: no step timed yet) */
-    double step_times[STEP_TIMES]; /* the last steps' times, a ring of step_count slots */
-    uint64_t step_count;
+    double step_times[STEP_TIMES]; /* the last steps' times, a ring indexed by step_count */
+    uint64_t step_count;      /* steps timed */
 
     /* engine -> trainer (under mu) */
     float *master;            /* parameters after the applied rounds */
