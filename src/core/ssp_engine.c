@@ -44,6 +44,16 @@ static double late_in(const ring_ssp_t *s)
     return s->computing_since + s->o.warmup_late * s->step_time - ring_now();
 }
 
+/* Under mu: how long the trainer's open step has been computing, or -1 when none is,
+ * no step is timed yet, or the step is lockstep's (S = 0, the warm-up), whose rounds
+ * wait for every step anyway: neither "due" nor "late" means anything there. */
+static double open_step_elapsed(const ring_ssp_t *s)
+{
+    if (s->computing_since <= 0 || s->step_time <= 0 || bound_at(s, s->clock) == 0)
+        return -1;
+    return ring_now() - s->computing_since;
+}
+
 /* Under mu: how far from its recent step time a step counts as about to land */
 static double gather_window(const ring_ssp_t *s)
 {
@@ -61,23 +71,17 @@ static double gather_window(const ring_ssp_t *s)
  * lockstep (S = 0, or the warm-up), whose rounds wait for every step anyway. */
 static int step_due(const ring_ssp_t *s)
 {
-    double w = gather_window(s), elapsed;
+    double w = gather_window(s), elapsed = open_step_elapsed(s);
 
-    if (w <= 0 || s->computing_since <= 0 || s->step_time <= 0 || bound_at(s, s->clock) == 0)
-        return 0;
-    elapsed = ring_now() - s->computing_since;
-    return elapsed >= s->step_time - w && elapsed <= s->step_time + w;
+    return w > 0 && elapsed >= 0 && elapsed >= s->step_time - w && elapsed <= s->step_time + w;
 }
 
 /* Under mu: the trainer's open step has run past fresh_late times its recent step time (a
  * transient straggler, a jittered step): the peers' fresh waits for it had better
- * end (ssp_session.c); lockstep waits for every step anyway. */
+ * end (ssp_session.c). */
 static int step_late(const ring_ssp_t *s)
 {
-    if (s->o.fresh_late <= 0 || s->computing_since <= 0 || s->step_time <= 0 ||
-        bound_at(s, s->clock) == 0)
-        return 0;
-    return ring_now() - s->computing_since > s->o.fresh_late * s->step_time;
+    return s->o.fresh_late > 0 && open_step_elapsed(s) > s->o.fresh_late * s->step_time;
 }
 
 /* Under mu: the session fails with status and message (the first one stays). */
