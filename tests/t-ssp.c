@@ -22,8 +22,8 @@
  *     timeout times out and can be retried;
  *   - a rank killed mid-session: the others fail naming it, within the timeout;
  *   - a rank that sends control values that are not counts (huge, negative,
- *     fractions) through the session's own allreduce: the others refuse them
- *     before converting any, naming it;
+ *     fractions), or a flag that is not 0 or 1, through the session's own
+ *     allreduce: the others refuse them before converting any, naming it;
  *   - misuse: bad options, push without wait, wait twice.
  * Gradients are pure functions of (rank, step, index), small multiples of
  * 2^-8, so their sums are exact and every rank can compute the reference.
@@ -63,7 +63,7 @@
 #define CTL 8          /* the session's control slots a rank (ssp_session.h) */
 
 enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED, K_ROGUE, K_FRESH,
-            K_FRESH_STRAGGLER, K_LATE, K_GATHER, K_GATHER_ASYNC };
+            K_FRESH_STRAGGLER, K_LATE, K_GATHER, K_GATHER_ASYNC, K_ROGUE_FLAG };
 
 typedef struct ssp_case {
     enum kind kind;
@@ -172,16 +172,19 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         return h_fail(rs, "ring_comm_open");
     if (c->kind == K_SYNC)
         misuse = misuse_checks(comm);
-    if (c->kind == K_ROGUE && rank == n - 1) {
+    if ((c->kind == K_ROGUE || c->kind == K_ROGUE_FLAG) && rank == n - 1) {
         /* the session's first call: the exact control allreduce, CTL floats a rank
          * (tensor id 2); this rank fills its slots with what no count can be */
         float ctl[CTL * H_MAX_RANKS] = {0};
         ring_request_t *req;
-        ctl[CTL * rank + 0] = 1e30f; /* (a NaN the ring itself refuses as non-finite) */
-        ctl[CTL * rank + 1] = -3.0f;
-        ctl[CTL * rank + 2] = 0.5f;
-        ctl[CTL * rank + 6] = 2.0f; /* "my step is due" is a flag */
-        ctl[CTL * rank + 7] = 3.0f; /* and so is "my step is late" */
+        if (c->kind == K_ROGUE) {
+            ctl[CTL * rank + 0] = 1e30f; /* (a NaN the ring itself refuses as non-finite) */
+            ctl[CTL * rank + 1] = -3.0f;
+            ctl[CTL * rank + 2] = 0.5f;
+            ctl[CTL * rank + 6] = 2.0f; /* "my step is due" is a flag */
+        } else {
+            ctl[CTL * rank + 7] = 3.0f; /* every count valid, but "my step is late" is a flag */
+        }
         if (ring_allreduce_start_flags(comm, ctl, ctl, (size_t)n * CTL, RING_FLOAT32, RING_SUM, 2,
                                        RING_CALL_EXACT, &req) == RING_OK)
             (void)ring_request_wait(req);
@@ -356,7 +359,7 @@ int main(void)
     uint64_t sum;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(28);
+    plan(29);
     for (size_t k = 0; k < 3; k++) {
         int n = ns[k];
         ssp_case_t c = {K_SYNC, 0, 12, 0, 0, 0, 0};
@@ -534,8 +537,8 @@ int main(void)
            "rank 2 killed: both survivors name rank 2 (%s | %s)", run.r[0].msg, run.r[1].msg);
         (void)named;
     }
-    {
-        ssp_case_t c = {K_ROGUE, 2, 10, 0, 0, 0, 0};
+    for (int k = 0; k < 2; k++) {
+        ssp_case_t c = {k == 0 ? K_ROGUE : K_ROGUE_FLAG, 2, 10, 0, 0, 0, 0};
         int ran = run_ring(&run, 3, &c, NULL, 0) == 0, named = ran;
         for (int r = 0; r < 2 && ran; r++)
             named &= run.r[r].exited && run.r[r].code != 0 &&
@@ -543,8 +546,9 @@ int main(void)
                      strstr(run.r[r].msg, "rank 2 sent control values") != NULL;
         if (!named)
             h_diag(&run);
-        ok(named, "a rank sending huge/negative/fractional control values: the others fail with "
-           "a protocol error naming it (%s)", ran ? run.r[0].msg : "");
+        ok(named, "a rank sending %s: the others fail with a protocol error naming it (%s)",
+           k == 0 ? "huge/negative/fractional control values" : "a late flag of 3",
+           ran ? run.r[0].msg : "");
     }
     return tap_failed ? 1 : 0;
 }
