@@ -196,6 +196,16 @@ def test_repeats():
        and repeats.curve_median([]) == [],
        "repeats: the median curve at the steps all repeats have, else by position",
        (by_step, by_pos))
+    # a plateau: first crossings at 2, 1 and 4 s (median 2), the median curve only at 4 s
+    plateau = [[(1, .84), (2, .86), (3, .84), (4, .86)], [(1, .86), (2, .84), (3, .85), (4, .86)],
+               [(1, .80), (2, .84), (3, .84), (4, .86)]]
+    got = [repeats.median_curve_crossing(plateau, .85),
+           repeats.median_curve_crossing([[(1, .9)], [(2, .9)], [(3, .9)]], .85),
+           repeats.median_curve_crossing([[(3, .9)], [(1, .8)]], .85),
+           repeats.median_curve_crossing(plateau, .9), repeats.median_curve_crossing([], .5)]
+    ok(got == [4, 2, 3, None, None],
+       "repeats: the median curve's crossing (a repeat not yet evaluated is below it; two "
+       "curves: the mean of both), not the median of first crossings", got)
     fig, ax = charts.figure()
     vals = {("A", "x"): 10.0, ("A", "y"): 4.0}
     charts.grouped_bars(ax, ["A"], ["x", "y"], lambda g, s: vals.get((g, s)),
@@ -256,7 +266,8 @@ def test_repeats():
                                  "time_to_target_s_max")]
        == ["3", "2", "1", "0.5", "", "0.2", ""]
        and [b4.get(c) for c in ("repeats", "ok", "reached_target", "final_accuracy_median")]
-       == ["3", "0", "0", ""],
+       == ["3", "0", "0", ""]
+       and [r.get("median_curve_time_to_target_s") for r in (lk, asy, b4)] == ["0.2", "0.3", ""],
        "summary.csv: medians and ranges per cell; never reached and failed repeats counted",
        "%s\n%s" % (open(os.path.join(d, "summary.csv")).read(), err))
     ok("3 repeats per cell (seeds 7..9)" in out
@@ -265,7 +276,10 @@ def test_repeats():
        and "async        | 0.5000 [0.4000..0.6000] +1 failed" in out
        and "lockstep     | 0.2s [0.1..0.3]" in out
        and "async        | never [0.2..never] (1/2) +1 failed" in out
-       and "bounded:4    | FAILED(124)" in out and "9 runs in ?s, 4 failed" in out,
+       and "bounded:4    | FAILED(124)" in out and "9 runs in ?s, 4 failed" in out
+       and "training time to reach 0.5 on the median curve (at each time, the median of the "
+       "repeats' last accuracies)\nmode         | none\nlockstep     | 0.2s\n"
+       "async        | 0.3s\nbounded:4    | FAILED\n" in out,
        "exp with repeats: a table per figure, MEDIAN [MIN..MAX], never and failures said", out)
     acc = png_text(os.path.join(d, "accuracy-none.png"))
     thr = png_text(os.path.join(d, "throughput.png"))

@@ -210,6 +210,33 @@ def _repeat_tables(modes, scens, cells, target_text):
     return lines
 
 
+def _median_crossing(cell, stats, target):
+    """The cell's time to target on its repeats' median curve (the runs that count)."""
+    curves = [[(t, acc) for t, _, acc, _ in stats[r["run"]]["evals"]]
+              for r in cell if r["status"] == "ok" and stats.get(r["run"])]
+    return repeats.median_curve_crossing(curves, target)
+
+
+def _crossing_table(modes, scens, cells, crossings, target_text):
+    """The summary's table of repeats.median_curve_crossing, a cell a time."""
+    def text(m, sc):
+        if (m, sc) not in cells:
+            return "-"
+        if cells[(m, sc)]["ok"] == 0:
+            return "FAILED"
+        t = crossings[(m, sc)]
+        return "never" if t is None else "%.1fs" % t
+
+    w = max([len(text(m, sc)) for m in modes for sc in scens] + [len(sc) for sc in scens])
+    lines = ["", "training time to reach %s on the median curve (at each time, the median of "
+             "the repeats' last accuracies)" % target_text,
+             ("%-12s" % "mode" + "".join(" | %-*s" % (w, sc) for sc in scens)).rstrip()]
+    for m in modes:
+        lines.append(("%-12s" % m + "".join(" | %-*s" % (w, text(m, sc)) for sc in scens))
+                     .rstrip())
+    return lines
+
+
 def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, plots=True):
     """Writes OUT/runs.csv, evals.csv, staleness.csv, summary.csv,
     summary.txt and the PNGs; prints the summary and the files. Returns the
@@ -268,9 +295,11 @@ def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, p
             for tau, c in sorted(stats.get(r["run"], {}).get("taus", {}).items()):
                 f.write("%s,%d,%d\n" % (r["run"], tau, c))
     summaries = {k: cell_summary(c, stats, target) for k, c in cells.items()}
+    crossings = {k: _median_crossing(c, stats, target) for k, c in cells.items()}
     with open(os.path.join(out, "summary.csv"), "w") as f:
         f.write("mode,staleness,scenario,n,repeats,ok,reached_target,"
-                + ",".join("%s_median,%s_min,%s_max" % (k, k, k) for k, *_ in FIGURES) + "\n")
+                + ",".join("%s_median,%s_min,%s_max" % (k, k, k) for k, *_ in FIGURES)
+                + ",median_curve_time_to_target_s\n")
         for (m, sc), c in summaries.items():
             kind, bound = mode_parts(m)
             ttt = c["time_to_target_s"]
@@ -281,6 +310,7 @@ def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, p
                 # never (the median repeat, or the slowest) is empty, as in runs.csv
                 row += ["" if sp is None or v == repeats.NEVER else "%.6g" % v
                         for v in ((sp.median, sp.lo, sp.hi) if sp else (None,) * 3)]
+            row.append(_fmt(crossings[(m, sc)], "%.6g"))
             f.write(",".join(row) + "\n")
 
     failed = sum(1 for r in runs if r["status"] != "ok")
@@ -297,6 +327,7 @@ def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, p
                   "did (never: the median repeat never did); (K/N): K of the N repeats reached it"
                   % target_text]
         lines += _repeat_tables(modes, scens, summaries, target_text)
+        lines += _crossing_table(modes, scens, summaries, crossings, target_text)
         lines.append("")
     else:
         lines += ["each cell: final test accuracy / training time to reach %s (- = never) / "

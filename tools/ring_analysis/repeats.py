@@ -66,6 +66,26 @@ def curve_median(curves):
             for i in range(n)]
 
 
+def median_curve_crossing(curves, target):
+    """The first time at which the median over the repeats of their accuracy
+    reaches target, a repeat's accuracy at a time being its last evaluation
+    at or before it (none yet: below any target); None when it never does or
+    there are no curves. curves: [[(time, accuracy)], ...]. Steadier than the
+    median of first crossings where the target lies on a plateau: there one
+    evaluation's noise moves a repeat's first crossing by seconds."""
+    curves = [sorted(c) for c in curves if c]
+    at = [0] * len(curves)
+    now = [float("-inf")] * len(curves)
+    for t in sorted(set(t for c in curves for t, _ in c)):
+        for i, c in enumerate(curves):
+            while at[i] < len(c) and c[at[i]][0] <= t:
+                now[i] = c[at[i]][1]
+                at[i] += 1
+        if median(now) >= target:
+            return t
+    return None
+
+
 def _num(v, fmt):
     return "never" if v == NEVER else fmt % v
 
