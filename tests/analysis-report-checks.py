@@ -25,7 +25,7 @@ from ring_analysis import saturation_report as sat  # noqa: E402
 from ring_analysis import sweep_report as sweep  # noqa: E402
 from analysis_tap import done, ok  # noqa: E402
 
-PLAN = 44
+PLAN = 45
 T = tempfile.mkdtemp(prefix="analysis-test.")
 
 
