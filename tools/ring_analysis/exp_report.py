@@ -155,7 +155,8 @@ FIGURES = (("final_accuracy", "final test accuracy", "%.4f", "", 1),
 def cell_summary(cell, stats, target):
     """One (mode, scenario) cell's repeats: {'repeats': planned runs,
     'failed': [status of each run that failed or could not be read],
-    'ok': runs that count, FIGURE: repeats.Spread or None}. Only the runs
+    'ok': runs that count, FIGURE: repeats.Spread or None, 'median_curve_s':
+    their median curve's time to target or None}. Only the runs
     that succeeded and could be read count; time to target counts the
     repeats that never reached it as never (repeats.time_spread)."""
     good = [stats[r["run"]] for r in cell if r["status"] == "ok" and stats.get(r["run"])]
@@ -166,6 +167,8 @@ def cell_summary(cell, stats, target):
     for key, _, _, _, _ in FIGURES:
         vals = [f[key] for f in figs]
         c[key] = repeats.time_spread(vals) if key == "time_to_target_s" else repeats.spread(vals)
+    c["median_curve_s"] = repeats.median_curve_crossing(
+        [[(t, acc) for t, _, acc, _ in s["evals"]] for s in good], target)
     return c
 
 
@@ -201,40 +204,32 @@ def _repeat_tables(modes, scens, cells, target_text):
     for key, head, fmt, unit, scale in FIGURES:
         texts = {(m, sc): _cell_text(cells[(m, sc)], key, fmt, unit, scale)
                  for m in modes for sc in scens if (m, sc) in cells}
-        w = max([len(t) for t in texts.values()] + [len(sc) for sc in scens])
-        lines += ["", "%s: median [min..max] of %s" % (head.replace("TARGET", target_text), nrep),
-                  ("%-12s" % "mode" + "".join(" | %-*s" % (w, sc) for sc in scens)).rstrip()]
-        for m in modes:
-            lines.append(("%-12s" % m + "".join(" | %-*s" % (w, texts.get((m, sc), "-"))
-                                                for sc in scens)).rstrip())
+        lines += _grid("%s: median [min..max] of %s" % (head.replace("TARGET", target_text), nrep),
+                       modes, scens, texts)
     return lines
 
 
-def _median_crossing(cell, stats, target):
-    """The cell's time to target on its repeats' median curve (the runs that count)."""
-    curves = [[(t, acc) for t, _, acc, _ in stats[r["run"]]["evals"]]
-              for r in cell if r["status"] == "ok" and stats.get(r["run"])]
-    return repeats.median_curve_crossing(curves, target)
-
-
-def _crossing_table(modes, scens, cells, crossings, target_text):
-    """The summary's table of repeats.median_curve_crossing, a cell a time."""
-    def text(m, sc):
-        if (m, sc) not in cells:
-            return "-"
-        if cells[(m, sc)]["ok"] == 0:
-            return "FAILED"
-        t = crossings[(m, sc)]
-        return "never" if t is None else "%.1fs" % t
-
-    w = max([len(text(m, sc)) for m in modes for sc in scens] + [len(sc) for sc in scens])
-    lines = ["", "training time to reach %s on the median curve (at each time, the median of "
-             "the repeats' last accuracies)" % target_text,
-             ("%-12s" % "mode" + "".join(" | %-*s" % (w, sc) for sc in scens)).rstrip()]
+def _grid(title, modes, scens, texts):
+    """A summary table: a blank line, title, a row per mode, a column per
+    scenario; texts[(mode, scenario)] the cells ('-' where missing)."""
+    w = max([len(t) for t in texts.values()] + [len(sc) for sc in scens])
+    lines = ["", title, ("%-12s" % "mode" + "".join(" | %-*s" % (w, sc) for sc in scens)).rstrip()]
     for m in modes:
-        lines.append(("%-12s" % m + "".join(" | %-*s" % (w, text(m, sc)) for sc in scens))
-                     .rstrip())
+        lines.append(("%-12s" % m + "".join(" | %-*s" % (w, texts.get((m, sc), "-"))
+                                            for sc in scens)).rstrip())
     return lines
+
+
+def _crossing_table(modes, scens, cells, target_text):
+    """The summary's table of the cells' repeats.median_curve_crossing."""
+    def text(c):
+        if c["ok"] == 0:
+            return "FAILED"
+        return "never" if c["median_curve_s"] is None else "%.1fs" % c["median_curve_s"]
+
+    texts = {k: text(c) for k, c in cells.items()}
+    return _grid("training time to reach %s on the median curve (at each time, the median of "
+                 "the repeats' last accuracies)" % target_text, modes, scens, texts)
 
 
 def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, plots=True):
@@ -295,7 +290,6 @@ def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, p
             for tau, c in sorted(stats.get(r["run"], {}).get("taus", {}).items()):
                 f.write("%s,%d,%d\n" % (r["run"], tau, c))
     summaries = {k: cell_summary(c, stats, target) for k, c in cells.items()}
-    crossings = {k: _median_crossing(c, stats, target) for k, c in cells.items()}
     with open(os.path.join(out, "summary.csv"), "w") as f:
         f.write("mode,staleness,scenario,n,repeats,ok,reached_target,"
                 + ",".join("%s_median,%s_min,%s_max" % (k, k, k) for k, *_ in FIGURES)
@@ -310,7 +304,7 @@ def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, p
                 # never (the median repeat, or the slowest) is empty, as in runs.csv
                 row += ["" if sp is None or v == repeats.NEVER else "%.6g" % v
                         for v in ((sp.median, sp.lo, sp.hi) if sp else (None,) * 3)]
-            row.append(_fmt(crossings[(m, sc)], "%.6g"))
+            row.append(_fmt(c["median_curve_s"], "%.6g"))
             f.write(",".join(row) + "\n")
 
     failed = sum(1 for r in runs if r["status"] != "ok")
@@ -327,7 +321,7 @@ def report(out, target_text, model=None, epochs=None, seed=None, elapsed=None, p
                   "did (never: the median repeat never did); (K/N): K of the N repeats reached it"
                   % target_text]
         lines += _repeat_tables(modes, scens, summaries, target_text)
-        lines += _crossing_table(modes, scens, summaries, crossings, target_text)
+        lines += _crossing_table(modes, scens, summaries, target_text)
         lines.append("")
     else:
         lines += ["each cell: final test accuracy / training time to reach %s (- = never) / "
