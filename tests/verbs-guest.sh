@@ -279,25 +279,24 @@ kill_when_up() {
 # csv_rows reads it), rank r's in OUT.r, its log in OUT.r.err, every rank's log in
 # OUT.err, its exit status in RANK_RC[r] and the first non-zero one in $brc
 ranks() {
-    local out=$1 nr=$2 pids=() watchers=() r rc
+    local out=$1 nr=$2 pids=() watchers=() guard r rc
     shift 2
     rm -f "$out".*.killed
     for ((r = 0; r < nr; r++)); do
+        # the guard: timeout, unless kill_when_up kills the rank (it is the guard then)
+        guard=()
+        # shellcheck disable=SC2206 # -s KILL is two words
+        [ -n "${RANK_KILL_UP[$r]:-}" ] ||
+            guard=(timeout -k 5 ${RANK_KILL[$r]:+-s KILL} "${RANK_KILL[$r]:-120}")
+        # exec: $! is the guard, or ring-bench itself for kill_when_up to kill
+        # shellcheck disable=SC2086 # RANK_ENV[r] is a list of assignments
+        (cd "$B" && exec env RING_RANK=$r RING_WORLD_SIZE=$nr ${RANK_ENV[$r]:-} "${guard[@]}" \
+            ./ring-bench --timeout 60s --connect-timeout 60s "$@") >"$out.$r" 2>"$out.$r.err" &
+        pids+=($!)
         if [ -n "${RANK_KILL_UP[$r]:-}" ]; then
-            # exec: $! is ring-bench itself, for kill_when_up to kill
-            # shellcheck disable=SC2086 # RANK_ENV[r] is a list of assignments
-            (cd "$B" && exec env RING_RANK=$r RING_WORLD_SIZE=$nr ${RANK_ENV[$r]:-} \
-                ./ring-bench --timeout 60s --connect-timeout 60s "$@") >"$out.$r" 2>"$out.$r.err" &
-            pids+=($!)
             kill_when_up "$out.$r.err" $! "${RANK_KILL_UP[$r]}" &
             watchers+=($!)
-            continue
         fi
-        # shellcheck disable=SC2086 # RANK_ENV[r] is a list of assignments
-        (cd "$B" && env RING_RANK=$r RING_WORLD_SIZE=$nr ${RANK_ENV[$r]:-} \
-            timeout -k 5 ${RANK_KILL[$r]:+-s KILL} "${RANK_KILL[$r]:-120}" ./ring-bench \
-            --timeout 60s --connect-timeout 60s "$@") >"$out.$r" 2>"$out.$r.err" &
-        pids+=($!)
     done
     brc=0
     RANK_RC=()
