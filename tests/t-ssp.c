@@ -73,7 +73,11 @@ typedef struct ssp_case {
     double warmup_late;    /* K_LATE: 0 = the default (1.5), < 0 = off */
     double gather_s;       /* 0: the default (auto), < 0 = off */
     double fresh_late;     /* 0: the default (1.25), < 0 = off */
+    int unit_grad;         /* K_LATE: every rank pushes UNIT_GRAD with plain SGD */
 } ssp_case_t;
+
+/* a round applying one step's worth moves each parameter by exactly lr * UNIT_GRAD */
+#define UNIT_GRAD 0.25f
 
 static float grad_at(int rank, int step, size_t i)
 {
@@ -211,6 +215,12 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         o.warmup_steps = 1000; /* every step in the lockstep warm-up */
         if (c->warmup_late < 0)
             o.warmup_late = 0;
+        if (c->unit_grad) {
+            o.momentum = o.weight_decay = 0;
+            /* every rank stops together, before the late one trains alone at the end
+             * (a round without a peer that is done applies sum / N, as ever) */
+            o.stop_at_steps = 27;
+        }
     }
     rs = ring_ssp_open(comm, params, COUNT, &o, &s);
     if (rs != RING_OK)
@@ -271,7 +281,7 @@ have_step:
         if (c->kind == K_KILLED && rank == 2 && step.clock == 10)
             h_ready(); /* the parent kills it now */
         for (size_t i = 0; i < COUNT; i++)
-            g[i] = grad_at(rank, (int)step.clock, i);
+            g[i] = c->unit_grad ? UNIT_GRAD : grad_at(rank, (int)step.clock, i);
         rs = ring_ssp_push(s, g);
         if (rs != RING_OK) {
             h_put(V_STATUS, (uint64_t)rs);
@@ -301,6 +311,16 @@ have_step:
     h_put(V_FRESH_MAX_US, (uint64_t)(fresh_max * 1e6));
     if (c->kind == K_SYNC)
         h_put(V_BADREF, (uint64_t)reference_bad(params, n, steps, &o));
+    if (c->unit_grad) {
+        /* a warm-up round without a late step applies the mean of the others' steps:
+         * lockstep's step, not (N-1)/N of it (a round of 2 of 3 would be lr/12 short) */
+        uint64_t bad = 0;
+        for (size_t i = 0; i < COUNT; i++) {
+            double want = (double)i / COUNT - o.lr * UNIT_GRAD * (double)st.rounds_applied;
+            bad += fabs((double)params[i] - want) > 1e-4;
+        }
+        h_put(V_BADREF, bad);
+    }
     ring_ssp_close(s);
     ring_comm_close(comm);
     free(params);
@@ -359,7 +379,7 @@ int main(void)
     uint64_t sum;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    plan(29);
+    plan(30);
     for (size_t k = 0; k < 3; k++) {
         int n = ns[k];
         ssp_case_t c = {K_SYNC, 0, 12, 0, 0, 0, 0};
@@ -444,8 +464,8 @@ int main(void)
             {4, 0, "S=4, warmup_late 1.5 (the default)"},
             {4, -1, "S=4, warmup_late 0 (off)"},
             {0, 0, "S=0 (lockstep, never drops)"}};
-        for (int k = 0; k < 3; k++) {
-            ssp_case_t c = {K_LATE, lc[k].s, 12, 0, lc[k].late, 0, 0};
+        for (int k = 0; k < 4; k++) {
+            ssp_case_t c = {K_LATE, lc[k % 3].s, 12, 0, lc[k % 3].late, 0, 0, k == 3};
             int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
             uint64_t late = 0, pushed = ok0 ? 0 : 1;
             double b0 = ok0 ? (double)h_val(&run.r[0], V_BLOCKED_US, 0) / 1e6 : 0;
@@ -454,9 +474,19 @@ int main(void)
                 late += h_val(&run.r[r], V_LATE, 99);
                 pushed += h_val(&run.r[r], V_STEPS, 0);
             }
-            apply_all = ok0 && pushed == 36 && h_val(&run.r[0], V_CONTRIB, 0) == pushed - late &&
-                        same_hash(&run, 3);
-            if (k == 0)
+            apply_all = ok0 && (pushed == 36 || k == 3) && same_hash(&run, 3) &&
+                        h_val(&run.r[0], V_CONTRIB, 0) == pushed - late;
+            if (k == 3) {
+                uint64_t bad = 0;
+                for (int r = 0; r < 3 && ok0; r++)
+                    bad += h_val(&run.r[r], V_BADREF, 1);
+                ok(apply_all && h_val(&run.r[2], V_LATE, 0) >= 1 && bad == 0,
+                   "S=4, the same gradient on every rank, plain SGD, a stop at 27 steps: with "
+                   "rank 2's step dropped (%llu late) each of the %llu rounds moved the "
+                   "parameters by one step, not by the steps it held / 3 (%llu elements off on "
+                   "the 3 ranks)", (unsigned long long)late,
+                   (unsigned long long)h_val(&run.r[0], V_ROUNDS, 0), (unsigned long long)bad);
+            } else if (k == 0)
                 ok(apply_all && h_val(&run.r[2], V_LATE, 0) >= 1 && b0 < 0.6,
                    "%s: rank 2's 1 s step is dropped (%llu late), rank 0 was held %.3f s (not "
                    "the second), the other %llu pushes are applied once, the parameters agree",

@@ -109,13 +109,19 @@ static void engine_fail(ring_ssp_t *s, ring_status_t status, const char *what)
 /*
  * Under mu: apply a round's average (sum of its `total` steps / N) to the
  * master parameters, as the update rule says for rounds holding more than N
- * steps (ssp.h, ring_ssp_update_t).
+ * steps (ssp.h, ring_ssp_update_t). A warm-up round that went on without a
+ * late step (warm) applies the mean of the steps it holds instead: that step
+ * is dropped, never sent later, so sum / N would shrink lockstep's step by a
+ * peer's share (backup workers average what they receive, Chen et al. 2016).
  */
-static void apply_round(ring_ssp_t *s, uint64_t total, uint64_t tau_total)
+static void apply_round(ring_ssp_t *s, uint64_t total, uint64_t tau_total, int warm)
 {
     uint64_t n = (uint64_t)s->world, m = 1;
     double lr = lr_now(s), tau = (double)tau_total / (double)total;
     float k = 1.0f;
+
+    if (warm && total < n)
+        k = (float)n / (float)total;
 
     if (total > n && s->o.update == RING_SSP_UPDATE_MEAN)
         k = (float)n / (float)total;
@@ -246,7 +252,8 @@ static int engine_round(ring_ssp_t *s)
     int n = s->world, me = s->rank, any_stop = 0, all_done = 1, skipped = 0;
     int my_due, missing = 0, due = 0;
     uint64_t my_count, my_tau, total = 0, tau_total = 0, new_min = UINT64_MAX, own = 0;
-    uint64_t sum_clock = 0, live_min = UINT64_MAX, late_min = UINT64_MAX;
+    uint64_t sum_clock = 0, live_min = UINT64_MAX, late_min = UINT64_MAX, max_clock = 0;
+    int done = 0;
     double t0, idle_before;
     ring_request_t *req;
     ring_comm_stats_t cs;
@@ -301,6 +308,9 @@ static int engine_round(ring_ssp_t *s)
         if (c[CTL_DONE] == 0 && (uint64_t)c[CTL_CLOCK] < live_min)
             live_min = (uint64_t)c[CTL_CLOCK];
         sum_clock += (uint64_t)c[CTL_CLOCK];
+        if ((uint64_t)c[CTL_CLOCK] > max_clock)
+            max_clock = (uint64_t)c[CTL_CLOCK];
+        done += c[CTL_DONE] > 0;
         all_done &= c[CTL_DONE] > 0;
         s->peer_wait[p] = c[CTL_WAIT];
         any_stop |= c[CTL_STOP] > 0;
@@ -366,7 +376,9 @@ static int engine_round(ring_ssp_t *s)
         }
         total = 0;
     } else if (total > 0) {
-        apply_round(s, total, tau_total);
+        /* the same control values on every peer: each sees the same warm-up round */
+        apply_round(s, total, tau_total, s->o.staleness > 0 && s->o.warmup_late > 0 &&
+                                         max_clock <= s->o.warmup_steps && done == 0);
         s->version++;
         s->st.rounds_applied++;
         s->st.contributions += total;
