@@ -215,8 +215,8 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
                 cs->auth_failed_out++;
                 snprintf(cs->auth_why, sizeof(cs->auth_why), "rank %d (%s) %s",
                          comm->right_rank, comm->right_addr, hc->auth.why);
-                /* once can be a neighbour restarting its listener (a sub-communicator
-                 * opening): say it at debug level; again and again is worth a warning */
+                /* once or twice can be a neighbour restarting its listener (a
+                 * sub-communicator opening): debug level; from the third, a warning */
                 ring_log(cs->auth_failed_out >= 3 ? RING_LOG_WARN : RING_LOG_DEBUG,
                          "authentication with %s failed (%d times); retrying", cs->auth_why,
                          cs->auth_failed_out);
