@@ -63,20 +63,20 @@
 #define CTL 8          /* the session's control slots a rank (ssp_session.h) */
 
 enum kind { K_SYNC, K_BOUNDED, K_ASYNC, K_STOP, K_TIMEOUT, K_KILLED, K_ROGUE, K_FRESH,
-            K_FRESH_STRAGGLER, K_LATE, K_GATHER, K_GATHER_ASYNC, K_ROGUE_FLAG };
+            K_FRESH_STRAGGLER, K_LATE, K_LATE_UNIT, K_GATHER, K_GATHER_ASYNC, K_ROGUE_FLAG };
 
 typedef struct ssp_case {
     enum kind kind;
     long staleness;
     int steps;
     double fresh_wait_s;   /* 0: the default (auto) */
-    double warmup_late;    /* K_LATE: 0 = the default (1.5), < 0 = off */
+    double warmup_late;    /* K_LATE(_UNIT): 0 = the default (1.5), < 0 = off */
     double gather_s;       /* 0: the default (auto), < 0 = off */
     double fresh_late;     /* 0: the default (1.25), < 0 = off */
-    int unit_grad;         /* K_LATE: every rank pushes UNIT_GRAD with plain SGD */
 } ssp_case_t;
 
-/* a round applying one step's worth moves each parameter by exactly lr * UNIT_GRAD */
+/* K_LATE_UNIT is K_LATE with every rank pushing UNIT_GRAD under plain SGD: a round
+ * applying one step's worth moves each parameter by exactly lr * UNIT_GRAD */
 #define UNIT_GRAD 0.25f
 
 static float grad_at(int rank, int step, size_t i)
@@ -211,11 +211,11 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         o.fresh_late = 0;
     if (c->kind == K_GATHER_ASYNC)
         o.fresh_wait_s = 0; /* the fast ranks push on while a round is held */
-    if (c->kind == K_LATE) {
+    if (c->kind == K_LATE || c->kind == K_LATE_UNIT) {
         o.warmup_steps = 1000; /* every step in the lockstep warm-up */
         if (c->warmup_late < 0)
             o.warmup_late = 0;
-        if (c->unit_grad) {
+        if (c->kind == K_LATE_UNIT) {
             o.momentum = o.weight_decay = 0;
             /* every rank stops together, before the late one trains alone at the end
              * (a round without a peer that is done applies sum / N, as ever) */
@@ -272,7 +272,7 @@ have_step:
             sleep_ms(rank == n - 1 ? 15 : 5); /* rank n-1 slower, but never a step behind */
         if (c->kind == K_FRESH_STRAGGLER)
             sleep_ms(rank == n - 1 && step.clock == 5 ? 2000 : 5);
-        if (c->kind == K_LATE)
+        if (c->kind == K_LATE || c->kind == K_LATE_UNIT)
             sleep_ms(rank == n - 1 && steps == 4 ? 1000 : 10);
         if (c->kind == K_GATHER)
             sleep_ms(30 + 3 * rank); /* in phase: the steps land 3 ms apart */
@@ -281,7 +281,7 @@ have_step:
         if (c->kind == K_KILLED && rank == 2 && step.clock == 10)
             h_ready(); /* the parent kills it now */
         for (size_t i = 0; i < COUNT; i++)
-            g[i] = c->unit_grad ? UNIT_GRAD : grad_at(rank, (int)step.clock, i);
+            g[i] = c->kind == K_LATE_UNIT ? UNIT_GRAD : grad_at(rank, (int)step.clock, i);
         rs = ring_ssp_push(s, g);
         if (rs != RING_OK) {
             h_put(V_STATUS, (uint64_t)rs);
@@ -311,7 +311,7 @@ have_step:
     h_put(V_FRESH_MAX_US, (uint64_t)(fresh_max * 1e6));
     if (c->kind == K_SYNC)
         h_put(V_BADREF, (uint64_t)reference_bad(params, n, steps, &o));
-    if (c->unit_grad) {
+    if (c->kind == K_LATE_UNIT) {
         /* a warm-up round without a late step applies the mean of the others' steps:
          * lockstep's step, not (N-1)/N of it (a round of 2 of 3 would be lr/12 short) */
         uint64_t bad = 0;
@@ -465,7 +465,8 @@ int main(void)
             {4, -1, "S=4, warmup_late 0 (off)"},
             {0, 0, "S=0 (lockstep, never drops)"}};
         for (int k = 0; k < 4; k++) {
-            ssp_case_t c = {K_LATE, lc[k % 3].s, 12, 0, lc[k % 3].late, 0, 0, k == 3};
+            ssp_case_t c = {k == 3 ? K_LATE_UNIT : K_LATE, lc[k % 3].s, 12, 0, lc[k % 3].late,
+                            0, 0};
             int ok0 = run_ring(&run, 3, &c, NULL, 0) == 0 && all_exit0(&run, 3);
             uint64_t late = 0, pushed = ok0 ? 0 : 1;
             double b0 = ok0 ? (double)h_val(&run.r[0], V_BLOCKED_US, 0) / 1e6 : 0;
