@@ -109,9 +109,9 @@ typedef struct ring_ssp_options {
                                  left out, so a transient straggler does not hold every
                                  peer (the backup workers of Chen et al. 2016): the round
                                  goes on without it, its clock counts as done and its push
-                                 is dropped (stats.late_steps), and that round applies the
-                                 mean of the steps it holds (lockstep's step size, not
-                                 (N-1)/N of it); 0 = wait for it, as
+                                 is dropped (stats.late_steps), and in a bounded session
+                                 that round applies the mean of the steps it holds
+                                 (lockstep's step size, not (N-1)/N of it; async: sum/N); 0 = wait for it, as
                                  lockstep does; 1..1000; default 1.5. S = 0 and a ring
                                  of one never drop */
     uint64_t start_clock;     /* resuming: the steps every peer has done; default 0 */

@@ -41,7 +41,7 @@ static const ring_opt_t opt_table[] = {
     {"warmup-late", "RING_WARMUP_LATE", RING_OPT_DOUBLE, "1.5", "F", OFIELD(warmup_late), 0, 0,
      "bounded/async: during the lockstep warm-up, a step still computing after F times its "
      "peer's recent step time is left out and its gradient dropped, so the rounds go on "
-     "without a transient straggler, applying the mean of the others' steps (backup "
+     "without a transient straggler, (bounded: applying the mean of the others' steps; backup "
      "workers, Chen et al. 2016); 0 = wait for it, as "
      "lockstep does; otherwise 1 to 1000"},
     {"staleness-scale", "RING_STALENESS_SCALE", RING_OPT_SWITCH, "off", "on|off",

@@ -38,8 +38,8 @@ in-phase steps travel in one allreduce (None: auto, a quarter of the step time; 
 ringd --round-gather). warmup_steps=K runs the
 first K steps in lockstep; in them a step still computing after warmup_late
 times its recent step time (default 1.5; 0: wait, as lockstep does; ringd
---warmup-late) is left out of its round and its gradient dropped (the round
-applies the mean of the others' steps), so a transient straggler does not
+--warmup-late) is left out of its round and its gradient dropped (in a bounded
+session the round applies the mean of the others' steps), so a transient straggler does not
 hold every peer. Rank 0's parameters are
 broadcast to every peer before the session opens. While the session is open
 its engine owns the communicator: other ringd collectives raise until close().
