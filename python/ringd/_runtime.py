@@ -182,6 +182,11 @@ def _load_config(overrides):
     return cfg
 
 
+# callables cfg -> None, or settings (peers...) that replace the launcher's rendezvous:
+# ringd.torch adds one that meets through torch.distributed's store when it is up
+_rendezvous_finders = []
+
+
 def init(**overrides):
     """Join the ring, as the ringd program would: settings from RING_* variables and the
     launcher's (Open MPI, Slurm, torchrun, TF_CONFIG, a rendezvous), then the keyword
@@ -199,6 +204,11 @@ def init(**overrides):
                     "before initializing with other settings" % (_comm.rank, _comm.size))
             return
         cfg = _load_config(overrides)
+        for find in _rendezvous_finders:
+            found = find(cfg)
+            if found:
+                cfg = _load_config(dict(overrides, **found))
+                break
         _comm = _ringd.Comm(cfg)
         _config = cfg
         local = cfg.launch["local_rank"]

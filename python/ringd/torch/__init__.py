@@ -28,9 +28,12 @@ from .optimizer import (Compression, DistributedOptimizer, broadcast_object,
                         broadcast_optimizer_state, broadcast_parameters)
 from .hooks import allreduce_hook, HookState
 from .process_group import ProcessGroupRingd, register_backend
+from . import process_group as _process_group
+from .. import _runtime
 from .ssp import SSP
 
 register_backend()
+_runtime._rendezvous_finders.append(_process_group._rendezvous_through_default_group)
 
 __all__ = ["Compression", "DistributedOptimizer", "broadcast_parameters",
            "broadcast_optimizer_state", "broadcast_object", "allreduce_hook", "HookState",

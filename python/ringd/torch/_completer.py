@@ -1,51 +1,230 @@
-"""Turns ringd handles into torch.futures.Future objects: one daemon thread
-waits for the handles in the order they started (ringd finishes requests in
-that order) and completes each future. Its waits release the GIL, so the
-training thread and autograd go on meanwhile."""
+"""Turns ringd handles into torch.futures.Future objects.
+
+One waiter thread waits for the handles in the order they started (ringd
+finishes requests in that order; its waits release the GIL). It never runs
+a callback: it hands each outcome to a runner thread, which completes the
+future and so runs the callbacks attached with then().
+
+A callback may start a collective and wait for its future (PyTorch's
+PowerSGD hook does): a runner that waited on its own queue would wait on
+itself. So the futures of collectives started inside a callback run by
+runner d are completed by runner d+1, and so on. Each runner completes its
+futures one at a time, in the order they started, so every peer runs the
+callbacks, and starts the collectives they start, in the same order.
+
+A failed collective completes its future with an error torch's C++ side
+sees as one (torch 1.13's set_exception stores the exception as the value,
+which DDP then reads as a tensor: a crash), and the first ringd.Error is
+kept. Inside a backward pass that started collectives (DDP's reducer, a
+comm hook) the failure must reach the user as the ringd.Error itself, with
+its peer_rank, and DDP must still finish its backward (else its next step
+trips an internal assert): there a failed collective completes its future
+with its unreduced buffer, and a final callback of the backward, which runs
+after DDP's, raises the error (raise_failure_at_end_of_backward).
+"""
 import queue
 import threading
+import time
 import warnings
 
 import torch
 
 import ringd
 
-_queue = queue.Queue()
-_thread = None
-_lock = threading.Lock()
+MAX_DEPTH = 8  # callbacks that start collectives, nested this deep
+
+_lock = threading.Condition()
+_waiting = queue.Queue()   # items whose handles are not yet waited for
+_waiter = None
+_runners = []              # _Runner per depth
+_outstanding = 0           # items not yet completed
+_failure = None            # the first ringd.Error a collective raised
+_local = threading.local()  # .depth: the runner depth of this thread (0: not a runner)
 
 
-def _run():
+class _Failed:
+    """The value a failed collective completes its first future with."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _unwrap(fut):
+    value = fut.value()
+    if isinstance(value, _Failed):
+        raise value.error
+    return value
+
+
+class _Runner:
+    def __init__(self, depth):
+        self.depth = depth
+        self.queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="ringd-callbacks-%d" % depth,
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        global _outstanding
+        _local.depth = self.depth + 1
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            source, value = item
+            try:
+                source.set_result(value)  # runs then()'s callbacks here
+            except BaseException:  # noqa: B902 - a callback's error is its future's
+                pass
+            with _lock:
+                _outstanding -= 1
+                _lock.notify_all()
+
+
+def _keep_failure(error):
+    global _failure
+    with _lock:
+        if _failure is None:
+            _failure = error
+
+
+def _outcome(handles, value, on_done, soft):
+    """Wait for handles; the value to complete the future with (soft: even on failure,
+    which is then only kept, for the backward pass to raise)."""
+    try:
+        nonfinite = False
+        for h in handles:
+            try:
+                h.wait()
+            except ringd.NonFiniteError:
+                nonfinite = True  # every peer has the same inf/NaN: pass it on
+        if nonfinite:
+            warnings.warn("ringd: a gradient average is not finite (some peer's gradient "
+                          "held inf or NaN); AMP's GradScaler skips such a step",
+                          RuntimeWarning)
+        return on_done() if on_done is not None else value
+    except BaseException as e:  # noqa: B902 - handed to whoever waits on the future
+        if isinstance(e, ringd.Error):
+            _keep_failure(e)
+            if soft:
+                return _value_anyway(value, on_done)
+        return _Failed(e)
+
+
+def _value_anyway(value, on_done):
+    """A failed collective's value for a soft future (DDP reads it as a tensor: never None)."""
+    try:
+        return on_done() if on_done is not None else value
+    except BaseException:  # noqa: B902 - the failure is kept; any tensor will do
+        return value
+
+
+def _wait_loop():
     while True:
-        item = _queue.get()
-        if item is None:
-            return
-        handles, fut, value, on_done = item
-        try:
-            nonfinite = False
-            for h in handles:
-                try:
-                    h.wait()
-                except ringd.NonFiniteError:
-                    nonfinite = True  # every peer has the same inf/NaN: pass it on
-            if nonfinite:
-                warnings.warn("ringd: a gradient average is not finite (some peer's gradient "
-                              "held inf or NaN); AMP's GradScaler skips such a step",
-                              RuntimeWarning)
-            if on_done is not None:
-                value = on_done()
-            fut.set_result(value)
-        except BaseException as e:  # noqa: B902 - handed to whoever waits on the future
-            fut.set_exception(e)
+        handles, source, value, on_done, depth, soft = _waiting.get()
+        result = _outcome(handles, value, on_done, soft)
+        _runner(depth).queue.put((source, result))
+
+
+def _runner(depth):
+    with _lock:
+        while len(_runners) <= depth:
+            _runners.append(_Runner(len(_runners)))
+        return _runners[depth]
 
 
 def future_of(handles, value, on_done=None):
-    """A Future that completes with `value` (or on_done()'s result) once every handle is done."""
-    global _thread
+    """A Future that completes with `value` (or on_done()'s result) once every handle is
+    done, or with the error one of them raised (see the module's doc for backward)."""
+    global _waiter, _outstanding
+    depth = getattr(_local, "depth", 0)
+    if depth >= MAX_DEPTH:
+        raise RuntimeError("ringd.torch: future callbacks nest collectives more than %d deep"
+                           % MAX_DEPTH)
     with _lock:
-        if _thread is None or not _thread.is_alive():
-            _thread = threading.Thread(target=_run, name="ringd-futures", daemon=True)
-            _thread.start()
-    fut = torch.futures.Future()
-    _queue.put((list(handles), fut, value, on_done))
+        if _waiter is None or not _waiter.is_alive():
+            _waiter = threading.Thread(target=_wait_loop, name="ringd-futures", daemon=True)
+            _waiter.start()
+        _outstanding += 1
+        soft = bool(_collecting)
+    source = torch.futures.Future()
+    fut = source.then(_unwrap)
+    _waiting.put((list(handles), source, value, on_done, depth, soft))
     return fut
+
+
+def start_or_fail(start, value):
+    """start() -> handles; when it raises the ring's error inside a backward pass that
+    collects failures, the handles of nothing: the failure is kept, the future gets
+    value (the backward raises it at its end). Elsewhere the error is raised."""
+    try:
+        return start()
+    except ringd.Error as e:
+        if not _collecting:
+            raise
+        _keep_failure(e)
+        return []
+
+
+def failure():
+    """The first ringd.Error a collective behind a future raised (None: none did)."""
+    return _failure
+
+
+def settle(timeout):
+    """Wait (at most timeout seconds) until every future handed out is completed."""
+    deadline = time.monotonic() + timeout
+    with _lock:
+        while _outstanding > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _lock.wait(min(left, 0.5))
+    return True
+
+
+_collecting = set()  # threads in a backward pass whose end raises a failure
+
+
+def raise_failure_at_end_of_backward():
+    """Called while backward starts a collective: make this backward pass raise the ring's
+    failure, if one happens, once it and DDP's own end of backward have run (see the
+    module's doc). Outside a backward pass: nothing."""
+    me = threading.get_ident()
+    if me in _collecting or getattr(_local, "depth", 0):
+        return
+    try:
+        torch.autograd.Variable._execution_engine.queue_callback(lambda: _settle_backward(me))
+    except RuntimeError:
+        return  # not inside a backward pass
+    with _lock:
+        _collecting.add(me)
+
+
+def _settle_backward(thread):
+    # queued at the first collective of the pass, so before DDP's end of backward (queued
+    # when its last bucket starts): wait for every future, then raise after DDP's
+    try:
+        settle(_settle_timeout())
+    finally:
+        with _lock:
+            _collecting.discard(thread)
+    torch.autograd.Variable._execution_engine.queue_callback(_raise_failure)
+
+
+def _raise_failure():
+    if _failure is not None:
+        raise _failure
+
+
+def _settle_timeout():
+    """Every collective ends within the ring's timeout; twice that and some slack."""
+    try:
+        text = str(ringd.config().get("timeout", "60s"))
+        scale = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+        for unit in ("ms", "s", "m", "h"):
+            if text.endswith(unit):
+                return 2 * float(text[:-len(unit)]) * scale[unit] + 10
+        return 2 * float(text) + 10
+    except (ValueError, ringd.Error):
+        return 130.0

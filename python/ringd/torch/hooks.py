@@ -28,5 +28,8 @@ def allreduce_hook(state, bucket):
     codec = state.codec if isinstance(state, HookState) else None
     if isinstance(state, HookState):
         state.allreduces += 1
-    handle = ringd.allreduce_async(buf, op="avg", codec=codec, tensor_id=bucket.index())
-    return _completer.future_of([handle], buf)
+    _completer.raise_failure_at_end_of_backward()
+    handles = _completer.start_or_fail(
+        lambda: [ringd.allreduce_async(buf, op="avg", codec=codec, tensor_id=bucket.index())],
+        buf)
+    return _completer.future_of(handles, buf)

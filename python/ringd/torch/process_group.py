@@ -67,7 +67,7 @@ class _RingdWork(dist._Work):
             def done():
                 self._forget()
                 return self._result
-            self._future = _completer.future_of(self._handles, None, done)
+            self._future = _completer.future_of(self._handles, self._result, done)
         return self._future
 
 
@@ -100,6 +100,35 @@ def _free_port(host):
         return s.getsockname()[1]
 
 
+def peers_through_store(store, rank, size, prefix="ringd"):
+    """Every rank's "host:port" for ringd, exchanged through a c10d store (each rank
+    publishes a port free on the address its peers reach it at)."""
+    host = _local_address()
+    store.set("%s/peer/%d" % (prefix, rank), "%s:%d" % (host, _free_port(host)))
+    return ",".join(store.get("%s/peer/%d" % (prefix, r)).decode() for r in range(size))
+
+
+_store_inits = 0  # ringd.init() calls that met through torch's store (a key prefix each)
+
+
+def _rendezvous_through_default_group(cfg):
+    """ringd.init()'s rendezvous when torch.distributed is up and nothing set ringd's
+    own: the default group's store, so that ringd does not serve a second store on
+    MASTER_PORT, where rank 0's c10d store already listens (init_process_group("gloo")
+    then ringd.init() under mpirun or srun)."""
+    global _store_inits
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    if cfg.source("peers") != "default" or cfg.source("rendezvous") not in ("default",
+                                                                             "launcher"):
+        return None
+    _store_inits += 1
+    rank, size = dist.get_rank(), dist.get_world_size()
+    store = dist.distributed_c10d._get_default_store()
+    return {"rank": rank, "world_size": size,
+            "peers": peers_through_store(store, rank, size, "ringd-init/%d" % _store_inits)}
+
+
 class ProcessGroupRingd(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
@@ -112,11 +141,13 @@ class ProcessGroupRingd(dist.ProcessGroup):
                     "the ringd ring is already up as rank %d of %d, but torch.distributed "
                     "asks for rank %d of %d" % (ringd.rank(), ringd.size(), rank, size))
         else:
-            host = _local_address()
-            store.set("ringd/peer/%d" % rank, "%s:%d" % (host, _free_port(host)))
-            peers = [store.get("ringd/peer/%d" % r).decode() for r in range(size)]
-            ringd.init(rank=rank, world_size=size, peers=",".join(peers),
-                       timeout="%gs" % timeout.total_seconds())
+            settings = {}
+            # torch's default timeout (30 min) is not the user's choice: ringd's applies
+            # (RING_TIMEOUT, or its default); a timeout= given to init_process_group wins
+            if timeout != dist.default_pg_timeout:
+                settings["timeout"] = "%gs" % timeout.total_seconds()
+            ringd.init(rank=rank, world_size=size, peers=peers_through_store(store, rank, size),
+                       **settings)
         self.ringd_calls = 0
 
     # -- what runs on ringd --------------------------------------------------
@@ -127,7 +158,9 @@ class ProcessGroupRingd(dist.ProcessGroup):
         if op is None or any(t.dtype not in _FLOATS or t.device.type != "cpu" for t in tensors):
             return self._gloo.allreduce(tensors, opts)
         self.ringd_calls += 1
-        return _RingdWork([ringd.allreduce_async(t, op=op) for t in tensors], tensors)
+        _completer.raise_failure_at_end_of_backward()
+        return _RingdWork(_completer.start_or_fail(
+            lambda: [ringd.allreduce_async(t, op=op) for t in tensors], tensors), tensors)
 
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else BroadcastOptions()
@@ -238,7 +271,7 @@ class _GatherWork(_RingdWork):
                     self._scatter_out()
                     self._copied = True
                 return self._result
-            self._future = _completer.future_of(self._handles, None, done)
+            self._future = _completer.future_of(self._handles, self._result, done)
         return self._future
 
 
