@@ -33,6 +33,8 @@ size_t ring_coll_describe(ring_coll_t coll, uint64_t round, uint64_t count, unsi
     else if (coll == RING_COLL_BROADCAST) /* an ABORT notice does not carry the root */
         n = snprintf(buf, len, "%s #%llu of %llu bytes, tensor id %u", name,
                      (unsigned long long)round, (unsigned long long)count, tensor_id);
+    else if (coll == RING_COLL_ALLGATHER && tensor_id == RING_BARRIER_TENSOR_ID)
+        n = snprintf(buf, len, "barrier #%llu", (unsigned long long)round);
     else if (coll == RING_COLL_ALLGATHER)
         n = snprintf(buf, len, "%s #%llu of %llu bytes in all, tensor id %u", name,
                      (unsigned long long)round, (unsigned long long)count, tensor_id);

@@ -8,6 +8,9 @@
 
 #include <ringd/comm.h>
 
+/* the tensor id of a barrier (an allgather of one byte each): errors name it a barrier */
+#define RING_BARRIER_TENSOR_ID UINT32_MAX
+
 #include "errors.h"
 #include "autotune_space.h"
 #include "peers.h"

@@ -37,6 +37,8 @@ not for ones that look at every gradient at once (LBFGS, or clipping
 between backward and step: call synchronize() first, which turns it off for
 that step).
 """
+import contextlib
+import sys
 import time
 import warnings
 
@@ -44,6 +46,10 @@ import torch
 
 import ringd
 from ._buckets import BREAK_MIN_BYTES, InFlight, plan_buckets
+
+# the tensor id of the allreduce of which parameters each peer used (the buckets' ids are
+# their indexes)
+USED_TENSOR_ID = 0xFFFF0001
 
 
 class Compression:
@@ -79,7 +85,7 @@ def _call_mode(compression, dtype):
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 bucket_bytes, staleness, warmup_steps, overlap_step):
+                 bucket_bytes, staleness, warmup_steps, overlap_step, find_unused_parameters):
         super(self.__class__, self).__init__(params)
         ringd_required("DistributedOptimizer")
         if backward_passes_per_step < 1:
@@ -97,6 +103,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._staleness = staleness
         self._warmup = warmup_steps
         self._overlap_step = bool(overlap_step)
+        self._find_unused = bool(find_unused_parameters)
+        self._index = {p: i for i, p in enumerate(params)}
         self._compression = compression
         self._bucket_bytes = bucket_bytes
         self._in_flight = InFlight()
@@ -104,8 +112,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # registration (backward runs the model backwards)
         self._make_buckets(list(reversed(params)))
         self._arrival = []
+        self._planned = False    # the bucket plan is final (rebuilt, or loaded)
+        self._plan = None        # that plan (state_dict): None before the first step
         self._step_id = 0
         self._synced = False
+        self._skip_sync = False
+        # per set of buffers: which parameters some peer produced a gradient for
+        self._used_sets = [None] * (self._staleness + 1)
         self.allreduces = 0      # allreduces started (tests: fusion)
         self.skipped_steps = 0   # updates skipped for a non-finite average
         self._reset_backward()
@@ -129,19 +142,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._sets = [[torch.zeros(b.numel, dtype=self._modes[i][0])
                        for i, b in enumerate(self._buckets)]
                       for _ in range(self._staleness + 1)]
-        # lockstep without a cast: .grad is a view into its bucket, so backward
-        # accumulates there and the average lands there, no copies (DDP's
-        # gradient_as_bucket_view); a .grad replaced by the caller is copied instead
+        # lockstep without a cast: once a step has put the average in .grad, .grad is a
+        # view into its bucket, so the next backward accumulates there and the average
+        # lands there, no copies (DDP's gradient_as_bucket_view); a .grad that is not
+        # the view (set to None by zero_grad, replaced by the caller) is copied instead
         self._views = {}
         for b in self._buckets:
             if self._staleness == 0 and self._modes[b.index][0] == b.dtype:
                 buf = self._sets[0][b.index]
                 for p, off, n in b.params:
                     view = buf[off:off + n].view(p.shape)
-                    if p.grad is not None:
+                    if p.grad is not None and not p.grad.is_sparse:
                         view.copy_(p.grad)
-                    p.grad = view
+                        p.grad = view
                     self._views[p] = view
+        self._launched = {}  # bucket index -> [(p, its .grad, its version)] at the start
+        self._launched_grads = {}
 
     def _rebuild_buckets(self):
         """After the first step, as DDP does: buckets in the order gradients came, so
@@ -159,9 +175,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         plan += [(index[p], 0) for p in reversed(self._params) if p not in arrived]
         plan_t = torch.tensor(plan, dtype=torch.int64).reshape(-1, 2)
         ringd.broadcast(plan_t, root=0)
-        new = [self._params[i] for i in plan_t[:, 0].tolist()]
-        breaks = {self._params[i] for i, brk in plan_t.tolist() if brk}
-        self._make_buckets(new, breaks)
+        self._apply_plan(plan_t.tolist())
+
+    def _apply_plan(self, plan):
+        """Buckets from a plan: [parameter index, 1 where a bucket must start] in the
+        order gradients are expected (rank 0's, or a checkpoint's)."""
+        try:
+            order = [int(i) for i, _ in plan]
+            breaks = {self._params[int(i)] for i, brk in plan if brk}
+        except (TypeError, ValueError, IndexError):
+            order = None
+        if order is None or sorted(order) != list(range(len(self._params))):
+            raise ValueError("ringd.torch: the bucket plan in this state (a checkpoint's?) "
+                             "is not one of this optimizer's %d parameters: load the state "
+                             "of the same model and parameter groups" % len(self._params))
+        self._make_buckets([self._params[i] for i in order], breaks)
+        self._plan = [[int(i), int(brk)] for i, brk in plan]
+        self._planned = True
 
     # ---- backward: buckets fill and start ------------------------------------
 
@@ -169,7 +199,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._pending = [len(b.params) for b in self._buckets]
         self._passes_left = {}
         self._ready = set()
+        self._touched = set()  # parameters backward produced a gradient for (any pass)
         self._next = 0
+        self._arrival = []     # (first step only) when each gradient came
 
     def _make_hook(self, p):
         def hook(*unused):
@@ -177,6 +209,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _grad_ready(self, p):
+        self._touched.add(p)
         left = self._passes_left.get(p, self._passes)
         if left > 1:
             self._passes_left[p] = left - 1
@@ -193,10 +226,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._pending[b.index] -= 1
         try:
             self._launch_ready()
-        except ringd.Error:
-            # a peer failed (the start or a wait for room raised): this backward is
-            # over, so that the next one raises the communicator's sticky error too,
-            # not "produced again"
+        except BaseException:
+            # a peer failed (the start or a wait for room raised), or a gradient could
+            # not go into its bucket: this backward is over, so that the next one raises
+            # the same error again, not "produced again"
             self._reset_backward()
             raise
 
@@ -211,8 +244,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, off, n in b.params:
             if p.grad is None:  # not used in this backward: it contributes zeros
                 buf[off:off + n].zero_()
+            elif p.grad.is_sparse:  # an embedding's: it travels dense (Horovod's sparse_as_dense)
+                buf[off:off + n].copy_(p.grad.detach().to_dense().reshape(-1))
             elif not self._is_view(p):
                 buf[off:off + n].copy_(p.grad.detach().reshape(-1))
+        # what .grad was when its allreduce started: a change before step() is a mistake
+        # (clipping without synchronize(): .grad may be the buffer on the wire)
+        self._launched[b.index] = [(p, p.grad, None if p.grad is None else p.grad._version)
+                                   for p, _, _ in b.params]
         self._in_flight.make_room()
         codec = self._modes[b.index][1]
         self._in_flight.add(self._step_id, ringd.allreduce_async(buf, op=self._op, codec=codec,
@@ -220,34 +259,76 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.allreduces += 1
 
     def _finish_backward(self):
-        """Start the buckets backward did not fill (unused parameters count as zeros)."""
+        """Start the buckets backward did not fill (unused parameters count as zeros), and
+        the allreduce that tells which parameters some peer produced a gradient for."""
         for i in range(self._next, len(self._buckets)):
             self._pending[i] = 0
         self._launch_ready()
+        used = torch.tensor([1.0 if p in self._touched else 0.0 for p in self._params])
+        if self._find_unused:
+            self._in_flight.make_room()
+            self._in_flight.add(self._step_id, ringd.allreduce_async(
+                used, op="sum", codec="exact", tensor_id=USED_TENSOR_ID), "used")
+        else:
+            used.fill_(1.0)  # every parameter counts as used somewhere (DDP's default)
+        self._used_sets[self._slot()] = used
+
+    def _slot(self, step_id=None):
+        return (self._step_id if step_id is None else step_id) % (self._staleness + 1)
 
     # ---- step --------------------------------------------------------------
 
     def _apply(self, step_id):
         """Wait for step_id's averages and put them in .grad; False for a non-finite one."""
         finite = self._in_flight.wait_through(step_id)
-        bufs = self._sets[step_id % (self._staleness + 1)]
+        bufs = self._sets[self._slot(step_id)]
+        used = self._used_sets[self._slot(step_id)].tolist()
         for b in self._buckets:
-            self._apply_bucket(b, bufs[b.index])
+            self._apply_bucket(b, bufs[b.index], used)
         return finite
 
-    def _apply_bucket(self, b, buf):
-        """Put bucket b's average (in buf) in its parameters' .grad."""
+    def _apply_bucket(self, b, buf, used):
+        """Put bucket b's average (in buf) in the .grad of its parameters some peer
+        produced a gradient for (used: a flag per parameter; None: all); the others'
+        .grad stay as they are (None stays None: DDP's find_unused_parameters)."""
         for p, off, n in b.params:
-            if self._is_view(p):
-                continue  # the average is in .grad already
-            if p in self._views:
-                p.grad = self._views[p]  # the caller replaced .grad: point it back
+            if used is not None and used[self._index[p]] == 0:
                 continue
+            launched = self._launched_grads.get(p)
             avg = buf[off:off + n].view(p.shape)
-            if p.grad is None:
+            if launched is not None and launched.is_sparse:
+                p.grad = avg.to(p.dtype).to_sparse(1)  # sparse in, sparse out (SparseAdam)
+            elif self._is_view(p):
+                continue  # the average is in .grad already
+            elif p in self._views:
+                p.grad = self._views[p]  # from now on backward accumulates in the bucket
+            elif p.grad is None:
                 p.grad = avg.to(p.dtype).clone()
             else:
                 p.grad.copy_(avg)
+
+    def _check_untouched(self):
+        """Raise when a .grad changed between the start of its allreduce and now: it may
+        be the very buffer on the wire (clip_grad_norm_ without synchronize()), and the
+        peers would apply different averages, or the change would be lost."""
+        for records in self._launched.values():
+            for p, grad, version in records:
+                if p.grad is grad and (grad is None or grad._version == version):
+                    continue
+                self._launched.clear()
+                raise ringd.InvalidError(
+                    "ringd.torch: the gradient of %s changed after its allreduce started "
+                    "(clip_grad_norm_ or another change between backward and step()), so "
+                    "it may differ between peers or be overwritten by the average: call "
+                    "optimizer.synchronize() first, change the averaged gradients, then "
+                    "step() (or, as in Horovod, step() inside `with "
+                    "optimizer.skip_synchronize():`)%s"
+                    % (self._names.get(p, "a parameter"),
+                       "; with staleness the gradient applied is an older step's average "
+                       "and cannot be changed" if self._staleness else ""))
+        self._launched_grads = {p: grad for records in self._launched.values()
+                                for p, grad, _ in records}
+        self._launched.clear()
 
     def _step_overlapped(self):
         """Lockstep step() with overlap_step: each bucket's update as soon as its
@@ -256,10 +337,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         bufs = self._sets[0]
         finite = True
         for b in self._buckets:
+            used = None  # a bucket of parameters used here is used
+            if any(p not in self._touched for p, _, _ in b.params):
+                self._in_flight.wait_tag(self._step_id, "used")  # who used them elsewhere
+                used = self._used_sets[0].tolist()
             if not self._in_flight.wait_tag(self._step_id, b.index):
                 finite = False
                 break
-            self._apply_bucket(b, bufs[b.index])
+            self._apply_bucket(b, bufs[b.index], used)
             self._update_only(self._bucket_groups[b.index])
         self._in_flight.wait_through(self._step_id)
         return finite
@@ -285,39 +370,61 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._stale_now():
             raise RuntimeError("ringd.torch: synchronize() is for lockstep steps; with "
                                "staleness the average applied is an older step's")
-        self._finish_backward()
-        self._sync_finite = self._apply(self._step_id)
-        self._synced = True
+        if not self._synced:
+            self._sync_finite = self._gather(self._step_id)
+            self._synced = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Horovod's clipping recipe: synchronize(), clip, then step() inside this block.
+        (step() after synchronize() only updates anyway; the block checks that
+        synchronize() came first.)"""
+        self._skip_sync = True
+        try:
+            yield
+        finally:
+            self._skip_sync = False
 
     def _stale_now(self):
         return self._staleness > 0 and self._step_id >= self._warmup
 
+    def _gather(self, apply_id, overlapped=False):
+        """Start what backward left, check no gradient changed in flight, wait and apply
+        (apply_id None: nothing to apply). A failure ends this step's backward, so that
+        the next one raises the ring's sticky error again, not "produced again"."""
+        try:
+            self._finish_backward()
+            self._check_untouched()
+            if overlapped:
+                return self._step_overlapped()
+            return None if apply_id is None else self._apply(apply_id)
+        except BaseException:
+            self._reset_backward()
+            if not isinstance(sys.exc_info()[1], ringd.Error):
+                try:  # this step's allreduces still run: let them end here
+                    self.finish()
+                except ringd.Error:
+                    pass
+            raise
+
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         updated = False
+        if self._skip_sync and not self._synced:
+            raise ringd.InvalidError(
+                "ringd.torch: step() inside skip_synchronize() without synchronize() "
+                "before it: the gradients are not averaged yet")
         if self._synced:
             finite, apply_id = self._sync_finite, self._step_id
         elif self._overlap_step and not self._stale_now():
             apply_id = self._step_id
-            try:
-                self._finish_backward()
-                finite = self._step_overlapped()
-            except ringd.Error:
-                self._reset_backward()
-                raise
+            finite = self._gather(apply_id, overlapped=True)
             updated = True
         else:
             apply_id = self._step_id - self._staleness if self._stale_now() else self._step_id
-            try:
-                self._finish_backward()
-                # the S steps after the warm-up apply nothing: that average was applied
-                finite = self._apply(apply_id) if apply_id >= min(self._warmup, self._step_id) \
-                    else None
-            except ringd.Error:
-                # the ring failed (sticky): the next backward and step raise it again,
-                # not a complaint about this step's gradients
-                self._reset_backward()
-                raise
+            # the S steps after the warm-up apply nothing: that average was applied
+            finite = self._gather(apply_id if apply_id >= min(self._warmup, self._step_id)
+                                  else None)
         if finite and not updated:
             super(self.__class__, self).step()
         elif finite is not None and not finite:
@@ -329,7 +436,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                           RuntimeWarning, stacklevel=2)
         self._synced = False
         self._step_id += 1
-        if self._step_id == 1 and not self._in_flight.steps():
+        if self._step_id == 1 and not self._in_flight.steps() and not self._planned:
             self._rebuild_buckets()
         self._reset_backward()
         return loss
@@ -340,12 +447,36 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for s in self._in_flight.steps():
             self._in_flight.wait_through(s)
 
-    def zero_grad(self, set_to_none=False):
+    def zero_grad(self, set_to_none=None):
+        """The wrapped optimizer's zero_grad, with its default (torch 2: set_to_none)."""
         if self._ready and not self._synced and self._next < len(self._buckets):
             warnings.warn("ringd.torch: zero_grad() with gradients not yet averaged: call "
                           "step() first", RuntimeWarning, stacklevel=2)
-        super(self.__class__, self).zero_grad(set_to_none=set_to_none)
+        if set_to_none is None:
+            super(self.__class__, self).zero_grad()
+        else:
+            super(self.__class__, self).zero_grad(set_to_none=set_to_none)
 
+    # ---- checkpoints --------------------------------------------------------
+
+    def state_dict(self):
+        """The wrapped optimizer's state, and the fusion buckets' plan: a run resumed from
+        it sends the same allreduces as the uninterrupted run (bitwise the same result)."""
+        state = super(self.__class__, self).state_dict()
+        state["ringd"] = {"bucket_plan": self._plan}
+        return state
+
+    def load_state_dict(self, state_dict):
+        extra = state_dict.get("ringd") if isinstance(state_dict, dict) else None
+        if extra is not None:
+            state_dict = {k: v for k, v in state_dict.items() if k != "ringd"}
+        super(self.__class__, self).load_state_dict(state_dict)
+        plan = extra.get("bucket_plan") if isinstance(extra, dict) else None
+        if plan is not None:
+            if self._in_flight.steps():
+                raise ringd.InvalidError("ringd.torch: load_state_dict() with allreduces in "
+                                         "flight: call finish() first")
+            self._apply_plan(plan)
 
 def ringd_required(what):
     if not ringd.is_initialized():
@@ -376,7 +507,8 @@ def _parameter_names(param_groups, named_parameters):
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.default,
                          backward_passes_per_step=1, op="avg", bucket_bytes=25 << 20,
-                         staleness=0, warmup_steps=None, overlap_step=False):
+                         staleness=0, warmup_steps=None, overlap_step=False,
+                         find_unused_parameters=True):
     """Wrap a torch.optim optimizer so that step() applies the average of every
     peer's gradients (see the module's doc). The result is an instance of the
     optimizer's own class (LR schedulers accept it), with its param_groups.
@@ -389,13 +521,17 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     warmup_steps: lockstep steps before staleness starts (default: S).
     overlap_step: update each bucket's parameters as soon as its average lands
         (lockstep steps; see the module's doc for what it assumes of the optimizer).
+    find_unused_parameters: True (default): a parameter no peer produced a gradient for
+        in a step keeps its .grad (None stays None, so Adam leaves it alone), one some
+        peers produced is averaged with zeros for the others, as DDP does; it costs one
+        small allreduce per step. False: every parameter counts as used.
     """
     if warmup_steps is None:
         warmup_steps = staleness
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, bucket_bytes, staleness, warmup_steps, overlap_step)
+               op, bucket_bytes, staleness, warmup_steps, overlap_step, find_unused_parameters)
 
 
 def broadcast_parameters(params, root_rank=0):
