@@ -39,12 +39,13 @@ def _error_factory(code, message, where):
 
 _ringd.set_error_factory(_error_factory)
 
+# not in __all__: ringd.TimeoutError and ringd.IOError (subclasses of the builtins of the
+# same names), so that `from ringd import *` does not shadow the builtins
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size", "config",
     "launcher", "stats", "allreduce", "allreduce_async", "broadcast", "broadcast_async",
     "allgather", "allgather_async", "reduce_scatter", "reduce_scatter_async", "barrier",
     "barrier_async", "Handle", "Error", "ConfigError", "InvalidError", "NotInitializedError",
-    "TimeoutError", "PeerError", "MismatchError", "ProtocolError", "NonFiniteError", "IOError",
-    "NoMemoryError", "UnsupportedError", "CanceledError", "InternalError", "parse_message",
+    "PeerError", "MismatchError", "ProtocolError", "NonFiniteError", "NoMemoryError", "UnsupportedError", "CanceledError", "InternalError", "parse_message",
     "MAX_REQUESTS",
 ]

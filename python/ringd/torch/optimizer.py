@@ -38,6 +38,7 @@ between backward and step: call synchronize() first, which turns it off for
 that step).
 """
 import contextlib
+import re
 import sys
 import time
 import warnings
@@ -544,15 +545,24 @@ def broadcast_parameters(params, root_rank=0):
         items = [x if isinstance(x, tuple) else ("tensor %d" % i, x)
                  for i, x in enumerate(params)]
     in_flight = InFlight()
-    for i, (name, t) in enumerate(items):
-        if not torch.is_tensor(t):
-            raise TypeError("broadcast_parameters: %s is a %s, not a tensor"
-                            % (name, type(t).__name__))
-        if not t.is_contiguous():
-            raise ValueError("broadcast_parameters: %s is not contiguous" % name)
-        in_flight.make_room()
-        in_flight.add(0, ringd.broadcast_async(t.detach(), root=root_rank, tensor_id=i))
-    in_flight.wait_through(0)
+    try:
+        for i, (name, t) in enumerate(items):
+            if not torch.is_tensor(t):
+                raise TypeError("broadcast_parameters: %s is a %s, not a tensor"
+                                % (name, type(t).__name__))
+            if not t.is_contiguous():
+                raise ValueError("broadcast_parameters: %s is not contiguous" % name)
+            in_flight.make_room()
+            in_flight.add(0, ringd.broadcast_async(t.detach(), root=root_rank, tensor_id=i))
+        in_flight.wait_through(0)
+    except ringd.MismatchError as e:
+        # the peers' lists differ: name the tensor the id stands for here
+        m = re.search(r"tensor id (\d+)", e.message)
+        i = int(m.group(1)) if m else -1
+        here = "here tensor id %d is %s" % (i, items[i][0]) if 0 <= i < len(items) else \
+            "here %d tensors were given" % len(items)
+        raise type(e)("%s (%s: pass the same state, in the same order, on every peer)"
+                      % (e.message, here), getattr(e, "status", None)) from None
 
 
 def broadcast_object(obj, root_rank=0):
@@ -572,7 +582,12 @@ def broadcast_object(obj, root_rank=0):
     ringd.broadcast(payload, root=root_rank)
     if ringd.rank() == root_rank:
         return obj
-    return torch.load(io.BytesIO(payload.numpy().tobytes()))
+    data = io.BytesIO(payload.numpy().tobytes())
+    try:  # torch >= 2.6 loads weights only by default; this is any object root_rank sent
+        return torch.load(data, weights_only=False)
+    except TypeError:  # torch < 1.13.1 has no weights_only
+        data.seek(0)
+        return torch.load(data)
 
 
 def broadcast_optimizer_state(optimizer, root_rank=0):
