@@ -14,7 +14,9 @@ overlap).
 Backends: ringd (ringd.torch.DistributedOptimizer), ddp-gloo (DDP over
 torch.distributed's Gloo), ddp-ringd-hook (DDP over Gloo with ringd's
 communication hook), ddp-ringd (DDP over the "ringd" torch.distributed
-backend). Rank 0 prints one line: samples/s of all peers, steps, seconds.
+backend). --powersgd R: DDP (ddp-gloo or ddp-ringd) with PyTorch's PowerSGD hook
+of rank R instead (from the fourth step, with error feedback and warm start).
+Rank 0 prints one line: samples/s of all peers, steps, seconds, last loss.
 Rank and world size come from the launcher (RING_*, Open MPI, Slurm, torchrun
 variables); DDP's store is MASTER_ADDR:MASTER_PORT (default 127.0.0.1:29511).
 """
@@ -62,6 +64,8 @@ def main():
                     help="ringd: apply step t-S's average at step t (default 0: lockstep)")
     ap.add_argument("--overlap-step", action="store_true",
                     help="ringd: update each bucket's parameters as its average lands")
+    ap.add_argument("--powersgd", type=int, default=0, metavar="R",
+                    help="ddp-gloo, ddp-ringd: PyTorch's PowerSGD hook of rank R (0: off)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     rank, world = launcher_rank()
@@ -88,6 +92,11 @@ def main():
         if args.backend == "ddp-ringd-hook":
             ringd.init(codec=args.codec)
             step_model.register_comm_hook(None, ringd.torch.allreduce_hook)
+        elif args.powersgd:
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+            state = psgd.PowerSGDState(process_group=None, start_powerSGD_iter=3,
+                                       matrix_approximation_rank=args.powersgd)
+            step_model.register_comm_hook(state, psgd.powerSGD_hook)
     x = torch.randn(args.batch, 1024)
     y = torch.randn(args.batch, 1024)
     t0 = 0.0
@@ -107,14 +116,14 @@ def main():
             parts[i] += d
     elapsed = time.time() - t0
     if rank == 0:
-        print("%s%s%s codec %s: %d peers, %.1fM parameters, batch %d: %.1f samples/s (all peers), "
-              "%.1f ms/step over %d steps" % (args.backend, " staleness %d" % args.staleness
-                                               if args.staleness else "",
-                                               " overlap-step" if args.overlap_step else "", args.codec if "ringd" in args.backend
-                                               else "none", world, nparams / 1e6, args.batch,
-                                               args.batch * world * args.steps / elapsed,
-                                               elapsed / args.steps * 1e3, args.steps),
-              flush=True)
+        print("%s%s%s%s codec %s: %d peers, %.1fM parameters, batch %d: %.1f samples/s (all "
+              "peers), %.1f ms/step over %d steps, last loss %.5f"
+              % (args.backend, " powersgd %d" % args.powersgd if args.powersgd else "",
+                 " staleness %d" % args.staleness if args.staleness else "",
+                 " overlap-step" if args.overlap_step else "",
+                 args.codec if "ringd" in args.backend else "none", world, nparams / 1e6,
+                 args.batch, args.batch * world * args.steps / elapsed,
+                 elapsed / args.steps * 1e3, args.steps, loss.item()), flush=True)
         print("  per step: forward %.1f ms, backward %.1f ms, step %.1f ms" %
               tuple(1e3 * v / args.steps for v in parts), flush=True)
     if args.backend == "ringd":

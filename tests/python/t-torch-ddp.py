@@ -13,7 +13,9 @@ own: ring-launch would stop the job when one peer dies):
   nested     a then() callback that waits on another collective's future
              completes (it waited on itself), as Gloo's does
   powersgd   PyTorch's stock PowerSGD hook (ranks 1 and 4) over the "ringd"
-             backend: ranks identical, the example CNN learns
+             backend, several buckets, one peer's backward slower: ranks
+             identical (the callbacks' allreduces in one order everywhere; they
+             ran mid-backward, a MismatchError), the example CNN learns
   unused     DistributedOptimizer against DDP (find_unused_parameters=True, over
              gloo, with ringd.init() after init_process_group: one store) on a
              script with a head some steps use on some ranks, Adam with weight
@@ -132,14 +134,23 @@ def powersgd_checks(t, ringd, torch):
     dist.init_process_group("ringd", rank=t.rank, world_size=t.world)
     for rank_k in (1, 4):
         torch.manual_seed(0)
-        net = fmnist_cnn_plain.Net(8, 16, 64)
+        net = fmnist_cnn_plain.Net(16, 32, 256)
+        # two buckets (DDP's first holds 1 MiB: the dense layers), and rank 0's backward
+        # pauses after the first has started: its callbacks (which start PowerSGD's own
+        # allreduces) must still start them after the second bucket, as on the other peer
         ddp = DDP(net)
+        slow = [False]
+        if t.rank == 0:
+            def pause_in_backward(module, inputs, out):
+                out.register_hook(lambda grad: time.sleep(0.3) if slow[0] else None)
+            net.conv2.register_forward_hook(pause_in_backward)
         state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=rank_k,
                                        start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powersgd.powerSGD_hook)
-        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        opt = torch.optim.SGD(net.parameters(), lr=0.02, momentum=0.9)
         losses = []
         for step in range(60):
+            slow[0] = 3 <= step < 6
             lo = (step * 32 * t.world + 32 * t.rank) % (len(x) - 32)
             opt.zero_grad()
             loss = F.cross_entropy(ddp(x[lo:lo + 32]), y[lo:lo + 32])

@@ -10,7 +10,10 @@ PowerSGD hook does): a runner that waited on its own queue would wait on
 itself. So the futures of collectives started inside a callback run by
 runner d are completed by runner d+1, and so on. Each runner completes its
 futures one at a time, in the order they started, so every peer runs the
-callbacks, and starts the collectives they start, in the same order.
+callbacks, and starts the collectives they start, in the same order. The
+callbacks of collectives a backward pass started (DDP's buckets) run once
+the pass has started all of its own, at its end: run during the pass, they
+would start theirs between the pass's at points that depend on timing.
 
 A failed collective completes its future with an error torch's C++ side
 sees as one (torch 1.13's set_exception stores the exception as the value,
@@ -71,7 +74,9 @@ class _Runner:
             item = self.queue.get()
             if item is None:
                 return
-            source, value = item
+            source, value, held = item
+            if held:
+                _hold_while_collecting()
             try:
                 source.set_result(value)  # runs then()'s callbacks here
             except BaseException:  # noqa: B902 - a callback's error is its future's
@@ -123,7 +128,8 @@ def _wait_loop():
     while True:
         handles, source, value, on_done, depth, soft = _waiting.get()
         result = _outcome(handles, value, on_done, soft)
-        _runner(depth).queue.put((source, result))
+        # started by a backward pass (soft): its callbacks wait for the pass's end
+        _runner(depth).queue.put((source, result, soft and depth == 0))
 
 
 def _runner(depth):
@@ -201,14 +207,31 @@ def raise_failure_at_end_of_backward():
         _collecting.add(me)
 
 
+def _hold_while_collecting():
+    """Hold the callbacks of a collective a backward pass started until the pass ends (its
+    first final callback): a callback may start collectives (PowerSGD's), and run during
+    backward it would start them between the pass's own at a point that depends on
+    timing, so peers would start them in different orders. At the end of the pass they
+    run in the order the pass started its collectives, on every peer. A future waited for
+    inside the pass itself (not DDP's way) is released after the ring's timeout."""
+    deadline = time.monotonic() + _settle_timeout()
+    with _lock:
+        while _collecting and time.monotonic() < deadline:
+            _lock.wait(0.5)
+        if _collecting:
+            warnings.warn("ringd.torch: a future of a collective started in backward was "
+                          "waited for inside the same backward pass; its callbacks now run "
+                          "before the pass ends, and collectives they start may be ordered "
+                          "differently on other peers", RuntimeWarning)
+
+
 def _settle_backward(thread):
     # queued at the first collective of the pass, so before DDP's end of backward (queued
     # when its last bucket starts): wait for every future, then raise after DDP's
-    try:
-        settle(_settle_timeout())
-    finally:
-        with _lock:
-            _collecting.discard(thread)
+    with _lock:
+        _collecting.discard(thread)
+        _lock.notify_all()  # the held callbacks run now
+    settle(_settle_timeout())
     torch.autograd.Variable._execution_engine.queue_callback(_raise_failure)
 
 

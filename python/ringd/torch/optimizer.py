@@ -201,6 +201,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._passes_left = {}
         self._ready = set()
         self._touched = set()  # parameters backward produced a gradient for (any pass)
+        self._after_backward = {}  # p -> (.grad, its version) when its hook last ran
         self._next = 0
         self._arrival = []     # (first step only) when each gradient came
 
@@ -211,6 +212,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _grad_ready(self, p):
         self._touched.add(p)
+        # what backward left in .grad: a bucket that starts only in step() (it holds a
+        # parameter no backward used) checks nothing changed it since
+        if p.grad is not None:
+            self._after_backward[p] = (p.grad, p.grad._version)
         left = self._passes_left.get(p, self._passes)
         if left > 1:
             self._passes_left[p] = left - 1
@@ -242,6 +247,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _launch(self, b):
         buf = self._sets[self._step_id % (self._staleness + 1)][b.index]
+        self._check_since_backward(b)
         for p, off, n in b.params:
             if p.grad is None:  # not used in this backward: it contributes zeros
                 buf[off:off + n].zero_()
@@ -308,6 +314,35 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             else:
                 p.grad.copy_(avg)
 
+    def _check_since_backward(self, b):
+        """Raise when a .grad of bucket b changed after backward produced it (views of a
+        bucket share one version counter: the last gradient's count holds for all)."""
+        latest = {}
+        for p, _, _ in b.params:
+            grad, version = self._after_backward.get(p, (None, None))
+            if grad is not None:
+                key = id(grad._base) if grad._base is not None else id(grad)
+                latest[key] = max(latest.get(key, version), version)
+        for p, _, _ in b.params:
+            grad, _ = self._after_backward.get(p, (None, None))
+            if grad is None:
+                continue
+            key = id(grad._base) if grad._base is not None else id(grad)
+            if p.grad is not grad or grad._version != latest[key]:
+                self._changed_in_flight(p)
+
+    def _changed_in_flight(self, p):
+        self._launched.clear()
+        raise ringd.InvalidError(
+            "ringd.torch: the gradient of %s changed after backward produced it and its "
+            "allreduce started (clip_grad_norm_ or another change between backward and "
+            "step()), so it may differ between peers or be overwritten by the average: call "
+            "optimizer.synchronize() first, change the averaged gradients, then step() (or, "
+            "as in Horovod, step() inside `with optimizer.skip_synchronize():`)%s"
+            % (self._names.get(p, "a parameter"),
+               "; with staleness the gradient applied is an older step's average and cannot "
+               "be changed" if self._staleness else ""))
+
     def _check_untouched(self):
         """Raise when a .grad changed between the start of its allreduce and now: it may
         be the very buffer on the wire (clip_grad_norm_ without synchronize()), and the
@@ -316,17 +351,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p, grad, version in records:
                 if p.grad is grad and (grad is None or grad._version == version):
                     continue
-                self._launched.clear()
-                raise ringd.InvalidError(
-                    "ringd.torch: the gradient of %s changed after its allreduce started "
-                    "(clip_grad_norm_ or another change between backward and step()), so "
-                    "it may differ between peers or be overwritten by the average: call "
-                    "optimizer.synchronize() first, change the averaged gradients, then "
-                    "step() (or, as in Horovod, step() inside `with "
-                    "optimizer.skip_synchronize():`)%s"
-                    % (self._names.get(p, "a parameter"),
-                       "; with staleness the gradient applied is an older step's average "
-                       "and cannot be changed" if self._staleness else ""))
+                self._changed_in_flight(p)
         self._launched_grads = {p: grad for records in self._launched.values()
                                 for p, grad, _ in records}
         self._launched.clear()
@@ -401,7 +426,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return None if apply_id is None else self._apply(apply_id)
         except BaseException:
             self._reset_backward()
-            if not isinstance(sys.exc_info()[1], ringd.Error):
+            error = sys.exc_info()[1]
+            if not isinstance(error, ringd.Error) or isinstance(error, ringd.InvalidError):
                 try:  # this step's allreduces still run: let them end here
                     self.finish()
                 except ringd.Error:
