@@ -137,6 +137,16 @@ man_style && ind <= 4 && ind < desc_indent && line ~ /^[^ ]+$/ {
     next
 }
 
+# a term in capitals alone on its line, its text below, in either style
+# ("  OMP_NUM_THREADS, OPENBLAS_NUM_THREADS": names too long for the column)
+ind <= 4 && ind < desc_indent && line ~ /^[A-Z][A-Z0-9_]*(, [A-Z][A-Z0-9_]*)*$/ {
+    print ".TP"
+    print "\\fB" esc(line) "\\fR"
+    desc_indent = 99
+    opt_indent = ind
+    next
+}
+
 line ~ /^env RING_[A-Z0-9_]+, default / { print ".br"; print esc(line); next }
 
 # a plain line less indented than the option's text ends the option

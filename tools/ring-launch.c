@@ -5,9 +5,10 @@
  * output with a "[rank] " prefix (launch-relay.c; rank 0 on a pseudo-terminal
  * when ours is one, launch-pty.c) and tears the whole job down as soon as one
  * rank fails, so a broken ring never leaves peers blocked forever on a dead
- * neighbour. Across nodes, one ring-launch per node, its ranks meet the
- * others' at a rendezvous (launch-nodes.c). With --timeline it merges the
- * ranks' trace-event files once they have exited (timeline-merge.c). */
+ * neighbour. Each rank gets the path of the job's secret (launch-secret.c).
+ * Across nodes, one ring-launch per node, its ranks meet the others' at a
+ * rendezvous (launch-nodes.c). With --timeline it merges the ranks'
+ * trace-event files once they have exited (timeline-merge.c). */
 #ifdef HAVE_CONFIG_H
 #include "ring_build.h"
 #endif
@@ -649,18 +650,21 @@ int main(int argc, char **argv)
         return 1;
     }
     launch_rdzv_port_check(&opt);
-    if (launch_nodes_secret_usable(&opt) && launch_secret_setenv(err, sizeof(err)) != 0) {
-        fprintf(stderr, "ring-launch: %s\n", err);
-        free(opt.hosts);
-        free(opt.hosts_text);
-        return 1;
-    }
     launch_fds_prepare(opt.n);
     launch_threads_setenv(&opt);
     launch_blas_setenv(&opt);
     if (launch_signals_install() != 0) {
         perror("ring-launch: cannot set up signal handling");
         free(opt.timeline_parts);
+        return 1;
+    }
+    /* after the handlers: from here SIGINT and SIGTERM end the job through the
+     * loop below, which removes the secret's file */
+    if (launch_nodes_secret_usable(&opt) && launch_secret_setup(err, sizeof(err)) != 0) {
+        fprintf(stderr, "ring-launch: %s\n", err);
+        free(opt.timeline_parts);
+        free(opt.hosts);
+        free(opt.hosts_text);
         return 1;
     }
     for (long attempt = 0;; attempt++) {
@@ -677,6 +681,7 @@ int main(int argc, char **argv)
                 "that checkpoints resumes from its newest checkpoint\n", opt.n, attempt + 1,
                 opt.max_restarts);
     }
+    launch_secret_remove();     /* the ranks are gone: nobody reads it any more */
     /* after the ranks: a failed job's timeline shows where it stopped */
     if (opt.timeline && launch_timeline_merge(&opt) != 0 && rc == 0)
         rc = 1;
