@@ -5,10 +5,12 @@
  * output with a "[rank] " prefix (launch-relay.c; rank 0 on a pseudo-terminal
  * when ours is one, launch-pty.c) and tears the whole job down as soon as one
  * rank fails, so a broken ring never leaves peers blocked forever on a dead
- * neighbour. Each rank gets the path of the job's secret (launch-secret.c).
- * Across nodes, one ring-launch per node, its ranks meet the others' at a
- * rendezvous (launch-nodes.c). With --timeline it merges the ranks'
- * trace-event files once they have exited (timeline-merge.c). */
+ * neighbour; a rank stopped by a signal, which its peers time out on, is
+ * named as the likely cause and killed at once (launch-stopped.c). Each rank
+ * also gets the path of the job's secret (launch-secret.c). Across nodes, one
+ * ring-launch per node, its ranks meet the others' at a rendezvous
+ * (launch-nodes.c). With --timeline it merges the ranks' trace-event files
+ * once they have exited (timeline-merge.c). */
 #ifdef HAVE_CONFIG_H
 #include "ring_build.h"
 #endif
@@ -38,6 +40,7 @@
 #include "launch-ranks.h"
 #include "launch-relay.h"
 #include "launch-secret.h"
+#include "launch-stopped.h"
 #include "timeline-merge.h"
 
 #define LAUNCH_DRAIN_MS 2000      /* grandchildren may hold pipes open */
@@ -46,6 +49,7 @@
 struct launch_child {
     pid_t pid;
     int running;
+    int stopped;        /* stopped by a signal when the job was torn down: killed at once */
     struct launch_stream io[2];
 };
 
@@ -227,13 +231,41 @@ static long launch_streams_sweep(struct launch_state *st, int close_them)
     return open_fds;
 }
 
+/* A stopped rank cannot act on SIGTERM, which stays pending until a SIGCONT
+ * (and one continued only to be told to stop would wait on peers that are
+ * gone): waiting the grace period for it only delays the end, so its group
+ * gets SIGKILL now. Its peers fail because it stopped answering, so it is
+ * named as the likely cause (launch_result_report). */
+static void launch_stopped_kill(struct launch_state *st)
+{
+    long i, n = st->opt.n;
+    pid_t *groups = calloc((size_t)n, sizeof(*groups));
+    unsigned char *stopped = calloc((size_t)n, 1);
+
+    if (groups != NULL && stopped != NULL) {
+        for (i = 0; i < n; i++)
+            groups[i] = st->kids[i].running && !st->kids[i].stopped ? st->kids[i].pid : 0;
+        if (launch_stopped_find(groups, n, stopped) > 0)
+            for (i = 0; i < n; i++)
+                if (stopped[i]) {
+                    st->kids[i].stopped = 1;
+                    if (kill(-st->kids[i].pid, SIGKILL) != 0 && errno != ESRCH)
+                        perror("ring-launch: kill");
+                }
+    }
+    free(groups);
+    free(stopped);
+}
+
 /* Signals each live rank's process group so helpers it forked die too. */
 static void launch_stop_begin(struct launch_state *st, int sig)
 {
     long i;
+    if (sig != SIGKILL)
+        launch_stopped_kill(st);
     for (i = 0; i < st->opt.n; i++)
-        if (st->kids[i].running && kill(-st->kids[i].pid, sig) != 0 &&
-            errno != ESRCH)
+        if (st->kids[i].running && (!st->kids[i].stopped || sig == SIGKILL) &&
+            kill(-st->kids[i].pid, sig) != 0 && errno != ESRCH)
             perror("ring-launch: kill");
     if (!st->stop_at)
         st->stop_at = launch_clock_now() + (long long)(st->opt.grace * 1000);
@@ -362,6 +394,24 @@ static int launch_job_run(struct launch_state *st)
     return 0;
 }
 
+/* The ranks that were stopped when the job was torn down: the likely cause. */
+static void launch_stopped_report(const struct launch_state *st)
+{
+    for (long i = 0; i < st->opt.n; i++) {
+        if (!st->kids[i].stopped)
+            continue;
+        fprintf(stderr, "ring-launch: rank %ld (pid %ld) was stopped (SIGSTOP: state T)",
+                launch_global_rank(&st->opt, i), (long)st->kids[i].pid);
+        if (st->timed_out)
+            fputs(", the likely reason the job did not end in time", stderr);
+        else if (st->first_rank >= 0 && !st->got_signal)
+            fprintf(stderr, ", the likely cause of rank %ld's failure: a stopped rank stops "
+                    "answering and its peers time out on it",
+                    launch_global_rank(&st->opt, st->first_rank));
+        fputs("; killed it at once (a stopped process cannot act on SIGTERM)\n", stderr);
+    }
+}
+
 /* A signal to the launcher is forwarded, and the status is then what the
  * ranks made of it, as srun's ("the highest exit code of all tasks"): ranks
  * that stop cleanly on it (ringd finishes its step, checkpoints and exits 0)
@@ -372,13 +422,17 @@ static int launch_result_report(const struct launch_state *st)
 {
     int status = st->first_status;
     long r = st->first_rank;
-    if (st->spawn_failed || st->timed_out)
+    if (st->spawn_failed || st->timed_out) {
+        launch_stopped_report(st);
         return st->spawn_failed ? 1 : 124;
+    }
     if (r < 0 && st->got_signal && !st->abandoned)
         fprintf(stderr, "ring-launch: every rank exited 0 after the forwarded signal %d (%s): "
                 "the job stopped cleanly\n", st->got_signal, strsignal(st->got_signal));
-    if (r < 0)
+    if (r < 0) {
+        launch_stopped_report(st);
         return st->abandoned;
+    }
     fprintf(stderr, "ring-launch: rank %ld (pid %ld) ", launch_global_rank(&st->opt, r),
             (long)st->kids[r].pid);
     if (WIFSIGNALED(status))
@@ -391,6 +445,7 @@ static int launch_result_report(const struct launch_state *st)
         fprintf(stderr, " first; stopped the other %ld rank%s",
                 st->others_stopped, st->others_stopped == 1 ? "" : "s");
     fputc('\n', stderr);
+    launch_stopped_report(st);
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
