@@ -137,6 +137,15 @@ int *launch_ports_probe(const struct launch_opts *o, int *ports)
     return fds;
 }
 
+int launch_port_hold(int port, int *got_p)
+{
+    struct sockaddr_storage any;
+    socklen_t sl = launch_host_parse("0.0.0.0", &any);
+
+    launch_addr_port_set(&any, port);
+    return launch_port_bind(&any, sl, port != 0, got_p);
+}
+
 void launch_rdzv_port_check(const struct launch_opts *o)
 {
     struct launch_rdzv rv;

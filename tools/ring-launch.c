@@ -7,10 +7,10 @@
  * rank fails, so a broken ring never leaves peers blocked forever on a dead
  * neighbour; a rank stopped by a signal, which its peers time out on, is
  * named as the likely cause and killed at once (launch-stopped.c). Each rank
- * also gets the path of the job's secret (launch-secret.c). Across nodes, one
- * ring-launch per node, its ranks meet the others' at a rendezvous
- * (launch-nodes.c). With --timeline it merges the ranks' trace-event files
- * once they have exited (timeline-merge.c). */
+ * also gets torchrun's variables (launch-torch.c) and the path of the job's
+ * secret (launch-secret.c). Across nodes, one ring-launch per node, its ranks
+ * meet the others' at a rendezvous (launch-nodes.c). With --timeline it
+ * merges the ranks' trace-event files once they have exited (timeline-merge.c). */
 #ifdef HAVE_CONFIG_H
 #include "ring_build.h"
 #endif
@@ -41,6 +41,7 @@
 #include "launch-relay.h"
 #include "launch-secret.h"
 #include "launch-stopped.h"
+#include "launch-torch.h"
 #include "timeline-merge.h"
 
 #define LAUNCH_DRAIN_MS 2000      /* grandchildren may hold pipes open */
@@ -60,6 +61,7 @@ struct launch_state {
     int first_status, timed_out, got_signal, killed, abandoned, spawn_failed;
     long long timeout_at, stop_at, kill_at, drain_until, signal_at;
     struct launch_relay relay;
+    struct launch_torch torch;  /* MASTER_ADDR and MASTER_PORT of this attempt */
 };
 
 static int launch_sigpipe[2] = { -1, -1 };
@@ -78,7 +80,8 @@ static long long launch_clock_now(void)
 /* Runs in the forked child and never returns. Errors go out through
  * write/_exit because the stdio buffers are copies of the launcher's. */
 static void launch_child_exec(const struct launch_opts *o, long i, char **argv,
-                              const char *peers, int out_fd, int err_fd)
+                              const char *peers, const struct launch_torch *torch,
+                              int out_fd, int err_fd)
 {
     char msg[512];
     sigset_t none;
@@ -95,7 +98,7 @@ static void launch_child_exec(const struct launch_opts *o, long i, char **argv,
          dup2(out_fd, 1) == 1 && dup2(err_fd, 2) == 2;
     /* ring-launch's --timeline beats a RING_TIMELINE of the caller's */
     ok = ok && (!o->timeline || (setenv("RING_TIMELINE", o->timeline_parts, 1) == 0));
-    ok = ok && launch_rank_setenv(o, i, peers) == 0;
+    ok = ok && launch_rank_setenv(o, i, peers) == 0 && launch_torch_setenv(o, i, torch) == 0;
     if (ok && o->bind_core) {
         cpu_set_t one;
 
@@ -170,7 +173,7 @@ static int launch_child_spawn(struct launch_state *st, long i, const char *peers
         goto fail;
     c->pid = fork();
     if (c->pid == 0)
-        launch_child_exec(&st->opt, i, argv, peers, p[0][1], p[1][1]);
+        launch_child_exec(&st->opt, i, argv, peers, &st->torch, p[0][1], p[1][1]);
     launch_rank_argv_free(argv);
     if (sigprocmask(SIG_SETMASK, &old, NULL) != 0 || c->pid < 0)
         return -1;
@@ -477,7 +480,7 @@ static void launch_fds_prepare(long n)
     }
 }
 
-static void launch_ranks_start(struct launch_state *st, int *probe_fds,
+static void launch_ranks_start(struct launch_state *st, int *probe_fds, int torch_fd,
                                const char *peers)
 {
     long i;
@@ -486,6 +489,8 @@ static void launch_ranks_start(struct launch_state *st, int *probe_fds,
         if (probe_fds[i] >= 0 && close(probe_fds[i]) != 0)
             perror("ring-launch: close");
     }
+    if (torch_fd >= 0 && close(torch_fd) != 0)
+        perror("ring-launch: close");
     for (i = 0; i < st->opt.n; i++) {
         if (launch_child_spawn(st, i, peers) != 0) {
             fprintf(stderr, "ring-launch: cannot start rank %ld: %s\n",
@@ -617,7 +622,10 @@ static int launch_attempt(struct launch_state *st)
         fputs("ring-launch: out of memory\n", stderr);
         rc = 1;
     } else {
-        launch_ranks_start(st, probe_fds, peers);
+        /* while the ranks' ports are held, so that MASTER_PORT is none of them */
+        int torch_fd = launch_torch_prepare(&st->opt, &st->torch);
+
+        launch_ranks_start(st, probe_fds, torch_fd, peers);
         if (launch_job_run(st) != 0) {
             fputs("ring-launch: out of memory\n", stderr);
             rc = 1;
@@ -708,6 +716,7 @@ int main(int argc, char **argv)
     launch_fds_prepare(opt.n);
     launch_threads_setenv(&opt);
     launch_blas_setenv(&opt);
+    launch_torch_check(&opt);
     if (launch_signals_install() != 0) {
         perror("ring-launch: cannot set up signal handling");
         free(opt.timeline_parts);
