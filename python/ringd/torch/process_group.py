@@ -286,7 +286,10 @@ def register_backend():
     """Make "ringd" a torch.distributed backend (done when ringd.torch is imported)."""
     global _registered
     if not _registered and not hasattr(dist.Backend, "RINGD"):
-        dist.Backend.register_backend("ringd", _create)
+        try:  # torch >= 2.1 asks which devices a backend serves (CUDA tensors: Gloo's)
+            dist.Backend.register_backend("ringd", _create, devices=["cpu", "cuda"])
+        except TypeError:
+            dist.Backend.register_backend("ringd", _create)
     _registered = True
 
 
