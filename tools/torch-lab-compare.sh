@@ -18,13 +18,16 @@ rotating order of:
                only when SYSTEMS names it)
   ringd-fp16-ov  ringd-fp16 with overlap_step=True (each bucket's update as its
                average lands; only when SYSTEMS names it)
-and prints each run's samples/s (all peers), the medians and the ratios
-ringd-fp16 / ddp-gloo and ringd-fp32 / ddp-gloo.
+  psgd1, psgd4   DDP over the "ringd" backend with PyTorch's PowerSGD hook of rank
+               1 or 4 (fp32 on the wire; only when SYSTEMS names them)
+  gloo-psgd1, gloo-psgd4  the same over Gloo (only when SYSTEMS names them)
+and prints each run's samples/s (all peers) and last loss, the medians and the
+ratios ringd-fp16 / ddp-gloo and ringd-fp32 / ddp-gloo.
 
 RATE caps every link both ways (tc tbf), e.g. RATE=1gbit; RATE=off leaves the
 links uncapped (veth: memory speed). BUILD_DIR holds the build (its
 python/ has the ringd package; default ./_build/dev, else .).
-Environment: SYSTEMS ("ddp-gloo ringd-fp32 ringd-fp16"), N (4), RATE (1gbit), REPS (3), STEPS (10), BATCH (32), WIDTH
+Environment: SYSTEMS ("ddp-gloo ringd-fp32 ringd-fp16"), N (4), RATE (1gbit), REPS (3), STEPS (10), LR (1e-4), BATCH (32), WIDTH
 (2048), LAYERS (6 hidden layers of WIDTH; WIDTH=4096 LAYERS=2 is as many parameters, two
 thirds in one layer), BUCKET_MB (25), THREADS (1 torch thread per peer), OUT
 (/tmp/ringd-torch-lab), PYTHON (/usr/bin/python3).
@@ -41,6 +44,7 @@ N=${N:-4}
 RATE=${RATE:-1gbit}
 REPS=${REPS:-3}
 STEPS=${STEPS:-10}
+LR=${LR:-1e-4}
 BATCH=${BATCH:-32}
 WIDTH=${WIDTH:-2048}
 LAYERS=${LAYERS:-6}
@@ -69,44 +73,50 @@ read -r -a addrs <<< "$NETNS_LAB_ADDRS"
 port=$((33000 + RANDOM % 4000))
 
 # run SYSTEM: one training run under ring-launch, every peer in its host (the first
-# that fails stops the others); prints rank 0's samples/s
+# that fails stops the others); prints rank 0's samples/s and last loss
 run() {
-    local sys=$1 env_r
+    local sys=$1 env_r backend
     port=$((port + N + 1))
     case $sys in
-    ddp-gloo) env_r="RANK={rank} WORLD_SIZE=$N MASTER_ADDR=${addrs[0]} MASTER_PORT=$port GLOO_SOCKET_IFNAME=eth0" ;;
+    ddp-gloo | gloo-psgd*) env_r="RANK={rank} WORLD_SIZE=$N MASTER_ADDR=${addrs[0]} MASTER_PORT=$port GLOO_SOCKET_IFNAME=eth0" ;;
+    psgd*) env_r="RING_CONNECT_TIMEOUT=60 RING_CODEC=none MASTER_ADDR=${addrs[0]} MASTER_PORT=$port GLOO_SOCKET_IFNAME=eth0" ;;
     *) env_r="RING_CONNECT_TIMEOUT=60" ;; # ring-launch gives RING_RANK and RING_PEERS
+    esac
+    case $sys in
+    psgd*) backend="ddp-ringd --powersgd ${sys#psgd}" ;;
+    gloo-psgd*) backend="ddp-gloo --powersgd ${sys#gloo-psgd}" ;;
+    *) backend=${sys%%-fp*} ;;
     esac
     timeout 660 "$L" -n "$N" --timeout 600 --hosts "$(echo "${addrs[*]}" | tr ' ' ,)" \
         --base-port $((port + 1)) --exec-prefix "$LAB exec $name {node} -- env $env_r \
             PYTHONPATH=$BUILD/python OMP_NUM_THREADS=$THREADS" \
-        -- "$PY" "$SCRIPT" --backend "${sys%%-fp*}" --codec "$(case $sys in *fp16*) echo fp16 ;; *) echo none ;; esac)" \
+        -- "$PY" "$SCRIPT" --backend $backend --lr "$LR" --codec "$(case $sys in *fp16*) echo fp16 ;; *) echo none ;; esac)" \
             --staleness "$(case $sys in *-s1) echo 1 ;; *) echo 0 ;; esac)" \
             $(case $sys in *-ov) echo --overlap-step ;; esac) \
             --steps "$STEPS" --batch "$BATCH" --width "$WIDTH" --layers "$LAYERS" --bucket-mb "$BUCKET_MB" \
             --threads "$THREADS" > "$OUT/$sys.out" 2>&1
-    sed -n 's/^\[0\] .* \([0-9.]*\) samples\/s.*/\1/p' "$OUT/$sys.out" | tail -1
+    sed -n 's/^\[0\] .* \([0-9.]*\) samples\/s.*last loss \([0-9.]*\).*/\1,\2/p' "$OUT/$sys.out" | tail -1
 }
 
-echo "# N=$N hosts, links ${RATE} both ways, synthetic MLP $LAYERS hidden layers of $WIDTH, batch $BATCH per peer, $STEPS steps, buckets ${BUCKET_MB} MiB, $REPS rounds, $(getconf _NPROCESSORS_ONLN) cores"
-echo "round,system,samples_per_s" | tee "$OUT/runs.csv"
+echo "# N=$N hosts, links ${RATE} both ways, synthetic MLP $LAYERS hidden layers of $WIDTH, batch $BATCH per peer, $STEPS steps, lr $LR, buckets ${BUCKET_MB} MiB, $REPS rounds, $(getconf _NPROCESSORS_ONLN) cores"
+echo "round,system,samples_per_s,last_loss" | tee "$OUT/runs.csv"
 systems=${SYSTEMS:-ddp-gloo ringd-fp32 ringd-fp16}
 for round in $(seq 1 "$REPS"); do
     set -- $systems
     for _ in $(seq 1 $(((round - 1) % $#))); do set -- "$@" "$1"; shift; done
     for s in "$@"; do
         res=$(run "$s")
-        echo "$round,$s,${res:-nan}" | tee -a "$OUT/runs.csv"
+        echo "$round,$s,${res:-nan,nan}" | tee -a "$OUT/runs.csv"
     done
 done
-awk -F, 'NR > 1 && $3 != "nan" { k = $2; n[k]++; v[k, n[k]] = $3 }
+awk -F, 'NR > 1 && $3 != "nan" { k = $2; n[k]++; v[k, n[k]] = $3; loss[k] += $4 }
     function med(k,   i, j, t, w) {
         for (i = 1; i <= n[k]; i++) w[i] = v[k, i]
         for (i = 1; i <= n[k]; i++) for (j = i + 1; j <= n[k]; j++) if (w[j] < w[i]) { t = w[i]; w[i] = w[j]; w[j] = t }
         return n[k] % 2 ? w[(n[k] + 1) / 2] : (w[n[k] / 2] + w[n[k] / 2 + 1]) / 2 }
     END {
-        printf "# medians (samples/s, all peers)\n"
-        for (k in n) { m[k] = med(k); printf "%-11s %10.1f\n", k, m[k] }
+        printf "# medians (samples/s, all peers), and the mean last loss\n"
+        for (k in n) { m[k] = med(k); printf "%-13s %10.1f  %.5f\n", k, m[k], loss[k] / n[k] }
         if (("ringd-fp16" in n) && ("ddp-gloo" in n)) printf "ringd-fp16 / ddp-gloo: %.2f\n", m["ringd-fp16"] / m["ddp-gloo"]
         if (("ringd-fp32" in n) && ("ddp-gloo" in n)) printf "ringd-fp32 / ddp-gloo: %.2f\n", m["ringd-fp32"] / m["ddp-gloo"]
         if (("ringd-fp16-s1" in n) && ("ddp-gloo" in n)) printf "ringd-fp16-s1 / ddp-gloo: %.2f\n", m["ringd-fp16-s1"] / m["ddp-gloo"]

@@ -60,6 +60,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20, help="timed steps (after 3 untimed)")
     ap.add_argument("--bucket-mb", type=float, default=25, help="fusion bucket, MiB (DDP's 25)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per peer")
+    ap.add_argument("--lr", type=float, default=1e-4, help="SGD's (momentum 0.9)")
     ap.add_argument("--staleness", type=int, default=0,
                     help="ringd: apply step t-S's average at step t (default 0: lockstep)")
     ap.add_argument("--overlap-step", action="store_true",
@@ -72,7 +73,7 @@ def main():
     torch.manual_seed(0)
     net = model(args.width, args.layers)
     nparams = sum(p.numel() for p in net.parameters())
-    opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9)
+    opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     if args.backend == "ringd":
         ringd.init(codec=args.codec)
         opt = ringd.torch.DistributedOptimizer(opt, net.named_parameters(),

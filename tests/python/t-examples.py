@@ -3,10 +3,13 @@ stays small, and the examples run under ring-launch on a small slice:
 
   1. fmnist_cnn.py differs from fmnist_cnn_plain.py in <= 10 lines of code (the
      module docstrings aside), and docs/pytorch.md's porting diff
-     has exactly those + and - lines
+     has exactly those + and - lines; the same for the realistic script
+     fmnist_resume.py (clipping, accumulation, checkpoints; <= 30 lines), whose
+     count docs/pytorch.md states
   2. fmnist_cnn_plain.py trains one epoch on 3000 images alone
   3. fmnist_cnn.py does under ring-launch -n 2, and learns (test accuracy > 0.5)
-  4. synthetic_mlp.py runs with the ringd, ddp-gloo and ddp-ringd backends (-n 2)
+  4. synthetic_mlp.py runs with the ringd, ddp-gloo and ddp-ringd backends (-n 2), and
+     with ddp-ringd-hook under mpirun -np 2 (init_process_group("gloo"), then ringd.init())
   5. fmnist_ssp.py's model is ringd's fmnist-mlp as initialised there (He normal
      weights, zero biases), and the sync-vs-stale experiment runs bounded under
      ring-launch -n 2 with jitter, writing its summary
@@ -18,6 +21,7 @@ import json
 import math
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -81,6 +85,20 @@ shown = [ln for ln in (block.group(1).splitlines() if block else [])
 ok(shown == diff, "docs/pytorch.md's porting diff is the examples' real diff",
    "docs/pytorch.md:\n%s\nreal:\n%s" % ("\n".join(shown), "\n".join(diff)))
 
+# the realistic script (t-torch-script.py runs it): its diff in docs/pytorch.md is the real one
+diff = changed(code_lines(os.path.join(ex, "fmnist_resume_plain.py")),
+               code_lines(os.path.join(ex, "fmnist_resume.py")))
+block = re.search(r"<!-- porting-diff-resume -->\n```diff\n(.*?)```", readme, re.S)
+shown = [ln for ln in (block.group(1).splitlines() if block else [])
+         if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+ok(shown == diff and len(diff) <= 30, "docs/pytorch.md's porting diff of fmnist_resume.py is its "
+   "real diff (%d lines <= 30)" % len(diff),
+   "docs/pytorch.md:\n%s\nreal:\n%s" % ("\n".join(shown), "\n".join(diff)))
+count = re.search(r"<!-- porting-diff-resume-lines -->(\d+)", readme)
+ok(count is not None and int(count.group(1)) == len(diff),
+   "docs/pytorch.md states that diff's line count (%d)" % len(diff),
+   count.group(0) if count else "no <!-- porting-diff-resume-lines --> N in docs/pytorch.md")
+
 small = ["--epochs", "1", "--limit", "3000", "--width", "8,16,64", "--batch", "32"]
 rc, out = run([python, "fmnist_cnn_plain.py"] + small, 300)
 ok(rc == 0 and "test accuracy" in out, "fmnist_cnn_plain.py trains an epoch alone", out)
@@ -100,6 +118,26 @@ for backend in ("ringd", "ddp-gloo", "ddp-ringd"):
                    "--steps", "3"], 220)
     ok(rc == 0 and "samples/s" in out, "synthetic_mlp.py --backend %s under ring-launch -n 2"
        % backend, out)
+
+# the order a DDP user adding ringd's hook writes: init_process_group("gloo"), then
+# ringd.init(), under mpirun (ringd meets through gloo's store, not on MASTER_PORT)
+mpirun = shutil.which("mpirun")
+if mpirun is None:
+    print("ok %d - synthetic_mlp.py --backend ddp-ringd-hook under mpirun -np 2 # SKIP no "
+          "mpirun (apt-get install openmpi-bin)" % (n + 1))
+    n += 1
+else:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env_vars = ["-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=%d" % port, "-x",
+                "PYTHONPATH", "-x", "PYTHONDONTWRITEBYTECODE", "-x", "OMP_NUM_THREADS=1"]
+    rc, out = run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"] + env_vars +
+                  [python, "synthetic_mlp.py", "--backend", "ddp-ringd-hook", "--width", "256",
+                   "--steps", "3"], 200)
+    ok(rc == 0 and "samples/s" in out and "Address already in use" not in out,
+       "synthetic_mlp.py --backend ddp-ringd-hook under mpirun -np 2 (gloo's store, then "
+       "ringd.init())", out)
 
 sys.path.insert(0, ex)
 import fmnist_ssp  # noqa: E402

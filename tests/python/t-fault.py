@@ -10,6 +10,8 @@ ring-launch would tear the job down when one peer dies):
   dtype     one peer allreduces float16 where the others use float32: MismatchError
   collective one peer broadcasts where the others allgather: MismatchError (the root of
             the broadcast may finish first, and raises at its next call)
+  barrier   one peer enters a barrier where the other allreduces: MismatchError naming
+            it "barrier #0" (it said "allgather ... tensor id 4294967295")
 """
 
 import os
@@ -88,6 +90,9 @@ def mismatch_checks(t, ringd, np, fault):
     elif fault == "dtype":
         x = np.ones(64, np.float16 if t.rank == 0 else np.float32)
         call = lambda: ringd.allreduce(x)  # noqa: E731
+    elif fault == "barrier":
+        x = np.ones(3, np.float32)
+        call = ringd.barrier if t.rank == 0 else (lambda: ringd.allreduce(x))
     else:
         x = np.ones(16, np.int32)
         call = (lambda: ringd.broadcast(x)) if t.rank == 0 else (lambda: ringd.allgather(x))
@@ -103,6 +108,9 @@ def mismatch_checks(t, ringd, np, fault):
     t.ok(time.monotonic() - t0 < TIMEOUT + SLACK, "%s mismatch: no hang" % fault)
     t.ok(e is not None and e.status == "RING_ERR_MISMATCH" and e.peer_rank is not None,
          "%s mismatch: the error names a peer" % fault, repr(e))
+    if fault == "barrier":
+        t.ok(e is not None and "barrier #0" in e.message and "4294967295" not in e.message,
+             "barrier mismatch: the error names the barrier", repr(e))
     t.raises(ringd.MismatchError, lambda: ringd.allreduce(np.ones(4, np.float32)),
              "%s mismatch: later calls raise it again" % fault,
              lambda e2: e is not None and e2.message == e.message)
@@ -128,6 +136,7 @@ def job(n, fault):
 ringtest.main(checks, launcher="env",
               worlds=(job(2, "kill"), job(3, "kill"), job(4, "kill"), job(3, "stop"),
                       (3, dict(job(3, "stop")[1], RING_PROGRESS_THREAD="off")),
-                      job(3, "shape"), job(2, "dtype"), job(2, "collective")),
+                      job(3, "shape"), job(2, "dtype"), job(2, "collective"),
+                      job(2, "barrier")),
               killed=lambda n, env: ({int(env["RINGTEST_VICTIM"])}
                                      if env["RINGTEST_FAULT"] in ("kill", "stop") else set()))

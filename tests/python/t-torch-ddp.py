@@ -19,7 +19,8 @@ own: ring-launch would stop the job when one peer dies):
   unused     DistributedOptimizer against DDP (find_unused_parameters=True, over
              gloo, with ringd.init() after init_process_group: one store) on a
              script with a head some steps use on some ranks, Adam with weight
-             decay, zero_grad(set_to_none=True): the same parameters
+             decay, zero_grad(set_to_none=True): the same parameters; and
+             BatchNorm's buffers made rank 0's with broadcast_parameters
 """
 import os
 import signal
@@ -229,6 +230,31 @@ def unused_checks(t, ringd, torch):
          "max |diff| = %.3g" % diff)
     t.same("unused: parameters", ringtest.digest(ours.params(torch)))
     opt.finish()
+    # sparse embedding gradients (set_to_none: they used to fail, then say "produced
+    # again"): they travel dense, come back sparse, and train as dense ones do
+    weights = []
+    for sparse in (True, False):
+        torch.manual_seed(0)
+        emb, lin = torch.nn.Embedding(10, 4, sparse=sparse), torch.nn.Linear(4, 1)
+        both = torch.nn.ModuleDict({"emb": emb, "lin": lin})
+        eopt = ringd.torch.DistributedOptimizer(torch.optim.SGD(both.parameters(), lr=0.1),
+                                                both.named_parameters())
+        for step in range(3):
+            eopt.zero_grad(set_to_none=True)
+            lin(emb(torch.tensor([t.rank, 5, step]))).sum().backward()
+            eopt.step()
+        t.ok(emb.weight.grad.is_sparse == sparse, "unused: sparse=%s gradient comes back %s"
+             % (sparse, "sparse" if sparse else "dense"))
+        weights.append(emb.weight.detach().clone())
+    t.ok(torch.allclose(weights[0], weights[1], atol=1e-6),
+         "unused: a sparse embedding trains as a dense one",
+         (weights[0] - weights[1]).abs().max())
+    # docs/pytorch.md's recipe for BatchNorm's per-rank running statistics
+    bn = torch.nn.BatchNorm1d(4)
+    bn(torch.randn(8, 4) + t.rank)
+    ringd.torch.broadcast_parameters(dict(bn.named_buffers()), root_rank=0)
+    t.same("unused: BatchNorm buffers after broadcast_parameters(named_buffers())",
+           [ringtest.digest(b) for b in bn.buffers()])
 
 
 def checks(t):

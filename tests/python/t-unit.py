@@ -81,6 +81,11 @@ def hierarchy_checks(t, ringd):
                                                                     ringd.Error)
          and issubclass(ringd.NotInitializedError, RuntimeError),
          "ringd errors are also the matching built-in exceptions")
+    names = {}
+    exec("from ringd import *", names)
+    t.ok(names.get("TimeoutError", TimeoutError) is TimeoutError and "IOError" not in names
+         and "PeerError" in names, "from ringd import * shadows no builtin (TimeoutError, "
+         "IOError)", sorted(k for k in names if k in dir(__builtins__)))
 
 
 def config_checks(t, ringd):

@@ -33,6 +33,7 @@ import warnings
 import torch
 
 import ringd
+from .. import _runtime
 
 MAX_DEPTH = 8  # callbacks that start collectives, nested this deep
 
@@ -41,7 +42,7 @@ _waiting = queue.Queue()   # items whose handles are not yet waited for
 _waiter = None
 _runners = []              # _Runner per depth
 _outstanding = 0           # items not yet completed
-_failure = None            # the first ringd.Error a collective raised
+_failure = None            # (the first ringd.Error a collective raised, its communicator)
 _local = threading.local()  # .depth: the runner depth of this thread (0: not a runner)
 
 
@@ -87,10 +88,12 @@ class _Runner:
 
 
 def _keep_failure(error):
+    """Keep the ring's first error, with the communicator it broke (a ring opened later by
+    ringd.init() starts clean)."""
     global _failure
     with _lock:
-        if _failure is None:
-            _failure = error
+        if _failure is None or _failure[1] is not _runtime._comm:
+            _failure = (error, _runtime._comm)
 
 
 def _outcome(handles, value, on_done, soft):
@@ -172,11 +175,6 @@ def start_or_fail(start, value):
         return []
 
 
-def failure():
-    """The first ringd.Error a collective behind a future raised (None: none did)."""
-    return _failure
-
-
 def settle(timeout):
     """Wait (at most timeout seconds) until every future handed out is completed."""
     deadline = time.monotonic() + timeout
@@ -190,6 +188,7 @@ def settle(timeout):
 
 
 _collecting = set()  # threads in a backward pass whose end raises a failure
+_released = set()    # of those, the ones whose callbacks were let go before the end
 
 
 def raise_failure_at_end_of_backward():
@@ -216,9 +215,10 @@ def _hold_while_collecting():
     inside the pass itself (not DDP's way) is released after the ring's timeout."""
     deadline = time.monotonic() + _settle_timeout()
     with _lock:
-        while _collecting and time.monotonic() < deadline:
+        while _collecting - _released and time.monotonic() < deadline:
             _lock.wait(0.5)
-        if _collecting:
+        if _collecting - _released:
+            _released.update(_collecting)  # once per pass, not once per callback
             warnings.warn("ringd.torch: a future of a collective started in backward was "
                           "waited for inside the same backward pass; its callbacks now run "
                           "before the pass ends, and collectives they start may be ordered "
@@ -230,14 +230,15 @@ def _settle_backward(thread):
     # when its last bucket starts): wait for every future, then raise after DDP's
     with _lock:
         _collecting.discard(thread)
+        _released.discard(thread)
         _lock.notify_all()  # the held callbacks run now
     settle(_settle_timeout())
     torch.autograd.Variable._execution_engine.queue_callback(_raise_failure)
 
 
 def _raise_failure():
-    if _failure is not None:
-        raise _failure
+    if _failure is not None and _failure[1] is _runtime._comm:
+        raise _failure[0]
 
 
 def _settle_timeout():
