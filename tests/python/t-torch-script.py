@@ -12,9 +12,10 @@ script it was ported from; on a small slice of Fashion-MNIST:
   c. RING_CODEC=none, 2 ranks with --accum A train as the plain script with
      --accum 2A on one process: within float rounding (max |diff| <= 1e-5) for
      A = 2, bit for bit for A = 1 (halving is exact, and a + b = b + a); and
-     mpirun -np 3 with --accum 1 against --accum 3: no farther from the plain
-     run than the plain script is from itself summing its micro-batches in
-     reverse (a third rounds, and AdamW magnifies the order of the sum)
+     mpirun -np 3 with --accum 1 against --accum 3: a third rounds, and AdamW
+     magnifies it where a gradient nearly cancels, so max |diff| <= lr/5 with
+     at most 5 % of the parameters over 1e-5 (a lost or doubled share of the
+     average moves most of them)
   d. the mistake: the script with synchronize() left out (clip_grad_norm_ on
      gradients whose allreduce has started, then a plain step()) raises
      ringd.InvalidError naming the parameter on every rank, and no rank has
@@ -43,7 +44,9 @@ ex = os.path.abspath(os.path.join(top, "examples", "pytorch"))
 launch = os.environ.get("RING_LAUNCH", "ring-launch")
 python = os.environ.get("RINGD_TEST_PYTHON", sys.executable)
 RUN_TIMEOUT = 120
-SMALL = ["--limit", "768", "--batch", "16", "--steps", "16", "--ckpt-every", "5"]
+LR = 3e-3  # the runs' learning rate (the scripts' default)
+SMALL = ["--limit", "768", "--batch", "16", "--steps", "16", "--ckpt-every", "5",
+         "--lr", str(LR)]
 STOP = 7  # before the epoch ends (step 12 at 4 micro-batches a step, 8 at 6): the order goes on
 
 
@@ -196,6 +199,13 @@ def changed(a, b):
             if d[:1] in "+-" and not d.startswith(("+++", "---"))]
 
 
+def count_over(a, b, bound):
+    """How many parameters differ by more than bound (None: a run's are missing)."""
+    if max_diff(a, b) == float("inf"):
+        return None
+    return sum(abs(x - y) > bound for x, y in zip(a["params"], b["params"]))
+
+
 def max_diff(a, b):
     if a is None or b is None or not a.get("params") or not b.get("params") or \
             len(a["params"]) != len(b["params"]):
@@ -260,27 +270,9 @@ def main():
         # AdamW divides by sqrt(v): where a weight's gradient nearly cancels, that rounding
         # moves its update by up to lr x its relative error. On this slice the largest
         # difference is 1.9e-7; other slices reach 6e-6 (--limit 640) or 2.5e-5 (--limit 512).
-        # With 3 ranks every average rounds (a third), and the run is 2.8e-4 from the plain
-        # one in 609 of 52252 parameters: exactly as far as the plain script is from itself
-        # when it sums its 3 micro-batches in the reverse order, which c. checks.
-        def reversed_plain_diff(total, plain_out):
-            """How far the plain script is from itself when it sums its micro-batches in
-            the reverse order: what summation order alone does to this run."""
-            src = open(os.path.join(ex, "fmnist_resume_plain.py")).read()
-            rev = os.path.join(tmp, "plain_reversed.py")
-            with open(rev, "w") as f:
-                f.write(src.replace("for j in mine:", "for j in reversed(mine):"))
-            name = os.path.join(tmp, "reversed-%d" % total)
-            run([python, rev] + SMALL + ["--accum", str(total), "--ckpt", name + ".pt",
-                                         "--out", name + ".json"],
-                {"PYTHONPATH": ex + os.pathsep + os.environ.get("PYTHONPATH", "")},
-                "the plain script, --accum %d, summed in reverse" % total)
-            try:
-                with open(name + ".json") as f, open(plain_out) as g:
-                    return max_diff(json.load(g), json.load(f))
-            except (OSError, ValueError):
-                return None
-
+        # With 3 ranks every average rounds (a third), and the run is 2.8e-4 (0.09 lr) from
+        # the plain one, 609 of 52252 parameters by more than 1e-5, with any of the codec's
+        # kernels and OpenBLAS's Haswell or native ones.
         def none_against_plain(tag, cmd, ranks, accum, exact):
             name = os.path.join(tmp, "none-%d-accum%d" % (ranks, accum))
             total = ranks * accum
@@ -307,13 +299,15 @@ def main():
                 good = diff <= 1e-5
                 what = "max |diff| = %.3g <= 1e-5" % diff
             else:
-                # dividing by 3 rounds: the order of the sum shows through AdamW
-                ref = reversed_plain_diff(total, name + "p.json")
-                print("# the plain script against itself summing in reverse: max |diff| = %s"
-                      % ("%.3g" % ref if ref is not None else "?"))
-                good = ref is not None and diff <= max(1e-5, 1.5 * ref)
-                what = "max |diff| = %.3g, within the plain script's own for another order " \
-                       "of summing (%s)" % (diff, "%.3g" % ref if ref is not None else "?")
+                # a third rounds in every element, and AdamW magnifies that where a
+                # gradient nearly cancels: a few parameters move by a fraction of lr. A
+                # wrong average (a rank's share lost or counted twice) moves most of them.
+                far = count_over(p[0], d[0], 1e-5)
+                print("# %s of %s parameters differ by more than 1e-5" % (far, p[0]["numel"]
+                                                                        if p[0] else "?"))
+                good = diff <= LR / 5 and far is not None and far <= 0.05 * p[0]["numel"]
+                what = "max |diff| = %.3g <= lr/5, %s parameters (<= 5 %%) over 1e-5" % (
+                    diff, far)
             ok(rc1 == 0 and rc2 == 0 and same(d) and good,
                "RING_CODEC=none: %s --accum %d trains as the plain script with --accum %d on "
                "one process: %s" % (tag, accum, total, what),
