@@ -10,7 +10,8 @@ peer dies):
            step(), never a hang or a wrong average
   named    a DistributedOptimizer whose named_parameters miss some of the
            optimizer's parameters: ValueError naming how to fix it; before
-           ringd.init(): NotInitializedError
+           ringd.init(): NotInitializedError; broadcast_parameters of other
+           shapes: the MismatchError names the tensor ("tensor id 0 is bias")
   pg       init_process_group("ringd") with no ring yet: the peers meet through
            the c10d store, DDP trains, the parameters agree
 """
@@ -94,6 +95,17 @@ def named_checks(t, ringd, torch):
              lambda: ringd.torch.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
                                                       net.named_parameters(), staleness=-1),
              "named: staleness -1: ValueError")
+    if t.world > 1:  # last: it breaks the ring
+        m = torch.nn.Linear(4, 4 if t.rank == 0 else 5)
+        err = None
+        try:
+            ringd.torch.broadcast_parameters(m.state_dict(), root_rank=0)
+        except ringd.MismatchError as e:
+            err = e
+        # the root only sends, and may finish first; the others name the tensor
+        t.ok(t.rank == 0 or (err is not None and "here tensor id 0 is bias" in str(err)),
+             "named: broadcast_parameters of other shapes: MismatchError names the tensor",
+             repr(err))
 
 
 def pg_checks(t, ringd, torch):
