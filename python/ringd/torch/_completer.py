@@ -162,10 +162,10 @@ def future_of(handles, value, on_done=None):
     return fut
 
 
-def start_or_fail(start, value):
+def start_or_fail(start):
     """start() -> handles; when it raises the ring's error inside a backward pass that
-    collects failures, the handles of nothing: the failure is kept, the future gets
-    value (the backward raises it at its end). Elsewhere the error is raised."""
+    collects failures, no handles: the failure is kept, and the future of nothing gets its
+    value at once (the backward raises the failure at its end). Elsewhere it is raised."""
     try:
         return start()
     except ringd.Error as e:

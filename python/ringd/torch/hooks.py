@@ -30,6 +30,5 @@ def allreduce_hook(state, bucket):
         state.allreduces += 1
     _completer.raise_failure_at_end_of_backward()
     handles = _completer.start_or_fail(
-        lambda: [ringd.allreduce_async(buf, op="avg", codec=codec, tensor_id=bucket.index())],
-        buf)
+        lambda: [ringd.allreduce_async(buf, op="avg", codec=codec, tensor_id=bucket.index())])
     return _completer.future_of(handles, buf)

@@ -160,7 +160,7 @@ class ProcessGroupRingd(dist.ProcessGroup):
         self.ringd_calls += 1
         _completer.raise_failure_at_end_of_backward()
         return _RingdWork(_completer.start_or_fail(
-            lambda: [ringd.allreduce_async(t, op=op) for t in tensors], tensors), tensors)
+            lambda: [ringd.allreduce_async(t, op=op) for t in tensors]), tensors)
 
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else BroadcastOptions()
