@@ -11,7 +11,9 @@
  * unchanged and decoding is exact.
  * Each encode adds at most u * |partial sum| (u = 2^-11 for fp16, whose
  * significand has 11 bits, 2^-8 for bf16), plus, for scaled fp16, half the
- * smallest subnormal step 2^(e-25) with 2^e <= bound * 2^-14; the fp32
+ * smallest subnormal step 2^(e-25) with 2^e <= bound * 2^-14 (while the
+ * scale's clamp to 2^-100..2^100 does not bind; below it, 2^-125: see
+ * t-codec-range.c, which tests the edges of the range); the fp32
  * additions add 2^-24 * |partial|. Every partial sum is at most
  * S = sum over ranks of |x_r,i|, so
  *     |err| <= N * (u + 2^-24) * S + N * 2^-39 * B
