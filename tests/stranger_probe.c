@@ -21,6 +21,8 @@
 
 #define PROBE_WAIT_S 8.0
 
+static const char *probe_job = "ringd"; /* the job id the stranger knows */
+
 const char *const stranger_probe_name[PROBES] = {
     "256 bytes of garbage",
     "a fake verbs record (96 bytes, magic RNGV, framed)",
@@ -99,15 +101,17 @@ static void stranger_probe(int port, int kind, uint64_t *res)
         len = 4 + VB_RECORD_BYTES;
     }
     if (kind == 2) {
-        /* a challenge needs no secret: rank 0 answers it with its own, and no more */
+        /* a challenge needs no secret: rank 0 answers it with its own, and no more.
+         * The stranger knows the job id and calls rank 0 as rank 1, as a peer would */
         unsigned char ch[CHALLENGE_FRAMED];
+        ring_auth_key_t none = {0};
+        ring_auth_party_t me;
+        ring_auth_hs_t hs;
 
+        ring_auth_party_init(&me, &none, probe_job, RING_AUTH_FOR_VERBS_BOOT, 1, 0);
         le_put32(ch, RING_AUTH_CHALLENGE_BYTES);
-        le_put32(ch + 4, RING_AUTH_MAGIC);
-        le_put16(ch + 8, RING_AUTH_VERSION);
-        le_put16(ch + 10, 0); /* the connector's */
-        for (int i = 0; i < RING_AUTH_NONCE_BYTES; i++)
-            ch[12 + i] = (unsigned char)(7 * i + 1);
+        if (ring_auth_hs_start(&hs, &me, 0, ch + 4) != 0)
+            memset(ch + 4, 0, RING_AUTH_CHALLENGE_BYTES);
         (void)!send(fd, ch, sizeof(ch), MSG_NOSIGNAL);
         stranger_read(fd, in, sizeof(in), &got, CHALLENGE_FRAMED, &closed);
     }
@@ -127,7 +131,7 @@ static void stranger_probe(int port, int kind, uint64_t *res)
             res[S_RECORD] = 1;
 }
 
-int stranger_probe_port(int port, uint64_t res[S_COUNT])
+int stranger_probe_port(int port, const char *job, uint64_t res[S_COUNT])
 {
     int fds[2], wstatus;
     struct pollfd pfd;
@@ -136,6 +140,8 @@ int stranger_probe_port(int port, uint64_t res[S_COUNT])
 
     if (port <= 0 || pipe(fds) != 0)
         return -1;
+    if (job != NULL && job[0] != '\0')
+        probe_job = job;
     pid = fork();
     if (pid < 0)
         return -1;

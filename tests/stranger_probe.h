@@ -26,8 +26,9 @@ enum { S_BYTES = 0, S_CLOSED = PROBES, S_CHALLENGE = 2 * PROBES, S_RECORD, S_COU
 extern const char *const stranger_probe_name[PROBES];
 
 /* Fork the stranger, let it probe 127.0.0.1:port (retrying while nobody listens,
- * <= 20 s, then <= 8 s per answer), and fill res; 0, or -1 when it could not run
- * or report (within 90 s). */
-int stranger_probe_port(int port, uint64_t res[S_COUNT]);
+ * <= 20 s, then <= 8 s per answer) knowing the job id (its challenge calls
+ * rank 0 as rank 1, for a verbs bootstrap), and fill res; 0, or -1 when it
+ * could not run or report (within 90 s). */
+int stranger_probe_port(int port, const char *job, uint64_t res[S_COUNT]);
 
 #endif

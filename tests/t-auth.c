@@ -1,8 +1,7 @@
 /*
  * t-auth.c - peers prove the job's secret before they are told anything
  * (src/auth.c, src/connect.c):
- *   - the messages: a proof checks only under the same key, role and nonces;
- *     decoders refuse wrong sizes, magic, version or role; short secrets fail;
+ *   (the handshake's messages, attacked one by one: t-auth-handshake.c)
  *   - N=3 real processes with the same secret form a ring and allreduce;
  *   - a peer with another secret: the ring never forms, and every peer's
  *     start-up error says authentication failed;
@@ -37,50 +36,6 @@
 #define V_STATUS 0
 #define V_SUM 1
 #define V_STRANGER_BYTES 2
-
-static void check_messages(void)
-{
-    ring_auth_key_t k1, k2;
-    unsigned char nc[RING_AUTH_NONCE_BYTES], ns[RING_AUTH_NONCE_BYTES], got[RING_AUTH_NONCE_BYTES];
-    unsigned char proof[RING_AUTH_PROOF_BYTES], ch[RING_AUTH_CHALLENGE_BYTES];
-
-    ok(ring_auth_key_from("short", 5, &k1) == RING_ERR_INVALID &&
-           strstr(ring_last_error(), "at least 16") != NULL,
-       "a 5-byte secret is refused, saying how long it must be");
-    ok(ring_auth_key_from(SECRET, strlen(SECRET), &k1) == RING_OK && k1.on,
-       "a 23-byte secret gives a key");
-    ok(ring_auth_key_from(SECRET "x", strlen(SECRET) + 1, &k2) == RING_OK &&
-           memcmp(k1.k, k2.k, sizeof(k1.k)) != 0, "another secret, another key");
-    for (int i = 0; i < RING_AUTH_NONCE_BYTES; i++)
-        nc[i] = (unsigned char)i, ns[i] = (unsigned char)(100 + i);
-    ring_auth_proof(&k1, 0, nc, ns, proof);
-    ok(ring_auth_proof_check(&k1, 0, nc, ns, proof, sizeof(proof)) == 0,
-       "the connector's proof checks under the same key and nonces");
-    ok(ring_auth_proof_check(&k2, 0, nc, ns, proof, sizeof(proof)) != 0,
-       "... not under another key");
-    ok(ring_auth_proof_check(&k1, 1, nc, ns, proof, sizeof(proof)) != 0,
-       "... not as the acceptor's (a proof reflected back fails)");
-    ns[5] ^= 1;
-    ok(ring_auth_proof_check(&k1, 0, nc, ns, proof, sizeof(proof)) != 0,
-       "... not with another nonce (a replay fails)");
-    ns[5] ^= 1;
-    proof[10] ^= 0x40;
-    ok(ring_auth_proof_check(&k1, 0, nc, ns, proof, sizeof(proof)) != 0,
-       "... not with one bit flipped");
-    proof[10] ^= 0x40;
-    ok(ring_auth_proof_check(&k1, 0, nc, ns, proof, sizeof(proof) - 1) != 0 &&
-           ring_auth_proof_check(&k1, 0, nc, ns, proof, 0) != 0,
-       "... not when shorter");
-    ring_auth_challenge_encode(1, ns, ch);
-    ok(ring_auth_challenge_decode(ch, sizeof(ch), 1, got) == 0 && memcmp(got, ns, sizeof(ns)) == 0,
-       "a challenge decodes to its nonce");
-    ok(ring_auth_challenge_decode(ch, sizeof(ch), 0, got) != 0,
-       "an acceptor's challenge is refused where a connector's is due");
-    ok(ring_auth_challenge_decode(ch, sizeof(ch) - 1, 1, got) != 0 &&
-           ring_auth_challenge_decode(ch, 3, 1, got) != 0, "a short challenge is refused");
-    ch[4] = 9;
-    ok(ring_auth_challenge_decode(ch, sizeof(ch), 1, got) != 0, "another version is refused");
-}
 
 /* ---- real rings ----------------------------------------------------------------- */
 
@@ -282,7 +237,6 @@ static void run_ring(const char *label, ring_case_t kind)
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    check_messages();
     run_ring("N=3, one secret: the ring forms and sums (6 = 1+2+3)", R_ALL_SAME);
     run_ring("N=3, rank 2 has another secret: no ring; every peer's error says authentication "
              "failed", R_OTHER_SECRET);

@@ -37,6 +37,23 @@ static void seal_frame(ring_frame_macs_t *t, ring_tp_ep_t *ep, unsigned char *hd
     ok(ring_frame_macs_seal(t, ep, hdr, payload, len) == 0, "chunk %u sealed", chunk);
 }
 
+/* A handshake of rank 0 calling rank 1, in memory (auth.h): 0 when it finished. */
+static int handshake(const ring_auth_key_t *key, ring_auth_hs_t *c, ring_auth_hs_t *a)
+{
+    ring_auth_party_t pc, pa;
+    unsigned char ch_c[RING_AUTH_CHALLENGE_BYTES], ch_a[RING_AUTH_CHALLENGE_BYTES];
+    unsigned char proof_c[RING_AUTH_PROOF_BYTES], proof_a[RING_AUTH_PROOF_BYTES];
+
+    ring_auth_party_init(&pc, key, "t-frame-mac", RING_AUTH_FOR_RING, 0, 1);
+    ring_auth_party_init(&pa, key, "t-frame-mac", RING_AUTH_FOR_RING, 1, RING_AUTH_NO_RANK);
+    return ring_auth_hs_start(c, &pc, 0, ch_c) == 0 && ring_auth_hs_start(a, &pa, 1, NULL) == 0 &&
+                   ring_auth_hs_challenge(a, ch_c, sizeof(ch_c), ch_a) == 0 &&
+                   ring_auth_hs_challenge(c, ch_a, sizeof(ch_a), proof_c) == 0 &&
+                   ring_auth_hs_proof(a, proof_c, sizeof(proof_c), proof_a) == 0 &&
+                   ring_auth_hs_proof(c, proof_a, sizeof(proof_a), NULL) == 0
+               ? 0 : -1;
+}
+
 static void check_tags(void)
 {
     /* two ends of one connection, and a second connection; the endpoints are
@@ -46,23 +63,19 @@ static void check_tags(void)
     ring_tp_ep_t *other = (ring_tp_ep_t *)&ep_c;
     ring_frame_macs_t *left = ring_frame_macs_new(), *right = ring_frame_macs_new();
     ring_auth_key_t key;
-    ring_auth_t auth, auth2;
+    ring_auth_hs_t c1, a1, c2, a2;
     unsigned char payload[1000], hdr[RING_FRAME_BYTES + RING_FRAME_TRAILER_BYTES];
     unsigned char h1[sizeof(hdr)], h2[sizeof(hdr)], h3[sizeof(hdr)];
 
-    memset(&auth, 0, sizeof(auth));
-    memset(auth.nonce_c, 0x11, sizeof(auth.nonce_c));
-    memset(auth.nonce_s, 0x22, sizeof(auth.nonce_s));
-    auth2 = auth;
-    auth2.nonce_s[0] ^= 1;
     for (size_t i = 0; i < sizeof(payload); i++)
         payload[i] = (unsigned char)(i * 7 + 3);
     ok(left != NULL && right != NULL &&
        ring_auth_key_from(SECRET, strlen(SECRET), &key) == RING_OK &&
-       ring_frame_macs_attach(left, conn, &key, &auth, 1) == RING_OK &&
-       ring_frame_macs_attach(right, conn_b, &key, &auth, 0) == RING_OK &&
-       ring_frame_macs_attach(right, other, &key, &auth2, 0) == RING_OK,
-       "keys for a connection's two ends, and for another connection");
+       handshake(&key, &c1, &a1) == 0 && handshake(&key, &c2, &a2) == 0 &&
+       ring_frame_macs_attach(left, conn, &c1, 1) == RING_OK &&
+       ring_frame_macs_attach(right, conn_b, &a1, 0) == RING_OK &&
+       ring_frame_macs_attach(right, other, &a2, 0) == RING_OK,
+       "keys for a connection's two ends (from a real handshake), and for another connection");
     if (left == NULL || right == NULL)
         return;
     ok(ring_frame_macs_seal(left, other, hdr, payload, 10) != 0,
@@ -103,7 +116,7 @@ static void check_tags(void)
     seal_frame(left, conn, h1, payload, 64, 4);
     ring_frame_macs_free(left);
     left = ring_frame_macs_new();
-    ok(left != NULL && ring_frame_macs_attach(left, conn, &key, &auth, 1) == RING_OK &&
+    ok(left != NULL && ring_frame_macs_attach(left, conn, &c1, 1) == RING_OK &&
            ring_frame_macs_open(left, conn, h1, payload, 64) != 0,
        "a frame sent back to its sender (reflected): refused");
     seal_frame(right, conn_b, h2, NULL, 0, 5);

@@ -216,7 +216,7 @@ static int stranger_first(const ring_config_t *cfg)
     snprintf(peers, sizeof(peers), "%s", cfg->peers != NULL ? cfg->peers : "");
     peers[strcspn(peers, ",")] = '\0';
     colon = strrchr(peers, ':');
-    if (stranger_probe_port(colon != NULL ? atoi(colon + 1) : 0, res) != 0)
+    if (stranger_probe_port(colon != NULL ? atoi(colon + 1) : 0, cfg->job_id, res) != 0)
         return -1;
     for (int i = 0; i < S_COUNT; i++)
         h_put(V_STRANGER + i, res[i]);

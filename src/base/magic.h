@@ -12,6 +12,8 @@
 #define RING_FRAME_MAGIC 0x46474e52u      /* "RNGF": a frame (core/wire.h) */
 #define RING_AUTH_MAGIC 0x41474e52u       /* "RNGA": a challenge (bootstrap/auth.h) */
 #define RING_AUTH_PROOF_MAGIC 0x50474e52u /* "RNGP": a proof (bootstrap/auth.h) */
+#define RING_STORE_REFUSE_MAGIC 0x52474e52u /* "RNGR": the tcp store turns a client away
+                                             * before its challenge (bootstrap/store.h) */
 #define VB_RECORD_MAGIC 0x56474e52u       /* "RNGV": a verbs queue-pair record (transport/verbs_record.h) */
 
 #endif /* RING_MAGIC_H */

@@ -1,7 +1,7 @@
 /*
- * auth.c - the per-job secret and the challenge-response of auth.h, with
- * OpenSSL's libcrypto for HMAC-SHA-256, random nonces and the
- * constant-time compare (no hand-written primitives).
+ * auth.c - the per-job secret (auth.h's K) and one connection's handshake
+ * over a transport endpoint, without blocking: auth_handshake.c decides,
+ * this file moves its messages. libcrypto for HMAC-SHA-256 and the nonces.
  */
 #include "ring_build.h"
 
@@ -14,7 +14,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include "auth.h"
 #include "errors.h"
@@ -22,7 +21,6 @@
 #include "magic.h"
 
 static const char KEY_LABEL[] = "ringd-auth key v1";
-static const char *const ROLE_LABEL[2] = {"ringd-auth connector", "ringd-auth acceptor"};
 
 ring_status_t ring_auth_key_from(const void *secret, size_t len, ring_auth_key_t *key)
 {
@@ -90,74 +88,6 @@ ring_status_t ring_auth_key_load(const ring_config_t *cfg, ring_auth_key_t *key)
     return RING_OK;
 }
 
-int ring_auth_nonce(unsigned char nonce[RING_AUTH_NONCE_BYTES])
-{
-    return RAND_bytes(nonce, RING_AUTH_NONCE_BYTES) == 1 ? 0 : -1;
-}
-
-void ring_auth_challenge_encode(int acceptor, const unsigned char nonce[RING_AUTH_NONCE_BYTES],
-                                unsigned char out[RING_AUTH_CHALLENGE_BYTES])
-{
-    le_put32(out, RING_AUTH_MAGIC);
-    le_put16(out + 4, RING_AUTH_VERSION);
-    le_put16(out + 6, (uint16_t)(acceptor ? 1 : 0));
-    memcpy(out + 8, nonce, RING_AUTH_NONCE_BYTES);
-}
-
-int ring_auth_challenge_decode(const unsigned char *in, size_t len, int acceptor,
-                               unsigned char nonce[RING_AUTH_NONCE_BYTES])
-{
-    if (len != RING_AUTH_CHALLENGE_BYTES || le_get32(in) != RING_AUTH_MAGIC ||
-        le_get16(in + 4) != RING_AUTH_VERSION || le_get16(in + 6) != (acceptor ? 1 : 0))
-        return -1;
-    memcpy(nonce, in + 8, RING_AUTH_NONCE_BYTES);
-    return 0;
-}
-
-static void proof_mac(const ring_auth_key_t *key, int acceptor,
-                      const unsigned char nonce_c[RING_AUTH_NONCE_BYTES],
-                      const unsigned char nonce_s[RING_AUTH_NONCE_BYTES],
-                      unsigned char mac[RING_AUTH_MAC_BYTES])
-{
-    const char *label = ROLE_LABEL[acceptor ? 1 : 0];
-    unsigned char msg[32 + 2 * RING_AUTH_NONCE_BYTES];
-    size_t lab = strlen(label);
-    unsigned int n = RING_AUTH_MAC_BYTES;
-
-    memcpy(msg, label, lab);
-    memcpy(msg + lab, nonce_c, RING_AUTH_NONCE_BYTES);
-    memcpy(msg + lab + RING_AUTH_NONCE_BYTES, nonce_s, RING_AUTH_NONCE_BYTES);
-    if (HMAC(EVP_sha256(), key->k, sizeof(key->k), msg, lab + 2 * RING_AUTH_NONCE_BYTES, mac,
-             &n) == NULL)
-        memset(mac, 0, RING_AUTH_MAC_BYTES); /* never matches a real proof's check below */
-}
-
-void ring_auth_proof(const ring_auth_key_t *key, int acceptor,
-                     const unsigned char nonce_c[RING_AUTH_NONCE_BYTES],
-                     const unsigned char nonce_s[RING_AUTH_NONCE_BYTES],
-                     unsigned char out[RING_AUTH_PROOF_BYTES])
-{
-    le_put32(out, RING_AUTH_PROOF_MAGIC);
-    proof_mac(key, acceptor, nonce_c, nonce_s, out + 4);
-}
-
-int ring_auth_proof_check(const ring_auth_key_t *key, int acceptor,
-                          const unsigned char nonce_c[RING_AUTH_NONCE_BYTES],
-                          const unsigned char nonce_s[RING_AUTH_NONCE_BYTES],
-                          const unsigned char *in, size_t len)
-{
-    unsigned char want[RING_AUTH_MAC_BYTES];
-    static const unsigned char zero[RING_AUTH_MAC_BYTES];
-    int bad;
-
-    if (len != RING_AUTH_PROOF_BYTES || le_get32(in) != RING_AUTH_PROOF_MAGIC)
-        return -1;
-    proof_mac(key, acceptor, nonce_c, nonce_s, want);
-    bad = CRYPTO_memcmp(want, in + 4, RING_AUTH_MAC_BYTES) != 0 ||
-          CRYPTO_memcmp(want, zero, RING_AUTH_MAC_BYTES) == 0;
-    OPENSSL_cleanse(want, sizeof(want));
-    return bad ? -1 : 0;
-}
 
 /* ---- one connection's exchange ------------------------------------------------ */
 
@@ -175,6 +105,7 @@ static ring_auth_state_t fail(ring_auth_t *a, const char *why)
 {
     snprintf(a->why, sizeof(a->why), "%s", why);
     a->phase = FAILED;
+    ring_auth_hs_wipe(&a->hs);
     return RING_AUTH_FAILED;
 }
 
@@ -188,19 +119,17 @@ static const char *ep_words(const ring_auth_t *a, const ring_tp_req_t *r)
     return text != NULL && text[0] != '\0' ? text : NULL;
 }
 
-ring_status_t ring_auth_begin(ring_auth_t *a, const ring_auth_key_t *key,
+ring_status_t ring_auth_begin(ring_auth_t *a, const ring_auth_party_t *me,
                               const ring_tp_ops_t *ops, ring_tp_ep_t *ep, int acceptor)
 {
     memset(a, 0, sizeof(*a));
-    a->key = key;
     a->ops = ops;
     a->ep = ep;
     a->acceptor = acceptor;
-    if (ring_auth_nonce(acceptor ? a->nonce_s : a->nonce_c) != 0)
-        return ring_error_set(RING_ERR_INTERNAL, "no random bytes from libcrypto (RAND_bytes)");
+    if (ring_auth_hs_start(&a->hs, me, acceptor, a->out_challenge) != 0)
+        return ring_error_set(RING_ERR_INTERNAL, "authentication: %s", a->hs.why);
     /* the connector speaks first; the acceptor answers only what it is asked */
     if (!acceptor) {
-        ring_auth_challenge_encode(0, a->nonce_c, a->out_challenge);
         req_set(&a->s_challenge, a->out_challenge, sizeof(a->out_challenge));
         (void)ops->post_send(ep, &a->s_challenge);
     }
@@ -228,17 +157,18 @@ static ring_auth_state_t got_challenge(ring_auth_t *a)
                                           r->sys_errno == ETIMEDOUT);
         return fail(a, a->acceptor ? "closed before authenticating"
                                    : "closed the connection without answering the challenge "
-                                     "(does it run without a secret?)");
+                                     "(does it run without a secret, or did it refuse this "
+                                     "connection as meant for another rank?)");
     }
-    if (ring_auth_challenge_decode(a->in_challenge, r->bytes, !a->acceptor,
-                                   a->acceptor ? a->nonce_c : a->nonce_s) != 0)
-        return fail(a, "did not start with a ringd authentication challenge");
+    if (ring_auth_hs_challenge(&a->hs, a->in_challenge, r->bytes,
+                               a->acceptor ? a->out_challenge : a->out_proof) != 0) {
+        a->bad_message = 1;
+        return fail(a, a->hs.why);
+    }
     if (a->acceptor) {
-        ring_auth_challenge_encode(1, a->nonce_s, a->out_challenge);
         req_set(&a->s_challenge, a->out_challenge, sizeof(a->out_challenge));
         (void)a->ops->post_send(a->ep, &a->s_challenge);
     } else {
-        ring_auth_proof(a->key, 0, a->nonce_c, a->nonce_s, a->out_proof);
         req_set(&a->s_proof, a->out_proof, sizeof(a->out_proof));
         (void)a->ops->post_send(a->ep, &a->s_proof);
     }
@@ -260,12 +190,11 @@ static ring_auth_state_t got_proof(ring_auth_t *a)
         return fail(a, a->acceptor ? "closed before proving the secret"
                                    : "refused this peer's proof: the secrets differ");
     }
-    if (ring_auth_proof_check(a->key, !a->acceptor, a->nonce_c, a->nonce_s, a->in_proof,
-                              r->bytes) != 0)
-        return fail(a, "could not prove the job's secret (wrong secret, or not a peer of "
-                       "this job)");
+    if (ring_auth_hs_proof(&a->hs, a->in_proof, r->bytes, a->out_proof) != 0) {
+        a->bad_message = 1;
+        return fail(a, a->hs.why);
+    }
     if (a->acceptor) {
-        ring_auth_proof(a->key, 1, a->nonce_c, a->nonce_s, a->out_proof);
         req_set(&a->s_proof, a->out_proof, sizeof(a->out_proof));
         (void)a->ops->post_send(a->ep, &a->s_proof);
     }

@@ -2,7 +2,9 @@
  * auth_guard.c - the job's secret as the connection guard the engine lends a
  * transport that runs its own bootstrap connections (verbs; ring_tp_hooks_t
  * in transport.h): the challenge-response of auth.h, one ring_auth_t per
- * connection as the guard's state, the key as its context.
+ * connection as the guard's state, this peer's party (auth.h) as its
+ * context: a connector calls the party's peer rank, an acceptor takes any
+ * rank that calls this one.
  */
 #include "ring_build.h"
 
@@ -13,7 +15,11 @@
 static ring_status_t auth_guard_begin(void *ctx, void *state, const ring_tp_ops_t *ops,
                                       ring_tp_ep_t *ep, int acceptor)
 {
-    return ring_auth_begin(state, ctx, ops, ep, acceptor);
+    ring_auth_party_t me = *(const ring_auth_party_t *)ctx;
+
+    if (acceptor)
+        me.peer_rank = RING_AUTH_NO_RANK;
+    return ring_auth_begin(state, &me, ops, ep, acceptor);
 }
 
 static ring_tp_guard_state_t auth_guard_step(void *ctx, void *state)
@@ -43,11 +49,12 @@ static void auth_guard_why(void *ctx, const void *state, ring_tp_guard_why_t *wh
     }
 }
 
-void ring_auth_guard_lend(ring_auth_key_t *key, ring_tp_hooks_t *hooks)
+void ring_auth_guard_lend(ring_auth_party_t *party, ring_tp_hooks_t *hooks)
 {
-    if (!key->on)
+    if (party->key == NULL || !party->key->on)
         return;
-    hooks->ctx = key;
+    party->purpose = RING_AUTH_FOR_VERBS_BOOT;
+    hooks->ctx = party;
     hooks->guard_state_bytes = sizeof(ring_auth_t);
     hooks->guard_begin = auth_guard_begin;
     hooks->guard_step = auth_guard_step;

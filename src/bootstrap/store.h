@@ -19,8 +19,16 @@
  * for a key another client set: two peers claiming one rank), 'G' get
  * (answered when the key exists), 'C' check. A reply is
  *   "RKV1", status (1 byte), length (4 bytes), data
- * with status 'O' done, 'V' the value, 'N' no such key, 'E' an error text.
+ * with status 'O' done, 'V' the value, 'N' no such key, 'E' an error text,
+ * 'F' the store is full (an error text; the connection is closed).
  * store_proto.h encodes and decodes them (both sides use it; it is fuzzed).
+ *
+ * With a secret, auth.h's handshake comes first (purpose "store": no rank on
+ * either side). Where its challenge is due, the server may instead turn a
+ * client away with "RNGR" and a 4-byte reason, then close: BUSY (it holds
+ * its maximum of connections, every one authenticated: connect again later)
+ * or JOB (the challenge names another job). Neither tells a stranger anything
+ * about the job.
  */
 #ifndef RING_STORE_H
 #define RING_STORE_H
@@ -34,6 +42,9 @@
 #define RING_STORE_REP_HDR 9
 #define RING_STORE_KEY_MAX 512
 #define RING_STORE_VALUE_MAX 65536
+#define RING_STORE_REFUSE_BYTES 8
+#define RING_STORE_REFUSE_BUSY 1
+#define RING_STORE_REFUSE_JOB 2
 
 typedef struct ring_store ring_store_t;
 

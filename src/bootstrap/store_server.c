@@ -7,8 +7,9 @@
  *
  * Keys are few (a handful per peer) and looked up by a linear search.
  *
- * Bounded, since anyone may connect: at most 2 x world + 16 clients (a
- * newcomer beyond is closed), 10 s to say hello (or prove the secret), 300 s
+ * Bounded, since anyone may connect: at most 2 x world + 16 clients (beyond,
+ * the oldest that has not proven itself is dropped, so idle strangers cannot
+ * lock a peer out), 10 s to say hello (or prove the secret), 300 s
  * idle after it, 1 MiB of replies queued per client, 4 x world + 64 keys. Once
  * every peer's client said hello and left (the ring is up everywhere), the
  * server stops listening and ends.
@@ -32,7 +33,9 @@
 #include "auth.h"
 #include "clock.h"
 #include "errors.h"
+#include "le.h"
 #include "log.h"
+#include "magic.h"
 #include "store.h"
 #include "store_proto.h"
 
@@ -57,7 +60,7 @@ typedef struct client {
     int closing;                /* drop once out is sent */
     int auth_phase;             /* with a secret: 0 challenge due, 1 proof due, 2 proven */
     double since, last_active;  /* ring_now() of its accept, of its last request bytes */
-    unsigned char nonce_c[RING_AUTH_NONCE_BYTES], nonce_s[RING_AUTH_NONCE_BYTES];
+    ring_auth_hs_t *hs;         /* the handshake while it runs (auth.h), then NULL */
 } client_t;
 
 struct ring_store_server {
@@ -66,9 +69,11 @@ struct ring_store_server {
     int listen_fd, stop_pipe[2];
     char job[RING_STORE_KEY_MAX + 1];
     ring_auth_key_t key;        /* key.on: clients must prove the secret first */
+    ring_auth_party_t party;    /* the store's side of the handshake: no rank, any caller */
     int world;                  /* peers of the job: bounds, and when to stop */
     size_t max_clients, max_keys;
     int departed;               /* clients that said hello and then left */
+    unsigned long evicted;      /* unproven clients dropped to make room */
     kv_t *kv;
     size_t nkv, kv_cap;
     client_t *clients;
@@ -200,8 +205,12 @@ static void handle(ring_store_server_t *srv, client_t *c, char op, char *key, ch
             reply(c, 'E', msg, strlen(msg)); /* the client may go on; this set failed */
             break;
         case -3:
-            snprintf(msg, sizeof(msg), "the store holds its maximum of %zu keys", srv->max_keys);
-            reply_error(c, msg);
+            snprintf(msg, sizeof(msg), "the store holds its maximum of %zu keys (4 x the world "
+                     "size + 64): clients that are not this job's peers filled it? Give every "
+                     "peer the same --secret-file (RING_SECRET_FILE), so only peers may set "
+                     "keys", srv->max_keys);
+            reply(c, 'F', msg, strlen(msg));
+            c->closing = 1;
             break;
         default:
             reply_error(c, "the store is out of memory");
@@ -232,44 +241,77 @@ static void auth_drop(client_t *c, const char *why)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    char host[64] = "?";
+    char host[64] = "?", port[16] = "?";
 
     if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0)
-        (void)getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0,
-                          NI_NUMERICHOST);
-    ring_log(RING_LOG_WARN, "rendezvous store: a client from %s %s; dropped it", host, why);
+        (void)getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), port, sizeof(port),
+                          NI_NUMERICHOST | NI_NUMERICSERV);
+    ring_log_security("rendezvous store: refused a client from %s port %s: it %s; closed it, "
+                      "told it nothing", host, port, why);
     c->in_len = 0;
     c->closing = 1;
 }
 
-/* auth.h's exchange as the acceptor, on the bytes c sent so far: the offset
+/* Turn c away before its handshake, with a reason (store.h), then close. */
+static void refuse(client_t *c, uint32_t why)
+{
+    unsigned char msg[RING_STORE_REFUSE_BYTES];
+
+    le_put32(msg, RING_STORE_REFUSE_MAGIC);
+    le_put32(msg + 4, why);
+    send_raw(c, msg, sizeof(msg));
+    c->closing = 1;
+}
+
+static void client_hs_free(client_t *c)
+{
+    if (c->hs != NULL) {
+        ring_auth_hs_wipe(c->hs);
+        free(c->hs);
+        c->hs = NULL;
+    }
+}
+
+/* auth.h's handshake as the acceptor, on the bytes c sent so far: the offset
  * of the first request byte once c has proven the secret, else -1 (more
  * bytes needed, or c is being dropped). */
-static long client_authenticate(client_t *c, const ring_auth_key_t *key)
+static long client_authenticate(ring_store_server_t *srv, client_t *c)
 {
     unsigned char out[RING_AUTH_CHALLENGE_BYTES];
+    unsigned version;
 
     if (c->auth_phase == 0) {
-        if (c->in_len < RING_AUTH_CHALLENGE_BYTES)
-            return -1;
-        if (ring_auth_challenge_decode(c->in, RING_AUTH_CHALLENGE_BYTES, 0, c->nonce_c) != 0 ||
-            ring_auth_nonce(c->nonce_s) != 0) {
-            auth_drop(c, "sent no authentication challenge (no secret, or not a ringd peer)");
+        if (c->in_len >= 4 && ring_auth_other_version(c->in, c->in_len, &version)) {
+            auth_drop(c, "speaks another version of ringd's authentication (another ringd "
+                         "release)");
             return -1;
         }
-        ring_auth_challenge_encode(1, c->nonce_s, out);
+        if (c->in_len < RING_AUTH_CHALLENGE_BYTES)
+            return -1;
+        c->hs = calloc(1, sizeof(*c->hs));
+        if (c->hs == NULL || ring_auth_hs_start(c->hs, &srv->party, 1, NULL) != 0 ||
+            ring_auth_hs_challenge(c->hs, c->in, RING_AUTH_CHALLENGE_BYTES, out) != 0) {
+            if (c->hs != NULL && c->hs->wrong_job) /* a peer of another job: say so */
+                refuse(c, RING_STORE_REFUSE_JOB);
+            auth_drop(c, c->hs == NULL ? "could not be served (out of memory)"
+                         : c->hs->why[0] != '\0' ? c->hs->why
+                         : "sent no authentication challenge (no secret, or not a ringd peer)");
+            client_hs_free(c);
+            return -1;
+        }
         send_raw(c, out, sizeof(out));
         c->auth_phase = 1;
     }
     if (c->in_len < RING_AUTH_CHALLENGE_BYTES + RING_AUTH_PROOF_BYTES)
         return -1;
-    if (ring_auth_proof_check(key, 0, c->nonce_c, c->nonce_s, c->in + RING_AUTH_CHALLENGE_BYTES,
-                              RING_AUTH_PROOF_BYTES) != 0) {
-        auth_drop(c, "could not prove the job's secret");
+    if (ring_auth_hs_proof(c->hs, c->in + RING_AUTH_CHALLENGE_BYTES, RING_AUTH_PROOF_BYTES,
+                           out) != 0) {
+        auth_drop(c, c->hs->why);
+        client_hs_free(c);
         return -1;
     }
-    ring_auth_proof(key, 1, c->nonce_c, c->nonce_s, out);
     send_raw(c, out, RING_AUTH_PROOF_BYTES);
+    client_hs_free(c);
     c->auth_phase = 2;
     return RING_AUTH_CHALLENGE_BYTES + RING_AUTH_PROOF_BYTES;
 }
@@ -286,7 +328,7 @@ static void parse_requests(ring_store_server_t *srv, client_t *c)
         return;
     }
     if (srv->key.on && c->auth_phase < 2) {
-        long start = client_authenticate(c, &srv->key);
+        long start = client_authenticate(srv, c);
 
         if (start < 0)
             return;
@@ -324,6 +366,7 @@ static void client_drop(ring_store_server_t *srv, size_t i)
     client_t *c = &srv->clients[i];
 
     srv->departed += c->hello;
+    client_hs_free(c);
     close(c->fd);
     free(c->in);
     free(c->out);
@@ -391,16 +434,46 @@ static void server_tell_waiters(ring_store_server_t *srv)
     }
 }
 
-/* A connected client: 0, or -1 when the server has its maximum (fd is closed). */
+/* A client that has not proven itself yet (the secret, or without one its hello). */
+static int client_unproven(const ring_store_server_t *srv, const client_t *c)
+{
+    return !c->closing && (srv->key.on ? c->auth_phase < 2 : !c->hello);
+}
+
+/*
+ * A connected client: 0, or -1 when it is turned away (fd is closed). At its
+ * maximum of clients the server drops the oldest that has not proven itself
+ * (as the ring's listener does: a real peer proves itself in a millisecond,
+ * so a few silent sockets cannot lock it out, and one dropped mid-way connects
+ * again); only when every client has proven itself is the newcomer turned away.
+ */
 static int server_add_client(ring_store_server_t *srv, int fd)
 {
     int one = 1;
 
     if (srv->nclients >= srv->max_clients) {
-        ring_log(RING_LOG_WARN, "rendezvous store: %zu clients already; closed a "
-                 "newcomer", srv->nclients);
-        close(fd);
-        return -1;
+        size_t oldest = srv->nclients;
+
+        for (size_t i = 0; i < srv->nclients; i++)
+            if (client_unproven(srv, &srv->clients[i]) &&
+                (oldest == srv->nclients || srv->clients[i].since < srv->clients[oldest].since))
+                oldest = i;
+        if (oldest == srv->nclients) {
+            client_t c = {.fd = fd};
+
+            ring_log_security("rendezvous store: %zu clients, all of them proven; turned a "
+                              "newcomer away", srv->nclients);
+            refuse(&c, RING_STORE_REFUSE_BUSY);
+            (void)send(fd, c.out, c.out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+            free(c.out);
+            close(fd);
+            return -1;
+        }
+        srv->evicted++;
+        ring_log_security("rendezvous store: at its maximum of %zu clients; dropped the oldest "
+                          "that had not proven itself (%lu so far) to let a newcomer in",
+                          srv->max_clients, srv->evicted);
+        client_drop(srv, oldest);
     }
     /* replies are small and must not wait for the client's delayed ACK */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -557,6 +630,9 @@ ring_status_t ring_store_server_new(const char *job, int world, const ring_auth_
     snprintf(srv->job, sizeof(srv->job), "%s", job);
     if (key != NULL)
         srv->key = *key;
+    /* the store has no rank, and serves whoever proves the secret for it */
+    ring_auth_party_init(&srv->party, &srv->key, job, RING_AUTH_FOR_STORE, RING_AUTH_NO_RANK,
+                         RING_AUTH_NO_RANK);
     srv->world = world;
     srv->max_clients = 2 * (size_t)(world > 0 ? world : 1) + 16;
     srv->max_keys = 4 * (size_t)(world > 0 ? world : 1) + 64;

@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "auth.h"
 #include "errors.h"
+#include "le.h"
 #include "store.h"
 #include "store_proto.h"
 
@@ -108,6 +109,9 @@ static ring_status_t store_call(store_tcp_t *st, char op, const char *key, const
     data[r.len] = '\0';
     if (*status == 'E')
         return ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s: %s", st->base.where, data);
+    if (*status == 'F')
+        return ring_error_set(RING_ERR_NO_RESOURCE, "rendezvous store %s: %s", st->base.where,
+                              data);
     return RING_OK;
 }
 
@@ -199,60 +203,103 @@ static int tcp_dial(const char *host, int port, double deadline, char *err, size
     return fd;
 }
 
-/* auth.h's exchange as the connector, before the store's hello: the store
+/* auth.h's handshake as the connector, before the store's hello: the store
  * proves the secret before it hears the job id, and this peer before it is
- * answered. */
+ * answered. *retry = 1 when the store turned this connection away before
+ * the handshake (at its capacity of connections, or closed it unanswered):
+ * the caller connects again while its deadline allows. */
 static ring_status_t tcp_authenticate(store_tcp_t *st, const ring_auth_key_t *key,
-                                      double deadline)
+                                      const char *job, double deadline, int *retry)
 {
-    unsigned char nc[RING_AUTH_NONCE_BYTES], ns[RING_AUTH_NONCE_BYTES];
+    ring_auth_party_t me;
+    ring_auth_hs_t hs;
     unsigned char ch[RING_AUTH_CHALLENGE_BYTES], proof[RING_AUTH_PROOF_BYTES];
+    unsigned version;
+    ring_status_t rs = RING_OK;
 
-    if (ring_auth_nonce(nc) != 0)
-        return ring_error_set(RING_ERR_INTERNAL, "no random bytes from libcrypto (RAND_bytes)");
-    ring_auth_challenge_encode(0, nc, ch);
+    *retry = 0;
+    ring_auth_party_init(&me, key, job, RING_AUTH_FOR_STORE, RING_AUTH_NO_RANK,
+                         RING_AUTH_NO_RANK);
+    if (ring_auth_hs_start(&hs, &me, 0, ch) != 0)
+        return ring_error_set(RING_ERR_INTERNAL, "rendezvous store: %s", hs.why);
     if (io_all(st->fd, ch, sizeof(ch), 1, deadline) != 0 ||
-        io_all(st->fd, ch, sizeof(ch), 0, deadline) != 0)
-        return errno == ETIMEDOUT
-                   ? ring_error_set(RING_ERR_TIMED_OUT, "rendezvous store %s: no answer to the "
-                                    "authentication challenge", st->base.where)
-                   : ring_error_set(RING_ERR_REMOTE, "rendezvous store %s closed the connection "
-                                    "at the authentication challenge: does rank 0 have the "
-                                    "same --secret-file (RING_SECRET_FILE)?", st->base.where);
-    if (ring_auth_challenge_decode(ch, sizeof(ch), 1, ns) != 0)
-        return ring_error_set(RING_ERR_PROTOCOL, "rendezvous store %s did not answer with a "
-                              "ringd authentication challenge: is it a ringd store with a "
-                              "secret?", st->base.where);
-    ring_auth_proof(key, 0, nc, ns, proof);
+        io_all(st->fd, ch, RING_STORE_REFUSE_BYTES, 0, deadline) != 0) {
+        *retry = errno != ETIMEDOUT;
+        rs = errno == ETIMEDOUT
+                 ? ring_error_set(RING_ERR_TIMED_OUT, "rendezvous store %s: no answer to the "
+                                  "authentication challenge", st->base.where)
+                 : ring_error_set(RING_ERR_REMOTE, "rendezvous store %s closed the connection "
+                                  "before answering the authentication challenge (a store at its "
+                                  "capacity of connections, one of another ringd release, or "
+                                  "not a store with a secret)", st->base.where);
+        goto out;
+    }
+    if (le_get32(ch) == RING_STORE_REFUSE_MAGIC) {
+        uint32_t why = le_get32(ch + 4);
+
+        *retry = why == RING_STORE_REFUSE_BUSY;
+        rs = why == RING_STORE_REFUSE_JOB
+                 ? ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s serves another job: "
+                                  "every peer of a job needs the same --job-id (RING_JOB_ID)",
+                                  st->base.where)
+                 : ring_error_set(RING_ERR_NO_RESOURCE, "rendezvous store %s turned this peer "
+                                  "away: it holds its maximum of connections (strangers "
+                                  "holding connections open, or more peers than its job's "
+                                  "world size)", st->base.where);
+        goto out;
+    }
+    if (ring_auth_other_version(ch, RING_STORE_REFUSE_BYTES, &version)) {
+        rs = ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s speaks authentication "
+                            "version %u, this peer %d: every peer needs the same ringd release",
+                            st->base.where, version, RING_AUTH_VERSION);
+        goto out;
+    }
+    if (io_all(st->fd, ch + RING_STORE_REFUSE_BYTES, sizeof(ch) - RING_STORE_REFUSE_BYTES, 0,
+               deadline) != 0 ||
+        ring_auth_hs_challenge(&hs, ch, sizeof(ch), proof) != 0) {
+        rs = ring_error_set(RING_ERR_PROTOCOL, "rendezvous store %s did not answer with this "
+                            "job's ringd authentication challenge (%s): is it this job's ringd "
+                            "store, with a secret?", st->base.where,
+                            hs.why[0] != '\0' ? hs.why : "it closed the connection");
+        goto out;
+    }
     if (io_all(st->fd, proof, sizeof(proof), 1, deadline) != 0 ||
-        io_all(st->fd, proof, sizeof(proof), 0, deadline) != 0)
-        return ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s refused this peer's "
-                              "proof of the secret: does every peer have the same "
-                              "--secret-file (RING_SECRET_FILE)?", st->base.where);
-    if (ring_auth_proof_check(key, 1, nc, ns, proof, sizeof(proof)) != 0)
-        return ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s could not prove the "
-                              "job's secret: it is not this job's store", st->base.where);
-    return RING_OK;
+        io_all(st->fd, proof, sizeof(proof), 0, deadline) != 0) {
+        rs = ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s refused this peer's "
+                            "proof of the secret: does every peer have the same "
+                            "--secret-file (RING_SECRET_FILE)?", st->base.where);
+        goto out;
+    }
+    if (ring_auth_hs_proof(&hs, proof, sizeof(proof), NULL) != 0)
+        rs = ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s could not prove the "
+                            "job's secret: it is not this job's store", st->base.where);
+out:
+    ring_auth_hs_wipe(&hs);
+    return rs;
 }
 
-/* The store's opening on a connected socket: the secret (with a key), then the hello. */
+/* The store's opening on a connected socket: the secret (with a key), then the
+ * hello. *retry: as tcp_authenticate's (st is closed either way on failure). */
 static ring_status_t tcp_begin(store_tcp_t *st, const char *job, const ring_auth_key_t *key,
-                               ring_store_t **s_p)
+                               double deadline, ring_store_t **s_p, int *retry)
 {
     char status, data[1024];
     ring_status_t rs;
+    double op_deadline = ring_now() + st->op_timeout;
 
-    rs = key != NULL && key->on ? tcp_authenticate(st, key, ring_now() + st->op_timeout)
-                                : RING_OK;
+    *retry = 0;
+    if (op_deadline > deadline)
+        op_deadline = deadline;
+    rs = key != NULL && key->on ? tcp_authenticate(st, key, job, op_deadline, retry) : RING_OK;
     if (rs == RING_OK)
-        rs = store_call(st, 'H', job, NULL, ring_now() + st->op_timeout, &status, data,
-                        sizeof(data));
+        rs = store_call(st, 'H', job, NULL, op_deadline, &status, data, sizeof(data));
     if (rs == RING_ERR_TIMED_OUT)
         rs = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: the program at %s accepted the "
                             "connection but never answered a ringd store's hello",
                             st->base.where);
     if (rs != RING_OK) {
-        tcp_close(&st->base, 0);
+        close(st->fd);
+        st->fd = -1;
         return rs;
     }
     *s_p = &st->base;
@@ -264,7 +311,8 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
 {
     store_tcp_t *st = calloc(1, sizeof(*st));
     double started = ring_now(), backoff = 0.005;
-    char err[256] = "no answer";
+    char err[256] = "no answer", why[1024] = "";
+    int retry, turned_away = 0;
     ring_status_t rs;
 
     if (st == NULL)
@@ -275,13 +323,28 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
     st->op_timeout = 30.0;
     for (;;) {
         st->fd = tcp_dial(host, port, deadline, err, sizeof(err));
-        if (st->fd >= 0)
-            break;
+        if (st->fd >= 0) {
+            rs = tcp_begin(st, job, key, deadline, s_p, &retry);
+            if (rs == RING_OK)
+                return RING_OK;
+            if (!retry) {
+                free(st);
+                return rs;
+            }
+            /* turned away before the handshake (strangers fill the store's
+             * connections, say): connect again until the deadline */
+            turned_away++;
+            snprintf(why, sizeof(why), "%s", ring_last_error());
+        }
         if (ring_now() + backoff > deadline) {
-            rs = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: no store answered at %s within "
-                                "%.0f s (%s); rank 0 serves it on its host: is rank 0 running, "
-                                "and is that its host and port?", st->base.where,
-                                ring_now() - started, err);
+            rs = turned_away > 0
+                     ? ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: the store at %s turned "
+                                      "this peer away %d time(s) in %.0f s, last: %s",
+                                      st->base.where, turned_away, ring_now() - started, why)
+                     : ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: no store answered at %s "
+                                      "within %.0f s (%s); rank 0 serves it on its host: is "
+                                      "rank 0 running, and is that its host and port?",
+                                      st->base.where, ring_now() - started, err);
             free(st);
             return rs;
         }
@@ -289,7 +352,6 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
         usleep((useconds_t)(backoff * 1e6));
         backoff = backoff < 0.1 ? backoff * 2 : 0.2;
     }
-    return tcp_begin(st, job, key, s_p);
 }
 
 ring_status_t ring_store_tcp_open_fd(int fd, const char *where, const char *job,
@@ -297,6 +359,8 @@ ring_status_t ring_store_tcp_open_fd(int fd, const char *where, const char *job,
                                      ring_store_t **s_p)
 {
     store_tcp_t *st = calloc(1, sizeof(*st));
+    ring_status_t rs;
+    int retry;
 
     if (st == NULL) {
         close(fd);
@@ -306,5 +370,8 @@ ring_status_t ring_store_tcp_open_fd(int fd, const char *where, const char *job,
     snprintf(st->base.where, sizeof(st->base.where), "%s", where);
     st->op_timeout = op_timeout;
     st->fd = fd;
-    return tcp_begin(st, job, key, s_p);
+    rs = tcp_begin(st, job, key, ring_now() + op_timeout, s_p, &retry);
+    if (rs != RING_OK)
+        free(st);
+    return rs;
 }

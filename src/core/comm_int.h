@@ -200,6 +200,8 @@ struct ring_comm {
     ring_slot_t probe_left;                /* the question: an ABORT naming it */
     ring_slot_t waiting_right;             /* our answer to the right one: WAITING */
     ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
+    ring_auth_party_t boot_party;          /* the verbs bootstrap's guard: this rank calling
+                                            * its right neighbour (connect.c fills it in) */
     int auth_frames;                       /* --auth frames: a MAC on every frame (frame_mac.c) */
     ring_frame_macs_t *macs;               /* ... its keys per connection, NULL when off */
     size_t hdr_bytes;                      /* a frame's header: 64, + the trailer with macs */

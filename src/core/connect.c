@@ -89,8 +89,17 @@ static ring_status_t connect_start(connect_state_t *cs, int i)
     hc->state = 1;
     hc->started = ring_now();
     hc->authing = comm->auth_key.on;
-    if (hc->authing) /* the hello waits until the neighbour has proven the secret */
-        return ring_auth_begin(&hc->auth, &comm->auth_key, comm->tp_ops, hc->ep, 0);
+    if (hc->authing) { /* the hello waits until the neighbour has proven the secret */
+        ring_auth_party_t me;
+
+        /* this rank calls its right neighbour on this channel and stream: the
+         * neighbour refuses a challenge that names another (a relay) */
+        ring_auth_party_init(&me, &comm->auth_key, comm->cfg.job_id, RING_AUTH_FOR_RING,
+                             comm->rank, comm->right_rank);
+        me.channel = (uint16_t)(i / comm->nstreams);
+        me.stream = (uint16_t)(i % comm->nstreams);
+        return ring_auth_begin(&hc->auth, &me, comm->tp_ops, hc->ep, 0);
+    }
     hello_post(cs, hc, i / comm->nstreams, i % comm->nstreams, 1);
     return RING_OK;
 }
@@ -215,11 +224,16 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
                 cs->auth_failed_out++;
                 snprintf(cs->auth_why, sizeof(cs->auth_why), "rank %d (%s) %s",
                          comm->right_rank, comm->right_addr, hc->auth.why);
-                /* once or twice can be a neighbour restarting its listener (a
+                /* an answer that failed a check is a security notice; a close once
+                 * or twice can be a neighbour restarting its listener (a
                  * sub-communicator opening): debug level; from the third, a warning */
-                ring_log(cs->auth_failed_out >= 3 ? RING_LOG_WARN : RING_LOG_DEBUG,
-                         "authentication with %s failed (%d times); retrying", cs->auth_why,
-                         cs->auth_failed_out);
+                if (hc->auth.bad_message)
+                    ring_log_security("authentication with %s failed; closed the connection, "
+                                      "told it nothing, retrying", cs->auth_why);
+                else
+                    ring_log(cs->auth_failed_out >= 3 ? RING_LOG_WARN : RING_LOG_DEBUG,
+                             "authentication with %s failed (%d times); retrying",
+                             cs->auth_why, cs->auth_failed_out);
             }
             /* either way the address may be an earlier run's record: read it again */
             RING_CHECK(connect_right_moved(comm, &moved));
@@ -266,7 +280,8 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     if (st != RING_OK) /* an earlier run's address, now another job's port? */
         return connect_stranger(cs, hc, now, st);
     if (comm->macs != NULL) /* --auth frames: this connection's keys, from its challenge */
-        RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &comm->auth_key, &hc->auth, 1));
+        RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &hc->auth.hs, 1));
+    ring_auth_hs_wipe(&hc->auth.hs);
     comm->channels[i / comm->nstreams].right[i % comm->nstreams] = hc->ep;
     hc->state = 2;
     cs->nout++;
@@ -303,7 +318,10 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
             cs->auth_failed_in++;
             snprintf(cs->auth_why, sizeof(cs->auth_why), "a connection from %s %s",
                      comm->tp_ops->ep_peer(hc->ep), hc->auth.why);
-            ring_log(RING_LOG_WARN, "%s; closed it", cs->auth_why);
+            if (hc->auth.bad_message)
+                ring_log_security("refused %s; closed it, told it nothing", cs->auth_why);
+            else
+                ring_log(RING_LOG_WARN, "%s; closed it", cs->auth_why);
             comm->tp_ops->ep_close(hc->ep);
             hc->ep = NULL;
             return RING_OK;
@@ -350,6 +368,20 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         hc->ep = NULL;
         return RING_OK;
     }
+    /* the hello must be the connection's that proved the secret: a peer that
+     * proved it calls as rank r on channel c cannot say it is another */
+    if (comm->auth_key.on &&
+        ((int32_t)theirs.rank != hc->auth.hs.their_rank ||
+         theirs.channel != hc->auth.hs.channel || theirs.stream != hc->auth.hs.stream)) {
+        ring_log_security("refused a connection from %s: it proved the secret as rank %d "
+                          "channel %u stream %u, then said hello as rank %u channel %u stream "
+                          "%u; closed it", comm->tp_ops->ep_peer(hc->ep),
+                          (int)hc->auth.hs.their_rank, hc->auth.hs.channel, hc->auth.hs.stream,
+                          theirs.rank, theirs.channel, theirs.stream);
+        comm->tp_ops->ep_close(hc->ep);
+        hc->ep = NULL;
+        return RING_OK;
+    }
     /* answer with our hello whatever we think of theirs */
     ring_hello_fill(comm, (int)theirs.channel, (int)theirs.stream, &mine);
     ring_hello_encode(&mine, hc->out);
@@ -385,7 +417,8 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         return status;
     }
     if (comm->macs != NULL) /* --auth frames: this connection's keys, from its challenge */
-        RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &comm->auth_key, &hc->auth, 0));
+        RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &hc->auth.hs, 0));
+    ring_auth_hs_wipe(&hc->auth.hs);
     ch = &comm->channels[theirs.channel];
     ch->left[theirs.stream] = hc->ep;
     hc->state = 2; /* kept until our reply is flushed: sreq lives here */
@@ -437,8 +470,15 @@ static ring_status_t connect_accept_new(connect_state_t *cs, double now)
         cs->in[slot].state = 1;
         cs->in[slot].started = now;
         cs->in[slot].authing = comm->auth_key.on;
-        if (cs->in[slot].authing)
-            RING_CHECK(ring_auth_begin(&cs->in[slot].auth, &comm->auth_key, comm->tp_ops, ep, 1));
+        if (cs->in[slot].authing) {
+            ring_auth_party_t me;
+
+            /* any rank that proves the secret and calls this one; its hello must
+             * then agree with what it proved (connect_in_progress) */
+            ring_auth_party_init(&me, &comm->auth_key, comm->cfg.job_id, RING_AUTH_FOR_RING,
+                                 comm->rank, RING_AUTH_NO_RANK);
+            RING_CHECK(ring_auth_begin(&cs->in[slot].auth, &me, comm->tp_ops, ep, 1));
+        }
         else
             hello_post(cs, &cs->in[slot], 0, 0, 0);
     }
@@ -599,6 +639,9 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
     if (strcmp(bind, "*") == 0)
         bind = "";
     warn_open_to_strangers(comm, bind);
+    /* a verbs bootstrap's guard calls the right neighbour too (tp_lend.c) */
+    ring_auth_party_init(&comm->boot_party, &comm->auth_key, comm->cfg.job_id,
+                         RING_AUTH_FOR_VERBS_BOOT, comm->rank, comm->right_rank);
     /* a rendezvous listened already, to publish its port */
     if (comm->listener == NULL)
         RING_CHECK_GOTO(comm->tp_ops->listen(comm->tp, bind, me->port, &comm->listener), status,

@@ -37,9 +37,6 @@ struct ring_frame_macs {
     int last;                  /* where the previous lookup hit */
 };
 
-static const char *const DIR_LABEL[2] = {"ringd-frames connector to acceptor v1",
-                                         "ringd-frames acceptor to connector v1"};
-
 ring_frame_macs_t *ring_frame_macs_new(void)
 {
     return calloc(1, sizeof(ring_frame_macs_t));
@@ -56,32 +53,19 @@ void ring_frame_macs_free(ring_frame_macs_t *t)
     free(t);
 }
 
-static int dir_init(mac_dir_t *d, const ring_auth_key_t *key, const ring_auth_t *auth, int which)
+static int dir_init(mac_dir_t *d, const unsigned char key[RING_AUTH_KEY_BYTES])
 {
-    unsigned char msg[64 + 2 * RING_AUTH_NONCE_BYTES], k[32];
-    size_t lab = strlen(DIR_LABEL[which]);
-    unsigned int n = sizeof(k);
-    int ok;
-
-    memcpy(msg, DIR_LABEL[which], lab);
-    memcpy(msg + lab, auth->nonce_c, RING_AUTH_NONCE_BYTES);
-    memcpy(msg + lab + RING_AUTH_NONCE_BYTES, auth->nonce_s, RING_AUTH_NONCE_BYTES);
-    if (HMAC(EVP_sha256(), key->k, sizeof(key->k), msg, lab + 2 * RING_AUTH_NONCE_BYTES, k,
-             &n) == NULL)
-        return -1;
     d->ctx = EVP_CIPHER_CTX_new();
-    ok = d->ctx != NULL &&
-         EVP_EncryptInit_ex(d->ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) == 1 &&
-         EVP_CIPHER_CTX_ctrl(d->ctx, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) == 1 &&
-         EVP_EncryptInit_ex(d->ctx, NULL, NULL, k, NULL) == 1;
-    OPENSSL_cleanse(k, sizeof(k));
     d->counter = 0;
-    return ok ? 0 : -1;
+    return d->ctx != NULL &&
+                   EVP_EncryptInit_ex(d->ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) == 1 &&
+                   EVP_CIPHER_CTX_ctrl(d->ctx, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) == 1 &&
+                   EVP_EncryptInit_ex(d->ctx, NULL, NULL, key, NULL) == 1
+               ? 0 : -1;
 }
 
 ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, const ring_tp_ep_t *ep,
-                                     const ring_auth_key_t *key, const ring_auth_t *auth,
-                                     int connector)
+                                     const ring_auth_hs_t *hs, int connector)
 {
     mac_conn_t *c;
 
@@ -92,8 +76,10 @@ ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, const ring_tp_ep_t *e
     memset(c, 0, sizeof(*c));
     c->ep = ep;
     /* the connector sends with the connector-to-acceptor key and receives with the other */
-    if (dir_init(&c->tx, key, auth, connector ? 0 : 1) != 0 ||
-        dir_init(&c->rx, key, auth, connector ? 1 : 0) != 0) {
+    if (!hs->done)
+        return ring_error_set(RING_ERR_INTERNAL, "--auth frames: a connection without keys");
+    if (dir_init(&c->tx, connector ? hs->key_c2a : hs->key_a2c) != 0 ||
+        dir_init(&c->rx, connector ? hs->key_a2c : hs->key_c2a) != 0) {
         EVP_CIPHER_CTX_free(c->tx.ctx);
         EVP_CIPHER_CTX_free(c->rx.ctx);
         return ring_error_set(RING_ERR_INTERNAL, "--auth frames: AES-256-GCM set-up failed in "

@@ -9,8 +9,8 @@
  *
  * The tag is GMAC (AES-256-GCM over no plaintext, OpenSSL's libcrypto) of
  * header | counter | payload, with the counter as the nonce, under a key of
- * this connection and direction: HMAC-SHA-256(K, label | nonce_c | nonce_s)
- * from the connection's challenge-response. A sender counts 1, 2, 3 ... per
+ * this connection and direction: the traffic keys of its handshake (auth.h,
+ * HKDF over the whole transcript), so no two connections share one. A sender counts 1, 2, 3 ... per
  * direction; a receiver accepts only counters above the last one it accepted
  * (an urgent ABORT may overtake queued data, so not exactly the next).
  * GMAC rather than HMAC-SHA-256: it runs at several GB/s (carry-less
@@ -34,11 +34,10 @@ typedef struct ring_frame_macs ring_frame_macs_t;
 ring_frame_macs_t *ring_frame_macs_new(void);
 void ring_frame_macs_free(ring_frame_macs_t *t);
 
-/* Keys for both directions of ep, from its finished challenge-response;
+/* Keys for both directions of ep, from its finished handshake (hs->done);
  * connector: 1 on the side that connected. */
 ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, const ring_tp_ep_t *ep,
-                                     const ring_auth_key_t *key, const ring_auth_t *auth,
-                                     int connector);
+                                     const ring_auth_hs_t *hs, int connector);
 
 /* Write the trailer for hdr (RING_FRAME_BYTES + trailer) and payload, to be
  * sent on ep. Returns 0, or -1 when ep has no keys or libcrypto failed. */

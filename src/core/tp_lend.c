@@ -28,7 +28,7 @@ static const char *lend_foreign_bytes(void *ctx, const unsigned char first[4], s
         return "offers shared memory first (--transport shm, or auto, which runs verbs with "
                "shared memory within a host), this peer runs --transport verbs alone: every "
                "peer needs the same --transport (RING_TRANSPORT)";
-    /* ctx is the job's key when this peer has a secret (ring_auth_guard_lend):
+    /* ctx is this peer's party when it has a secret (ring_auth_guard_lend):
      * then a challenge is what it expects */
     if (bytes >= 4 && magic == RING_AUTH_MAGIC && ctx == NULL)
         return "asked this peer to prove the job's secret, and this peer has none: give every "
@@ -49,8 +49,10 @@ static int lend_dmabuf_fd(void *ctx, const void *p, size_t bytes, int *fd_p, uin
 
 void ring_comm_tp_lend(ring_comm_t *comm, ring_tp_params_t *params)
 {
-    /* the guard's context is the key; the other hooks need none */
-    ring_auth_guard_lend(&comm->auth_key, &params->hooks);
+    /* the guard's context is this peer's party (its ranks, filled in once the
+     * ring's order is known: connect.c); the other hooks need none */
+    comm->boot_party.key = &comm->auth_key;
+    ring_auth_guard_lend(&comm->boot_party, &params->hooks);
     params->hooks.foreign_bytes = lend_foreign_bytes;
     params->hooks.is_device_ptr = lend_is_device_ptr;
     params->hooks.dmabuf_fd = lend_dmabuf_fd;

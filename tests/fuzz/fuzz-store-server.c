@@ -8,9 +8,10 @@
  * Input: a flags byte (bit 0: the job has a secret; bits 1-2: world size - 1;
  * bit 3: stop the server with a reason, told to clients still waiting), then
  * deliveries: a byte (bits 0-1: which of 4 clients, connected on first use;
- * bit 2: that client then hangs up; bit 3: the harness then sends the proof of
- * the secret that client owes, made from its challenge and the server's), a
- * length byte and that many bytes, which that client sends.
+ * bit 2: that client then hangs up; bit 3: the harness plays a real peer's
+ * handshake for that client: a real challenge when it has sent nothing yet,
+ * and once the server's answer is in, the real proof), a length byte and that
+ * many bytes, which that client sends.
  *
  * Checked as well as memory: what the server sends a client is, without a
  * secret, a stream of well-formed replies; with one, its challenge and
@@ -39,22 +40,18 @@ typedef struct fclient {
     size_t got_len;
     unsigned char hdr[RING_STORE_REP_HDR]; /* the reply header being read */
     size_t hdr_len, data_left;          /* its bytes so far; data still to come */
+    ring_auth_hs_t hs;                  /* the real handshake, when bit 3 started one */
+    int real;                           /* its first bytes were the real challenge */
+    int proved;                         /* ... and the next the real proof */
 } fclient_t;
 
 static ring_auth_key_t key;
 
-/* Whether c sent the connector's proof for its challenge and the server's. */
+/* Whether c sent the connector's proof for its challenge and the server's:
+ * only the harness's real handshake can (a forged one would be a finding). */
 static int proved(const fclient_t *c)
 {
-    unsigned char nc[RING_AUTH_NONCE_BYTES], ns[RING_AUTH_NONCE_BYTES],
-        proof[RING_AUTH_PROOF_BYTES];
-
-    if (c->sent_len < AUTH_BYTES || c->got_len < RING_AUTH_CHALLENGE_BYTES ||
-        ring_auth_challenge_decode(c->sent, RING_AUTH_CHALLENGE_BYTES, 0, nc) != 0 ||
-        ring_auth_challenge_decode(c->got, RING_AUTH_CHALLENGE_BYTES, 1, ns) != 0)
-        return 0;
-    ring_auth_proof(&key, 0, nc, ns, proof);
-    return memcmp(c->sent + RING_AUTH_CHALLENGE_BYTES, proof, sizeof(proof)) == 0;
+    return c->proved;
 }
 
 /* What the server sent c: checked as it comes. */
@@ -84,7 +81,7 @@ static void take_replies(fclient_t *c, int secret, const unsigned char *p, size_
 
             /* every reply is one the client accepts (with the largest buffer) */
             if (ring_store_rep_decode(c->hdr, RING_STORE_VALUE_MAX + 1, &r) != 0 ||
-                strchr("OVNE", r.status) == NULL || r.status == '\0')
+                strchr("OVNEF", r.status) == NULL || r.status == '\0')
                 __builtin_trap();
             c->data_left = r.len;
             c->hdr_len = 0;
@@ -163,20 +160,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 continue;
             }
         }
+        if ((op & 8) && secret && c->sent_len == 0) {
+            ring_auth_party_t me;
+            unsigned char ch[RING_AUTH_CHALLENGE_BYTES];
+
+            ring_auth_party_init(&me, &key, "fuzzjob", RING_AUTH_FOR_STORE, RING_AUTH_NO_RANK,
+                                 RING_AUTH_NO_RANK);
+            if (ring_auth_hs_start(&c->hs, &me, 0, ch) == 0) {
+                c->real = 1;
+                client_send(c, ch, sizeof(ch));
+                ended = ring_store_server_turn(srv, 0);
+                drain(c, secret);
+                if (ended)
+                    break;
+                off += len; /* the delivery's bytes are dropped: they would spoil the proof */
+                continue;
+            }
+        }
         client_send(c, data + off, len);
         off += len;
         ended = ring_store_server_turn(srv, 0);
         drain(c, secret);
-        if ((op & 8) && !ended && c->sent_len >= RING_AUTH_CHALLENGE_BYTES &&
-            c->got_len >= RING_AUTH_CHALLENGE_BYTES) {
-            unsigned char nc[RING_AUTH_NONCE_BYTES], ns[RING_AUTH_NONCE_BYTES],
-                proof[RING_AUTH_PROOF_BYTES];
+        if ((op & 8) && !ended && secret && c->real && !c->proved &&
+            c->sent_len == RING_AUTH_CHALLENGE_BYTES && c->got_len >= RING_AUTH_CHALLENGE_BYTES) {
+            unsigned char proof[RING_AUTH_PROOF_BYTES];
 
-            if (ring_auth_challenge_decode(c->sent, RING_AUTH_CHALLENGE_BYTES, 0, nc) == 0 &&
-                ring_auth_challenge_decode(c->got, RING_AUTH_CHALLENGE_BYTES, 1, ns) == 0) {
-                ring_auth_proof(&key, 0, nc, ns, proof);
+            if (ring_auth_hs_challenge(&c->hs, c->got, RING_AUTH_CHALLENGE_BYTES, proof) == 0) {
+                c->proved = 1;
                 client_send(c, proof, sizeof(proof));
                 ended = ring_store_server_turn(srv, 0);
+                drain(c, secret);
             }
         }
         /* a set may have answered other clients' parked gets */
