@@ -228,7 +228,7 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
                  * or twice can be a neighbour restarting its listener (a
                  * sub-communicator opening): debug level; from the third, a warning */
                 if (hc->auth.bad_message)
-                    ring_log_security("authentication with %s failed; closed the connection, "
+                    ring_log_security("refused the answer of %s; closed the connection, "
                                       "told it nothing, retrying", cs->auth_why);
                 else
                     ring_log(cs->auth_failed_out >= 3 ? RING_LOG_WARN : RING_LOG_DEBUG,
