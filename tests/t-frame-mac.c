@@ -34,7 +34,7 @@ static void seal_frame(ring_frame_macs_t *t, ring_tp_ep_t *ep, unsigned char *hd
     ring_frame_t f = {.type = RING_FRAME_DATA, .chunk = chunk, .payload_bytes = (uint32_t)len};
 
     ring_frame_encode(&f, hdr);
-    ok(ring_frame_macs_seal(t, ep, hdr, payload, len) == 0, "chunk %u sealed", chunk);
+    ok(ring_frame_macs_seal(t, ep, hdr, payload, NULL, len) == 0, "chunk %u sealed", chunk);
 }
 
 /* A handshake of rank 0 calling rank 1, in memory (auth.h): 0 when it finished. */
@@ -78,38 +78,38 @@ static void check_tags(void)
        "keys for a connection's two ends (from a real handshake), and for another connection");
     if (left == NULL || right == NULL)
         return;
-    ok(ring_frame_macs_seal(left, other, hdr, payload, 10) != 0,
+    ok(ring_frame_macs_seal(left, other, hdr, payload, NULL, 10) != 0,
        "a connection without keys cannot seal");
 
     seal_frame(left, conn, h1, payload, sizeof(payload), 1);
-    ok(ring_frame_macs_open(right, conn_b, h1, payload, sizeof(payload)) == 0,
+    ok(ring_frame_macs_open(right, conn_b, h1, payload, sizeof(payload), 0) == 0,
        "the other end opens it");
-    ok(ring_frame_macs_open(right, conn_b, h1, payload, sizeof(payload)) != 0,
+    ok(ring_frame_macs_open(right, conn_b, h1, payload, sizeof(payload), 0) != 0,
        "the same frame again (a replay) is refused");
 
     seal_frame(left, conn, h2, payload, sizeof(payload), 2);
     seal_frame(left, conn, h3, payload, sizeof(payload), 3);
     payload[500] ^= 0x40;
-    ok(ring_frame_macs_open(right, conn_b, h2, payload, sizeof(payload)) != 0,
+    ok(ring_frame_macs_open(right, conn_b, h2, payload, sizeof(payload), 0) != 0,
        "one payload bit changed: refused");
     payload[500] ^= 0x40;
     memcpy(hdr, h2, sizeof(hdr));
     hdr[20] ^= 1;
-    ok(ring_frame_macs_open(right, conn_b, hdr, payload, sizeof(payload)) != 0,
+    ok(ring_frame_macs_open(right, conn_b, hdr, payload, sizeof(payload), 0) != 0,
        "one header bit changed: refused");
     memcpy(hdr, h2, sizeof(hdr));
     hdr[RING_FRAME_BYTES + 8 + 15] ^= 0x80;
-    ok(ring_frame_macs_open(right, conn_b, hdr, payload, sizeof(payload)) != 0,
+    ok(ring_frame_macs_open(right, conn_b, hdr, payload, sizeof(payload), 0) != 0,
        "one tag bit changed: refused");
-    ok(ring_frame_macs_open(right, conn_b, h2, payload, sizeof(payload) - 1) != 0,
+    ok(ring_frame_macs_open(right, conn_b, h2, payload, sizeof(payload) - 1, 0) != 0,
        "a payload cut short: refused");
-    ok(ring_frame_macs_open(right, other, h2, payload, sizeof(payload)) != 0,
+    ok(ring_frame_macs_open(right, other, h2, payload, sizeof(payload), 0) != 0,
        "another connection's keys: refused");
     /* an urgent notice may overtake queued frames: a later counter is accepted... */
-    ok(ring_frame_macs_open(right, conn_b, h3, payload, sizeof(payload)) == 0,
+    ok(ring_frame_macs_open(right, conn_b, h3, payload, sizeof(payload), 0) == 0,
        "a later frame that overtook an earlier one opens");
     /* ...and the overtaken one, older now, is not */
-    ok(ring_frame_macs_open(right, conn_b, h2, payload, sizeof(payload)) != 0,
+    ok(ring_frame_macs_open(right, conn_b, h2, payload, sizeof(payload), 0) != 0,
        "an older counter after a newer one: refused");
 
     /* the other direction has its own key: a frame reflected back is refused */
@@ -117,18 +117,79 @@ static void check_tags(void)
     ring_frame_macs_free(left);
     left = ring_frame_macs_new();
     ok(left != NULL && ring_frame_macs_attach(left, conn, &c1, 1) == RING_OK &&
-           ring_frame_macs_open(left, conn, h1, payload, 64) != 0,
+           ring_frame_macs_open(left, conn, h1, payload, 64, 0) != 0,
        "a frame sent back to its sender (reflected): refused");
     seal_frame(right, conn_b, h2, NULL, 0, 5);
-    ok(ring_frame_macs_open(left, conn, h2, NULL, 0) == 0,
+    ok(ring_frame_macs_open(left, conn, h2, NULL, 0, 0) == 0,
        "a notice without payload, the other way: opens");
+    ring_frame_macs_free(left);
+    ring_frame_macs_free(right);
+}
+
+/* --auth encrypt: the payload on the wire is ciphertext; it opens to the plaintext
+ * on the other end, in place, and only there. */
+static void check_sealed(void)
+{
+    static char ep_a, ep_b;
+    ring_tp_ep_t *conn = (ring_tp_ep_t *)&ep_a, *conn_b = (ring_tp_ep_t *)&ep_b;
+    ring_frame_macs_t *left = ring_frame_macs_new(), *right = ring_frame_macs_new();
+    ring_auth_key_t key;
+    ring_auth_hs_t c1, a1;
+    unsigned char plain[4096], wire[4096], hdr[RING_FRAME_BYTES + RING_FRAME_TRAILER_BYTES];
+    unsigned char h2[sizeof(hdr)];
+    size_t same = 0;
+
+    for (size_t i = 0; i < sizeof(plain); i++)
+        plain[i] = (unsigned char)(i % 251);
+    ok(left != NULL && right != NULL &&
+           ring_auth_key_from(SECRET, strlen(SECRET), &key) == RING_OK &&
+           handshake(&key, &c1, &a1) == 0 &&
+           ring_frame_macs_attach(left, conn, &c1, 1) == RING_OK &&
+           ring_frame_macs_attach(right, conn_b, &a1, 0) == RING_OK,
+       "encrypt: keys for both ends");
+    if (left == NULL || right == NULL)
+        return;
+    {
+        ring_frame_t f = {.type = RING_FRAME_DATA, .chunk = 1, .flags = RING_FRAME_SEALED,
+                          .payload_bytes = sizeof(plain)};
+        ring_frame_encode(&f, hdr);
+        memcpy(h2, hdr, sizeof(hdr));
+    }
+    ok(ring_frame_macs_seal(left, conn, hdr, plain, wire, sizeof(plain)) == 0,
+       "encrypt: a 4 KiB payload sealed");
+    for (size_t i = 0; i < sizeof(plain); i++)
+        same += wire[i] == plain[i];
+    ok(same < sizeof(plain) / 64, "encrypt: what goes on the wire is not the payload (%zu of "
+       "%zu bytes equal, chance is ~16)", same, sizeof(plain));
+    {
+        unsigned char copy[sizeof(wire)];
+
+        memcpy(copy, wire, sizeof(wire));
+        ok(ring_frame_macs_open(right, conn_b, hdr, copy, sizeof(copy), 0) != 0,
+           "encrypt: opened as a tag-only frame it is refused (the tag covers ciphertext)");
+        memcpy(copy, wire, sizeof(wire));
+        copy[1000] ^= 0x01;
+        ok(ring_frame_macs_open(right, conn_b, hdr, copy, sizeof(copy), 1) != 0,
+           "encrypt: one ciphertext bit changed: refused");
+    }
+    ok(ring_frame_macs_open(right, conn_b, hdr, wire, sizeof(wire), 1) == 0 &&
+           memcmp(wire, plain, sizeof(plain)) == 0,
+       "encrypt: the other end decrypts it in place to the payload");
+    ok(ring_frame_macs_open(right, conn_b, hdr, wire, sizeof(wire), 1) != 0,
+       "encrypt: the same frame again (a replay) is refused before it is touched");
+    /* the other direction's key: the sender cannot open its own frame */
+    ok(ring_frame_macs_seal(left, conn, h2, plain, wire, sizeof(plain)) == 0 &&
+           ring_frame_macs_open(left, conn, h2, wire, sizeof(wire), 1) != 0,
+       "encrypt: a frame reflected to its sender does not open");
+    ring_auth_hs_wipe(&c1);
+    ring_auth_hs_wipe(&a1);
     ring_frame_macs_free(left);
     ring_frame_macs_free(right);
 }
 
 /* ---- real rings ------------------------------------------------------------------ */
 
-typedef enum { R_RIGHT, R_MISMATCH, R_ALTERED } ring_case_t;
+typedef enum { R_RIGHT, R_MISMATCH, R_ALTERED, R_RIGHT_ENC, R_MISMATCH_ENC, R_ALTERED_ENC } ring_case_t;
 
 static int ring_main(int rank, int n, const ring_config_t *cfg, void *arg)
 {
@@ -201,10 +262,20 @@ static void run_ring(const char *label, ring_case_t kind)
      * its close does (with several streams the close may come first on another one) */
     static const h_setting_t altered[] = {{-1, "secret", SECRET}, {-1, "auth", "frames"},
                                           {-1, "chunk-size", "64K"}, {0, NULL, NULL}};
-    h_spec_t spec = {.n = 3, .fn = ring_main, .arg = &kind, .child_timeout = 30,
-                     .connect_timeout = kind == R_MISMATCH ? "3s" : "10s", .timeout = "5s",
-                     .settings = kind == R_MISMATCH ? mismatch
-                                 : kind == R_ALTERED ? altered
+    static const h_setting_t enc[] = {{-1, "secret", SECRET}, {-1, "auth", "encrypt"},
+                                      {-1, "channels", "2"}, {-1, "tcp-streams", "2"},
+                                      {-1, "chunk-size", "64K"}, {0, NULL, NULL}};
+    static const h_setting_t mismatch_enc[] = {{-1, "secret", SECRET}, {-1, "auth", "encrypt"},
+                                               {1, "auth", "frames"}, {0, NULL, NULL}};
+    static const h_setting_t altered_enc[] = {{-1, "secret", SECRET}, {-1, "auth", "encrypt"},
+                                              {-1, "chunk-size", "64K"}, {0, NULL, NULL}};
+    int encrypt = kind >= R_RIGHT_ENC;
+    ring_case_t base = encrypt ? (ring_case_t)(kind - R_RIGHT_ENC) : kind;
+    h_spec_t spec = {.n = 3, .fn = ring_main, .arg = &base, .child_timeout = 30,
+                     .connect_timeout = base == R_MISMATCH ? "3s" : "10s", .timeout = "5s",
+                     .settings = base == R_MISMATCH  ? (encrypt ? mismatch_enc : mismatch)
+                                 : base == R_ALTERED ? (encrypt ? altered_enc : altered)
+                                 : encrypt           ? enc
                                                      : frames};
     h_run_t *run = calloc(1, sizeof(*run));
     int all = 1;
@@ -217,9 +288,9 @@ static void run_ring(const char *label, ring_case_t kind)
     for (int r = 0; r < 3; r++) {
         const h_result_t *res = &run->r[r];
 
-        if (kind == R_RIGHT)
+        if (base == R_RIGHT)
             all &= res->exited && res->code == 0 && h_val(res, V_BAD, 1) == 0;
-        else if (kind == R_MISMATCH) /* rank 1 and the neighbour it met first name it; the
+        else if (base == R_MISMATCH) /* rank 1 and the neighbour it met first name it; the
                                         * other may only see rank 1 go */
             all &= res->exited && res->code != 0 && res->t_end < 15 &&
                    (r != 1 || strstr(res->msg, "frame authentication") != NULL);
@@ -227,7 +298,7 @@ static void run_ring(const char *label, ring_case_t kind)
             all &= res->exited && res->code != 0 && res->t_end < 15 &&
                    strstr(res->msg, "valid tag") != NULL && strstr(res->msg, "rank 1 (") != NULL;
     }
-    if (kind == R_MISMATCH) /* besides rank 1, one of its neighbours at least */
+    if (base == R_MISMATCH) /* besides rank 1, one of its neighbours at least */
         all &= strstr(run->r[0].msg, "frame authentication") != NULL ||
                strstr(run->r[2].msg, "frame authentication") != NULL;
     if (!ok(all, "%s", label))
@@ -262,6 +333,7 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     check_tags();
+    check_sealed();
     check_needs_secret();
     run_ring("N=3 --auth frames, 2 channels x 2 streams: fp32 allreduce, broadcast, allgather "
              "and fp16+lz4 allreduce all right", R_RIGHT);
@@ -269,5 +341,11 @@ int main(void)
              R_MISMATCH);
     run_ring("N=3, rank 1's third frame altered after tagging: refused by its receiver, every "
              "peer fails naming the tag and rank 1, no hang", R_ALTERED);
+    run_ring("N=3 --auth encrypt, 2 channels x 2 streams: fp32 allreduce, broadcast, allgather "
+             "and fp16+lz4 allreduce all right", R_RIGHT_ENC);
+    run_ring("N=3, rank 1 with --auth frames among encrypt: the start-up names frame "
+             "authentication", R_MISMATCH_ENC);
+    run_ring("N=3 --auth encrypt, rank 1's third frame altered after sealing: refused, every "
+             "peer names the tag and rank 1, no hang", R_ALTERED_ENC);
     done_testing();
 }

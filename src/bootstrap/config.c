@@ -127,8 +127,10 @@ static const ring_opt_t config_table[] = {
      "tensor id (fp16/bf16 only)"},
     {"fp16-scaling", "RING_FP16_SCALING", RING_OPT_WORD, "on", "on|off", FIELD(fp16_scaling), 0,
      0, "scale every fp16 chunk by a power of two (2^-100..2^100) chosen from its largest value, "
-        "so chunks within about 1e-38..8e34 neither overflow nor flush to zero (entries far "
-        "below their chunk's largest still lose digits)"},
+        "so sums up to 8.3e34 do not overflow (beyond: RING_ERR_NONFINITE) and sums down to "
+        "4.8e-35 keep fp16's precision; below, only steps of 4.7e-38 remain, and fp32 "
+        "subnormals come out 0 (docs/codec.md; entries far below their chunk's largest "
+        "still lose digits)"},
     {"chunk-size", "RING_CHUNK_SIZE", RING_OPT_SIZE, "256K", "bytes", FIELD(chunk_bytes), 0, 0,
      "bytes per chunk on the wire; chunks of a segment are pipelined"},
     {"channels", "RING_CHANNELS", RING_OPT_INT, "1", "", FIELD(channels), 1, 16,
@@ -160,11 +162,14 @@ static const ring_opt_t config_table[] = {
     {"secret", "RING_SECRET", RING_OPT_SECRET, "", "TEXT", FIELD(secret), 0, 0,
      "the job's secret as text instead of a file (prefer --secret-file: the environment of a "
      "process can be read by its user's other processes); never printed"},
-    {"auth", "RING_AUTH", RING_OPT_WORD, "connect", "connect|frames", FIELD(auth), 0, 0,
+    {"auth", "RING_AUTH", RING_OPT_WORD, "connect", "connect|frames|encrypt", FIELD(auth), 0,
+     0,
      "with a secret: 'connect' proves it when each connection opens; 'frames' also puts a "
      "tag (GMAC, AES-256-GCM) on every frame and checks it before using a byte, so frames "
-     "altered, replayed or injected on an established connection are refused (it costs CPU "
-     "per byte: see docs/launchers.md); every peer must agree"},
+     "altered, replayed or injected on an established connection are refused; 'encrypt' "
+     "also encrypts every data payload (AES-256-GCM), so gradients cannot be read on the "
+     "way (headers, sizes and timing still show). Both cost CPU per byte: see "
+     "docs/launchers.md; every peer must agree"},
     {"log-level", "RING_LOG_LEVEL", RING_OPT_CUSTOM, "none", "none|error|warn|info|debug|trace",
      FIELD(log_level), 0, 0, "library logging to stderr (RING_DEBUG=1 means debug)"},
     {"rate-limit", "RING_RATE_LIMIT", RING_OPT_RATE, "0", "RATE (e.g. 1gbit, 125mbps)",

@@ -160,6 +160,7 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
     ring_sched_frame_t sf;
     ring_frame_t f;
     const void *src;
+    unsigned char *cipher;
     ring_tp_ep_t *ep;
     ring_status_t status;
 
@@ -178,11 +179,19 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
         frame_fill(comm, ch, req, &sf, &f);
         src = elem_ptr(sf.own ? req->sendbuf : req->recvbuf, ch, req, &sf.range);
     }
+    /* --auth encrypt: the payload goes out encrypted, from this slot's own buffer */
+    cipher = comm->auth_encrypt && f.payload_bytes > 0
+                 ? ch->cipher + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes : NULL;
+    if (cipher != NULL)
+        f.flags |= RING_FRAME_SEALED;
     ring_frame_encode(&f, slot->hdr);
     ep = ch->right[q % (uint32_t)comm->nstreams];
     if (comm->macs != NULL)
         RING_TL_TIMED(comm, ch, RING_TL_MAC, f.payload_bytes,
-                      (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, src, f.payload_bytes));
+                      (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, src, cipher,
+                                                 f.payload_bytes));
+    if (cipher != NULL)
+        src = cipher;
     comm->stats.frames_sent++;
     comm->stats.payload_bytes += f.payload_bytes;
     comm->stats.raw_bytes += sf.range.len * ring_enc_elem_bytes(comm, req);

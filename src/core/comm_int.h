@@ -77,6 +77,7 @@ typedef struct ring_channel {
     ring_slot_t recv[RING_WINDOW];
     unsigned char *stage;                  /* RING_WINDOW received chunks: reduce-scatter, and
                                             * everything encoded */
+    unsigned char *cipher;                 /* --auth encrypt: RING_WINDOW outgoing payloads */
     unsigned char *tx;                     /* codec: one encoded chunk per chunk index */
     size_t tx_slots;                       /* chunks tx (and zbuf, tx_meta) can hold */
     unsigned char *zbuf;                   /* lz4: the same chunks, compressed */
@@ -202,7 +203,9 @@ struct ring_comm {
     ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
     ring_auth_party_t boot_party;          /* the verbs bootstrap's guard: this rank calling
                                             * its right neighbour (connect.c fills it in) */
-    int auth_frames;                       /* --auth frames: a MAC on every frame (frame_mac.c) */
+    int auth_frames;                       /* --auth frames or encrypt: a MAC on every frame
+                                            * (frame_mac.c) */
+    int auth_encrypt;                      /* --auth encrypt: data payloads encrypted too */
     ring_frame_macs_t *macs;               /* ... its keys per connection, NULL when off */
     size_t hdr_bytes;                      /* a frame's header: 64, + the trailer with macs */
     double timeout_probe_deadline;         /* fail.c: the left neighbour was asked; 0: not yet */

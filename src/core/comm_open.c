@@ -39,6 +39,7 @@ static void comm_free(ring_comm_t *comm)
                 comm->tp_ops->ep_close(ch->left[s]);
         }
         free(ch->stage);
+        free(ch->cipher);
         ring_enc_channel_free(ch);
     }
     ring_enc_comm_free(comm);
@@ -116,10 +117,12 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     RING_CHECK(ring_config_copy(&comm->cfg, cfg));
     RING_CHECK(ring_auth_key_load(cfg, &comm->auth_key));
     ring_comm_tp_lend(comm, &params);
-    comm->auth_frames = strcmp(cfg->auth, "frames") == 0;
+    comm->auth_encrypt = strcmp(cfg->auth, "encrypt") == 0;
+    comm->auth_frames = strcmp(cfg->auth, "frames") == 0 || comm->auth_encrypt;
     if (comm->auth_frames && !comm->auth_key.on)
-        return ring_error_set(RING_ERR_INVALID, "--auth frames (RING_AUTH) needs the job's secret: "
-                              "give --secret-file FILE or RING_SECRET_FILE (ring-launch makes one)");
+        return ring_error_set(RING_ERR_INVALID, "--auth %s (RING_AUTH) needs the job's secret: "
+                              "give --secret-file FILE or RING_SECRET_FILE (ring-launch makes one)",
+                              cfg->auth);
     comm->hdr_bytes = RING_FRAME_BYTES + (comm->auth_frames ? RING_FRAME_TRAILER_BYTES : 0);
     if (comm->auth_frames && (comm->macs = ring_frame_macs_new()) == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for --auth frames");
@@ -177,7 +180,9 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         comm->channels[c].index = c;
         RING_CHECK(ring_enc_channel_alloc(comm, &comm->channels[c]));
         comm->channels[c].stage = malloc(RING_WINDOW * comm->cfg.chunk_bytes);
-        if (comm->channels[c].stage == NULL)
+        if (comm->auth_encrypt)
+            comm->channels[c].cipher = malloc(RING_WINDOW * comm->cfg.chunk_bytes);
+        if (comm->channels[c].stage == NULL || (comm->auth_encrypt && comm->channels[c].cipher == NULL))
             return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d staging chunks of %zu "
                                   "bytes", RING_WINDOW, comm->cfg.chunk_bytes);
     }

@@ -100,7 +100,7 @@ int ring_ctrl_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep, const
         return 0;
     ring_frame_encode(f, slot->hdr);
     if (comm->macs != NULL)
-        (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, NULL, 0);
+        (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, NULL, NULL, 0);
     slot->req.iov[0].iov_base = slot->hdr;
     slot->req.iov[0].iov_len = comm->hdr_bytes;
     slot->req.iovcnt = 1;

@@ -45,16 +45,24 @@ int ring_frame_matches_call(const ring_request_t *req, const ring_frame_t *f)
 int ring_slot_tag_ok(ring_comm_t *comm, const ring_tp_ep_t *ep, const ring_slot_t *slot)
 {
     size_t payload;
+    ring_frame_t f;
+    int sealed;
 
     if (comm->macs == NULL)
         return 0;
-    if (slot->req.status != RING_OK || slot->req.bytes < comm->hdr_bytes)
+    if (slot->req.status != RING_OK || slot->req.bytes < comm->hdr_bytes ||
+        ring_frame_decode(slot->hdr, &f) != 0)
         return -1; /* cut short or too large: it cannot be checked, so it is not believed */
     payload = slot->req.bytes - comm->hdr_bytes;
     if (payload > 0 && (slot->req.iovcnt < 2 || payload > slot->req.iov[1].iov_len))
         return -1;
+    /* --auth encrypt: every data payload comes encrypted (the flag is under the tag);
+     * it is decrypted in place here, once its tag checks */
+    sealed = f.type == RING_FRAME_DATA && (f.flags & RING_FRAME_SEALED) != 0;
+    if (comm->auth_encrypt && f.type == RING_FRAME_DATA && payload > 0 && !sealed)
+        return -1;
     return ring_frame_macs_open(comm->macs, ep, slot->hdr,
-                                payload > 0 ? slot->req.iov[1].iov_base : NULL, payload);
+                                payload > 0 ? slot->req.iov[1].iov_base : NULL, payload, sealed);
 }
 
 /* Why a received frame is not the one expected: the slow path, with a message. */

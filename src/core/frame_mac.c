@@ -1,7 +1,6 @@
 /*
- * frame_mac.c - the per-connection keys and the GMAC tags of frame_mac.h,
- * with OpenSSL's libcrypto (AES-256-GCM, HMAC-SHA-256, constant-time
- * compare).
+ * frame_mac.c - the per-connection keys, the GMAC tags and the AES-256-GCM
+ * encryption of frame_mac.h, with OpenSSL's libcrypto.
  */
 #include "ring_build.h"
 
@@ -11,7 +10,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "errors.h"
 #include "frame_mac.h"
@@ -53,14 +51,16 @@ void ring_frame_macs_free(ring_frame_macs_t *t)
     free(t);
 }
 
-static int dir_init(mac_dir_t *d, const unsigned char key[RING_AUTH_KEY_BYTES])
+/* One direction's AES-256-GCM context: encrypting (tx) or decrypting (rx); a
+ * tag-only frame runs its payload through as additional data either way. */
+static int dir_init(mac_dir_t *d, const unsigned char key[RING_AUTH_KEY_BYTES], int rx)
 {
     d->ctx = EVP_CIPHER_CTX_new();
     d->counter = 0;
     return d->ctx != NULL &&
-                   EVP_EncryptInit_ex(d->ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) == 1 &&
+                   EVP_CipherInit_ex(d->ctx, EVP_aes_256_gcm(), NULL, NULL, NULL, !rx) == 1 &&
                    EVP_CIPHER_CTX_ctrl(d->ctx, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) == 1 &&
-                   EVP_EncryptInit_ex(d->ctx, NULL, NULL, key, NULL) == 1
+                   EVP_CipherInit_ex(d->ctx, NULL, NULL, key, NULL, !rx) == 1
                ? 0 : -1;
 }
 
@@ -78,8 +78,8 @@ ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, const ring_tp_ep_t *e
     /* the connector sends with the connector-to-acceptor key and receives with the other */
     if (!hs->done)
         return ring_error_set(RING_ERR_INTERNAL, "--auth frames: a connection without keys");
-    if (dir_init(&c->tx, connector ? hs->key_c2a : hs->key_a2c) != 0 ||
-        dir_init(&c->rx, connector ? hs->key_a2c : hs->key_c2a) != 0) {
+    if (dir_init(&c->tx, connector ? hs->key_c2a : hs->key_a2c, 0) != 0 ||
+        dir_init(&c->rx, connector ? hs->key_a2c : hs->key_c2a, 1) != 0) {
         EVP_CIPHER_CTX_free(c->tx.ctx);
         EVP_CIPHER_CTX_free(c->rx.ctx);
         return ring_error_set(RING_ERR_INTERNAL, "--auth frames: AES-256-GCM set-up failed in "
@@ -101,53 +101,69 @@ static mac_conn_t *find(ring_frame_macs_t *t, const ring_tp_ep_t *ep)
     return NULL;
 }
 
-/* GMAC of hdr (header and counter) and payload, the counter as the nonce. */
-static int tag_of(mac_dir_t *d, uint64_t counter, const unsigned char *hdr, const void *payload,
-                  size_t len, unsigned char tag[RING_FRAME_MAC_TAG_BYTES])
+/*
+ * One frame through a direction's context, the counter as the nonce, the
+ * header and counter as additional data. in -> out: the payload is
+ * encrypted (tx) or decrypted (rx; out may be in); out NULL: the payload is
+ * additional data too (a tag only). tx writes the tag; rx checks it (0 ok).
+ */
+static int gcm_frame(mac_dir_t *d, int rx, uint64_t counter, const unsigned char *hdr,
+                     const void *in, void *out, size_t len, unsigned char tag[RING_FRAME_MAC_TAG_BYTES])
 {
     unsigned char iv[12] = {0}, none[16];
-    const unsigned char *p = payload;
+    const unsigned char *p = in;
+    unsigned char *q = out;
     int outl;
 
     le_put64(iv + 4, counter);
-    if (EVP_EncryptInit_ex(d->ctx, NULL, NULL, NULL, iv) != 1 ||
-        EVP_EncryptUpdate(d->ctx, NULL, &outl, hdr, RING_FRAME_BYTES + 8) != 1)
+    if (EVP_CipherInit_ex(d->ctx, NULL, NULL, NULL, iv, !rx) != 1 ||
+        EVP_CipherUpdate(d->ctx, NULL, &outl, hdr, RING_FRAME_BYTES + 8) != 1)
         return -1;
     while (len > 0) { /* EVP takes int lengths */
         int part = len > INT_MAX / 2 ? INT_MAX / 2 : (int)len;
 
-        if (EVP_EncryptUpdate(d->ctx, NULL, &outl, p, part) != 1)
+        if (EVP_CipherUpdate(d->ctx, q, &outl, p, part) != 1)
             return -1;
         p += part;
+        q = q != NULL ? q + part : NULL;
         len -= (size_t)part;
     }
-    if (EVP_EncryptFinal_ex(d->ctx, none, &outl) != 1 ||
-        EVP_CIPHER_CTX_ctrl(d->ctx, EVP_CTRL_GCM_GET_TAG, RING_FRAME_MAC_TAG_BYTES, tag) != 1)
-        return -1;
-    return 0;
+    if (rx)
+        return EVP_CIPHER_CTX_ctrl(d->ctx, EVP_CTRL_GCM_SET_TAG, RING_FRAME_MAC_TAG_BYTES,
+                                   tag) == 1 &&
+                       EVP_CipherFinal_ex(d->ctx, none, &outl) == 1
+                   ? 0 : -1;
+    return EVP_CipherFinal_ex(d->ctx, none, &outl) == 1 &&
+                   EVP_CIPHER_CTX_ctrl(d->ctx, EVP_CTRL_GCM_GET_TAG, RING_FRAME_MAC_TAG_BYTES,
+                                       tag) == 1
+               ? 0 : -1;
 }
 
 int ring_frame_macs_seal(ring_frame_macs_t *t, const ring_tp_ep_t *ep, unsigned char *hdr,
-                         const void *payload, size_t len)
+                         const void *payload, void *cipher, size_t len)
 {
     mac_conn_t *c = find(t, ep);
 
     if (c == NULL)
         return -1;
     le_put64(hdr + RING_FRAME_BYTES, ++c->tx.counter);
-    return tag_of(&c->tx, c->tx.counter, hdr, payload, len, hdr + RING_FRAME_BYTES + 8);
+    return gcm_frame(&c->tx, 0, c->tx.counter, hdr, payload, cipher, len,
+                     hdr + RING_FRAME_BYTES + 8);
 }
 
 int ring_frame_macs_open(ring_frame_macs_t *t, const ring_tp_ep_t *ep, const unsigned char *hdr,
-                         const void *payload, size_t len)
+                         void *payload, size_t len, int sealed)
 {
     mac_conn_t *c = find(t, ep);
     unsigned char tag[RING_FRAME_MAC_TAG_BYTES];
     uint64_t counter = le_get64(hdr + RING_FRAME_BYTES);
 
-    if (c == NULL || counter <= c->rx.counter ||
-        tag_of(&c->rx, counter, hdr, payload, len, tag) != 0 ||
-        CRYPTO_memcmp(tag, hdr + RING_FRAME_BYTES + 8, sizeof(tag)) != 0)
+    /* an old counter is refused before a byte is touched: a replay never
+     * decrypts in place twice */
+    if (c == NULL || counter <= c->rx.counter)
+        return -1;
+    memcpy(tag, hdr + RING_FRAME_BYTES + 8, sizeof(tag));
+    if (gcm_frame(&c->rx, 1, counter, hdr, payload, sealed ? payload : NULL, len, tag) != 0)
         return -1;
     c->rx.counter = counter;
     return 0;

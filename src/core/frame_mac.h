@@ -15,6 +15,12 @@
  * (an urgent ABORT may overtake queued data, so not exactly the next).
  * GMAC rather than HMAC-SHA-256: it runs at several GB/s (carry-less
  * multiply), HMAC-SHA-256 at 1.5 at best (docs/launchers.md, "--auth frames").
+ *
+ * --auth encrypt: a DATA frame's payload is encrypted too (AES-256-GCM with
+ * the same key, counter and additional data: one pass gives both), and the
+ * frame says so in its flags (RING_FRAME_SEALED, covered by the tag). The
+ * header stays readable, as TLS's record lengths do: sizes, steps and tensor
+ * ids show, values do not.
  */
 #ifndef RING_FRAME_MAC_H
 #define RING_FRAME_MAC_H
@@ -40,13 +46,16 @@ ring_status_t ring_frame_macs_attach(ring_frame_macs_t *t, const ring_tp_ep_t *e
                                      const ring_auth_hs_t *hs, int connector);
 
 /* Write the trailer for hdr (RING_FRAME_BYTES + trailer) and payload, to be
- * sent on ep. Returns 0, or -1 when ep has no keys or libcrypto failed. */
+ * sent on ep. cipher NULL: a tag only (--auth frames); else the payload is
+ * encrypted into cipher (len bytes; --auth encrypt), which is what goes on
+ * the wire. Returns 0, or -1 when ep has no keys or libcrypto failed. */
 int ring_frame_macs_seal(ring_frame_macs_t *t, const ring_tp_ep_t *ep, unsigned char *hdr,
-                         const void *payload, size_t len);
+                         const void *payload, void *cipher, size_t len);
 
 /* Check what arrived on ep: 0 when the tag verifies and the counter is new
- * (then it is remembered), -1 otherwise. */
+ * (then it is remembered), -1 otherwise. sealed: the payload was encrypted,
+ * and is decrypted in place (on -1 it holds garbage: the frame is refused). */
 int ring_frame_macs_open(ring_frame_macs_t *t, const ring_tp_ep_t *ep, const unsigned char *hdr,
-                         const void *payload, size_t len);
+                         void *payload, size_t len, int sealed);
 
 #endif /* RING_FRAME_MAC_H */

@@ -42,7 +42,7 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
                    : strcmp(comm->tp_ops->name, "shm") == 0 ? 3 : 1;
     h->codec = (uint8_t)comm->codec;
     h->fp16_scaling = (uint8_t)comm->fp16_scaling;
-    h->auth_frames = (uint8_t)comm->auth_frames;
+    h->auth_frames = (uint8_t)(comm->auth_encrypt ? 2 : comm->auth_frames);
     h->algo = strcmp(comm->cfg.algo, "ring") == 0 ? 1 : strcmp(comm->cfg.algo, "rd") == 0 ? 2
             : strcmp(comm->cfg.algo, "direct") == 0 ? 3 : 0;
     h->rd_max_bytes = comm->cfg.rd_max_bytes;
@@ -120,7 +120,7 @@ unsigned ring_hello_first_diff(const ring_hello_t *mine, const ring_hello_t *the
 static const char *const transport_names[] = {"?", "tcp", "verbs", "shm"};
 static const char *const codec_names[] = {"none", "fp16", "bf16"};
 static const char *const on_off_names[] = {"off", "on"};
-static const char *const auth_names[] = {"connect", "frames"};
+static const char *const auth_names[] = {"connect", "frames", "encrypt"};
 static const char *const algo_names[] = {"auto", "ring", "rd", "direct"};
 #define CHOICE(_names, _v) \
     ((_v) < sizeof(_names) / sizeof(_names[0]) ? _names[(_v)] : "unknown")

@@ -58,6 +58,7 @@ typedef enum ring_codec {
 #define RING_FRAME_LZ4 0x2       /* the payload is lz4-compressed (raw size: elements x 2) */
 #define RING_FRAME_NOTICE 0x4    /* an empty frame with the header of a call another
                                   * algorithm runs, to the left neighbour (notice.c) */
+#define RING_FRAME_SEALED 0x8    /* --auth encrypt: the payload is encrypted (frame_mac.h) */
 
 typedef enum ring_frame_type {
     RING_FRAME_DATA = 1,

@@ -358,8 +358,10 @@ static void doctor_post_send(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t 
                              const ring_frame_t *f, const void *payload, size_t bytes)
 {
     ring_frame_encode(f, slot->hdr);
-    if (comm->macs != NULL) /* --auth frames */
-        (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, payload, bytes);
+    /* --auth frames (and encrypt: the doctor's probes carry no training data, so
+     * they are tagged, not encrypted) */
+    if (comm->macs != NULL)
+        (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, payload, NULL, bytes);
     slot->req.iov[0].iov_base = slot->hdr;
     slot->req.iov[0].iov_len = comm->hdr_bytes;
     slot->req.iov[1].iov_base = (void *)payload;
