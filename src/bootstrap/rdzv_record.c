@@ -72,6 +72,8 @@ void ring_rdzv_record_format(const rdzv_record_t *rec, char *buf, size_t len)
                                    rec->transport, rec->nonce, rec->host, rec->group, rec->port);
     for (int i = 0; i < rec->naddr && used < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "addr %s\n", rec->addr[i]);
+    if (rec->provisional && used < len)
+        snprintf(buf + used, len - used, "provisional 1\n");
 }
 
 int ring_rdzv_record_parse(char *text, rdzv_record_t *rec, char *why, size_t len)
@@ -110,6 +112,8 @@ int ring_rdzv_record_parse(char *text, rdzv_record_t *rec, char *why, size_t len
             have |= 8;
         } else if (strcmp(line, "addr") == 0 && rec->naddr < RDZV_ADDRS) {
             snprintf(rec->addr[rec->naddr++], sizeof(rec->addr[0]), "%s", val);
+        } else if (strcmp(line, "provisional") == 0) {
+            rec->provisional = strcmp(val, "1") == 0;
         }
     }
     if (have != 15 || rec->naddr == 0) {

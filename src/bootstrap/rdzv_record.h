@@ -35,6 +35,9 @@ typedef struct rdzv_record {
     int port;
     char addr[RDZV_ADDRS][RING_HOST_MAX]; /* numeric, or --bind's host name */
     int naddr;
+    int provisional; /* "provisional 1": the peer listens on loopback only until it has
+                      * seen every record; when they name other hosts, a record with an
+                      * address they can reach replaces this one (rendezvous.c) */
 } rdzv_record_t;
 
 /* Parse a record read from a store (untrusted: fuzzed in tests/fuzz); text is

@@ -14,11 +14,23 @@
  *                         --iface or --bind only the one it listens on: the
  *                         default rule's first, or 127.0.0.1 when the store
  *                         is on loopback or the host has no other)
+ *   provisional 1        (a file store, below; absent otherwise)
  *
  * and waits for all N records (the barrier). Then every peer picks the
  * same address for each rank: loopback when all peers share a host name
  * and it was published, else the first non-loopback address. The ring
  * port listens on that address alone, never on every address.
+ *
+ * A tcp store on loopback says before anything is published that every
+ * peer is on this host; a file store says nothing (NFS reaches many hosts,
+ * a local directory one). So at a file store, without --iface or --bind, a
+ * peer listens on 127.0.0.1 first and marks its record provisional: when
+ * the records show one host name, the peers meet there, and nothing
+ * listened beyond loopback. When they show several, each provisional peer
+ * listens again on the default rule's address and publishes it in place of
+ * the first record, and every peer reads each provisional record again
+ * until that one has come (rdzv_settle): one more round through the
+ * store, for multi-host jobs only.
  */
 #include "ring_build.h"
 
@@ -38,16 +50,27 @@
 #include "rendezvous.h"
 #include "store.h"
 
-/* Listen where --bind or --iface says (else on every address), on port 0
- * unless --port was set; fill rec with what others need to reach us. */
 /* The store is reached over loopback: every peer is on this host. */
 static int rdzv_store_is_loopback(const ring_rdzv_url_t *url)
 {
     return url->kind == RING_RDZV_TCP && ring_host_is_loopback(url->host);
 }
 
+/* A file store, and neither --bind nor --iface: listen on loopback until the
+ * records show where the peers are (a tcp store elsewhere than on loopback keeps the
+ * default rule's address from the start: its peers are on several hosts as a rule). */
+static int rdzv_loopback_first(const ring_config_t *cfg, const ring_rdzv_url_t *url)
+{
+    return url->kind == RING_RDZV_FILE && (cfg->bind[0] == '\0' || strcmp(cfg->bind, "*") == 0) &&
+           cfg->iface[0] == '\0';
+}
+
+/* Listen where --bind or --iface says, else on the one address the default rule
+ * picks (loopback_first: on loopback for now, rec->provisional set, when the host
+ * has another address); on port 0 unless --port was set. Fill rec with what
+ * others need to reach this peer. */
 static ring_status_t rdzv_listen(ring_comm_t *comm, const ring_rdzv_url_t *url,
-                                 rdzv_record_t *rec)
+                                 int loopback_first, rdzv_record_t *rec)
 {
     const ring_config_t *cfg = &comm->cfg;
     ring_iface_addr_t a[RDZV_ADDRS];
@@ -72,6 +95,11 @@ static ring_status_t rdzv_listen(ring_comm_t *comm, const ring_rdzv_url_t *url,
          * (rdzv_pick: the default rule's first, IPv4 first); loopback when the
          * store is reached over loopback (every peer is here) or there is no other */
         n = rdzv_store_is_loopback(url) ? 0 : ring_iface_addrs("", a, 1, why, sizeof(why));
+        rec->provisional = 0;
+        if (n > 0 && loopback_first) {
+            rec->provisional = 1; /* rdzv_settle listens on a[0] if other hosts take part */
+            n = 0;
+        }
         if (n <= 0) {
             snprintf(a[0].addr, sizeof(a[0].addr), "127.0.0.1");
             a[0].loopback = 1;
@@ -202,6 +230,68 @@ static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double 
     return st;
 }
 
+/*
+ * The records name more than one host: a peer that listened on loopback for
+ * now (provisional) listens again where the default rule says and publishes
+ * that in place of its first record; then each provisional record of the
+ * others is read again until its peer's final one replaces it.
+ */
+static ring_status_t rdzv_settle(ring_comm_t *comm, const ring_rdzv_url_t *url,
+                                 rdzv_record_t *mine, rdzv_record_t *recs, double deadline,
+                                 double started)
+{
+    ring_store_t *store = comm->store;
+    char key[32], why[200], *text = malloc(RDZV_RECORD_MAX);
+    ring_status_t st = RING_OK;
+
+    if (text == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous");
+    if (mine->provisional) {
+        comm->tp_ops->listener_close(comm->listener);
+        comm->listener = NULL;
+        mine->naddr = 0;
+        st = rdzv_listen(comm, url, 0, mine);
+        if (st == RING_OK) {
+            ring_rdzv_record_format(mine, text, RDZV_RECORD_MAX);
+            snprintf(key, sizeof(key), "rank/%d", comm->rank);
+            st = store->ops->set(store, key, text);
+        }
+        if (st == RING_OK)
+            recs[comm->rank] = *mine;
+    }
+    for (int r = 0; r < comm->size && st == RING_OK; r++) {
+        double backoff = 0.002;
+        rdzv_record_t rec;
+
+        snprintf(key, sizeof(key), "rank/%d", r);
+        while (recs[r].provisional && st == RING_OK) {
+            st = store->ops->get(store, key, text, RDZV_RECORD_MAX, deadline);
+            if (st == RING_OK && ring_rdzv_record_parse(text, &rec, why, sizeof(why)) == 0 &&
+                !rec.provisional && rec.world == comm->size &&
+                strcmp(rec.transport, comm->tp_ops->name) == 0) {
+                recs[r] = rec;
+                break;
+            }
+            if (st == RING_ERR_TIMED_OUT || (st == RING_OK && ring_now() > deadline)) {
+                st = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous %s: timed out after %.0f s "
+                                    "waiting for rank %d (host %s) to publish an address the "
+                                    "peers on other hosts can reach: its record still offers "
+                                    "loopback only (a record of an earlier run of job '%s'? "
+                                    "give each run its own --job-id, or empty the directory)",
+                                    store->where, ring_now() - started, r, recs[r].host,
+                                    comm->cfg.job_id);
+                break;
+            }
+            if (st != RING_OK)
+                break;
+            usleep((useconds_t)(backoff * 1e6));
+            backoff = backoff < 0.05 ? backoff * 2 : 0.05;
+        }
+    }
+    free(text);
+    return st;
+}
+
 /* The address every peer uses for rank r (the same choice everywhere). */
 static const char *rdzv_pick(const rdzv_record_t *rec, int all_local)
 {
@@ -249,7 +339,7 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     mine.host[sizeof(mine.host) - 1] = '\0';
     snprintf(mine.group, sizeof(mine.group), "%s",
              cfg->host_id[0] != '\0' ? cfg->host_id : mine.host);
-    RING_CHECK(rdzv_listen(comm, &url, &mine));
+    RING_CHECK(rdzv_listen(comm, &url, rdzv_loopback_first(cfg, &url), &mine));
     st = rdzv_open_store(comm, &url, deadline);
     if (st != RING_OK)
         goto out;
@@ -276,6 +366,8 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     for (int r = 0; r < comm->size && st == RING_OK; r++)
         all_local &= strcmp(recs[r].host, recs[0].host) == 0;
     comm->rdzv_all_local = all_local;
+    if (st == RING_OK && !all_local)
+        st = rdzv_settle(comm, &url, &mine, recs, deadline, started);
     for (int r = 0; r < comm->size && st == RING_OK; r++) {
         st = rdzv_choose(&recs[r], r, all_local, &comm->peers[r]);
         if (st == RING_OK && (comm->hosts[r] = strdup(recs[r].group)) == NULL)
