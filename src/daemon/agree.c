@@ -7,6 +7,11 @@
  * training settings as "name=value" lines, and every peer compares rank 0's
  * with each other rank's: the first setting that differs is named with both
  * values, the same message on every peer.
+ *
+ * The same holds for a failure of rank 0 alone (its checkpoints): once every
+ * peer knows that it failed, rank 0 broadcasts its message, and every peer
+ * stops with it, naming rank 0, instead of seeing rank 0 close its
+ * communicator in the middle of the next collective (agree_root_failure).
  */
 #include "ring_build.h"
 
@@ -17,6 +22,7 @@
 #include "daemon.h"
 
 #define AGREE_BYTES 4096
+#define TENSOR_ROOT_END 5u /* agree_root_end's allreduce */
 
 /* What must be equal on every peer for the parameters to stay identical:
  * the model, the optimizer, the schedule, the data order and the mode; and
@@ -122,4 +128,56 @@ int agree_settings(ring_comm_t *comm, const daemon_opts_t *opt, const ring_confi
     free(mine);
     free(all);
     return rc;
+}
+
+int agree_root_failure(ring_comm_t *comm, const char *why, char *err, size_t errlen)
+{
+    char msg[DAEMON_ERR_MAX];
+    int rank = ring_comm_rank(comm);
+
+    memset(msg, 0, sizeof(msg));
+    if (rank == 0)
+        snprintf(msg, sizeof(msg), "%s", why);
+    /* bytes move unchanged (whatever the codec); rank 0's call ends once it has sent */
+    if (ring_comm_size(comm) > 1 && ring_broadcast(comm, msg, sizeof(msg), 0) != RING_OK &&
+        rank != 0) {
+        snprintf(err, errlen, "rank 0 failed, and its message did not arrive: %s",
+                 ring_last_error());
+        return -1;
+    }
+    msg[sizeof(msg) - 1] = '\0';
+    if (rank == 0) {
+        if (err != why)
+            snprintf(err, errlen, "%s", msg);
+    } else {
+        snprintf(err, errlen, "rank 0 failed: %s", msg);
+    }
+    return -1;
+}
+
+int agree_root_end(ring_comm_t *comm, int failed, const char *why, const char *where,
+                   char *err, size_t errlen)
+{
+    float flag = failed ? 1.0f : 0.0f;
+    char msg[DAEMON_ERR_MAX];
+    ring_request_t *req;
+
+    if (ring_allreduce_start_flags(comm, &flag, &flag, 1, RING_FLOAT32, RING_SUM,
+                                   TENSOR_ROOT_END, RING_CALL_EXACT, &req) != RING_OK ||
+        ring_request_wait(req) != RING_OK) {
+        if (failed) /* rank 0: its own failure first */
+            snprintf(err, errlen, "%s", why);
+        else
+            snprintf(err, errlen, "%s, the last exchange with rank 0: %s", where,
+                     ring_last_error());
+        return -1;
+    }
+    if (flag == 0.0f)
+        return 0;
+    (void)agree_root_failure(comm, why, msg, sizeof(msg));
+    if (ring_comm_rank(comm) != 0)
+        snprintf(err, errlen, "%s: %s", where, msg);
+    else
+        snprintf(err, errlen, "%s", msg);
+    return -1;
 }

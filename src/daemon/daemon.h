@@ -126,6 +126,22 @@ void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out);
 int agree_settings(ring_comm_t *comm, const daemon_opts_t *opt, const ring_config_t *cfg,
                    char *err, size_t errlen);
 
+/* agree.c: rank 0 failed at something only it does (its checkpoint directory, a
+ * checkpoint) and every peer has learned that it did, from a value they all
+ * received (a control value, the start-up broadcast): every peer calls this at
+ * the same point. Rank 0 broadcasts why (its own message, in why), and every
+ * peer fails with it: rank 0 with why, the others with "rank 0 failed: why",
+ * in err (which may be why itself). Always returns -1. */
+int agree_root_failure(ring_comm_t *comm, const char *why, char *err, size_t errlen);
+
+/* agree.c: the end of a run, after the last collective of the training and rank 0's
+ * final checkpoint: one exact allreduce tells every peer whether rank 0 failed
+ * (failed, with why: only rank 0's count), and if it did every peer stops with its
+ * message (agree_root_failure; where prefixes the other peers' messages, "step 40").
+ * 0, or -1 with err. */
+int agree_root_end(ring_comm_t *comm, int failed, const char *why, const char *where,
+                   char *err, size_t errlen);
+
 /* doctor.c: --doctor, the ring doctor before training; rank 0 prints the report.
  * 0, 3 when it found a slow edge, 1 when it failed (said on stderr). */
 int doctor_main(const daemon_opts_t *opt, ring_comm_t *comm, int rank);

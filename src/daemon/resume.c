@@ -11,6 +11,11 @@
  * The broadcast is an exact allreduce-sum in which every other peer
  * contributes -0.0: x + (-0.0) == x for every float x, -0.0 included, so
  * the sum is rank 0's bits, whatever the order of additions.
+ *
+ * When rank 0 cannot start (its checkpoint directory cannot be made or
+ * written, a checkpoint of another model...), the counters still go out,
+ * saying so, and every peer stops with rank 0's message (agree_root_failure)
+ * instead of seeing it leave in the middle of the broadcast.
  */
 #include "ring_build.h"
 
@@ -109,13 +114,14 @@ static int load_newest(run_t *r, char *err, size_t errlen)
     return 1; /* nothing usable */
 }
 
-int resume_start(run_t *r, char *err, size_t errlen)
+/* Rank 0: the checkpoint directory made ready, and the newest checkpoint loaded
+ * (--no-resume: the earlier run's set aside). 0, or -1 with err. */
+static int resume_prepare(run_t *r, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
-    float counters[4 * 5];
     int rc = 1;
 
-    if (r->rank == 0 && o->checkpoint_dir[0] != '\0') {
+    if (o->checkpoint_dir[0] != '\0') {
         if (ckpt_dir_prepare(o->checkpoint_dir, err, errlen) != 0)
             return -1;
         if (o->resume) {
@@ -145,13 +151,34 @@ int resume_start(run_t *r, char *err, size_t errlen)
             r->aside_pending = 1; /* an aside left by a run killed early goes too */
         }
     }
+    return 0;
+}
+
+int resume_start(run_t *r, char *err, size_t errlen)
+{
+    float counters[4 * 6];
+    char why[DAEMON_ERR_MAX] = "";
+    int failed = r->rank == 0 && resume_prepare(r, why, sizeof(why)) != 0;
+
     pack_u64(counters + 0, r->step);
     pack_u64(counters + 4, r->epoch);
     pack_u64(counters + 8, r->step_in_epoch);
     pack_u64(counters + 12, r->total_samples);
     pack_u64(counters + 16, (uint64_t)(r->elapsed_before * 1e6));
-    if (broadcast_floats(r, counters, 20, err, errlen) != 0 ||
-        broadcast_floats(r, r->w->params, r->w->nparams, err, errlen) != 0 ||
+    pack_u64(counters + 20, (uint64_t)failed); /* rank 0 cannot start: why follows */
+    if (broadcast_floats(r, counters, 24, err, errlen) != 0) {
+        if (failed) /* rank 0's own reason first; the peers see it leave */
+            snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    if (unpack_u64(counters + 20) != 0) {
+        char msg[DAEMON_ERR_MAX];
+
+        (void)agree_root_failure(r->comm, why, msg, sizeof(msg));
+        snprintf(err, errlen, "%s%s", r->rank != 0 ? "start-up: " : "", msg);
+        return -1;
+    }
+    if (broadcast_floats(r, r->w->params, r->w->nparams, err, errlen) != 0 ||
         broadcast_floats(r, r->sgd.velocity, r->w->nparams, err, errlen) != 0)
         return -1;
     r->step = unpack_u64(counters + 0);

@@ -8,6 +8,8 @@
  * writes what the daemon writes: step and round metrics, rank 0's periodic
  * checkpoints of the master parameters at M (from the session's round
  * callback, on the engine thread), evaluations, progress and the summary.
+ * A checkpoint rank 0 cannot write stops every peer (should_stop), and once
+ * the session has ended rank 0's message reaches them all (agree_root_end).
  */
 #include "ring_build.h"
 
@@ -31,6 +33,8 @@ typedef struct ssp_client {
     run_t *r;
     uint64_t ckpt_last_m;     /* rank 0: M of the last periodic checkpoint (engine thread) */
     double ckpt_last_t;
+    int ckpt_failed;          /* rank 0: a checkpoint (or the final evaluation) failed,
+                               * ckpt_err says why: every peer stops, naming rank 0 */
     char ckpt_err[DAEMON_ERR_MAX];
 } ssp_client_t;
 
@@ -83,12 +87,17 @@ static int on_round(const ring_ssp_round_t *rd, void *arg)
             due = ring_now() - c->ckpt_last_t >= e->seconds;
         /* a diverged round's parameters are not saved; the rounds that follow average
          * inf or NaN and end the run, saying so */
-        if (due && all_finite(rd->params, rd->count)) {
+        if (due && !c->ckpt_failed && all_finite(rd->params, rd->count)) {
             ckpt_pos_t pos = {m, m / spe, m % spe,
                               m * (uint64_t)o->batch_size * (uint64_t)r->world};
+            /* not written: every peer stops after its step (should_stop), and hears why
+             * once the session ends (ssp_run); failing the session here would only
+             * show them rank 0 leaving the rounds */
             if (checkpoint_state(r, &pos, rd->params, rd->velocity, 0, path, sizeof(path),
-                                 c->ckpt_err, sizeof(c->ckpt_err)) != 0)
-                return -1;
+                                 c->ckpt_err, sizeof(c->ckpt_err)) != 0) {
+                c->ckpt_failed = 1;
+                return 0;
+            }
             c->ckpt_last_m = m;
             c->ckpt_last_t = ring_now();
         }
@@ -96,12 +105,14 @@ static int on_round(const ring_ssp_round_t *rd, void *arg)
     return 0;
 }
 
-/* Engine thread, before each round: a signal or --max-time stops every peer. */
+/* Engine thread, before each round: a signal, --max-time or a checkpoint rank 0 could
+ * not write stops every peer. */
 static int should_stop(void *arg)
 {
-    const run_t *r = ((const ssp_client_t *)arg)->r;
+    const ssp_client_t *c = arg;
+    const run_t *r = c->r;
 
-    return signals_stop_requested() ||
+    return c->ckpt_failed || signals_stop_requested() ||
            (r->opt->max_time_s > 0 && ring_now() - r->t_start >= r->opt->max_time_s);
 }
 
@@ -284,6 +295,7 @@ int ssp_run(run_t *r, char *err, size_t errlen)
     ring_comm_stats_t before, after;
     ring_status_t fs;
     double finish_s;
+    char where[64];
     int rc, stopped;
 
     memset(&c, 0, sizeof(c));
@@ -350,13 +362,16 @@ int ssp_run(run_t *r, char *err, size_t errlen)
         r->epoch++;
         r->step_in_epoch = 0;
     }
-    rc = 0;
-    if (r->rank == 0) {
-        if (r->w->ntest > 0 && r->test_step != r->step && run_evaluate(r, err, errlen) != 0)
-            rc = -1;
-        else if (r->opt->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
-            rc = -1;
-    }
+    /* rank 0's final evaluation and checkpoint (not after a checkpoint that failed);
+     * whether it failed, at them or before, reaches every peer */
+    if (r->rank == 0 && !c.ckpt_failed &&
+        ((r->w->ntest > 0 && r->test_step != r->step &&
+          run_evaluate(r, c.ckpt_err, sizeof(c.ckpt_err)) != 0) ||
+         (r->opt->checkpoint_dir[0] != '\0' &&
+          run_checkpoint(r, 1, c.ckpt_err, sizeof(c.ckpt_err)) != 0)))
+        c.ckpt_failed = 1;
+    snprintf(where, sizeof(where), "after step %" PRIu64, r->step);
+    rc = agree_root_end(r->comm, c.ckpt_failed, c.ckpt_err, where, err, errlen);
     if (rc == 0 && r->chatty) {
         progress_summary(r);
         print_summary_extra(r, s, finish_s);

@@ -14,7 +14,10 @@
  *      identical across the ring.
  * A stop request (signal, --max-time on any peer) is part of step 2's
  * values, so every peer stops after the same step; so is rank 0's decision
- * to evaluate after the step. Rank 0 then hands a snapshot of the
+ * to evaluate after the step, and a checkpoint rank 0 could not write: the
+ * next step's values (or, after the last step, one more exact allreduce)
+ * tell every peer, rank 0's message goes to all (agree_root_failure), and
+ * every peer stops naming rank 0 and why. Rank 0 then hands a snapshot of the
  * parameters to its background evaluator and the ring trains on
  * (run_eval.c); with --eval-sync every peer evaluates its share of the test
  * set instead, and they all wait for the slowest (run_evaluate_shared).
@@ -39,6 +42,7 @@
 enum {
     CTL_STOP_SIGNAL, CTL_STOP_TIME, CTL_EVAL, CTL_LOSS, CTL_CORRECT, CTL_SAMPLES,
     CTL_NONFINITE, /* peers whose loss or parameters are inf or NaN: the run diverged */
+    CTL_FAILED,    /* rank 0 could not write a checkpoint: every peer stops with its message */
     CTL_COUNT
 };
 
@@ -51,6 +55,8 @@ enum {
 typedef struct step_state {
     int streak;               /* consecutive steps with an inf/NaN averaged gradient */
     int bad_params;           /* rank 0 found inf or NaN in the parameters (at a checkpoint) */
+    int failed;               /* rank 0 could not write a checkpoint; why says why */
+    char why[DAEMON_ERR_MAX];
 } step_state_t;
 
 static double training_time(const run_t *r)
@@ -61,6 +67,20 @@ static double training_time(const run_t *r)
 static int ring_fail(run_t *r, const char *what, char *err, size_t errlen)
 {
     snprintf(err, errlen, "step %" PRIu64 ", %s: %s", r->step, what, ring_last_error());
+    return -1;
+}
+
+/* Every peer has learned that rank 0 could not write a checkpoint: its message
+ * reaches every peer, and every peer stops with it (-1). */
+static int root_failed(run_t *r, const step_state_t *ss, char *err, size_t errlen)
+{
+    char msg[DAEMON_ERR_MAX];
+
+    (void)agree_root_failure(r->comm, ss->why, msg, sizeof(msg));
+    if (r->rank == 0)
+        snprintf(err, errlen, "%s", msg);
+    else
+        snprintf(err, errlen, "step %" PRIu64 ": %s", r->step, msg);
     return -1;
 }
 
@@ -92,6 +112,7 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, step_state
      * the exact allreduce: it travels as a count instead */
     loss_ok = fabs(loss) < FLT_MAX / r->world;
     ctl[CTL_NONFINITE] = !loss_ok || ss->bad_params ? 1.0f : 0.0f;
+    ctl[CTL_FAILED] = ss->failed ? 1.0f : 0.0f;
     ctl[CTL_LOSS] = loss_ok ? (float)loss : 0.0f;
     ctl[CTL_CORRECT] = (float)correct;
     ctl[CTL_SAMPLES] = (float)o->batch_size;
@@ -102,6 +123,8 @@ static int train_step(run_t *r, float *ctl, int want_eval, int *eval, step_state
                                    TENSOR_CONTROL, RING_CALL_EXACT, &req) != RING_OK ||
         ring_request_wait(req) != RING_OK)
         return ring_fail(r, "control allreduce", err, errlen);
+    if (ctl[CTL_FAILED] > 0)
+        return root_failed(r, ss, err, errlen);
     if (ctl[CTL_NONFINITE] > 0) { /* every peer knows: no gradient allreduce, the same end */
         progress_diverged(r, r->step + 1, ss->bad_params ? "inf or NaN in the parameters"
                                                          : "inf or NaN in the loss", err, errlen);
@@ -177,7 +200,7 @@ static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, step
 
     if (epoch_end)
         eval = o->eval_every.per_epoch; /* the same on every peer */
-    ckpt = r->rank == 0 && o->checkpoint_dir[0] != '\0' &&
+    ckpt = r->rank == 0 && o->checkpoint_dir[0] != '\0' && !ss->failed &&
            (epoch_end ? o->checkpoint_every.per_epoch
                       : every_due(&o->checkpoint_every, r->step, now, last_ckpt));
     if (eval && r->w->ntest > 0 && o->eval_sync && run_evaluate_shared(r, err, errlen) != 0)
@@ -191,9 +214,23 @@ static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, step
         ss->bad_params = 1;
         return 0;
     }
-    if (ckpt && run_checkpoint(r, 0, err, errlen) != 0)
-        return -1;
+    /* one that cannot be written: the next step's control values tell every peer (the
+     * others would otherwise see only that rank 0 left the ring), and they all stop
+     * with rank 0's message */
+    if (ckpt && run_checkpoint(r, 0, ss->why, sizeof(ss->why)) != 0)
+        ss->failed = 1;
     return 0;
+}
+
+/* After the last step and rank 0's final checkpoint: whether rank 0 failed to write a
+ * checkpoint since the last step's control values (the final one, or one after the last
+ * step) reaches every peer, and they all stop with its message. */
+static int train_end(run_t *r, const step_state_t *ss, char *err, size_t errlen)
+{
+    char where[64];
+
+    snprintf(where, sizeof(where), "step %" PRIu64, r->step);
+    return agree_root_end(r->comm, ss->failed, ss->why, where, err, errlen);
 }
 
 /* Fault injection for the tests: RING_FAULT=KIND:N:R makes rank R act after step N of a
@@ -220,7 +257,7 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
     uint64_t kill_at = fault_step(r, "sigkill-at-step");
     uint64_t nan_at = fault_step(r, "nan-at-step");
     double last_eval, last_ckpt;
-    step_state_t ss = {0, 0};
+    step_state_t ss = {0};
 
     if (steps_per_epoch == 0) {
         snprintf(err, errlen, "each peer's shard has %zu samples, fewer than --batch-size %d: "
@@ -273,9 +310,10 @@ static int train_loop(run_t *r, float *ctl, char *err, size_t errlen)
     if (r->w->ntest > 0 && (!o->eval_sync || r->test_step != r->step) &&
         run_evaluate_shared(r, err, errlen) != 0)
         return -1;
-    if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && run_checkpoint(r, 1, err, errlen) != 0)
-        return -1;
-    return 0;
+    if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && !ss.failed &&
+        run_checkpoint(r, 1, ss.why, sizeof(ss.why)) != 0)
+        ss.failed = 1;
+    return train_end(r, &ss, err, errlen);
 }
 
 int train_run(run_t *r, char *err, size_t errlen)
@@ -299,6 +337,7 @@ int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
                      char *path, size_t path_len, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
+    char why_write[DAEMON_ERR_MAX / 2];
     ckpt_state_t st;
 
     if (!all_finite(params, r->w->nparams) || !all_finite(velocity, r->w->nparams)) {
@@ -327,8 +366,11 @@ int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
     st.nparams = r->w->nparams;
     st.params = (float *)params;
     st.momentum = (float *)velocity;
-    if (ckpt_write(o->checkpoint_dir, &st, path, path_len, err, errlen) != 0)
+    if (ckpt_write(o->checkpoint_dir, &st, path, path_len, why_write, sizeof(why_write)) != 0) {
+        snprintf(err, errlen, "could not write the checkpoint of step %" PRIu64
+                 " (--checkpoint-dir %s): %s", pos->step, o->checkpoint_dir, why_write);
         return -1;
+    }
     (void)ckpt_prune(o->checkpoint_dir, o->keep_checkpoints);
     if (r->aside_pending) { /* this run's first checkpoint is on disk: the earlier run's go */
         (void)ckpt_drop_aside(o->checkpoint_dir);
