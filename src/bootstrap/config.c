@@ -156,9 +156,11 @@ static const ring_opt_t config_table[] = {
      "peers of one job must agree on it; a stranger with another id is refused"},
     {"secret-file", "RING_SECRET_FILE", RING_OPT_STRING, "", "FILE", FIELD(secret_file), 0, 0,
      "the job's secret (16 to 4096 bytes; one trailing newline is ignored): every connection "
-     "starts with a mutual HMAC-SHA-256 challenge-response on it, and a peer that cannot prove "
-     "it is dropped before it is told anything. Without a secret anyone who can reach the "
-     "ports can join (ringd says so when it listens beyond loopback)"},
+     "starts with a handshake (TLS 1.3's PSK key schedule with X25519) in which both sides "
+     "prove it for that connection, naming their ranks and its purpose, and a peer that "
+     "cannot is dropped before it is told anything and named on stderr. Without a secret "
+     "anyone who can reach the ports can join (ringd says so when it listens beyond "
+     "loopback)"},
     {"secret", "RING_SECRET", RING_OPT_SECRET, "", "TEXT", FIELD(secret), 0, 0,
      "the job's secret as text instead of a file (prefer --secret-file: the environment of a "
      "process can be read by its user's other processes); never printed"},

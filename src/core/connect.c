@@ -316,7 +316,7 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         if (as == RING_AUTH_FAILED) {
             /* never fatal, and it is told nothing: who and from where, in the log */
             cs->auth_failed_in++;
-            snprintf(cs->auth_why, sizeof(cs->auth_why), "a connection from %s %s",
+            snprintf(cs->auth_why, sizeof(cs->auth_why), "a connection from %s, which %s",
                      comm->tp_ops->ep_peer(hc->ep), hc->auth.why);
             if (hc->auth.bad_message)
                 ring_log_security("refused %s; closed it, told it nothing", cs->auth_why);
