@@ -279,7 +279,7 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     }
     if (st != RING_OK) /* an earlier run's address, now another job's port? */
         return connect_stranger(cs, hc, now, st);
-    if (comm->macs != NULL) /* --auth frames: this connection's keys, from its challenge */
+    if (comm->macs != NULL) /* --auth frames, encrypt: this connection's keys, from its handshake */
         RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &hc->auth.hs, 1));
     ring_auth_hs_wipe(&hc->auth.hs);
     comm->channels[i / comm->nstreams].right[i % comm->nstreams] = hc->ep;
@@ -416,7 +416,7 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         connect_flush_reply(comm, hc);
         return status;
     }
-    if (comm->macs != NULL) /* --auth frames: this connection's keys, from its challenge */
+    if (comm->macs != NULL) /* --auth frames, encrypt: this connection's keys, from its handshake */
         RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &hc->auth.hs, 0));
     ring_auth_hs_wipe(&hc->auth.hs);
     ch = &comm->channels[theirs.channel];
@@ -478,9 +478,9 @@ static ring_status_t connect_accept_new(connect_state_t *cs, double now)
             ring_auth_party_init(&me, &comm->auth_key, comm->cfg.job_id, RING_AUTH_FOR_RING,
                                  comm->rank, RING_AUTH_NO_RANK);
             RING_CHECK(ring_auth_begin(&cs->in[slot].auth, &me, comm->tp_ops, ep, 1));
-        }
-        else
+        } else {
             hello_post(cs, &cs->in[slot], 0, 0, 0);
+        }
     }
 }
 
