@@ -1,7 +1,7 @@
 /*
  * auth.c - the per-job secret (auth.h's K) and one connection's handshake
  * over a transport endpoint, without blocking: auth_handshake.c decides,
- * this file moves its messages. libcrypto for HMAC-SHA-256 and the nonces.
+ * this file moves its messages. The key is libcrypto's HMAC-SHA-256 of the secret.
  */
 #include "ring_build.h"
 
