@@ -28,7 +28,9 @@
  * client away with "RNGR" and a 4-byte reason, then close: BUSY (it holds
  * its maximum of connections, every one authenticated: connect again later)
  * or JOB (the challenge names another job). Neither tells a stranger anything
- * about the job.
+ * about the job. A client it drops to make room (not proven yet) hears BUSY
+ * too, where its challenge or its proof is due; without a secret, where the
+ * hello's reply is due. A client turned away with BUSY connects again.
  */
 #ifndef RING_STORE_H
 #define RING_STORE_H

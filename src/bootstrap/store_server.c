@@ -440,12 +440,25 @@ static int client_unproven(const ring_store_server_t *srv, const client_t *c)
     return !c->closing && (srv->key.on ? c->auth_phase < 2 : !c->hello);
 }
 
+/* Which unproven client to drop first: a's rank before b's. One that has not
+ * begun the handshake (a silent socket, or one whose challenge is not read
+ * yet) before one mid-way (its challenge answered: a real peer is there for
+ * one round trip); the oldest first within each. */
+static int client_drop_first(const client_t *a, const client_t *b)
+{
+    if (a->auth_phase != b->auth_phase)
+        return a->auth_phase < b->auth_phase;
+    return a->since < b->since;
+}
+
 /*
  * A connected client: 0, or -1 when it is turned away (fd is closed). At its
  * maximum of clients the server drops the oldest that has not proven itself
  * (as the ring's listener does: a real peer proves itself in a millisecond,
- * so a few silent sockets cannot lock it out, and one dropped mid-way connects
- * again); only when every client has proven itself is the newcomer turned away.
+ * so a few silent sockets cannot lock it out), preferring one that has not
+ * begun the handshake; the one dropped hears "RNGR" BUSY (store.h: where its
+ * challenge or proof is due) and connects again. Only when every client has
+ * proven itself is the newcomer turned away.
  */
 static int server_add_client(ring_store_server_t *srv, int fd)
 {
@@ -456,7 +469,8 @@ static int server_add_client(ring_store_server_t *srv, int fd)
 
         for (size_t i = 0; i < srv->nclients; i++)
             if (client_unproven(srv, &srv->clients[i]) &&
-                (oldest == srv->nclients || srv->clients[i].since < srv->clients[oldest].since))
+                (oldest == srv->nclients ||
+                 client_drop_first(&srv->clients[i], &srv->clients[oldest])))
                 oldest = i;
         if (oldest == srv->nclients) {
             client_t c = {.fd = fd};
@@ -473,6 +487,15 @@ static int server_add_client(ring_store_server_t *srv, int fd)
         ring_log_security("rendezvous store: at its maximum of %zu clients; dropped the oldest "
                           "that had not proven itself (%lu so far) to let a newcomer in",
                           srv->max_clients, srv->evicted);
+        {
+            /* after what it was sent so far (the store's challenge, maybe), as
+             * much as the socket takes now: it is closed either way */
+            client_t *c = &srv->clients[oldest];
+
+            refuse(c, RING_STORE_REFUSE_BUSY);
+            if (c->out_len > 0)
+                (void)send(c->fd, c->out, c->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
         client_drop(srv, oldest);
     }
     /* replies are small and must not wait for the client's delayed ACK */

@@ -27,6 +27,7 @@ typedef struct store_tcp {
     ring_store_t base;
     int fd;
     double op_timeout; /* for set and check, which the server answers at once */
+    uint32_t refused;  /* the reason of an "RNGR" the store sent where a reply was due, or 0 */
 } store_tcp_t;
 
 /* Move len bytes in or out before deadline: 0, or -1 with errno (ETIMEDOUT, or 0 = closed). */
@@ -72,6 +73,24 @@ static ring_status_t io_error(store_tcp_t *st, const char *what)
                                      : strerror(errno));
 }
 
+_Static_assert(RING_AUTH_PROOF_BYTES >= RING_STORE_REFUSE_BYTES &&
+                   RING_STORE_REP_HDR >= RING_STORE_REFUSE_BYTES,
+               "a refusal fits where a proof or a reply is due");
+
+/* The store's "RNGR" (store.h), read where its challenge, its proof or (without
+ * a secret) the hello's reply was due: an error naming the reason. */
+static ring_status_t refused_error(store_tcp_t *st, uint32_t why)
+{
+    st->refused = why;
+    if (why == RING_STORE_REFUSE_JOB)
+        return ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s serves another job: every "
+                              "peer of a job needs the same --job-id (RING_JOB_ID)",
+                              st->base.where);
+    return ring_error_set(RING_ERR_NO_RESOURCE, "rendezvous store %s turned this peer away: it "
+                          "holds its maximum of connections (strangers holding connections "
+                          "open, or more peers than its job's world size)", st->base.where);
+}
+
 /* One request and its reply; a 'V' or 'E' reply's data lands in data. */
 static ring_status_t store_call(store_tcp_t *st, char op, const char *key, const char *value,
                                 double deadline, char *status, char *data, size_t len)
@@ -93,7 +112,14 @@ static ring_status_t store_call(store_tcp_t *st, char op, const char *key, const
     free(req);
     if (sent != 0)
         return io_error(st, "sending a request");
-    if (io_all(st->fd, rep, sizeof(rep), 0, deadline) != 0)
+    /* first as many bytes as a refusal has: without a secret, the store turns a
+     * client away (store.h) where the hello's reply is due */
+    if (io_all(st->fd, rep, RING_STORE_REFUSE_BYTES, 0, deadline) != 0)
+        return io_error(st, "waiting for its reply");
+    if (le_get32(rep) == RING_STORE_REFUSE_MAGIC)
+        return refused_error(st, le_get32(rep + 4));
+    if (io_all(st->fd, rep + RING_STORE_REFUSE_BYTES, sizeof(rep) - RING_STORE_REFUSE_BYTES, 0,
+               deadline) != 0)
         return io_error(st, "waiting for its reply");
     bad = ring_store_rep_decode(rep, len, &r);
     if (bad == -1)
@@ -206,8 +232,9 @@ static int tcp_dial(const char *host, int port, double deadline, char *err, size
 /* auth.h's handshake as the connector, before the store's hello: the store
  * proves the secret before it hears the job id, and this peer before it is
  * answered. *retry = 1 when the store turned this connection away before
- * the handshake (at its capacity of connections, or closed it unanswered):
- * the caller connects again while its deadline allows. */
+ * the handshake (at its capacity of connections, or closed it unanswered) or
+ * dropped it mid-way to make room ("RNGR" BUSY where its proof was due): the
+ * caller connects again while its deadline allows. */
 static ring_status_t tcp_authenticate(store_tcp_t *st, const ring_auth_key_t *key,
                                       const char *job, double deadline, int *retry)
 {
@@ -235,17 +262,8 @@ static ring_status_t tcp_authenticate(store_tcp_t *st, const ring_auth_key_t *ke
         goto out;
     }
     if (le_get32(ch) == RING_STORE_REFUSE_MAGIC) {
-        uint32_t why = le_get32(ch + 4);
-
-        *retry = why == RING_STORE_REFUSE_BUSY;
-        rs = why == RING_STORE_REFUSE_JOB
-                 ? ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s serves another job: "
-                                  "every peer of a job needs the same --job-id (RING_JOB_ID)",
-                                  st->base.where)
-                 : ring_error_set(RING_ERR_NO_RESOURCE, "rendezvous store %s turned this peer "
-                                  "away: it holds its maximum of connections (strangers "
-                                  "holding connections open, or more peers than its job's "
-                                  "world size)", st->base.where);
+        rs = refused_error(st, le_get32(ch + 4));
+        *retry = st->refused == RING_STORE_REFUSE_BUSY;
         goto out;
     }
     if (ring_auth_other_version(ch, RING_STORE_REFUSE_BYTES, &version)) {
@@ -263,11 +281,22 @@ static ring_status_t tcp_authenticate(store_tcp_t *st, const ring_auth_key_t *ke
                             hs.why[0] != '\0' ? hs.why : "it closed the connection");
         goto out;
     }
+    /* a store at its capacity may drop this connection mid-way to make room: it
+     * says so with "RNGR" BUSY where its proof is due (store.h), and this peer
+     * connects again; a bare close here is a refused proof */
     if (io_all(st->fd, proof, sizeof(proof), 1, deadline) != 0 ||
-        io_all(st->fd, proof, sizeof(proof), 0, deadline) != 0) {
+        io_all(st->fd, proof, RING_STORE_REFUSE_BYTES, 0, deadline) != 0 ||
+        (le_get32(proof) != RING_STORE_REFUSE_MAGIC &&
+         io_all(st->fd, proof + RING_STORE_REFUSE_BYTES, sizeof(proof) - RING_STORE_REFUSE_BYTES,
+                0, deadline) != 0)) {
         rs = ring_error_set(RING_ERR_MISMATCH, "rendezvous store %s refused this peer's "
                             "proof of the secret: does every peer have the same "
                             "--secret-file (RING_SECRET_FILE)?", st->base.where);
+        goto out;
+    }
+    if (le_get32(proof) == RING_STORE_REFUSE_MAGIC) {
+        rs = refused_error(st, le_get32(proof + 4));
+        *retry = st->refused == RING_STORE_REFUSE_BUSY;
         goto out;
     }
     if (ring_auth_hs_proof(&hs, proof, sizeof(proof), NULL) != 0)
@@ -288,11 +317,15 @@ static ring_status_t tcp_begin(store_tcp_t *st, const char *job, const ring_auth
     double op_deadline = ring_now() + st->op_timeout;
 
     *retry = 0;
+    st->refused = 0;
     if (op_deadline > deadline)
         op_deadline = deadline;
     rs = key != NULL && key->on ? tcp_authenticate(st, key, job, op_deadline, retry) : RING_OK;
-    if (rs == RING_OK)
+    if (rs == RING_OK) {
         rs = store_call(st, 'H', job, NULL, op_deadline, &status, data, sizeof(data));
+        /* without a secret the store turns a client away where the hello's reply is due */
+        *retry = rs != RING_OK && st->refused == RING_STORE_REFUSE_BUSY;
+    }
     if (rs == RING_ERR_TIMED_OUT)
         rs = ring_error_set(RING_ERR_TIMED_OUT, "rendezvous: the program at %s accepted the "
                             "connection but never answered a ringd store's hello",
@@ -331,8 +364,9 @@ ring_status_t ring_store_tcp_open(const char *host, int port, const char *job,
                 free(st);
                 return rs;
             }
-            /* turned away before the handshake (strangers fill the store's
-             * connections, say): connect again until the deadline */
+            /* turned away before the handshake or dropped mid-way to make room
+             * (strangers fill the store's connections, say): connect again
+             * until the deadline */
             turned_away++;
             snprintf(why, sizeof(why), "%s", ring_last_error());
         }
