@@ -14,7 +14,10 @@
  *   - reflect: send rank 0's challenge, then its proof, back to it;
  *   - store:   hand rank 0's ring challenge to the job's tcp store, and the
  *              store's answer to a challenge of its own back to rank 0.
- * For N=2 and N=3, with --auth connect and frames (and encrypt: the relays).
+ * For N=2 and N=3, with --auth connect and frames (and encrypt: the relays);
+ * in the Soft-RoCE guest also over the verbs transport's bootstrap
+ * (T_AUTH_RELAY_TRANSPORT=verbs, tests/verbs-guest.sh), where no queue-pair
+ * record may reach the stranger either.
  * Every case:
  *   - the stranger never receives a hello, a frame, or an acceptor's proof
  *     from an honest peer (no byte of the job's data or settings);
@@ -43,6 +46,7 @@
 #include "magic.h"
 #include "store.h"
 #include "tap.h"
+#include "verbs_record.h"
 
 #define SECRET "0123456789abcdef-t-auth-relay"
 #define JOB "t-auth-relay"
@@ -60,7 +64,7 @@ typedef struct rcase {
 
 /* What the stranger saw, reported by its rank (values) */
 enum { V_STATUS, V_ACCEPTED, V_SENT_ON, V_CHALLENGES_BACK, V_PROOFS_BACK, V_HELLOS, V_FRAMES,
-       V_OTHER, V_NOTICE, V_NOTICE_LINES };
+       V_RECORDS, V_OTHER, V_NOTICE, V_NOTICE_LINES };
 
 /* ---- the stranger's sockets ------------------------------------------------------ */
 
@@ -161,6 +165,8 @@ static void classify(const unsigned char *m, long len, int from_acceptor)
         seen[V_HELLOS]++;
     else if (magic == RING_FRAME_MAGIC)
         seen[V_FRAMES]++;
+    else if (magic == VB_RECORD_MAGIC) /* a verbs queue-pair record */
+        seen[V_RECORDS]++;
     else
         seen[V_OTHER]++;
 }
@@ -393,10 +399,15 @@ static void store_stop(pid_t pid)
     }
 }
 
+/* tcp, or verbs where the suite runs in the Soft-RoCE guest (tests/verbs-guest.sh:
+ * T_AUTH_RELAY_TRANSPORT=verbs), whose bootstrap connections are attacked */
+static const char *transport = "tcp";
+
 static void run_case(int n, attack_t attack, const char *auth)
 {
     h_setting_t settings[] = {{-1, "secret", SECRET}, {-1, "auth", auth},
-                              {-1, "job-id", JOB}, {-1, "transport", "tcp"}, {0, NULL, NULL}};
+                              {-1, "job-id", JOB}, {-1, "transport", transport},
+                              {0, NULL, NULL}};
     rcase_t c = {.attack = attack, .auth = auth};
     h_spec_t spec = {.n = n, .fn = child, .arg = &c, .child_timeout = 25,
                      .connect_timeout = "3s", .settings = settings};
@@ -406,8 +417,8 @@ static void run_case(int n, attack_t attack, const char *auth)
     int all = 1, notices = 1;
     char label[200];
 
-    snprintf(label, sizeof(label), "N=%d --auth %s, a stranger on rank 1's port: %s", n, auth,
-             attack_name[attack]);
+    snprintf(label, sizeof(label), "N=%d %s --auth %s, a stranger on rank 1's port: %s", n,
+             transport, auth, attack_name[attack]);
     if (attack == A_STORE && (c.store_port = store_start(n, &store)) <= 0) {
         ok(0, "%s: the store started", label);
         free(run);
@@ -424,7 +435,7 @@ static void run_case(int n, attack_t attack, const char *auth)
     all &= s->exited && s->code == 0 && h_val(s, V_ACCEPTED, 0) >= 1;
     /* nothing past a challenge or a connector's proof ever reached it */
     all &= h_val(s, V_HELLOS, 1) == 0 && h_val(s, V_FRAMES, 1) == 0 &&
-           h_val(s, V_PROOFS_BACK, 1) == 0;
+           h_val(s, V_RECORDS, 1) == 0 && h_val(s, V_PROOFS_BACK, 1) == 0;
     /* a relayed challenge, unchanged, is not even answered */
     if (attack == A_RELAY || attack == A_STORE)
         all &= h_val(s, V_CHALLENGES_BACK, 1) == 0;
@@ -463,6 +474,17 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     unsetenv("RING_LOG_LEVEL"); /* the default level, as users run it */
     unsetenv("RING_DEBUG");
+    if (getenv("T_AUTH_RELAY_TRANSPORT") != NULL && strcmp(getenv("T_AUTH_RELAY_TRANSPORT"),
+                                                           "verbs") == 0) {
+        /* the verbs bootstrap: the stranger sees only its tcp connections, and
+         * no queue-pair record may reach it either */
+        transport = "verbs";
+        for (int a = 0; a < 2; a++)
+            for (int n = 2; n <= 3; n++)
+                for (attack_t k = A_RELAY; k <= A_REFLECT; k++)
+                    run_case(n, k, auths[a]);
+        return done_testing();
+    }
     /* the handshake is the same whatever --auth says: encrypt gets the relays only */
     for (int a = 0; a < 3; a++)
         for (int n = 2; n <= 3; n++)

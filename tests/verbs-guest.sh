@@ -5,7 +5,9 @@
 #   2. ib_write_bw rxe0 -> rxe1 (perftest, RC RDMA WRITE), 64 KiB and 16 MiB
 #      messages, 3 s each: the better one is the reference bandwidth
 #   3. tests/t-verbs, its TAP lines renumbered into this one (with the job's
-#      secret: same, another, none, and a stranger on a bootstrap port)
+#      secret: same, another, none, and a stranger on a bootstrap port);
+#      3b. tests/t-auth-relay over verbs (a stranger relaying, rewriting and
+#      reflecting the bootstrap's handshake), renumbered the same way
 #   4. ring-bench over verbs, N=2 and N=4, codecs none, fp16, bf16, with -c:
 #      exit 0 and #wrong 0 at every size, and the rxe packet counters grew
 #   5. ring-bench N=2, 16 MiB, registered buffers (over verbs: sent without a
@@ -148,6 +150,30 @@ fi
 if [ "${tv_rc:-1}" != 0 ]; then
     note "t-verbs stderr (tail):"
     show "$T/tverbs.err" 20
+fi
+note "t+$(elapsed) s"
+
+# ---- 3b. t-auth-relay over verbs ---------------------------------------------
+# a stranger on an absent rank's port relays, rewrites and reflects the verbs
+# bootstrap's handshake (tests/t-auth-relay.c), renumbered into this plan
+if [ -x "$B/tests/t-auth-relay" ]; then
+    ar_ran=0 ar_plan=-1
+    while IFS= read -r line; do
+        if [[ $line =~ ^(not\ )?ok\ [0-9]+\ -\ (.*)$ ]]; then
+            ar_ran=$((ar_ran + 1))
+            n=$((n + 1))
+            echo "${BASH_REMATCH[1]}ok $n - t-auth-relay: ${BASH_REMATCH[2]}"
+        elif [[ $line =~ ^1\.\.([0-9]+) ]]; then
+            ar_plan=${BASH_REMATCH[1]}
+        elif [[ $line =~ ^# ]]; then
+            echo "$line"
+        fi
+    done < <(cd "$B" && T_AUTH_RELAY_TRANSPORT=$TP timeout -k 5 200 ./tests/t-auth-relay \
+                 2>"$T/relay.err"; echo "t-auth-relay-exit $?" >"$T/relay.rc")
+    ar_rc=$(sed -n 's/^t-auth-relay-exit //p' "$T/relay.rc" 2>/dev/null)
+    ok $((ar_rc == 0 && ar_plan == ar_ran && ar_ran > 0 ? 0 : 1)) \
+        "t-auth-relay over $TP ran all $ar_plan planned tests and exited 0 (ran $ar_ran, exit ${ar_rc:-?})"
+    [ "${ar_rc:-1}" != 0 ] && show "$T/relay.err" 20
 fi
 note "t+$(elapsed) s"
 

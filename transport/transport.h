@@ -73,6 +73,8 @@ typedef struct ring_tp_guard_why {
                                 * sys_errno say which */
     ring_status_t status;      /* the guard's first receive: its status and errno */
     int sys_errno;
+    int bad_message;           /* what the other side sent failed a check (another rank,
+                                * job, purpose or secret): a security notice */
     size_t first_len;          /* 0..4: how many bytes of that message first holds (0: none
                                 * arrived), to tell another protocol by its magic */
     unsigned char first[4];

@@ -214,7 +214,14 @@ static int vb_boot_guard(ring_tp_ep_t *ep)
     else
         vb_ep_fail(ep, RING_ERR_PROTOCOL, EACCES, "verbs bootstrap: authentication with %s "
                    "failed: %s", peer, why);
-    ring_log(RING_LOG_WARN, "%s", ep->error_text);
+    /* what the other side sent failed a check (a relay, another rank): a security
+     * notice, at the default log level; a close may be a peer restarting */
+    if (w.bad_message)
+        ring_log_security("verbs bootstrap: refused %s %s, which %s; closed it, told it "
+                          "nothing", ep->acceptor ? "a connection from" : "the answer of", peer,
+                          why);
+    else
+        ring_log(RING_LOG_WARN, "%s", ep->error_text);
     vb_boot_drop(ep);
     return 1;
 }

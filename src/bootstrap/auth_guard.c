@@ -40,6 +40,7 @@ static void auth_guard_why(void *ctx, const void *state, ring_tp_guard_why_t *wh
     why_p->why = a->why;
     why_p->refused = a->refused;
     why_p->unreachable = a->unreachable;
+    why_p->bad_message = a->bad_message;
     why_p->status = rc->status;
     why_p->sys_errno = rc->sys_errno;
     /* the first message, when one came (a hello is larger: MISMATCH, filled) */
