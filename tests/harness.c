@@ -200,7 +200,45 @@ out:
     return ok;
 }
 
-/* Bind one socket per rank to port 0 of the host; all stay open until every port is chosen. */
+/* The kernel's first ephemeral port: outgoing connections take theirs above it. */
+static int ephemeral_low(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int lo = 32768;
+
+    if (f != NULL) {
+        if (fscanf(f, "%d", &lo) != 1)
+            lo = 32768;
+        fclose(f);
+    }
+    return lo < 32768 ? lo : 32768;
+}
+
+/* Bind fd to a free port below the ephemeral range (a port chosen by binding
+ * port 0 can be taken as the source port of another process's outgoing
+ * connection before the rank that is to listen on it starts); 0, or -1. */
+static int bind_below_ephemeral(int fd, struct sockaddr_storage *ss, socklen_t len)
+{
+    static unsigned seed;
+    int span = ephemeral_low() - 1 - 10000;
+
+    if (seed == 0)
+        seed = (unsigned)getpid() * 2654435761u ^ (unsigned)(h_now() * 1e6);
+    for (int attempt = 0; attempt < 500 && span > 0; attempt++) {
+        uint16_t port = (uint16_t)(10000 + (int)(rand_r(&seed) % (unsigned)span));
+
+        if (ss->ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+        else
+            ((struct sockaddr_in *)ss)->sin_port = htons(port);
+        if (bind(fd, (struct sockaddr *)ss, len) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Bind one socket per rank to a free port of the host below the ephemeral range;
+ * all stay open until every port is chosen. */
 static int pick_ports(h_run_t *run)
 {
     int fds[H_MAX_RANKS];
@@ -229,7 +267,7 @@ static int pick_ports(h_run_t *run)
             break;
         }
         fds[i] = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&ss, len) != 0 ||
+        if (fds[i] < 0 || bind_below_ephemeral(fds[i], &ss, len) != 0 ||
             getsockname(fds[i], (struct sockaddr *)&ss, &len) != 0) {
             snprintf(run->error, sizeof(run->error), "cannot pick a port on %s: %s", run->host,
                      strerror(errno));

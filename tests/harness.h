@@ -1,8 +1,9 @@
 /*
  * harness.h - run a ring of real processes on the loopback interface.
  *
- * The parent picks one free TCP port per rank (bind to port 0 on the ring's
- * host, read it back, keep every socket open until all are chosen, close
+ * The parent picks one free TCP port per rank (bind a random port of the
+ * ring's host below the kernel's ephemeral range, where no outgoing
+ * connection takes its source port; keep every socket open until all are chosen, close
  * them just before forking), builds the RING_PEERS string and forks one
  * child per rank. Each child fills a ring_config_t (rank, world-size,
  * peers, timeout, connect-timeout, then the test's own settings, for every

@@ -26,6 +26,7 @@ import ctypes
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -134,16 +135,38 @@ class _Tap:
         sys.stdout.flush()
 
 
+def _ephemeral_low():
+    """The kernel's first ephemeral port (outgoing connections take theirs above it)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_ports(n):
-    """n TCP ports free on 127.0.0.1 right now."""
+    """n TCP ports free on 127.0.0.1 right now, below the kernel's ephemeral range:
+    a port chosen there (bind to port 0) can be taken as the source port of any
+    process's outgoing connection before the peer that is to listen on it starts
+    (a test opening 200 connections meanwhile did, once)."""
+    hi = min(_ephemeral_low(), 32768) - 1
+    rnd = random.Random(os.getpid() ^ int(time.time() * 1e6))
     socks, ports = [], []
-    for _ in range(n):
+    for _ in range(200 * n):
+        if len(ports) == n:
+            break
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
+        try:
+            s.bind(("127.0.0.1", rnd.randint(10000, hi)))
+        except OSError:
+            s.close()
+            continue
         socks.append(s)
         ports.append(s.getsockname()[1])
     for s in socks:
         s.close()
+    if len(ports) < n:
+        raise RuntimeError("no %d free ports on 127.0.0.1 in 10000..%d" % (n, hi))
     return ports
 
 

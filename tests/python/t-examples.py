@@ -22,7 +22,7 @@ import math
 import os
 import re
 import shutil
-import socket
+import ringtest  # free_ports: below the ephemeral range
 import subprocess
 import sys
 
@@ -110,9 +110,7 @@ ok(rc == 0 and len(acc) == 1 and float(acc[0]) > 0.5,
    % (acc[0] if acc else "?"), out)
 
 for backend in ("ringd", "ddp-gloo", "ddp-ringd"):
-    with socket.socket() as s:  # DDP's store port
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = ringtest.free_ports(1)[0]  # DDP's store port
     rc, out = run(["env", "MASTER_PORT=%d" % port, launch, "-n", "2", "--timeout", "200", "--",
                    python, "synthetic_mlp.py", "--backend", backend, "--width", "256",
                    "--steps", "3"], 220)
@@ -127,9 +125,7 @@ if mpirun is None:
           "mpirun (apt-get install openmpi-bin)" % (n + 1))
     n += 1
 else:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = ringtest.free_ports(1)[0]
     env_vars = ["-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=%d" % port, "-x",
                 "PYTHONPATH", "-x", "PYTHONDONTWRITEBYTECODE", "-x", "OMP_NUM_THREADS=1"]
     rc, out = run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"] + env_vars +

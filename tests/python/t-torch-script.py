@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import signal
-import socket
+import ringtest  # free_ports: below the ephemeral range
 import subprocess
 import sys
 import tempfile
@@ -111,9 +111,7 @@ def ok(cond, name, diag="", skip=None):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ringtest.free_ports(1)[0]
 
 
 def run(cmd, env=None, what=""):
