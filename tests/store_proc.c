@@ -30,19 +30,6 @@
 
 /* ---- small socket helpers ------------------------------------------------------ */
 
-int dial(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 /* Read up to len bytes within ms: how many (fewer when the peer closed), or -1 on time. */
 long read_some(int fd, unsigned char *p, size_t len, int ms)
 {

@@ -10,6 +10,7 @@
 
 #include <ringd/status.h>
 
+#include "loopback.h"
 #include "store.h"
 
 #define SECRET "0123456789abcdef-t-store-avail"
@@ -21,8 +22,6 @@ typedef struct store_proc {
     char err[128];      /* its stderr */
 } store_proc_t;
 
-/* A connected socket to 127.0.0.1:port, or -1. */
-int dial(int port);
 /* Up to len bytes within ms: how many (fewer when the peer closed), or -1 on time. */
 long read_some(int fd, unsigned char *p, size_t len, int ms);
 /* A port in 20000..32767 that binds on 127.0.0.1 now (another each call), or -1. */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mix64.h"
 #include "tap.h"
 
 #define MAX_OPS 40
@@ -56,14 +57,6 @@ typedef struct ar_case {
 } ar_case_t;
 
 /* ---- data ------------------------------------------------------------- */
-
-static inline uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 static inline uint64_t stream_key(uint64_t seed, int op, int rank)
 {

@@ -100,35 +100,44 @@ static void check_relay(void)
 
     /* rank 0 calls "rank 1" (the stranger), which hands rank 0's challenge to rank
      * 0's own listener: the relay of issue 43 */
-    ok(ring_auth_hs_start(&out, &p0_out, 0, ch_c) == 0 && ring_auth_hs_start(&in, &p0_in, 1, NULL) == 0,
+    ok(ring_auth_hs_start(&out, &p0_out, 0, ch_c) == 0 &&
+           ring_auth_hs_start(&in, &p0_in, 1, NULL) == 0,
        "two connections of rank 0: one calling rank 1, one accepted");
-    ok(ring_auth_hs_challenge(&in, ch_c, CH, ch_a) != 0 && strstr(in.why, "meant for rank 1") != NULL,
+    ok(ring_auth_hs_challenge(&in, ch_c, CH, ch_a) != 0 &&
+           strstr(in.why, "meant for rank 1") != NULL,
        "relay: rank 0's listener refuses rank 0's own challenge, meant for rank 1 (%s)", in.why);
     /* the stranger rewrites the challenge to name rank 0 */
     memcpy(forged, ch_c, CH);
     forged[20] = 0; /* the peer rank, little-endian */
-    ok(ring_auth_hs_start(&in, &p0_in, 1, NULL) == 0 && ring_auth_hs_challenge(&in, forged, CH, ch_a) == 0,
+    ok(ring_auth_hs_start(&in, &p0_in, 1, NULL) == 0 &&
+           ring_auth_hs_challenge(&in, forged, CH, ch_a) == 0,
        "a challenge rewritten to name rank 0 passes the listener's checks ...");
-    ok(ring_auth_hs_challenge(&out, ch_a, CH, proof_c) != 0 && strstr(out.why, "answered as rank 0") != NULL,
+    ok(ring_auth_hs_challenge(&out, ch_a, CH, proof_c) != 0 &&
+           strstr(out.why, "answered as rank 0") != NULL,
        "... but its answer, handed back, names rank 0, and rank 0 called rank 1: refused (%s)",
        out.why);
     /* the stranger rewrites the answer too, to name rank 1 */
-    ok(ring_auth_hs_start(&out, &p0_out, 0, ch_c) == 0 && ring_auth_hs_start(&in, &p0_in, 1, NULL) == 0,
+    ok(ring_auth_hs_start(&out, &p0_out, 0, ch_c) == 0 &&
+           ring_auth_hs_start(&in, &p0_in, 1, NULL) == 0,
        "again, both rewritten");
     memcpy(forged, ch_c, CH);
     forged[20] = 0;
-    ok(ring_auth_hs_challenge(&in, forged, CH, ch_a) == 0, "the listener answers the rewritten challenge");
+    ok(ring_auth_hs_challenge(&in, forged, CH, ch_a) == 0,
+           "the listener answers the rewritten challenge");
     memcpy(forged, ch_a, CH);
     forged[16] = 1; /* the answer's own rank: 1 */
     forged[20] = 0;
     ok(ring_auth_hs_challenge(&out, forged, CH, proof_c) == 0,
        "the caller takes the rewritten answer and proves itself ...");
-    ok(ring_auth_hs_proof(&in, proof_c, PR, proof_a) != 0 && strstr(in.why, "could not prove") != NULL,
+    ok(ring_auth_hs_proof(&in, proof_c, PR, proof_a) != 0 &&
+           strstr(in.why, "could not prove") != NULL,
        "... over a transcript the listener never saw: its proof fails there (%s)", in.why);
 
     /* the same relay into the store, and into a verbs bootstrap's listener */
-    ok(ring_auth_hs_start(&out, &p0_out, 0, ch_c) == 0 && ring_auth_hs_start(&st, &store, 1, NULL) == 0 &&
-           ring_auth_hs_challenge(&st, ch_c, CH, ch_a) != 0 && strstr(st.why, "a ring connection") != NULL,
+    ok(ring_auth_hs_start(&out, &p0_out, 0, ch_c) == 0 &&
+           ring_auth_hs_start(&st, &store, 1, NULL) == 0 &&
+           ring_auth_hs_challenge(&st, ch_c, CH, ch_a) != 0 &&
+               strstr(st.why, "a ring connection") != NULL,
        "relay to the store: a ring connection's challenge is refused there (%s)", st.why);
     ok(ring_auth_hs_start(&in, &boot_in, 1, NULL) == 0 &&
            ring_auth_hs_challenge(&in, ch_c, CH, ch_a) != 0,
@@ -136,7 +145,8 @@ static void check_relay(void)
     {
         ring_auth_party_t client = party(&key, JOB, RING_AUTH_FOR_STORE, RING_AUTH_NO_RANK,
                                          RING_AUTH_NO_RANK);
-        ok(ring_auth_hs_start(&st, &client, 0, ch_c) == 0 && ring_auth_hs_start(&in, &p0_in, 1, NULL) == 0 &&
+        ok(ring_auth_hs_start(&st, &client, 0, ch_c) == 0 &&
+               ring_auth_hs_start(&in, &p0_in, 1, NULL) == 0 &&
                ring_auth_hs_challenge(&in, ch_c, CH, ch_a) != 0,
            "a store client's challenge relayed to a ring listener: refused (%s)", in.why);
     }
@@ -149,7 +159,8 @@ static void check_reflect_replay_splice(void)
     ring_auth_hs_t c, a;
     unsigned char ch_c[CH], ch_a[CH], proof_c[PR], proof_a[PR], old_proof[PR], bent[CH];
 
-    ok(ring_auth_hs_start(&c, &p0, 0, ch_c) == 0 && ring_auth_hs_challenge(&c, ch_c, CH, proof_c) != 0,
+    ok(ring_auth_hs_start(&c, &p0, 0, ch_c) == 0 &&
+           ring_auth_hs_challenge(&c, ch_c, CH, proof_c) != 0,
        "reflection: a caller's own challenge sent back to it is refused (%s)", c.why);
     ok(ring_auth_hs_start(&c, &p0, 0, ch_c) == 0 && ring_auth_hs_start(&a, &p1, 1, NULL) == 0 &&
            ring_auth_hs_challenge(&a, ch_c, CH, ch_a) == 0 &&
@@ -162,7 +173,8 @@ static void check_reflect_replay_splice(void)
            ring_auth_hs_proof(&a, proof_c, PR, proof_a) == 0,
        "a connection that finished, recorded by a stranger");
     memcpy(old_proof, proof_c, PR);
-    ok(ring_auth_hs_start(&a, &p1, 1, NULL) == 0 && ring_auth_hs_challenge(&a, ch_c, CH, ch_a) == 0 &&
+    ok(ring_auth_hs_start(&a, &p1, 1, NULL) == 0 &&
+           ring_auth_hs_challenge(&a, ch_c, CH, ch_a) == 0 &&
            ring_auth_hs_proof(&a, old_proof, PR, proof_a) != 0,
        "replay: its challenge and proof played again to a new connection: refused");
     for (int off = 0; off < CH; off += 13) {
@@ -211,14 +223,16 @@ static void check_refusals(void)
     v1[4] = 1; /* version 1, 40 bytes: the last release's challenge */
     ok(ring_auth_other_version(v1, sizeof(v1), &version) && version == 1,
        "a version-1 challenge is recognised as another version");
-    ok(ring_auth_hs_start(&a, &p1, 1, NULL) == 0 && ring_auth_hs_challenge(&a, v1, sizeof(v1), ch_a) != 0 &&
+    ok(ring_auth_hs_start(&a, &p1, 1, NULL) == 0 &&
+           ring_auth_hs_challenge(&a, v1, sizeof(v1), ch_a) != 0 &&
            strstr(a.why, "version 1") != NULL,
        "... and refused, naming it (%s)", a.why);
     ok(ring_auth_hs_start(&c, &p0, 0, ch_c) == 0 && ring_auth_hs_start(&a, &p1, 1, NULL) == 0 &&
            ring_auth_hs_challenge(&a, ch_c, CH - 1, ch_a) != 0 &&
            ring_auth_hs_challenge(&a, ch_c, 0, ch_a) != 0,
        "a short challenge is refused");
-    ok(ring_auth_hs_start(&a, &p1, 1, NULL) == 0 && ring_auth_hs_challenge(&a, ch_c, CH, ch_a) == 0 &&
+    ok(ring_auth_hs_start(&a, &p1, 1, NULL) == 0 &&
+           ring_auth_hs_challenge(&a, ch_c, CH, ch_a) == 0 &&
            ring_auth_hs_proof(&a, ch_c, PR - 1, ch_a) != 0,
        "a short proof is refused");
     {
@@ -226,7 +240,8 @@ static void check_refusals(void)
 
         memcpy(zero_pub, ch_c, CH);
         memset(zero_pub + 72, 0, 32); /* a low-order X25519 point: an all-zero secret */
-        ok(ring_auth_hs_start(&a, &p1, 1, NULL) == 0 && ring_auth_hs_challenge(&a, zero_pub, CH, ch_a) != 0,
+        ok(ring_auth_hs_start(&a, &p1, 1, NULL) == 0 &&
+               ring_auth_hs_challenge(&a, zero_pub, CH, ch_a) != 0,
            "an all-zero ephemeral key is refused (%s)", a.why);
     }
 }

@@ -42,6 +42,7 @@
 
 #include "auth.h"
 #include "harness.h"
+#include "loopback.h"
 #include "le.h"
 #include "magic.h"
 #include "store.h"
@@ -59,7 +60,7 @@ static const char *const attack_name[] = {"relay", "rewrite", "reflect", "store"
 typedef struct rcase {
     attack_t attack;
     const char *auth;
-    int store_port;                 /* A_STORE: the job's tcp store, served by the parent */
+    int store_port;                 /* A_STORE: the job's tcp store (a process of its own) */
 } rcase_t;
 
 /* What the stranger saw, reported by its rank (values) */
@@ -67,35 +68,6 @@ enum { V_STATUS, V_ACCEPTED, V_SENT_ON, V_CHALLENGES_BACK, V_PROOFS_BACK, V_HELL
        V_RECORDS, V_OTHER, V_NOTICE, V_NOTICE_LINES };
 
 /* ---- the stranger's sockets ------------------------------------------------------ */
-
-static int listen_on(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd < 0)
-        return -1;
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 64) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static int dial(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
 
 /* Read exactly len bytes within ms: 0, or -1 (closed, error, time). */
 static int read_all(int fd, unsigned char *p, size_t len, int ms)
@@ -210,21 +182,9 @@ static void relay_loop(int x, int y, int framed_y, int rewrite, int victim_rank)
     }
 }
 
-static int port_of(const char *peers, int rank)
-{
-    char buf[H_MAX_RANKS * 80], *save = NULL, *tok;
-    int i = 0;
-
-    snprintf(buf, sizeof(buf), "%s", peers);
-    for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save), i++)
-        if (i == rank)
-            return atoi(strrchr(tok, ':') + 1);
-    return 0;
-}
-
 static int stranger(int n, const ring_config_t *cfg, const rcase_t *c)
 {
-    int lfd = listen_on(port_of(cfg->peers, STRANGER_RANK)), turn = 0;
+    int lfd = lo_listen(lo_port_of(cfg->peers, STRANGER_RANK)), turn = 0;
     double until = h_now() + ATTACK_S;
 
     if (lfd < 0)
@@ -263,7 +223,7 @@ static int stranger(int n, const ring_config_t *cfg, const rcase_t *c)
         /* the victim: rank 0's own listener, or at N=3 every other turn rank 2's */
         victim = c->attack == A_STORE ? -1 : (n == 3 && turn % 2 == 1) ? 2 : 0;
         turn++;
-        y = dial(victim < 0 ? c->store_port : port_of(cfg->peers, victim));
+        y = lo_dial(victim < 0 ? c->store_port : lo_port_of(cfg->peers, victim));
         if (y < 0) {
             close(x);
             continue;
@@ -283,7 +243,7 @@ static int stranger(int n, const ring_config_t *cfg, const rcase_t *c)
             /* the store's answer to the stranger's own store challenge, to rank 0 */
             ring_auth_party_init(&me, &none, cfg->job_id, RING_AUTH_FOR_STORE,
                                  RING_AUTH_NO_RANK, RING_AUTH_NO_RANK);
-            z = dial(c->store_port);
+            z = lo_dial(c->store_port);
             if (z >= 0 && ring_auth_hs_start(&hs, &me, 0, own) == 0) {
                 send_msg(z, own, sizeof(own), 0);
                 if (read_msg(z, ans, sizeof(ans), 0, 1000) == (long)sizeof(ans)) {

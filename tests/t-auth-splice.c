@@ -30,6 +30,7 @@
 
 #include "comm_int.h"
 #include "harness.h"
+#include "loopback.h"
 #include "hash.h"
 #include "le.h"
 #include "magic.h"
@@ -48,33 +49,14 @@ enum { V_STATUS, V_BAD, V_CONNS, V_FRAMES, V_PATTERN, V_DONE };
 
 /* ---- the proxy -------------------------------------------------------------------- */
 
-static int listen_on(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 8) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    return fd;
-}
-
+/* 127.0.0.1:port, retried while nobody listens there (the rank may not yet): <= 5 s. */
 static int dial(int port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    for (int i = 0; i < 100; i++) {
+        int fd = lo_dial(port);
 
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    for (int i = 0; i < 100; i++) { /* rank 1 may not listen yet: <= 5 s */
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-            return fd;
         if (fd >= 0)
-            close(fd);
+            return fd;
         usleep(50000);
     }
     return -1;
@@ -132,18 +114,6 @@ static uint64_t pattern_hits(const unsigned char *m, size_t len)
     return hits;
 }
 
-static int port_of(const char *peers, int rank)
-{
-    char buf[H_MAX_RANKS * 80], *save = NULL, *tok;
-    int i = 0;
-
-    snprintf(buf, sizeof(buf), "%s", peers);
-    for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save), i++)
-        if (i == rank)
-            return atoi(strrchr(tok, ':') + 1);
-    return 0;
-}
-
 /* A proxied connection: accepted from rank `from` (on the port it knows for
  * its neighbour), dialed to rank `to`'s real port. */
 typedef struct pair {
@@ -179,7 +149,7 @@ static int proxy(const char *peers, pcase_t kind)
 {
     static unsigned char m[2 * 1024 * 1024];
     char lists[2][128];
-    int lfd[2] = {listen_on(port_of(peers, 2)), listen_on(port_of(peers, 3))};
+    int lfd[2] = {lo_listen(lo_port_of(peers, 2)), lo_listen(lo_port_of(peers, 3))};
     pair_t pr[8];
     uint64_t frames = 0, hits = 0, done = 0;
     int np = 0, data_seen = 0, from0 = 0;
@@ -188,10 +158,10 @@ static int proxy(const char *peers, pcase_t kind)
     if (lfd[0] < 0 || lfd[1] < 0)
         return h_fail(RING_ERR_IO, "the proxy cannot listen"), 1;
     /* each rank's peer list: the proxy's port for the other rank */
-    snprintf(lists[0], sizeof(lists[0]), "127.0.0.1:%d,127.0.0.1:%d", port_of(peers, 0),
-             port_of(peers, 2));
-    snprintf(lists[1], sizeof(lists[1]), "127.0.0.1:%d,127.0.0.1:%d", port_of(peers, 3),
-             port_of(peers, 1));
+    snprintf(lists[0], sizeof(lists[0]), "127.0.0.1:%d,127.0.0.1:%d", lo_port_of(peers, 0),
+             lo_port_of(peers, 2));
+    snprintf(lists[1], sizeof(lists[1]), "127.0.0.1:%d,127.0.0.1:%d", lo_port_of(peers, 3),
+             lo_port_of(peers, 1));
     while (h_now() < until) {
         struct pollfd pfd[2 + 2 * 8];
         int n = 0;
@@ -211,7 +181,7 @@ static int proxy(const char *peers, pcase_t kind)
                 p->from = l == 0 ? 0 : 1;
                 p->to = 1 - p->from;
                 p->a = accept4(lfd[l], NULL, NULL, SOCK_CLOEXEC);
-                p->b = p->a >= 0 ? dial(port_of(peers, p->to)) : -1;
+                p->b = p->a >= 0 ? dial(lo_port_of(peers, p->to)) : -1;
                 if (p->a >= 0 && p->b >= 0)
                     np++;
                 from0 += p->from == 0;
@@ -281,7 +251,8 @@ static int child(int rank, int n, const ring_config_t *cfg, void *arg)
         return proxy(cfg->peers, kind);
     /* each reaches the other through the proxy (ports 2 and 3 of the run) */
     snprintf(peers, sizeof(peers), "127.0.0.1:%d,127.0.0.1:%d",
-             port_of(cfg->peers, rank == 0 ? 0 : 3), port_of(cfg->peers, rank == 0 ? 2 : 1));
+             lo_port_of(cfg->peers, rank == 0 ? 0 : 3),
+             lo_port_of(cfg->peers, rank == 0 ? 2 : 1));
     ring_config_init(&mine);
     if (ring_config_copy(&mine, cfg) != RING_OK ||
         ring_config_set(&mine, "peers", peers, RING_SRC_API) != RING_OK ||

@@ -47,6 +47,7 @@
 
 #include "codec.h"
 #include "harness.h"
+#include "mix64.h"
 #include "tap.h"
 
 #define MAX_OPS 20
@@ -89,14 +90,6 @@ typedef struct rcase {
     int nops;
     rop_t ops[MAX_OPS];
 } rcase_t;
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 static float gen(const rcase_t *c, int k, int rank, size_t i)
 {

@@ -31,6 +31,7 @@
 
 #include "half.h"
 #include "harness.h"
+#include "mix64.h"
 #include "tap.h"
 
 #define V_STATUS 0     /* status of each allreduce: 10 + i */
@@ -70,14 +71,6 @@ typedef struct ccase {
     int nops;
     cop_t ops[MAX_OPS];
 } ccase_t;
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 static float gen(const ccase_t *c, int op, int rank, size_t i)
 {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "mix64.h"
 #include "tap.h"
 
 #define V_BAD 0       /* values 0..V_NCHECK-1: wrong elements per check */
@@ -31,14 +32,6 @@
 #define V_ENTER 80    /* barrier: entry time (us, CLOCK_MONOTONIC) */
 #define V_LEAVE 81
 #define V_STATUS 90   /* failure cases: the status the rank got */
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 /* byte i of rank's data for check c: every bit pattern, and the special floats */
 static uint32_t gen_word(int c, int rank, size_t i)

@@ -103,7 +103,7 @@ static int flood_start(flood_t *fl, int port, int count, int reconnect)
         close(stop[1]);
         close(res[0]);
         for (until = h_now() + 10; first < 0 && h_now() < until;)
-            if ((first = dial(port)) < 0)
+            if ((first = lo_dial(port)) < 0)
                 usleep(1000);
         r.t_listen = h_now();
         if (first >= 0 && count == 0) {
@@ -111,7 +111,7 @@ static int flood_start(flood_t *fl, int port, int count, int reconnect)
         } else if (first >= 0) {
             fds[r.connected++] = first;
             while (r.connected < count && r.connected < FLOOD) {
-                int fd = dial(port);
+                int fd = lo_dial(port);
 
                 if (fd < 0)
                     break;
@@ -143,7 +143,7 @@ static int flood_start(flood_t *fl, int port, int count, int reconnect)
                     if (recv(fds[idx[k]], b, sizeof(b), MSG_DONTWAIT) > 0)
                         continue; /* the store said something: still open */
                     close(fds[idx[k]]);
-                    fds[idx[k]] = reconnect ? dial(port) : -1;
+                    fds[idx[k]] = reconnect ? lo_dial(port) : -1;
                     r.closed++;
                     open_now -= fds[idx[k]] < 0;
                 }
@@ -392,7 +392,7 @@ static void check_busy(int secret)
         goto out;
 
     /* a newcomer on a raw socket: "RNGR", BUSY, then closed */
-    fd = dial(sp.port);
+    fd = lo_dial(sp.port);
     got = fd >= 0 ? read_some(fd, b, sizeof(b), 2000) : -1;
     ok(got == 8 && le_get32(b) == RING_STORE_REFUSE_MAGIC &&
            le_get32(b + 4) == RING_STORE_REFUSE_BUSY,

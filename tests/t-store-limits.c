@@ -66,7 +66,7 @@ static int midway_open(int port, const ring_auth_key_t *key)
     ring_auth_party_t me;
     ring_auth_hs_t hs;
     unsigned char ch[RING_AUTH_CHALLENGE_BYTES];
-    int fd = dial(port);
+    int fd = lo_dial(port);
 
     ring_auth_party_init(&me, key, JOB, RING_AUTH_FOR_STORE, RING_AUTH_NO_RANK,
                          RING_AUTH_NO_RANK);
@@ -117,7 +117,7 @@ static void check_midway_server(void)
         return;
     }
     for (int i = 0; i < FLOOD; i++)
-        idle[i] = dial(sp.port);
+        idle[i] = lo_dial(sp.port);
     /* all but max_clients - 1 of the silent ones are dropped (at most 5 s) */
     for (until = h_now() + 5; evicted < FLOOD - (max_clients - 1) && h_now() < until;) {
         struct pollfd p[FLOOD];
@@ -352,7 +352,7 @@ static int strangers(int port, int n)
         int fds[BATCH], k = n - done < BATCH ? n - done : BATCH;
 
         for (int i = 0; i < k; i++) {
-            fds[i] = dial(port);
+            fds[i] = lo_dial(port);
             if (fds[i] >= 0)
                 (void)!send(fds[i], junk, sizeof(junk), MSG_NOSIGNAL);
         }

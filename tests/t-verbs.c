@@ -50,6 +50,7 @@
 #include "harness.h"
 #include "rdma_devices.h"
 #include "stranger_probe.h"
+#include "mix64.h"
 #include "tap.h"
 
 #define V_STATUS 0   /* status of op k: 0 + k */
@@ -99,14 +100,6 @@ static void read_counters(long long *c)
 }
 
 /* ---- values ------------------------------------------------------------ */
-
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 /* gradient-like: [-1, 1) times 2^-4..2^3, so |x| < 8 */
 static float gen(uint64_t seed, int op, int rank, size_t i)
@@ -200,7 +193,6 @@ static int check_ops(int rank, int n, ring_comm_t *comm, const vcase_t *c)
     return 0;
 }
 
-
 /* ---- a stranger on rank 0's bootstrap port (K_STRANGER, stranger_probe.c) -- */
 
 #define SECRET "0123456789abcdef-t-verbs"
@@ -222,7 +214,6 @@ static int stranger_first(const ring_config_t *cfg)
         h_put(V_STRANGER + i, res[i]);
     return 0;
 }
-
 
 static int v_child(int rank, int n, const ring_config_t *cfg, void *arg)
 {
@@ -559,7 +550,6 @@ static void kill_mid_round(void)
     diag("%s: rank 0 did %llu allreduces; its message: %s", label,
          (unsigned long long)h_val(&run->r[0], V_ITERS, 0), run->r[0].msg);
 }
-
 
 /* The job's secret on the verbs bootstrap (transport/verbs_boot.c). */
 static void secret_cases(void)
