@@ -51,17 +51,8 @@ export PATH=$tools/bin:$PATH # auditwheel runs patchelf from PATH
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringd-wheels.XXXXXX")
 [ $keep = 1 ] && echo "== work directory: $work" || trap 'rm -rf "$work"' EXIT
-# the sources a wheel is built from: git's list where this is a clone (nothing
-# of a build tree comes along), else the tree less its build outputs
 echo "== sources"
-mkdir -p "$work/src"
-if git -C "$top" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
-    (cd "$top" && git ls-files -z --cached --others --exclude-standard |
-        tar --null -T - -cf -) | tar -C "$work/src" -xf -
-else
-    (cd "$top" && tar --exclude=./build --exclude=./_build --exclude='*.egg-info' \
-        --exclude=__pycache__ -cf - .) | tar -C "$work/src" -xf -
-fi
+"$top/tools/copy-sources.sh" "$work/src"
 
 for py in "${pythons[@]}"; do
     command -v "$py" > /dev/null || { echo "build-wheels: no interpreter $py" >&2; exit 1; }

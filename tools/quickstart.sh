@@ -50,6 +50,8 @@ packages=(
     # for tools/ring-analyze (the experiments' tables and plots: ring-exp.test,
     # saturation.test, sweep.test, analysis-*.test)
     python3-numpy python3-torch python3-dev python3-matplotlib
+    # tests/pip-install.test and the torch 2.x matrix: venvs, and a clean copy by git
+    python3-venv git
 )
 
 install_missing() {
@@ -133,8 +135,9 @@ fi
 status=0
 configure_build "$build_root/gcc" --enable-werror || status=1
 [ $status = 0 ] && run_suite "gcc -Werror" "$build_root/gcc"
-# tests/verbs.test boots a QEMU guest (a few minutes under TCG): once, in the gcc pass
-export RING_SKIP_VM=1
+# tests/verbs.test boots a QEMU guest (a few minutes under TCG), and the pip tests build
+# ringd in venvs: once, in the gcc pass
+export RING_SKIP_VM=1 RING_SKIP_PIP=1
 
 if [ -z "${SKIP_ASAN:-}" ]; then
     if configure_build "$build_root/asan" --enable-sanitizers --enable-werror; then
