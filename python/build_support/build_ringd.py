@@ -200,7 +200,13 @@ class BuildRingd(build_ext):
         objs = ext_objs + self._objects_of(libs)
         out = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        link = self.compiler.linker_so + objs + ["-o", out] + flags + \
+        # the module's init function alone is exported: libringd's API (RING_API) is
+        # inside this module, not offered to the rest of the process
+        exports = os.path.join(self.build_temp, "ringd-module.map")
+        with open(exports, "w") as f:
+            f.write("{ global: PyInit_%s; local: *; };\n" % ext.name.rsplit(".", 1)[-1])
+        link = self.compiler.linker_so + objs + ["-o", out, "-Wl,--version-script=" + exports] + \
+            flags + \
             (self.subst["CUDA_LDFLAGS"].split() if self.cuda_root else []) + \
             ["-lpthread", "-lm", "-ldl"] + _env("LDFLAGS")
         _run(link, "linking " + ext.name)

@@ -22,6 +22,13 @@
 
 typedef char *(*corename_fn_t)(void);
 
+/* OpenBLAS's own name, then the renamed copies of the scipy-openblas builds that
+ * numpy's and scipy's wheels from PyPI carry (ILP64 for numpy 2, LP64 for scipy) */
+static const char *const corename_symbols[] = {
+    "openblas_get_corename", "scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
+};
+#define CORENAME_SYMBOLS (sizeof(corename_symbols) / sizeof(corename_symbols[0]))
+
 /* dl_iterate_phdr: the first loaded object named *blas* that exports the function */
 static int find_corename(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -35,7 +42,9 @@ static int find_corename(struct dl_phdr_info *info, size_t size, void *arg)
     handle = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
     if (handle == NULL)
         return 0;
-    sym = dlsym(handle, "openblas_get_corename");
+    sym = NULL;
+    for (size_t i = 0; i < CORENAME_SYMBOLS && sym == NULL; i++)
+        sym = dlsym(handle, corename_symbols[i]);
     dlclose(handle); /* the framework's reference keeps it loaded */
     if (sym == NULL)
         return 0;
@@ -52,7 +61,7 @@ int ring_launch_blas_advice(char *coretype, size_t coretype_len, char *why, size
 
     if (chosen != NULL && chosen[0] != '\0')
         return 0; /* someone chose already */
-    sym = dlsym(RTLD_DEFAULT, "openblas_get_corename"); /* linked into the program */
+    sym = dlsym(RTLD_DEFAULT, corename_symbols[0]); /* linked into the program */
     if (sym != NULL)
         memcpy(&fn, &sym, sizeof(fn));
     else
