@@ -10,6 +10,8 @@
 
 #if RING_HAVE_VERBS
 #include <infiniband/verbs.h>
+
+#include "verbs_dl.h" /* libibverbs through the library's dlopen'ed table, as the transport */
 #endif
 
 #include "rdma_devices.h"
@@ -25,8 +27,14 @@ int rdma_devices_find(rdma_dev_t *devs, int max, char *why, size_t len)
 {
 #if RING_HAVE_VERBS
     int n = 0, found = 0;
-    struct ibv_device **list = ibv_get_device_list(&n);
+    struct ibv_device **list;
+    char e[1024];
 
+    if (ring_verbs_dl_load(e, sizeof(e)) != 0) {
+        snprintf(why, len, "verbs unavailable: %s", e);
+        return 0;
+    }
+    list = ibv_get_device_list(&n);
     if (list == NULL || n == 0) {
         snprintf(why, len, "ibv_get_device_list: no RDMA devices");
         if (list != NULL)

@@ -78,6 +78,18 @@ static int vb_pick_gid(vb_dev_t *dev, const struct ibv_port_attr *pa, int want, 
     return 0;
 }
 
+/* Every way into the transport passes here (vb_dev_open): a host without libibverbs
+ * is reported as one without a device, with the cause and the fix, so auto moves on. */
+static int vb_dl_ready(char *why, size_t whylen)
+{
+    char e[1024];
+
+    if (ring_verbs_dl_load(e, sizeof(e)) == 0)
+        return 0;
+    snprintf(why, whylen, "verbs unavailable: %s", e);
+    return -1;
+}
+
 typedef struct vb_candidate {
     int dev;
     int port;
@@ -93,6 +105,8 @@ int vb_dev_open(const ring_tp_params_t *params, vb_dev_t *dev, char *why, size_t
     char inactive[256] = "";
 
     memset(dev, 0, sizeof(*dev));
+    if (vb_dl_ready(why, whylen) != 0)
+        return -1;
     if (vb_hca_parse(params->ib_dev, &spec, why, whylen) != 0)
         return -1;
     list = ibv_get_device_list(&ndev);

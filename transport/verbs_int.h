@@ -44,6 +44,7 @@
 #include "errors.h"
 #include "token_bucket.h"
 #include "transport.h"
+#include "verbs_dl.h" /* after verbs.h: every ibv_* call goes through the dlopen'ed table */
 #include "verbs_hca.h"
 #include "verbs_record.h"
 
@@ -203,7 +204,8 @@ ring_status_t vb_boot_start(vb_tp_t *tp, ring_tp_ep_t *boot, int acceptor, ring_
 int vb_boot_progress(ring_tp_ep_t *ep);
 
 /* verbs_dev.c */
-/* Opens the device for this rank; -1 with why (no device, none active...) */
+/* Opens the device for this rank; -1 with why (libibverbs not loadable: "verbs unavailable:
+ * ...", no device, none active...) */
 int vb_dev_open(const ring_tp_params_t *params, vb_dev_t *dev, char *why, size_t whylen);
 void vb_dev_close(vb_dev_t *dev);
 

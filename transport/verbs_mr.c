@@ -34,6 +34,11 @@ static struct ibv_mr *vb_reg_device(vb_tp_t *tp, void *addr, size_t bytes, char 
     size_t len;
     struct ibv_mr *mr;
 
+    if (ring_ibv.reg_dmabuf_mr == NULL) {
+        snprintf(why, whylen, "this libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34 or "
+                 "later has it)");
+        return NULL;
+    }
     if (h->dmabuf_fd == NULL || h->dmabuf_fd(h->ctx, addr, bytes, &fd, &base, &len) != 0) {
         snprintf(why, whylen, "the CUDA driver cannot export it as a dma-buf (driver older "
                  "than 11.7, or no dma-buf support in the kernel)");
