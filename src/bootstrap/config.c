@@ -446,7 +446,8 @@ ring_status_t ring_config_load_env(ring_config_t *cfg)
  * (RING_PYTHON*: tools/ring-analyze's interpreter, set around the experiment drivers). */
 static const char *const known_other_env[] = {"RING_DEBUG", "RING_LOCAL_RANK", "RING_KERNEL",
                                               "RING_FAULT", "RING_TEST_SLOW", "RING_PYTHON",
-                                              "RING_PYTHON_FALLBACK", "RING_SHM_BYTES", NULL};
+                                              "RING_PYTHON_FALLBACK", "RING_SHM_BYTES",
+                                              "RING_IBVERBS_LIBRARY", NULL};
 
 int ring_config_env_known(const char *var, size_t len)
 {
