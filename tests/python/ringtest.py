@@ -19,7 +19,9 @@ fault tests need: ring-launch tears the job down when one peer dies), each
 worker writing its results to a file, and prints one TAP line per check: ok
 when every rank passed it. Every job has a hard time limit, so a hang is a
 failed check, never a stuck suite. The plan comes last (the checks are only
-known once they ran).
+known once they ran). Warnings are findings (watch_warnings): one issued from a
+ringd module raises in the rank, and a job whose ranks printed any fails its
+"no warning printed" line.
 """
 
 import ctypes
@@ -27,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -51,6 +54,8 @@ class Checker:
         self._f = open(path, "a", buffering=1)
 
     def _put(self, **rec):
+        if self._f.closed:  # a warning at exit, after end()
+            return
         self._f.write(json.dumps(rec) + "\n")
         self._f.flush()
 
@@ -102,10 +107,44 @@ def digest(x):
     return hashlib.sha256(data).hexdigest()
 
 
+# ringd's own warnings (all of them start so): advice to the user, never a defect of ringd's
+RINGD_MESSAGE = r"ringd(\.torch)?: "
+
+
+def watch_warnings(t):
+    """A warning is a finding in the ranks (torch 2.x deprecations above all).
+    A DeprecationWarning, FutureWarning or UserWarning issued from a ringd module (ringd
+    calling an API that torch deprecated, or misusing one: torch attributes it to its caller)
+    raises where it happens, so the check fails with its traceback; ringd's own warnings
+    ("ringd: ...") stay warnings. Every warning printed (any module: a test's
+    catch_warnings(record=True) does not print) is recorded, and the driver fails the job's
+    "no warning printed" line with them."""
+    import warnings
+    for cat in (DeprecationWarning, PendingDeprecationWarning, FutureWarning, UserWarning):
+        # module= is a regular expression here (python -W takes it literally)
+        warnings.filterwarnings("error", category=cat, module=r"ringd(\.|$)")
+    warnings.filterwarnings("default", message=RINGD_MESSAGE)
+    shown = warnings.showwarning
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        t._put(kind="warning", text="%s:%s: %s: %s" % (filename, lineno, category.__name__,
+                                                      message))
+        shown(message, category, filename, lineno, file, line)
+    warnings.showwarning = record
+
+
+def printed_warnings(output):
+    """The Python warnings in a process's output ("file:line: SomeWarning: message"): for
+    the tests that run scripts themselves, where watch_warnings cannot look."""
+    return [ln for ln in output.splitlines()
+            if re.match(r"(\[\d+\] )?\S+:\d+: \w*Warning: ", ln)]
+
+
 def _worker(checks):
     rank = int(os.environ.get("RING_RANK", os.environ.get("RANK", "0")))
     world = int(os.environ.get("RINGTEST_N", "1"))
     t = Checker(os.path.join(os.environ["RINGTEST_DIR"], "rank-%d.jsonl" % rank), rank, world)
+    watch_warnings(t)
     try:
         checks(t)
     except BaseException:  # noqa: BLE001 - report it as a failed check, then fail the job
@@ -263,6 +302,9 @@ def _merge(tap, tag, n, tmp, codes, output, killed):
             same = len({json.dumps(v, sort_keys=True) for v in values.values()}) == 1
             tap.line(same, label + ": the same on every rank",
                      "\n".join("rank %d: %r" % (r, v) for r, v in values.items()))
+    printed = ["rank %d: %s" % (r, x["text"]) for r in alive for x in per_rank[r]
+               if x["kind"] == "warning"]
+    tap.line(not printed, "%s no warning printed" % tag, "\n".join(printed))
     ended = [r for r in alive if any(x["kind"] == "end" for x in per_rank[r])]
     if killed:  # launcher="env": one status per rank
         status_ok = all((codes[r] == -signal.SIGKILL) if r in killed else codes[r] == 0

@@ -57,15 +57,21 @@ def changed(a, b):
             if d[:1] in "+-" and not d.startswith(("+++", "---"))]
 
 
+warned = []  # the Python warnings the runs printed (torch 2.x's deprecations above all)
+
+
 def run(cmd, timeout):
     try:
         p = subprocess.run(cmd, cwd=ex, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            timeout=timeout, text=True,
                            env=dict(os.environ, OMP_NUM_THREADS="1"))
-        return p.returncode, p.stdout
+        rc, out = p.returncode, p.stdout
     except subprocess.TimeoutExpired as e:
-        return "timeout", (e.stdout or b"").decode(errors="replace") if isinstance(
+        rc, out = "timeout", (e.stdout or b"").decode(errors="replace") if isinstance(
             e.stdout, bytes) else (e.stdout or "")
+    script = next((os.path.basename(c) for c in cmd if c.endswith(".py")), cmd[0])
+    warned.extend("%s: %s" % (script, w) for w in ringtest.printed_warnings(out))
+    return rc, out
 
 
 try:
@@ -162,6 +168,8 @@ ok(rc == 0 and s.get("mode") == "bounded" and s.get("steps", 0) >= 20 and
    "test accuracy %s > 0.5, %d snapshots evaluated" % (s.get("steps"), s.get("final_acc"),
                                                         len(s.get("curve", []))),
    "%s\n%s" % (out, s))
+
+ok(not warned, "the example runs printed no Python warning", "\n".join(warned))
 
 print("1..%d" % n)
 sys.exit(1 if failed else 0)

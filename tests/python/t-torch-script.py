@@ -130,7 +130,11 @@ def run(cmd, env=None, what=""):
         out, _ = p.communicate()
         rc = "timeout after %d s" % RUN_TIMEOUT
     print("# %s: %.1f s" % (what or " ".join(cmd[-8:]), time.monotonic() - t0))
+    warned.extend("%s: %s" % (what, w) for w in ringtest.printed_warnings(out))
     return rc, out
+
+
+warned = []  # the Python warnings the runs printed (torch 2.x's deprecations above all)
 
 
 def results(prefix, ranks):
@@ -348,6 +352,7 @@ def main():
                      for r, rec in enumerate(recs)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    ok(not warned, "the runs printed no Python warning", "\n".join(warned))
     print("# t-torch-script.py ran in %.1f s" % (time.monotonic() - t0))
     print("1..%d" % n)
     return 1 if failed else 0
