@@ -246,6 +246,25 @@ def shutdown():
 atexit.register(shutdown)
 
 
+def _abort():
+    """shutdown() without finishing the started collectives first: closing the communicator
+    cancels them, and their handles then raise (torch's ProcessGroup.abort()). A wait
+    another thread is in still returns first (within the timeout)."""
+    global _comm, _closed_once
+    with _cond:
+        if _comm is None:
+            return
+        batch = list(_pending)
+        for h in batch:
+            h._claimed = True
+        _pending.clear()
+        comm, _comm = _comm, None
+        _closed_once = True
+    comm.close()
+    for h in batch:
+        h._complete()
+
+
 def is_initialized():
     return _comm is not None
 

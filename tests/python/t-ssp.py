@@ -22,8 +22,14 @@
            their steps add up to it; delay_compensation and round_idle are taken
   owned    while a session is open, other collectives raise InvalidError; after
            close() they work again
-  misuse   float64 parameters, a replaced .grad: typed errors that say what to do
+  unused   zero_grad() in the loop (None by default since torch 2.0; set_to_none=True
+           asked for on 1.13), inside the step or before it, a head no peer uses and one
+           rank 0 alone uses on even steps: a None .grad counts as zeros, staleness 0 is
+           still torch.optim.SGD on the average, the peers agree, .grad is the buffer's
+           view again after each step
+  misuse   float64 parameters, bad settings: typed errors that say what to do
 """
+import inspect
 import time
 
 import ringtest
@@ -287,14 +293,59 @@ def misuse_checks(t, ringd, torch):
     t.raises(ringd.InvalidError, lambda: ringd.torch.SSP(make_model(torch), fresh_late=0.5),
              "misuse: fresh_late 0.5 (every step would be late): InvalidError naming it",
              lambda e: "fresh_late 0.5" in str(e))
-    net = make_model(torch)
-    ssp = ringd.torch.SSP(net, staleness=0)
-    ssp.wait()
-    for p in net.parameters():
-        p.grad = None
-    t.raises(ringd.InvalidError, ssp.push, "misuse: a replaced .grad: InvalidError",
-             lambda e: "grad" in str(e))
+
+
+def unused_checks(t, ringd, torch):
+    steps, lr, mom, wd = 6, 0.1, 0.9, 0.01
+    default = inspect.signature(torch.optim.Optimizer.zero_grad).parameters["set_to_none"]
+    kw = {} if default.default is True else {"set_to_none": True}
+
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(2)
+            self.body, self.head = torch.nn.Linear(16, 32), torch.nn.Linear(32, 4)
+            self.aux, self.dead = torch.nn.Linear(32, 4), torch.nn.Linear(32, 4)
+
+        def loss(self, rank, step):
+            x, y = batch(torch, rank, step)
+            h = torch.relu(self.body(x))
+            out = self.head(h) + (self.aux(h) if rank == 0 and step % 2 == 0 else 0)
+            return torch.nn.functional.cross_entropy(out, y)
+
+    net = Heads()
+    ssp = ringd.torch.SSP(net, staleness=0, lr=lr, momentum=mom, weight_decay=wd)
+    views = True
+    for s in range(steps):
+        if s % 2:
+            net.zero_grad(**kw)  # before the step: wait() makes .grad the views again
+        with ssp.step():
+            if s % 2 == 0:
+                net.zero_grad(**kw)  # inside: backward makes new .grad, push copies them
+            net.loss(t.rank, s).backward()
+        views = views and all(p.grad is not None and p.grad.data_ptr() == v.data_ptr()
+                              for p, v in zip(net.parameters(), ssp._grad_views))
+    ssp.finish()
     ssp.close()
+    t.ok(views, "unused: after each step every .grad is the session's buffer again")
+    t.same("unused: the models after %d steps" % steps, ringtest.digest(flat(torch, net)))
+    ref = Heads()
+    opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=mom, weight_decay=wd)
+    for s in range(steps):
+        total = [torch.zeros_like(p) for p in ref.parameters()]
+        for r in range(t.world):
+            ref.zero_grad(set_to_none=True)
+            ref.loss(r, s).backward()
+            for g, p in zip(total, ref.parameters()):
+                if p.grad is not None:  # None: zeros, as the session counts it
+                    g += p.grad
+        for g, p in zip(total, ref.parameters()):
+            p.grad = g / t.world
+        opt.step()
+    diff = (flat(torch, net) - flat(torch, ref)).abs().max().item()
+    t.ok(diff < 1e-5, "unused: zero_grad(%s) and unused heads: still torch.optim.SGD on the "
+         "average, None counted as zeros" % ", ".join("%s=%s" % x for x in kw.items()),
+         "max difference %g" % diff)
 
 
 def checks(t):
@@ -319,6 +370,7 @@ def checks(t):
     stop_checks(t, ringd, torch)
     budget_checks(t, ringd, torch)
     owned_checks(t, ringd, torch)
+    unused_checks(t, ringd, torch)
     misuse_checks(t, ringd, torch)
     ringd.shutdown()
 

@@ -18,7 +18,21 @@
              allreduce: the same parameters within rounding
   pg         torch.distributed.init_process_group("ringd") under DDP: training as with
              Gloo; all_reduce of int64 and MIN (Gloo inside), broadcast, all_gather,
-             barrier through ringd
+             barrier through ringd; all_gather_into_tensor and reduce_scatter_tensor
+             (float on ringd, int64 and MAX through Gloo), all_to_all_single,
+             all_gather_object, under each torch's names (_allgather_base and
+             all_gather_single, ...) and coalesced
+  none       parameters whose .grad is None (zero_grad(), set_to_none by default since
+             torch 2.0; an unused head; a head rank 0 alone uses on even steps): lockstep,
+             overlap_step and accumulation equal one process on the N x batch, staleness
+             and fp16 run; the peers agree, the unused head keeps .grad None; the
+             gradient hooks are torch 2.1's post-accumulate-grad ones where it has them
+  object     broadcast_object: a state_dict's values bit for bit, not pickle; another
+             object raises TypeError on every peer, or travels with allow_pickle=True
+             on every peer; a peer without it refuses the pickle
+  lifecycle  init_process_group("ringd") opens the ring through the store;
+             destroy_process_group() closes it where torch calls shutdown() (2.x), then
+             a second group works; torch 2.x's abort closes it without waiting
 """
 import os
 import warnings
@@ -341,6 +355,195 @@ def check_process_group(t, ringd, torch, dist):
     dist.barrier(group=pg)
     t.ok(pg.ringd_calls >= calls + 3, "pg: broadcast, all_gather and barrier ran on ringd",
          "%d calls" % (pg.ringd_calls - calls))
+    check_single_tensor(t, ringd, torch, dist, pg)
+
+
+def check_single_tensor(t, ringd, torch, dist, pg):
+    """The single-tensor collectives, through torch's functions and under both names."""
+    n, r = t.world, t.rank
+    from torch._C._distributed_c10d import AllgatherOptions, GatherOptions, ReduceScatterOptions
+    want = [float(10 * k + j) for k in range(n) for j in range(3)]
+    for dtype in (torch.float32, torch.bfloat16, torch.int32):
+        calls = pg.ringd_calls
+        out = torch.zeros(n, 3, dtype=dtype)
+        dist.all_gather_into_tensor(out, torch.arange(3, dtype=dtype) + 10 * r, group=pg)
+        t.ok(out.reshape(-1).tolist() == want and pg.ringd_calls == calls + 1,
+             "pg: all_gather_into_tensor of %s on ringd" % dtype, out)
+    outs = [torch.zeros(3 * n) for _ in range(2)]
+    pg._allgather_base(outs[0], torch.arange(3.0) + 10 * r).wait()  # torch 1.13's name
+    pg.all_gather_single(outs[1], torch.arange(3.0) + 10 * r, AllgatherOptions()).wait()
+    t.ok(outs[0].tolist() == want and outs[1].tolist() == want,
+         "pg: _allgather_base and all_gather_single (1.13's and 2.x's names)", outs)
+    inp = torch.arange(2.0 * n) + r  # rank k's block: elements 2k, 2k + 1
+    block = [sum(2 * r + j + q for q in range(n)) for j in range(2)]
+    for op, name, ring in ((dist.ReduceOp.SUM, "SUM", True), (dist.ReduceOp.MAX, "MAX", False)):
+        calls = pg.ringd_calls
+        out = torch.zeros(2)
+        dist.reduce_scatter_tensor(out, inp, op=op, group=pg)
+        expect = block if name == "SUM" else [2 * r + j + n - 1.0 for j in range(2)]
+        t.ok(out.tolist() == expect and (pg.ringd_calls > calls) == ring,
+             "pg: reduce_scatter_tensor %s (%s)" % (name, "ringd" if ring else "Gloo"),
+             "%s, want %s" % (out.tolist(), expect))
+    out = torch.zeros(2, dtype=torch.int64)
+    pg._reduce_scatter_base(out, inp.long(), ReduceScatterOptions()).wait()  # 1.13's name
+    t.eq(out.tolist(), block, "pg: _reduce_scatter_base of int64 (Gloo)")
+    outs = [torch.zeros(2) for _ in range(2)]
+    pg.reduce_scatter_single_coalesced(outs, [inp, 2 * inp], ReduceScatterOptions()).wait()
+    both = [torch.zeros(3 * n) for _ in range(2)]
+    fut = pg.all_gather_single_coalesced(both, [torch.arange(3.0) + 10 * r] * 2,
+                                         AllgatherOptions()).get_future()
+    fut.wait()
+    t.ok(outs[0].tolist() == block and outs[1].tolist() == [2 * b for b in block] and
+         all(b.tolist() == want for b in both),
+         "pg: the coalesced forms (torch 2.x's _coalescing_manager), a future for one", both)
+    gopts = GatherOptions()
+    gopts.rootRank = n - 1
+    out = torch.zeros(n, 2) if r == n - 1 else torch.zeros(0)
+    pg.gather_single(out, torch.tensor([r, 10.0 * r]), gopts).wait()  # 2.x: gather_into_tensor
+    t.ok(r != n - 1 or out.reshape(-1).tolist() == [v for k in range(n) for v in (k, 10.0 * k)],
+         "pg: gather_single into rank %d (Gloo's gather)" % (n - 1), out)
+    a2a = torch.zeros(n)
+    dist.all_to_all_single(a2a, torch.arange(float(n)) + 10 * r, group=pg)
+    t.eq(a2a.tolist(), [10.0 * k + r for k in range(n)], "pg: all_to_all_single (Gloo)")
+    objs = [None] * n
+    dist.all_gather_object(objs, {"rank": r}, group=pg)
+    t.eq(objs, [{"rank": k} for k in range(n)], "pg: all_gather_object")
+
+
+def check_none_grads(t, ringd, torch):
+    """Parameters whose .grad is None: set so by zero_grad() (torch 2's default, asked
+    for explicitly on 1.13), never used (dead), used by rank 0 alone on even steps (aux)."""
+    import inspect
+    n, r = t.world, t.rank
+    default = inspect.signature(torch.optim.Optimizer.zero_grad).parameters["set_to_none"]
+    zero_grad_kw = {} if default.default is True else {"set_to_none": True}
+    t.diag("none: zero_grad(%s)" % ", ".join("%s=%s" % kv for kv in zero_grad_kw.items()))
+
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(5)
+            self.body, self.head = torch.nn.Linear(20, 16), torch.nn.Linear(16, 5)
+            self.aux, self.dead = torch.nn.Linear(16, 5), torch.nn.Linear(16, 5)
+
+        def loss(self, x, y, aux):
+            h = torch.tanh(self.body(x))
+            out = self.head(h) + (self.aux(h) if aux else 0)
+            return torch.nn.functional.mse_loss(out, y)
+
+    api = "post_accumulate_grad" if hasattr(torch.Tensor, "register_post_accumulate_grad_hook") \
+        else "grad_accumulator"
+    for name, kw, exact in (("lockstep", {}, True), ("overlap_step", {"overlap_step": True}, True),
+                            ("accumulate 2", {"backward_passes_per_step": 2}, True),
+                            ("staleness 1", {"staleness": 1}, False),
+                            ("fp16", {"compression": ringd.torch.Compression.fp16}, False)):
+        model, ref = Heads(), Heads()
+        dead0 = model.dead.weight.detach().clone()
+        kw.setdefault("compression", ringd.torch.Compression.none)
+        opt = ringd.torch.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+            model.named_parameters(), bucket_bytes=1 << 10, **kw)
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+        passes = kw.get("backward_passes_per_step", 1)
+        for step in range(STEPS):
+            opt.zero_grad(**zero_grad_kw)
+            ref_opt.zero_grad(set_to_none=True)
+            for k in range(passes):
+                x, y = data(10 * step + k, n)
+                model.loss(shard(x, r), shard(y, r), r == 0 and step % 2 == 0).backward()
+                # the average over the peers: rank 0's aux term counts 1/N
+                ref_loss = sum(ref.loss(shard(x, q), shard(y, q), q == 0 and step % 2 == 0)
+                               for q in range(n)) / n
+                ref_loss.backward()
+            opt.step()
+            ref_opt.step()
+        opt.finish()
+        t.same("none: %s: parameters" % name, digest_params(model))
+        t.ok(model.dead.weight.grad is None and torch.equal(model.dead.weight, dead0),
+             "none: %s: a head no peer uses keeps .grad None and its values" % name)
+        if exact:
+            diff = max_rel_diff(list(model.parameters()), list(ref.parameters()))
+            t.ok(diff < 1e-5, "none: %s: equal to one process on the N x batch" % name,
+                 "max relative difference %.3g" % diff)
+        t.eq(opt._hook_api, api, "none: %s: gradient hooks through %s" % (name, api))
+
+
+def check_broadcast_object(t, ringd, torch):
+    import argparse
+    import collections
+    import numpy as np
+    r = t.rank
+    half = torch.tensor([-0.0, float("nan")], dtype=torch.bfloat16)
+    sent = {"model": collections.OrderedDict(w=torch.arange(6.0).reshape(2, 3) * (r + 1), b=half),
+            "step": 2 ** 70 + r, "lr": 0.1 * (r + 1), "betas": (0.9, 0.999), "name": "r%d" % r,
+            "flags": {True, None}, "raw": b"\x00\xff", "dtype": torch.float16,
+            "size": torch.Size([2, 3]), "z": 1 + 2j, "np": np.arange(3, dtype=np.int16) + r,
+            "npf": np.float64(0.5), "empty": torch.zeros(0, 4), "scalar": torch.tensor(r)}
+    got = ringd.torch.broadcast_object(sent if r == 0 else {"other": r}, root_rank=0)
+    ok = (type(got["model"]) is collections.OrderedDict and got["step"] == 2 ** 70 and
+          got["lr"] == 0.1 and got["betas"] == (0.9, 0.999) and got["flags"] == {True, None} and
+          got["raw"] == b"\x00\xff" and got["dtype"] is torch.float16 and
+          got["size"] == torch.Size([2, 3]) and got["z"] == 1 + 2j and
+          got["np"].tolist() == [0, 1, 2] and got["np"].dtype == np.int16 and
+          got["npf"] == 0.5 and got["empty"].shape == (0, 4) and int(got["scalar"]) == 0)
+    t.ok(ok, "object: rank 0's values arrive, of their types", repr(got)[:800])
+    t.same("object: the tensors bit for bit", [ringtest.digest(got["model"][k].contiguous())
+                                               for k in ("w", "b")])
+    ns = argparse.Namespace(lr=0.1)
+    t.raises(TypeError, lambda: ringd.torch.broadcast_object(ns, root_rank=0),
+             "object: an argparse.Namespace: TypeError on every peer, naming the type",
+             lambda e: "Namespace" in str(e) and (r == 0 or "rank 0" in str(e)))
+    got = ringd.torch.broadcast_object(ns if r == 0 else None, root_rank=0, allow_pickle=True)
+    t.ok(isinstance(got, argparse.Namespace) and got.lr == 0.1,
+         "object: allow_pickle=True on every peer: it travels", repr(got))
+    if t.world > 1:
+        def refuse():
+            return ringd.torch.broadcast_object(ns if r == 0 else None, root_rank=0,
+                                                allow_pickle=(r == 0))
+        if r == 0:
+            t.ok(refuse() is ns, "object: a pickle to peers without allow_pickle: the root "
+                 "returns", "")
+        else:
+            t.raises(ringd.InvalidError, refuse, "object: a pickle to peers without "
+                     "allow_pickle: the root returns", lambda e: "allow_pickle" in str(e))
+
+
+def check_lifecycle(t, ringd, torch, dist):
+    """The "ringd" group as the default one, destroyed, made again, aborted."""
+    import inspect
+    n = t.world
+    # torch 2.x's destroy_process_group() calls the group's shutdown(), 1.13's does not
+    calls_shutdown = ".shutdown()" in inspect.getsource(dist.destroy_process_group)
+    ports = os.environ["T_PORTS"].split(",")
+    dist.init_process_group("ringd", init_method="tcp://127.0.0.1:%s" % ports[0],
+                            rank=t.rank, world_size=n)
+    t.ok(ringd.is_initialized() and ringd.size() == n,
+         "lifecycle: init_process_group('ringd') opened the ring through the store")
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    t.eq(x.tolist(), [float(n)] * 3, "lifecycle: all_reduce")
+    dist.destroy_process_group()
+    t.eq(ringd.is_initialized(), not calls_shutdown,
+         "lifecycle: destroy_process_group() %s" % ("closed the ring (shutdown())" if
+                                                   calls_shutdown else "keeps the ring (1.13 "
+                                                   "calls no shutdown; the next group reuses it)"))
+    # (1.13: a group closes the ring it opened only, so close it here for the next group to
+    # open its own, which abort() below then closes)
+    ringd.shutdown()
+    dist.init_process_group("ringd", init_method="tcp://127.0.0.1:%s" % ports[1],
+                            rank=t.rank, world_size=n)
+    x = torch.ones(3) * (t.rank + 1)
+    dist.all_reduce(x)
+    t.eq(x.tolist(), [n * (n + 1) / 2.0] * 3, "lifecycle: a second group after destroy works")
+    abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
+    if abort is not None:  # torch 2.x
+        abort()
+    else:  # 1.13 has no such function: the group's own abort(), then destroy
+        dist.group.WORLD.abort()
+        dist.destroy_process_group()
+    t.ok(not ringd.is_initialized() and not dist.is_initialized(),
+         "lifecycle: %s closes the ring" % ("_abort_process_group()" if abort else "abort()"))
+    ringd.shutdown()
 
 
 def checks(t):
@@ -360,15 +563,19 @@ def checks(t):
     check_stale(t, ringd, torch)
     check_nonfinite(t, ringd, torch)
     check_overlap_step(t, ringd, torch)
+    check_none_grads(t, ringd, torch)
+    check_broadcast_object(t, ringd, torch)
     dist.init_process_group("gloo", rank=t.rank, world_size=t.world)
     check_hook(t, ringd, torch, dist)
     check_process_group(t, ringd, torch, dist)
     dist.destroy_process_group()
     ringd.shutdown()
+    check_lifecycle(t, ringd, torch, dist)
 
 
 def job_env(n):
-    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ringtest.free_ports(1)[0])}
+    ports = [str(p) for p in ringtest.free_ports(3)]
+    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": ports[0], "T_PORTS": ",".join(ports[1:])}
 
 
 if __name__ == "__main__":

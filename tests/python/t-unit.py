@@ -198,19 +198,22 @@ def launcher_checks(t):
 
 # OpenBLAS forced to its generic kernels (as Debian 12's picks on a CPU newer than it),
 # then OPENBLAS_CORETYPE removed, so nobody chose: ringd.init() must say so once
-BLAS_CODE = """import os, warnings
+BLAS_CODE = """import ctypes, os, warnings
 import numpy  # loads OpenBLAS (RTLD_LOCAL, as frameworks do), reading OPENBLAS_CORETYPE
 if os.environ.get('T_UNSET') == '1':
     del os.environ['OPENBLAS_CORETYPE']
 import ringd
 with open('/proc/self/maps') as f:
-    mapped = 'openblas' in f.read()
+    libs = sorted({ln.split()[-1] for ln in f if 'openblas' in ln})
+# ringd asks OpenBLAS's openblas_get_corename(); a build with prefixed names (the
+# scipy-openblas numpy's wheels bundle: scipy_openblas_get_corename64_) does not answer
+named = [p for p in libs if hasattr(ctypes.CDLL(p), 'openblas_get_corename')]
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter('always')
     ringd.init()
     ringd.shutdown()
 said = [str(x.message) for x in w if issubclass(x.category, ringd.PerformanceWarning)]
-print(mapped, len(said), said[0] if said else '')
+print(bool(named), len(said), said[0] if said else '', '|', ' '.join(libs))
 """
 
 
@@ -221,9 +224,12 @@ def blas_checks(t):
     avx2 = "avx2" in flags and "fma" in flags
     rc, out, err = run_py(BLAS_CODE, {"OPENBLAS_CORETYPE": "Prescott", "T_UNSET": "1"})
     mapped = out.startswith("True")
+    libs = out.split("|")[-1].strip()
     if not mapped or not avx2:
-        t.skip("init on OpenBLAS's generic kernels: %s" % (
-            "numpy's BLAS is not OpenBLAS here" if not mapped else "no AVX2 CPU"))
+        t.skip("init on OpenBLAS's generic kernels", "no AVX2 CPU" if mapped else
+               "numpy's BLAS here (%s) exports no openblas_get_corename, which ringd asks "
+               "(scipy-openblas prefixes its names)" % libs if libs else
+               "numpy's BLAS is not OpenBLAS here")
     else:
         t.ok(rc == 0 and out.startswith("True 1 ringd: OpenBLAS") and "Prescott" in out
              and "OPENBLAS_CORETYPE=" in out,
@@ -289,6 +295,64 @@ def input_checks(t, ringd, np, torch):
                  "torch: a CUDA tensor: TypeError", lambda e: "cuda" in str(e))
 
 
+class _Boom:
+    """A pickle of this runs a command when loaded (what a hostile peer would send)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, ("touch %s" % self.path,))
+
+
+def object_checks(t, np, torch):
+    """broadcast_object's format (ringd._tensor.encode_object/decode_object), no pickle:
+    values round-trip; bytes it did not make are refused, nothing from them runs, and no
+    length in them makes it allocate more than the bytes hold."""
+    import pickle
+    import struct
+    import tempfile
+    import time
+    from ringd import _tensor
+    obj = {"a": [1, -2 ** 80, 2.5, None, True, "é", b"\x00"], ("t", 1): {3, 4},
+           "np": np.arange(4, dtype=np.float32), "f16": np.float16(1.5)}
+    if torch is not None:
+        obj.update(x=torch.arange(6, dtype=torch.bfloat16).reshape(2, 3), d=torch.int8,
+                   s=torch.Size([1, 2]), e=torch.zeros(0, 2))
+    back = _tensor.decode_object(_tensor.encode_object(obj))
+    same = back.keys() == obj.keys() and back["a"] == obj["a"] and back[("t", 1)] == {3, 4} \
+        and back["np"].tolist() == [0, 1, 2, 3] and back["f16"] == np.float16(1.5)
+    if torch is not None:
+        same = same and torch.equal(back["x"], obj["x"]) and back["d"] is torch.int8 and \
+            back["s"] == torch.Size([1, 2]) and back["e"].shape == (0, 2)
+    t.ok(same, "object format: values round-trip, of their types", repr(back)[:500])
+    t.raises(TypeError, lambda: _tensor.encode_object({"k": [object()]}),
+             "object format: an object it does not send: TypeError naming where",
+             lambda e: "['k'][0]" in str(e) and "builtins.object" in str(e))
+    mark = os.path.join(tempfile.mkdtemp(prefix="t-unit-"), "ran")
+    t.raises(ValueError, lambda: _tensor.decode_object(pickle.dumps(_Boom(mark))),
+             "object format: a pickle is refused (not its magic)")
+    t.ok(not os.path.exists(mark), "object format: ... and nothing in it ran")
+    good = _tensor.encode_object(obj)
+    magic = _tensor.OBJECT_MAGIC
+    bad = {"truncated": good[:-1], "trailing bytes": good + b"\x00",
+           "an unknown tag": magic + b"Q",
+           "a list of 2^60 items": magic + b"l" + struct.pack("<Q", 1 << 60),
+           "a numpy object array": magic + b"A" + struct.pack("<Q", 2) + b"|O" +
+           struct.pack("<QQ", 1, 1) + struct.pack("<Q", 8) + b"\x00" * 8,
+           "nested 1000 deep": magic + b"l\x01" + b"\x00" * 7 + (b"l\x01" + b"\x00" * 7) * 999}
+    if torch is not None:
+        # a tensor of 2^40 floats in 4 bytes: refused before anything is allocated
+        bad["a huge tensor shape"] = magic + b"X" + struct.pack("<Q", 7) + b"float32" + \
+            struct.pack("<QQ", 1, 1 << 40) + struct.pack("<Q", 4) + b"\x00" * 4
+        bad["a dtype that is not one"] = magic + b"D" + struct.pack("<Q", 4) + b"load"
+    for what, data in bad.items():
+        t0 = time.monotonic()
+        t.raises(ValueError, lambda: _tensor.decode_object(data),
+                 "object format: %s: ValueError" % what,
+                 lambda e: time.monotonic() - t0 < 1.0)
+
+
 def ring_of_one_checks(t, ringd, np, torch):
     a = np.arange(6, dtype=np.float32)
     t.ok((ringd.allreduce(a.copy()) == a).all() and (ringd.allreduce(a.copy(), op="avg") == a)
@@ -325,6 +389,7 @@ def checks(t):
     ringd.init()
     input_checks(t, ringd, np, torch)
     ring_of_one_checks(t, ringd, np, torch)
+    object_checks(t, np, torch)
     ringd.shutdown()
     ringd.shutdown()
     t.ok(True, "shutdown twice is fine")

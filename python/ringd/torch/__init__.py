@@ -14,8 +14,9 @@ Three ways in, from the fewest changed lines to the most familiar:
   libringd's SSP session, the engine of ``ringd --mode bounded|async``: ``with
   ssp.step(): loss.backward()`` waits for the bound and hands the gradient over.
 * ``torch.distributed.init_process_group("ringd")`` after ``import
-  ringd.torch``: a torch.distributed backend whose float allreduce, broadcast,
-  allgather and barrier run on ringd (the rest on an inner Gloo group).
+  ringd.torch``: a torch.distributed backend whose float allreduce and
+  reduce-scatter, broadcast, allgather and barrier run on ringd (the rest on an
+  inner Gloo group), on torch 1.13 to 2.x.
 """
 try:
     import torch as _torch  # noqa: F401

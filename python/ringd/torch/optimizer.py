@@ -38,6 +38,7 @@ between backward and step: call synchronize() first, which turns it off for
 that step).
 """
 import contextlib
+import io
 import re
 import sys
 import time
@@ -46,6 +47,7 @@ import warnings
 import torch
 
 import ringd
+from .. import _tensor
 from ._buckets import BREAK_MIN_BYTES, InFlight, plan_buckets
 
 # the tensor id of the allreduce of which parameters each peer used (the buckets' ids are
@@ -124,11 +126,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.skipped_steps = 0   # updates skipped for a non-finite average
         self._reset_backward()
         self._hooks = []
+        # a hook that runs once p.grad holds this backward's gradient: torch 2.1+ has one
+        # on the tensor; before, it goes on the gradient accumulator (kept alive here)
+        self._hook_api = "post_accumulate_grad" if hasattr(
+            torch.Tensor, "register_post_accumulate_grad_hook") else "grad_accumulator"
         for p in params:
-            # the gradient accumulator's hook runs once p.grad holds this backward's gradient
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(self._make_hook(p))
-            self._hooks.append(acc)
+            if self._hook_api == "post_accumulate_grad":
+                self._hooks.append(p.register_post_accumulate_grad_hook(self._make_hook(p)))
+            else:
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(self._make_hook(p))
+                self._hooks.append(acc)
 
     # ---- buckets ----------------------------------------------------------------
 
@@ -291,15 +299,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         bufs = self._sets[self._slot(step_id)]
         used = self._used_sets[self._slot(step_id)].tolist()
         for b in self._buckets:
-            self._apply_bucket(b, bufs[b.index], used)
+            self._apply_bucket(b, bufs[b.index], used, stale=step_id != self._step_id)
         return finite
 
-    def _apply_bucket(self, b, buf, used):
+    def _apply_bucket(self, b, buf, used, stale=False):
         """Put bucket b's average (in buf) in the .grad of its parameters some peer
         produced a gradient for (used: a flag per parameter; None: all); the others'
-        .grad stay as they are (None stays None: DDP's find_unused_parameters)."""
+        .grad stay as they are (None stays None: DDP's find_unused_parameters). Applying
+        an older step's average (stale), those are set to None: their .grad holds this
+        step's local gradient, which is already on its way, and which the other peers do
+        not have (with zero_grad()'s None it differs from peer to peer)."""
         for p, off, n in b.params:
             if used is not None and used[self._index[p]] == 0:
+                if stale:
+                    p.grad = None
                 continue
             launched = self._launched_grads.get(p)
             avg = buf[off:off + n].view(p.shape)
@@ -591,29 +604,65 @@ def broadcast_parameters(params, root_rank=0):
                       % (e.message, here), getattr(e, "status", None)) from None
 
 
-def broadcast_object(obj, root_rank=0):
-    """root_rank's obj (anything torch.save takes) on every peer."""
-    import io
+def broadcast_object(obj, root_rank=0, allow_pickle=False):
+    """root_rank's obj on every peer (root_rank gets obj itself back).
+
+    It travels in a format of ringd's own, not pickle, so the bytes a peer sends are
+    only ever decoded into values: None, bool, int, float, complex, str, bytes, lists,
+    tuples, dicts (OrderedDict too), sets, torch tensors (dense; they arrive on the CPU,
+    as plain tensors), torch.dtype, torch.Size, torch.device and numeric numpy arrays and
+    scalars; what state_dict()s hold. Anything else raises TypeError naming where it is,
+    on every peer. allow_pickle=True (on every peer) sends such an object with torch.save
+    and loads it with torch.load(weights_only=False): that runs whatever code the sender's
+    bytes name, so only between peers that trust each other (the ring's --auth only
+    proves they hold the secret). A peer without it refuses a pickle."""
     ringd_required("broadcast_object")
-    if ringd.rank() == root_rank:
-        data = io.BytesIO()
-        torch.save(obj, data)
-        payload = torch.frombuffer(bytearray(data.getvalue()), dtype=torch.uint8)
-        length = torch.tensor([payload.numel()], dtype=torch.int64)
-    else:
-        length = torch.zeros(1, dtype=torch.int64)
-    ringd.broadcast(length, root=root_rank)
-    if ringd.rank() != root_rank:
-        payload = torch.empty(int(length[0]), dtype=torch.uint8)
-    ringd.broadcast(payload, root=root_rank)
-    if ringd.rank() == root_rank:
+    me = ringd.rank() == root_rank
+    header = torch.zeros(2, dtype=torch.int64)  # what follows (_OBJ_*), its length
+    if me:
+        try:
+            payload, header[0] = _tensor.encode_object(obj), _OBJ_RINGD
+        except TypeError as e:
+            if not allow_pickle:
+                payload, header[0], error = str(e).encode(), _OBJ_REFUSED, e
+            else:
+                data = io.BytesIO()
+                torch.save(obj, data)
+                payload, header[0] = data.getvalue(), _OBJ_PICKLE
+        header[1] = len(payload)
+    ringd.broadcast(header, root=root_rank)
+    kind, length = int(header[0]), int(header[1])
+    if kind not in (_OBJ_RINGD, _OBJ_PICKLE, _OBJ_REFUSED) or length < 0:
+        raise ringd.ProtocolError("broadcast_object: rank %d sent header (%d, %d), not one of "
+                                  "broadcast_object's" % (root_rank, kind, length))
+    buf = torch.frombuffer(bytearray(payload), dtype=torch.uint8) if me and length else \
+        torch.empty(length, dtype=torch.uint8)
+    if length:
+        ringd.broadcast(buf, root=root_rank)
+    if kind == _OBJ_REFUSED:
+        if me:
+            raise error
+        raise TypeError("broadcast_object: rank %d's object cannot be sent: %s"
+                        % (root_rank, bytes(buf.numpy()).decode(errors="replace")))
+    if me:
         return obj
-    data = io.BytesIO(payload.numpy().tobytes())
-    try:  # torch >= 2.6 loads weights only by default; this is any object root_rank sent
-        return torch.load(data, weights_only=False)
-    except TypeError:  # torch < 1.13.1 has no weights_only
-        data.seek(0)
-        return torch.load(data)
+    data = bytes(buf.numpy())
+    if kind == _OBJ_PICKLE:
+        if not allow_pickle:
+            raise ringd.InvalidError(
+                "broadcast_object: rank %d sent a pickle (allow_pickle=True there), which "
+                "this peer does not load: pass allow_pickle=True on every peer, or send "
+                "plain values" % root_rank)
+        return torch.load(io.BytesIO(data), weights_only=False)
+    try:
+        return _tensor.decode_object(data)
+    except ValueError as e:
+        raise ringd.ProtocolError("broadcast_object: the %d bytes from rank %d are not an "
+                                  "object ringd sent: %s" % (len(data), root_rank, e)) from None
+
+
+# what follows broadcast_object's header: ringd's format, a pickle, root's refusal (a message)
+_OBJ_RINGD, _OBJ_PICKLE, _OBJ_REFUSED = 1, 2, 3
 
 
 def broadcast_optimizer_state(optimizer, root_rank=0):

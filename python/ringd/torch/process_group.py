@@ -14,25 +14,36 @@ same store. The peers find each other through the c10d store: each publishes
 Work objects are kept until they complete (torch 1.13 hangs in wait() on a
 Work the garbage collector took), and the ring is closed at exit after the
 work in flight has finished.
+
+torch calls a backend's methods by names that changed between versions; each
+is here under both (see docs/pytorch.md, "torch versions"):
+all_gather_into_tensor calls _allgather_base (1.13) or all_gather_single
+(2.x, also all_gather_object's), reduce_scatter_tensor _reduce_scatter_base or
+reduce_scatter_single, all_to_all_single alltoall_base or all_to_all_single;
+destroy_process_group() calls shutdown() from torch 2.x on (1.13 only drops the
+group: the ring then closes at exit, or is reused by the next group).
 """
 import atexit
+import inspect
 import os
 import socket
 import threading
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, BroadcastOptions
+from torch._C._distributed_c10d import (AllgatherOptions, AllreduceOptions, BroadcastOptions,
+                                        GatherOptions, ReduceScatterOptions)
 
 import ringd
 from . import _completer
+from .. import _runtime
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _live = set()          # Work objects not yet completed (see the module's doc)
 _live_lock = threading.Lock()
 
 
-class _RingdWork(dist._Work):
+class _RingdWork(dist.Work):
     def __init__(self, handles, result):
         super().__init__()
         self._handles = list(handles)
@@ -129,10 +140,14 @@ def _rendezvous_through_default_group(cfg):
             "peers": peers_through_store(store, rank, size, "ringd-init/%d" % _store_inits)}
 
 
+_pg_inits = 0  # rings this process opened for a process group (a store prefix each)
+
+
 class ProcessGroupRingd(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
+        self._comm = None  # the ring, when this group opened it
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("ringd-gloo/", store), rank, size,
                                            timeout)
         if ringd.is_initialized():
@@ -146,8 +161,13 @@ class ProcessGroupRingd(dist.ProcessGroup):
             # (RING_TIMEOUT, or its default); a timeout= given to init_process_group wins
             if timeout != dist.default_pg_timeout:
                 settings["timeout"] = "%gs" % timeout.total_seconds()
-            ringd.init(rank=rank, world_size=size, peers=peers_through_store(store, rank, size),
-                       **settings)
+            # a prefix per group made: after destroy_process_group() the next group may
+            # meet at the same store under the same name, and must not read the old ports
+            global _pg_inits
+            _pg_inits += 1
+            peers = peers_through_store(store, rank, size, "ringd/%d" % _pg_inits)
+            ringd.init(rank=rank, world_size=size, peers=peers, **settings)
+            self._comm = _runtime._comm  # this group opened the ring: shutdown() closes it
         self.ringd_calls = 0
 
     # -- what runs on ringd --------------------------------------------------
@@ -194,49 +214,123 @@ class ProcessGroupRingd(dist.ProcessGroup):
         self.ringd_calls += 1
         return _RingdWork([ringd.barrier_async()], [])
 
-    # -- what goes to Gloo -----------------------------------------------------
+    def all_gather_single(self, output, input, opts=None):
+        """all_gather_into_tensor: every rank's input, in rank order, into one output
+        (N x the input's elements, any shape). CPU tensors of any dtype on ringd."""
+        opts = opts if opts is not None else AllgatherOptions()
+        if output.numel() != input.numel() * self._size or output.dtype != input.dtype:
+            raise ValueError("all_gather_into_tensor: the output must hold %d x the input's "
+                             "%d elements, of its dtype (got %d of %s, input %s)"
+                             % (self._size, input.numel(), output.numel(), output.dtype,
+                                input.dtype))
+        if not output.is_contiguous():
+            raise ValueError("all_gather_into_tensor: the output must be contiguous")
+        if output.device.type != "cpu" or input.device.type != "cpu":
+            # elsewhere Gloo's list allgather into views of the output (1.13's Gloo has no
+            # single-tensor allgather)
+            return self._gloo.allgather([list(output.view(self._size, -1).unbind(0))],
+                                        [input.reshape(-1)], opts)
+        self.ringd_calls += 1
+        if input.numel() == 0:
+            return _RingdWork([], [output])
+        return _RingdWork([ringd.allgather_async(input.contiguous().reshape(-1),
+                                                 out=output.view(-1))], [output])
 
-    def reduce(self, *args):
-        return self._gloo.reduce(*args)
+    _allgather_base = all_gather_single  # torch 1.13's name, still in 2.x
 
-    def gather(self, *args):
-        return self._gloo.gather(*args)
+    def reduce_scatter_single(self, output, input, opts=None):
+        """reduce_scatter_tensor: block `rank` (output's elements) of the reduction of
+        input (N x output's elements). Float CPU sum/avg on ringd, with its codec."""
+        opts = opts if opts is not None else ReduceScatterOptions()
+        if input.numel() != output.numel() * self._size or output.dtype != input.dtype:
+            raise ValueError("reduce_scatter_tensor: the input must hold %d x the output's "
+                             "%d elements, of its dtype (got %d of %s, output %s)"
+                             % (self._size, output.numel(), input.numel(), input.dtype,
+                                output.dtype))
+        if not output.is_contiguous():
+            raise ValueError("reduce_scatter_tensor: the output must be contiguous")
+        op = _reduce_op(opts)
+        if op is None or output.dtype not in _FLOATS or output.device.type != "cpu" or \
+                input.device.type != "cpu":
+            return self._reduce_scatter_through_gloo(output, input, opts)
+        self.ringd_calls += 1
+        _completer.raise_failure_at_end_of_backward()
+        if output.numel() == 0:
+            return _RingdWork([], [output])
+        return _RingdWork(_completer.start_or_fail(lambda: [ringd.reduce_scatter_async(
+            input.contiguous().reshape(-1), op=op, out=output.view(-1))]), [output])
 
-    def scatter(self, *args):
-        return self._gloo.scatter(*args)
+    _reduce_scatter_base = reduce_scatter_single  # torch 1.13's name, still in 2.x
 
-    def reduce_scatter(self, *args):
-        return self._gloo.reduce_scatter(*args)
+    def _reduce_scatter_through_gloo(self, output, input, opts):
+        """What ringd does not reduce (integers, MIN/MAX/PRODUCT, CUDA): Gloo's allreduce of
+        a copy, this rank's block kept. The same code on every torch (1.13's Gloo has no
+        reduce-scatter); it moves twice the data a reduce-scatter would."""
+        whole = input.detach().clone().reshape(-1)
+        ar = AllreduceOptions()
+        ar.reduceOp = opts.reduceOp
+        work = self._gloo.allreduce([whole], ar)
+        n = output.numel()
 
-    def alltoall(self, *args):
-        return self._gloo.alltoall(*args)
+        def keep():
+            output.copy_(whole[self._rank * n:(self._rank + 1) * n].view_as(output))
+        return _AfterWork(work, keep, [output])
 
-    def alltoall_base(self, *args):
-        return self._gloo.alltoall_base(*args)
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        """torch 2.x's _coalescing_manager: one all_gather_single per pair, one Work."""
+        return _AllWork([self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)],
+                        outputs)
 
-    def send(self, *args):
-        return self._gloo.send(*args)
+    allgather_into_tensor_coalesced = all_gather_single_coalesced  # torch 2.0-2.x's name
 
-    def recv(self, *args):
-        return self._gloo.recv(*args)
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        return _AllWork([self.reduce_scatter_single(o, i, opts)
+                         for o, i in zip(outputs, inputs)], outputs)
 
-    def recv_anysource(self, *args):
-        return self._gloo.recv_anysource(*args)
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
-    def allgather_coalesced(self, *args):
-        return self._gloo.allgather_coalesced(*args)
+    def gather_single(self, output, input, opts=None):
+        """torch 2.x's gather_into_tensor (its Gloo has no single-tensor gather): Gloo's
+        list gather into views of the output on the root."""
+        opts = opts if opts is not None else GatherOptions()
+        outs = [list(output.view(self._size, -1).unbind(0))] if opts.rootRank == self._rank \
+            else []
+        return self._gloo.gather(outs, [input.reshape(-1)], opts)
 
-    def allreduce_coalesced(self, *args):
-        return self._gloo.allreduce_coalesced(*args)
+    gather_into_tensor = gather_single
 
-    def _allgather_base(self, *args):
-        return self._gloo._allgather_base(*args)
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
+                          opts=None):
+        """torch 2.x's name of alltoall_base (Gloo's, with 1.13's argument order)."""
+        if opts is None:
+            return self._gloo.alltoall_base(output, input, output_split_sizes,
+                                            input_split_sizes)
+        return self._gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes,
+                                        opts)
 
-    def _reduce_scatter_base(self, *args):
-        return self._gloo._reduce_scatter_base(*args)
+    # -- the end (destroy_process_group() in torch 2.x) ---------------------------
 
-    def monitored_barrier(self, *args):
-        return self._gloo.monitored_barrier(*args)
+    def shutdown(self):
+        """Wait for this process's Work in flight, close the inner Gloo group (torch 2.x)
+        and, when this group opened the ring, ringd's (a ring opened by ringd.init()
+        before the group stays open for the caller)."""
+        _drain()
+        close = getattr(self._gloo, "shutdown", None)
+        if close is not None:
+            close()
+        if self._comm is not None and self._comm is _runtime._comm:
+            ringd.shutdown()
+        self._comm = None
+
+    def abort(self):
+        """As shutdown(), without waiting: the collectives in flight are cancelled (fail
+        with ringd.CanceledError) and the ring is closed if this group opened it."""
+        close = getattr(self._gloo, "abort", None)
+        if close is not None:
+            close()
+        if self._comm is not None and self._comm is _runtime._comm:
+            _runtime._abort()
+        self._comm = None
 
     def getBackendName(self):
         return "ringd"
@@ -246,6 +340,87 @@ class ProcessGroupRingd(dist.ProcessGroup):
 
     def rank(self):
         return self._rank
+
+
+def _to_gloo(name):
+    def call(self, *args):
+        return getattr(self._gloo, name)(*args)
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = "Gloo's %s (ringd does not do it)." % name
+    return call
+
+
+# what goes to Gloo as it is (torch itself allows monitored_barrier on Gloo groups only)
+for _name in ("reduce", "gather", "scatter", "reduce_scatter", "alltoall", "alltoall_base",
+              "send", "recv", "recv_anysource", "allgather_coalesced", "allreduce_coalesced",
+              "monitored_barrier"):
+    setattr(ProcessGroupRingd, _name, _to_gloo(_name))
+
+
+class _AfterWork(dist.Work):
+    """Another Work, then a step of ours (a copy) before it counts as done."""
+
+    def __init__(self, work, after, result):
+        super().__init__()
+        self._work, self._after, self._result = work, after, result
+        self._done = False
+        with _live_lock:
+            _live.add(self)
+
+    def _finish(self):
+        if not self._done:
+            self._after()
+            self._done = True
+        with _live_lock:
+            _live.discard(self)
+
+    def wait(self, timeout=None):
+        self._work.wait()
+        self._finish()
+        return True
+
+    def is_completed(self):
+        return self._done or self._work.is_completed()
+
+    def is_success(self):
+        return self.is_completed()
+
+    def result(self):
+        return self._result
+
+    def get_future(self):
+        def done(fut):
+            fut.wait()
+            self._finish()
+            return self._result
+        return self._work.get_future().then(done)
+
+
+class _AllWork(_AfterWork):
+    """Several Works as one (a coalesced call)."""
+
+    def __init__(self, works, result):
+        super().__init__(None, lambda: None, result)
+        self._works = works
+
+    def wait(self, timeout=None):
+        for w in self._works:
+            w.wait()
+        self._finish()
+        return True
+
+    def is_completed(self):
+        return all(w.is_completed() for w in self._works)
+
+    def get_future(self):
+        futs = [w.get_future() for w in self._works]
+
+        def done(fut):
+            for f in fut.wait():
+                f.wait()
+            self._finish()
+            return self._result
+        return torch.futures.collect_all(futs).then(done)
 
 
 class _GatherWork(_RingdWork):
@@ -286,10 +461,12 @@ def register_backend():
     """Make "ringd" a torch.distributed backend (done when ringd.torch is imported)."""
     global _registered
     if not _registered and not hasattr(dist.Backend, "RINGD"):
-        try:  # torch >= 2.1 asks which devices a backend serves (CUDA tensors: Gloo's)
-            dist.Backend.register_backend("ringd", _create, devices=["cpu", "cuda"])
-        except TypeError:
-            dist.Backend.register_backend("ringd", _create)
+        # torch 2.1+ asks which devices a backend serves, and warns when not told (CUDA
+        # tensors go to the inner Gloo group); 1.13 has no such argument
+        kw = {}
+        if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+            kw["devices"] = ["cpu", "cuda"]
+        dist.Backend.register_backend("ringd", _create, **kw)
     _registered = True
 
 

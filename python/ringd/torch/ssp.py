@@ -20,6 +20,13 @@ gradient buffer that ``push`` hands over. The update (SGD with momentum and
 weight decay, PyTorch's) is applied by the session on every peer to the
 average of each round, so do not step a torch optimizer as well.
 
+A ``.grad`` that is None at ``push`` (a parameter this step did not use, or
+``zero_grad()``, which sets None by default since torch 2.0) contributes
+zeros, as DDP's unused parameters do: every peer still pushes the whole
+buffer, so the peers stay in step. A ``.grad`` that backward made anew (after
+such a ``zero_grad()``) is copied into the buffer; ``wait`` makes every
+``.grad`` the buffer's view again.
+
 stop_at_steps=K: every peer stops once all peers' steps add up to K (a shared
 budget: fast peers train on while a slow one is behind, as asynchronous SGD
 does); the loop sees ``ssp.stopped``.
@@ -75,13 +82,15 @@ class SSP:
         self._flat = torch.empty(total, dtype=torch.float32)
         self._grad = torch.zeros(total, dtype=torch.float32)
         self._params = params
+        self._grad_views = []
         off = 0
         with torch.no_grad():
             for p in params:
                 n = p.numel()
                 self._flat[off:off + n].copy_(p.reshape(-1))
                 p.data = self._flat[off:off + n].view_as(p)
-                p.grad = self._grad[off:off + n].view_as(p)
+                self._grad_views.append(self._grad[off:off + n].view_as(p))
+                p.grad = self._grad_views[-1]
                 off += n
         if broadcast:
             ringd.broadcast(self._flat, root=0)  # every peer starts from rank 0's weights
@@ -123,22 +132,31 @@ class SSP:
             self.stopped = True
             return False
         self._grad.zero_()
+        self._attach_grads()
         self._open_step = True
         return True
 
-    def push(self):
-        """Hand over the gradient in the parameters' .grad (the flat gradient buffer)."""
-        self._check_views()
-        for p in self._params:
-            if p.grad is None or p.grad.data_ptr() != self._grad_ptr_of(p):
-                raise ringd.InvalidError(
-                    "ringd.torch.SSP: a parameter's .grad was replaced (zero_grad(set_to_none="
-                    "True), or an optimizer): leave .grad to the session")
-        self._session.push(as_buffer(self._grad, "ringd.torch.SSP: gradient"))
-        self._open_step = False
+    def _attach_grads(self):
+        """Every .grad the flat gradient buffer's view again (zero_grad() set it to None)."""
+        for p, view in zip(self._params, self._grad_views):
+            if p.grad is None or p.grad.data_ptr() != view.data_ptr():
+                p.grad = view
 
-    def _grad_ptr_of(self, p):
-        return self._grad.data_ptr() + (p.data_ptr() - self._flat.data_ptr())
+    def push(self):
+        """Hand over the gradient in the parameters' .grad: the flat gradient buffer, where
+        a .grad backward made anew is copied and one that is None counts as zeros (see the
+        module's doc)."""
+        self._check_views()
+        with torch.no_grad():
+            for p, view in zip(self._params, self._grad_views):
+                grad = p.grad
+                if grad is None:
+                    view.zero_()  # not used in this step
+                elif grad.data_ptr() != view.data_ptr():
+                    view.copy_(grad.to_dense() if grad.is_sparse else grad)
+        self._session.push(as_buffer(self._grad, "ringd.torch.SSP: gradient"))
+        self._attach_grads()
+        self._open_step = False
 
     @contextlib.contextmanager
     def step(self):
