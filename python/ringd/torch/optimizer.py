@@ -47,7 +47,7 @@ import warnings
 import torch
 
 import ringd
-from .. import _tensor
+from .. import _objects
 from ._buckets import BREAK_MIN_BYTES, InFlight, plan_buckets
 
 # the tensor id of the allreduce of which parameters each peer used (the buckets' ids are
@@ -621,7 +621,7 @@ def broadcast_object(obj, root_rank=0, allow_pickle=False):
     header = torch.zeros(2, dtype=torch.int64)  # what follows (_OBJ_*), its length
     if me:
         try:
-            payload, header[0] = _tensor.encode_object(obj), _OBJ_RINGD
+            payload, header[0] = _objects.encode_object(obj), _OBJ_RINGD
         except TypeError as e:
             if not allow_pickle:
                 payload, header[0], error = str(e).encode(), _OBJ_REFUSED, e
@@ -655,7 +655,7 @@ def broadcast_object(obj, root_rank=0, allow_pickle=False):
                 "plain values" % root_rank)
         return torch.load(io.BytesIO(data), weights_only=False)
     try:
-        return _tensor.decode_object(data)
+        return _objects.decode_object(data)
     except ValueError as e:
         raise ringd.ProtocolError("broadcast_object: the %d bytes from rank %d are not an "
                                   "object ringd sent: %s" % (len(data), root_rank, e)) from None
