@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError, LinkError
@@ -193,7 +192,6 @@ class BuildRingd(build_ext):
     def build_extension(self, ext):
         self._configure()
         self._compiled = {}
-        compiler_so = self.compiler.compiler_so
         print("ringd: compiling libringd and the extension (%d jobs)" % self._jobs())
         ext_objs = self._compile_target(EXTENSION_TARGET)
         libs, flags = self._link_closure(self.am.words(canonical(EXTENSION_TARGET) + "_LIBADD"))
@@ -222,7 +220,6 @@ class BuildRingd(build_ext):
             dst = os.path.join(bin_dir, os.path.basename(script))
             shutil.copyfile(os.path.join(TOP, script), dst)
             os.chmod(dst, 0o755)
-        self.compiler.compiler_so = compiler_so
 
 
 def _env(name):
@@ -231,7 +228,8 @@ def _env(name):
 
 def _up_to_date(obj):
     """Whether obj is newer than its source and every header it included (the
-    compiler's -MMD list): pip reuses the build directory of a source tree."""
+    compiler's -MMD list): pip reuses the build directory of a source tree. nvcc's
+    objects have no list and are always compiled again."""
     try:
         built = os.path.getmtime(obj)
         with open(obj + ".d") as f:

@@ -75,10 +75,10 @@ def check_required():
             code = "char %s(void);\nint main(void) { return (int)(long)&%s; }\n" % (func, func)
             ok, out = _try(cc, code, flags + ldflags + ["-l" + lib], work)
             if not ok:
+                last = (out.strip().splitlines() or ["the linker said nothing"])[-1]
                 missing.append("  %s: the header is there but -l%s does not link (%s). "
                                "Debian/Ubuntu: apt-get install %s; RHEL/Alma/Rocky: dnf "
-                               "install %s" % (what, lib, out.strip().splitlines()[-1:] or "",
-                                               deb, rpm))
+                               "install %s" % (what, lib, last, deb, rpm))
     if missing:
         raise MissingDependency(
             "ringd's Python build needs these system packages, which were not found:\n" +
