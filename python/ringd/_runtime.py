@@ -225,19 +225,29 @@ def _warn_blas():
         warnings.warn("ringd: " + advice[1], _errors.PerformanceWarning, stacklevel=3)
 
 
-def shutdown():
-    """Finish the started collectives (their errors stay in their handles), leave the ring
-    and free it. Does nothing when not initialized. Runs at interpreter exit too."""
+def _detach():
+    """Takes the ring out of use: (its communicator, the handles of the collectives
+    started on it), or None when not initialized."""
     global _comm, _closed_once
     with _cond:
         if _comm is None:
-            return
+            return None
         batch = list(_pending)
         for h in batch:
             h._claimed = True
         _pending.clear()
         comm, _comm = _comm, None  # no new collective from here on
         _closed_once = True
+    return comm, batch
+
+
+def shutdown():
+    """Finish the started collectives (their errors stay in their handles), leave the ring
+    and free it. Does nothing when not initialized. Runs at interpreter exit too."""
+    taken = _detach()
+    if taken is None:
+        return
+    comm, batch = taken
     for h in batch:
         h._complete()
     comm.close()  # after the other threads' waits have returned
@@ -250,16 +260,10 @@ def _abort():
     """shutdown() without finishing the started collectives first: closing the communicator
     cancels them, and their handles then raise (torch's ProcessGroup.abort()). A wait
     another thread is in still returns first (within the timeout)."""
-    global _comm, _closed_once
-    with _cond:
-        if _comm is None:
-            return
-        batch = list(_pending)
-        for h in batch:
-            h._claimed = True
-        _pending.clear()
-        comm, _comm = _comm, None
-        _closed_once = True
+    taken = _detach()
+    if taken is None:
+        return
+    comm, batch = taken
     comm.close()
     for h in batch:
         h._complete()
