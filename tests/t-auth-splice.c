@@ -118,6 +118,7 @@ static uint64_t pattern_hits(const unsigned char *m, size_t len)
  * its neighbour), dialed to rank `to`'s real port. */
 typedef struct pair {
     int a, b, from, to;
+    int eof[2]; /* a side that has closed: its direction is over, the other goes on */
 } pair_t;
 
 /* The first pair from rank `from` other than `skip`, or -1. */
@@ -168,10 +169,16 @@ static int proxy(const char *peers, pcase_t kind)
 
         pfd[n++] = (struct pollfd){.fd = lfd[0], .events = POLLIN};
         pfd[n++] = (struct pollfd){.fd = lfd[1], .events = POLLIN};
+        int open_sides = 0;
+
         for (int i = 0; i < np; i++) {
-            pfd[n++] = (struct pollfd){.fd = pr[i].a, .events = POLLIN};
-            pfd[n++] = (struct pollfd){.fd = pr[i].b, .events = POLLIN};
+            /* poll skips a negative fd: a direction that ended is read no more */
+            pfd[n++] = (struct pollfd){.fd = pr[i].eof[0] ? -1 : pr[i].a, .events = POLLIN};
+            pfd[n++] = (struct pollfd){.fd = pr[i].eof[1] ? -1 : pr[i].b, .events = POLLIN};
+            open_sides += !pr[i].eof[0] + !pr[i].eof[1];
         }
+        if (np > 0 && open_sides == 0)
+            break; /* every rank has closed every connection */
         if (poll(pfd, (nfds_t)n, 100) <= 0)
             continue;
         for (int l = 0; l < 2; l++)
@@ -180,6 +187,7 @@ static int proxy(const char *peers, pcase_t kind)
 
                 p->from = l == 0 ? 0 : 1;
                 p->to = 1 - p->from;
+                p->eof[0] = p->eof[1] = 0;
                 p->a = accept4(lfd[l], NULL, NULL, SOCK_CLOEXEC);
                 p->b = p->a >= 0 ? dial(lo_port_of(peers, p->to)) : -1;
                 if (p->a >= 0 && p->b >= 0)
@@ -194,8 +202,14 @@ static int proxy(const char *peers, pcase_t kind)
 
                 if (!pfd[2 + 2 * i + side].revents)
                     continue;
-                if ((len = read_msg(src, m, sizeof(m))) <= 0)
-                    goto out;
+                if ((len = read_msg(src, m, sizeof(m))) <= 0) {
+                    /* this direction is over: pass the close on, and keep forwarding the
+                     * rest (ending everything here dropped frames still on their way to
+                     * rank 0 once ranks 1 and 2 had finished and closed) */
+                    pr[i].eof[side] = 1;
+                    shutdown(dst, SHUT_WR);
+                    continue;
+                }
                 hello_fix(m, len, lists[1 - sender]);
                 if (sender == 0 && len >= 8 && le_get32(m + 4) == RING_FRAME_MAGIC) {
                     frames++;
@@ -220,7 +234,6 @@ static int proxy(const char *peers, pcase_t kind)
             }
         }
     }
-out:
     for (int i = 0; i < np; i++) {
         close(pr[i].a);
         close(pr[i].b);
