@@ -97,3 +97,86 @@ int ring_cuda_absmax_f32(const float *dev_src, size_t n, float *max_p, int *nonf
 {
     return -1;
 }
+
+int ring_cuda_absmax_ranges(const float *dev_src, const size_t *offs, const size_t *lens,
+                            size_t nranges, float *max_out, int *nonfinite_out, void *stream)
+{
+    return -1;
+}
+
+/* ---- streams, events and asynchronous copies: there is no device ---- */
+
+int ring_cuda_ptr_device(const void *p)
+{
+    return -1;
+}
+
+int ring_cuda_set_device(int device)
+{
+    return -1;
+}
+
+int ring_cuda_stream_create(void **stream_p)
+{
+    return -1;
+}
+
+int ring_cuda_stream_destroy(void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_event_create(void **event_p)
+{
+    return -1;
+}
+
+int ring_cuda_event_destroy(void *event)
+{
+    return -1;
+}
+
+int ring_cuda_event_record(void *event, void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_stream_wait_event(void *stream, void *event)
+{
+    return -1;
+}
+
+int ring_cuda_event_query(void *event)
+{
+    return -1;
+}
+
+int ring_cuda_event_sync(void *event)
+{
+    return -1;
+}
+
+int ring_cuda_memcpy_d2h_async(void *dst, const void *dev_src, size_t bytes, void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_memcpy_h2d_async(void *dev_dst, const void *src, size_t bytes, void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_memcpy_d2d_async(void *dev_dst, const void *dev_src, size_t bytes, void *stream)
+{
+    return -1;
+}
+
+int ring_cuda_host_register(void *p, size_t bytes)
+{
+    return -1;
+}
+
+int ring_cuda_host_unregister(void *p)
+{
+    return -1;
+}

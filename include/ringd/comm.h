@@ -146,6 +146,39 @@ ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf,
                                          ring_request_t **req_p);
 
 /*
+ * CUDA streams. A stream is a cudaStream_t passed as void * (NULL: the
+ * legacy default stream); host buffers ignore it. An allreduce of device
+ * memory started with a stream reads sendbuf only after all the work queued
+ * on that stream before the call: libringd records an event there, and its
+ * own stream waits for that event on the device (never a device-wide
+ * synchronisation). ring_request_wait_stream then waits, on the host, only
+ * for the ring, and makes `stream` wait, on the device, for the last writes
+ * to recvbuf: work queued on that stream afterwards sees the result, and
+ * the host does not wait for the GPU. ring_request_wait (and
+ * ring_allreduce) also block the host until the result is in recvbuf.
+ *
+ * Device buffers of one communicator must all be on one GPU (the first one
+ * it is given; another one is RING_ERR_INVALID), and with fp16 or bf16 on
+ * the wire and fp32 buffers the chunks are encoded, reduced and decoded on
+ * that GPU, so PCIe carries the encoded bytes (docs/codec.md). A
+ * failed allreduce leaves recvbuf undefined, as for host buffers.
+ * ring_allreduce_start and ring_allreduce_start_flags use the legacy
+ * default stream.
+ */
+typedef void *ring_stream_t;
+
+RING_API
+ring_status_t ring_allreduce_start_stream(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, ring_dtype_t dtype, ring_op_t op,
+                                          uint32_t tensor_id, unsigned flags,
+                                          ring_stream_t stream, ring_request_t **req_p);
+
+/* ring_request_wait, except that for device buffers the host does not wait
+ * for the GPU: `stream` waits for the result on the device instead. */
+RING_API
+ring_status_t ring_request_wait_stream(ring_request_t *req, ring_stream_t stream);
+
+/*
  * Make progress without blocking; *done_p is set to 1 when the request has
  * finished (successfully or not, see the return value). A finished request
  * still has to be released with ring_request_wait.

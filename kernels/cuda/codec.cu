@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -108,17 +109,14 @@ __global__ void cuda_fused_bf16_kernel(uint16_t *out, float *final, const uint16
  * fp32 bits, exact in any order), the block folds its threads (warp
  * shuffles, then one warp over the warps' results), and one atomic per
  * block folds the blocks into result[0] (max bits) and result[1] (nonfinite).
+ * Every thread of the block calls cuda_block_fold: it synchronises.
  */
-__global__ void cuda_absmax_kernel(unsigned int *result, const float *src, size_t n)
+__device__ void cuda_block_fold(unsigned int *result, uint32_t max_bits, int nonfinite)
 {
     __shared__ unsigned int warp_max[CUDA_THREADS / 32u];
     __shared__ int warp_nonfinite[CUDA_THREADS / 32u];
-    uint32_t max_bits = 0;
-    int nonfinite = 0;
     unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
 
-    CUDA_FOR_EACH(i, n)
-        ring_absmax_elem(&max_bits, &nonfinite, src[i]);
     for (unsigned off = 16; off > 0; off >>= 1) {
         uint32_t m = __shfl_down_sync(0xffffffffu, max_bits, off);
         int f = __shfl_down_sync(0xffffffffu, nonfinite, off);
@@ -131,22 +129,50 @@ __global__ void cuda_absmax_kernel(unsigned int *result, const float *src, size_
         warp_nonfinite[warp] = nonfinite;
     }
     __syncthreads();
-    if (warp != 0)
-        return;
-    max_bits = lane < blockDim.x / 32u ? warp_max[lane] : 0u;
-    nonfinite = lane < blockDim.x / 32u ? warp_nonfinite[lane] : 0;
-    for (unsigned off = 16; off > 0; off >>= 1) {
-        uint32_t m = __shfl_down_sync(0xffffffffu, max_bits, off);
-        int f = __shfl_down_sync(0xffffffffu, nonfinite, off);
+    if (warp == 0) {
+        max_bits = lane < blockDim.x / 32u ? warp_max[lane] : 0u;
+        nonfinite = lane < blockDim.x / 32u ? warp_nonfinite[lane] : 0;
+        for (unsigned off = 16; off > 0; off >>= 1) {
+            uint32_t m = __shfl_down_sync(0xffffffffu, max_bits, off);
+            int f = __shfl_down_sync(0xffffffffu, nonfinite, off);
 
-        max_bits = m > max_bits ? m : max_bits;
-        nonfinite |= f;
+            max_bits = m > max_bits ? m : max_bits;
+            nonfinite |= f;
+        }
+        if (lane == 0) {
+            if (max_bits != 0)
+                atomicMax(&result[0], max_bits);
+            if (nonfinite)
+                atomicOr(&result[1], 1u);
+        }
     }
-    if (lane == 0) {
-        if (max_bits != 0)
-            atomicMax(&result[0], max_bits);
-        if (nonfinite)
-            atomicOr(&result[1], 1u);
+    __syncthreads(); /* the shared words are used again by the caller's next range */
+}
+
+__global__ void cuda_absmax_kernel(unsigned int *result, const float *src, size_t n)
+{
+    uint32_t max_bits = 0;
+    int nonfinite = 0;
+
+    CUDA_FOR_EACH(i, n)
+        ring_absmax_elem(&max_bits, &nonfinite, src[i]);
+    cuda_block_fold(result, max_bits, nonfinite);
+}
+
+/* absmax of ranges: blockIdx.y picks ranges (grid-stride over them), blockIdx.x
+ * strides within one; result[2r], result[2r + 1] are range r's two words */
+__global__ void cuda_absmax_ranges_kernel(unsigned int *result, const float *src,
+                                          const size_t *offs, const size_t *lens, size_t nranges)
+{
+    for (size_t r = blockIdx.y; r < nranges; r += gridDim.y) {
+        const float *at = src + offs[r];
+        uint32_t max_bits = 0;
+        int nonfinite = 0;
+
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < lens[r];
+             i += (size_t)gridDim.x * blockDim.x)
+            ring_absmax_elem(&max_bits, &nonfinite, at[i]);
+        cuda_block_fold(result + 2 * r, max_bits, nonfinite);
     }
 }
 
@@ -451,4 +477,85 @@ out:
     if (result[1] && nonfinite_p != NULL)
         *nonfinite_p = 1;
     return 0;
+}
+
+/*
+ * Device memory for the ranges' offsets, lengths and two result words each:
+ * one stream-ordered allocation (cudaMalloc where pools are missing).
+ */
+extern "C" int ring_cuda_absmax_ranges(const float *dev_src, const size_t *offs,
+                                       const size_t *lens, size_t nranges, float *max_out,
+                                       int *nonfinite_out, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    size_t index_bytes = nranges * sizeof(size_t), result_bytes = 2 * nranges * sizeof(unsigned);
+    size_t longest = 0;
+    unsigned int *result = NULL;
+    char *dev = NULL;
+    int pooled = 1, rc = -1;
+
+    if (!ring_cuda_available() || (nranges > 0 && (offs == NULL || lens == NULL ||
+                                                   max_out == NULL || nonfinite_out == NULL)))
+        return -1;
+    if (nranges == 0)
+        return 0;
+    for (size_t r = 0; r < nranges; r++)
+        longest = lens[r] > longest ? lens[r] : longest;
+    result = (unsigned int *)malloc(result_bytes);
+    if (result == NULL)
+        return -1;
+    if (cudaMallocAsync((void **)&dev, 2 * index_bytes + result_bytes, s) != cudaSuccess) {
+        (void)cudaGetLastError();
+        pooled = 0;
+        if (cuda_result(cudaMalloc((void **)&dev, 2 * index_bytes + result_bytes)) != 0) {
+            free(result);
+            return -1;
+        }
+    }
+    if (cuda_result(cudaMemcpyAsync(dev, offs, index_bytes, cudaMemcpyHostToDevice, s)) != 0 ||
+        cuda_result(cudaMemcpyAsync(dev + index_bytes, lens, index_bytes, cudaMemcpyHostToDevice,
+                                    s)) != 0 ||
+        cuda_result(cudaMemsetAsync(dev + 2 * index_bytes, 0, result_bytes, s)) != 0)
+        goto out;
+    {
+        unsigned per_range = cuda_blocks(longest), ranges = nranges > CUDA_MAX_BLOCKS
+                                                                ? CUDA_MAX_BLOCKS
+                                                                : (unsigned)nranges;
+        dim3 grid(per_range > 64u ? 64u : (per_range == 0 ? 1u : per_range), ranges);
+
+        cuda_absmax_ranges_kernel<<<grid, CUDA_THREADS, 0, s>>>(
+            (unsigned int *)(dev + 2 * index_bytes), dev_src, (const size_t *)dev,
+            (const size_t *)(dev + index_bytes), nranges);
+    }
+    if (cuda_launched() != 0)
+        goto out;
+    if (cuda_result(cudaMemcpyAsync(result, dev + 2 * index_bytes, result_bytes,
+                                    cudaMemcpyDeviceToHost, s)) != 0)
+        goto out;
+    rc = 0;
+out:
+    if (pooled)
+        (void)cuda_result(cudaFreeAsync(dev, s));
+    if (cuda_result(cudaStreamSynchronize(s)) != 0)
+        rc = -1;
+    if (!pooled)
+        (void)cuda_result(cudaFree(dev));
+    for (size_t r = 0; rc == 0 && r < nranges; r++) {
+        max_out[r] = ring_bits_f32(result[2 * r]);
+        nonfinite_out[r] = result[2 * r + 1] != 0;
+    }
+    free(result);
+    return rc;
+}
+
+/* The device that holds p: the runtime's answer, asked only for device memory
+ * (ring_cuda_is_device_ptr first, so host memory never initialises CUDA). */
+extern "C" int ring_cuda_ptr_device(const void *p)
+{
+    cudaPointerAttributes attr;
+
+    if (!ring_cuda_is_device_ptr(p) || !ring_cuda_available() ||
+        cuda_result(cudaPointerGetAttributes(&attr, p)) != 0)
+        return -1;
+    return attr.device;
 }

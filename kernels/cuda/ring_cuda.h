@@ -114,6 +114,73 @@ int ring_cuda_fused_bf16(uint16_t *dev_out, float *dev_final, const uint16_t *de
 int ring_cuda_absmax_f32(const float *dev_src, size_t n, float *max_p, int *nonfinite_p,
                          void *stream);
 
+/*
+ * absmax of many ranges of one buffer in one launch (the device data path
+ * asks for every chunk this peer encodes or reduces at once, when a request
+ * begins): for r < nranges, max_out[r] = absmax of dev_src[offs[r] ..
+ * offs[r] + lens[r]) as ring_cuda_absmax_f32 computes it, and
+ * nonfinite_out[r] = 1 when that range holds an inf or NaN, else 0. offs,
+ * lens and the outputs are host arrays. Blocking: it waits for the stream.
+ */
+int ring_cuda_absmax_ranges(const float *dev_src, const size_t *offs, const size_t *lens,
+                            size_t nranges, float *max_out, int *nonfinite_out, void *stream);
+
+/* ---- streams, events and asynchronous copies (kernels/cuda/stream.cu) ----------------
+ *
+ * The device data path (src/core/device_codec.c) queues its copies and
+ * kernels on a stream of its own and tells when they are done with events,
+ * so that the host never waits for the whole device. `stream` and `event`
+ * are cudaStream_t and cudaEvent_t passed as void *. Streams and events
+ * belong to the device that was current when they were made: call
+ * ring_cuda_set_device first in any thread that uses them.
+ */
+
+/* The ordinal of the device that holds device memory p, or -1 (not device
+ * memory, or the query failed). Never initialises CUDA for host memory. */
+int ring_cuda_ptr_device(const void *p);
+
+/* Make `device` the calling thread's current device (its primary context). */
+int ring_cuda_set_device(int device);
+
+/* A stream that does not wait for the legacy default stream
+ * (cudaStreamNonBlocking), on the current device. */
+int ring_cuda_stream_create(void **stream_p);
+int ring_cuda_stream_destroy(void *stream);
+
+/* An event without timing (cudaEventDisableTiming), on the current device. */
+int ring_cuda_event_create(void **event_p);
+int ring_cuda_event_destroy(void *event);
+
+/* Capture, in event, the work queued on stream so far. */
+int ring_cuda_event_record(void *event, void *stream);
+
+/* Work queued on stream after this call starts only once event's captured
+ * work has finished. The device waits, the host does not. */
+int ring_cuda_stream_wait_event(void *stream, void *event);
+
+/* 1 when event's captured work has finished (or the event was never
+ * recorded), 0 while it has not, -1 when something in it failed. Never
+ * blocks. */
+int ring_cuda_event_query(void *event);
+
+/* Block the calling thread until event's captured work has finished; -1
+ * when something in it failed. */
+int ring_cuda_event_sync(void *event);
+
+/* Copies queued on stream, returning at once. Host memory should be
+ * page-locked (ring_cuda_host_register): pageable memory makes the copy
+ * wait for the host. The host memory must stay untouched until an event
+ * recorded after the copy has completed. */
+int ring_cuda_memcpy_d2h_async(void *dst, const void *dev_src, size_t bytes, void *stream);
+int ring_cuda_memcpy_h2d_async(void *dev_dst, const void *src, size_t bytes, void *stream);
+int ring_cuda_memcpy_d2d_async(void *dev_dst, const void *dev_src, size_t bytes, void *stream);
+
+/* Page-lock host memory that is already allocated (cudaHostRegister,
+ * portable to every device), so copies to and from it go by DMA and do not
+ * wait for the host; unregister before it is freed or moved. */
+int ring_cuda_host_register(void *p, size_t bytes);
+int ring_cuda_host_unregister(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -92,7 +92,8 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
     }
     for (int a = 0; a < RING_ALGO_HOOKS; a++) { /* hook: hier.c, rd.c */
         const ring_algo_ops_t *ops = comm->algo_ops[a];
-        if (ops != NULL && ops->takes(comm, req)) {
+        /* the device codec path runs on the ring */
+        if (ops != NULL && req->dev != RING_DEV_CODEC && ops->takes(comm, req)) {
             req->algo = ops;
             req->wire = RING_CODEC_NONE;
             for (int c = 0; c < comm->nchannels; c++) {
@@ -112,6 +113,9 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
     st = ring_enc_request_begin(comm, req);
     for (int c = 0; st == RING_OK && c < comm->nchannels; c++)
         st = channel_begin(comm, &comm->channels[c], req);
+    /* hook: device_codec.c queues this peer's chunks on the GPU (a failure fails the comm) */
+    if (st == RING_OK && req->dev == RING_DEV_CODEC && ring_dev_codec_begin(comm, req) != RING_OK)
+        return;
     if (st != RING_OK) {
         /* the peers must not wait for a peer that cannot take part */
         char msg[512];
@@ -166,8 +170,9 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
 
     ring_sched_send_frame(&ch->sched, q, &sf);
     if (req->wire != RING_CODEC_NONE) {
-        /* encoded: step 0 encodes now; later steps were encoded when their input arrived */
-        if (sf.own)
+        /* encoded: step 0 encodes now; later steps were encoded when their input arrived
+         * (on a GPU, step 0 too: device_codec.c) */
+        if (sf.own && req->dev != RING_DEV_CODEC)
             RING_TL_TIMED(comm, ch, RING_TL_ENCODE, sf.range.len,
                           ring_enc_first(comm, ch, req, &sf, q));
         frame_fill(comm, ch, req, &sf, &f);
@@ -343,6 +348,14 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
     while (ch->next_send < s->nsend && ch->next_send - ch->sends_done < RING_WINDOW &&
            ring_sched_send_needs(s, ch->next_send) <= ch->recvs_done) {
         ring_status_t status;
+        /* hook: device_codec.c, once the chunk's copy from the GPU is done */
+        int ready = ring_dev_send_ready(comm, ch, req, ch->next_send);
+
+        if (ready <= 0) {
+            if (ready < 0)
+                return comm->error;
+            break;
+        }
 
         RING_TL_TIMED(comm, ch, RING_TL_SEND, 0,
                       status = channel_post_send(comm, ch, req, ch->next_send));
@@ -352,6 +365,14 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
     }
     while (ch->next_recv < s->nrecv && ch->next_recv - ch->recvs_done < RING_WINDOW &&
            ring_sched_recv_needs(s, ch->next_recv) <= ch->sends_done) {
+        /* hook: device_codec.c, once the copy that read the stage slot to the GPU is done */
+        int ready = ring_dev_recv_ready(comm, ch, ch->next_recv);
+
+        if (ready <= 0) {
+            if (ready < 0)
+                return comm->error;
+            break;
+        }
         RING_CHECK(channel_post_recv(comm, ch, req, ch->next_recv));
         ch->next_recv++;
         (*moved)++;
@@ -581,6 +602,10 @@ failed:
 
 void ring_comm_sleep(ring_comm_t *comm, int ms)
 {
+    if (ring_dev_busy(comm)) { /* hook: device.c: a gate waits for a copy, not for the wire */
+        sched_yield();
+        return;
+    }
     for (int a = 0; a < RING_ALGO_HOOKS; a++) /* hook: hier.c, rd.c */
         if (comm->algo_ops[a] != NULL && comm->algo_ops[a]->wait(comm, ms))
             return;

@@ -100,6 +100,7 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
      * deregistered before it moves; no send of an earlier request is in flight now */
     if (ch->tx != NULL)
         (void)comm->tp_ops->dereg_mem(comm->tp, ch->tx);
+    ring_dev_unpin_tx(comm, ch); /* hook: device_codec.c page-locked it */
     if (ch->zbuf != NULL && comm->lz4_mode != 0)
         (void)comm->tp_ops->dereg_mem(comm->tp, ch->zbuf);
     tx = realloc(ch->tx, want * chunk);
@@ -204,7 +205,7 @@ static float enc_pow2(int e)
     return ldexpf(1.0f, e);
 }
 
-static int enc_choose_exp(const ring_comm_t *comm, const ring_request_t *req, float bound)
+int ring_enc_choose_exp(const ring_comm_t *comm, const ring_request_t *req, float bound)
 {
     int e;
 
@@ -251,7 +252,7 @@ static uint32_t enc_slot(const ring_channel_t *ch, uint32_t q)
     return q % (uint32_t)ch->sched.nchunks;
 }
 
-static uint16_t *enc_tx_slot(const ring_comm_t *comm, ring_channel_t *ch, uint32_t q)
+uint16_t *ring_enc_tx_slot(const ring_comm_t *comm, ring_channel_t *ch, uint32_t q)
 {
     return (uint16_t *)(ch->tx + (size_t)enc_slot(ch, q) * comm->cfg.chunk_bytes);
 }
@@ -359,7 +360,7 @@ static void enc_compress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *
         return;
     }
     RING_TL_TIMED(comm, ch, RING_TL_LZ4, raw, /* hook: timeline.c */
-                  packed = LZ4_compress_fast((const char *)enc_tx_slot(comm, ch, q),
+                  packed = LZ4_compress_fast((const char *)ring_enc_tx_slot(comm, ch, q),
                                              (char *)ch->zbuf + (size_t)enc_slot(ch, q) * ch->zcap,
                                              raw, (int)ch->zcap, LZ4_ACCELERATION));
     /* worth it only when it saves an eighth: lz4 gives dense fp16 back at ~0.996 */
@@ -375,6 +376,17 @@ static void enc_compress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *
 }
 
 /* ---- the steps ------------------------------------------------------------- */
+
+/* A chunk's bytes in the tx slot of frame q are final: note an overflow, then lz4. */
+void ring_enc_tx_final(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req, uint32_t q,
+                       float bound, int e)
+{
+    const ring_tx_meta_t *meta = ring_enc_tx_meta(ch, q);
+
+    req->nonfinite |= enc_overflowed(req, ring_enc_tx_slot(comm, ch, q), bound, e,
+                                     meta->bytes / 2);
+    enc_compress(comm, ch, req, q);
+}
 
 /* Error feedback: local*scale + residual, into the channel's scratch. */
 static const float *enc_with_residual(ring_channel_t *ch, const ring_request_t *req,
@@ -405,7 +417,7 @@ static const float *enc_local_values(ring_comm_t *comm, ring_channel_t *ch,
 }
 
 /* What an encoded chunk of n values carries besides its bytes. */
-static void enc_meta_set(ring_tx_meta_t *meta, int e, float bound, size_t n)
+void ring_enc_meta_set(ring_tx_meta_t *meta, int e, float bound, size_t n)
 {
     meta->exp = e;
     meta->bound = bound;
@@ -422,10 +434,10 @@ void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
     int nonfinite = 0;
     float bound;
     int e;
-    uint16_t *out = enc_tx_slot(comm, ch, q);
+    uint16_t *out = ring_enc_tx_slot(comm, ch, q);
 
     bound = k->absmax_f32(local, n, &nonfinite) * local_scale;
-    e = enc_choose_exp(comm, req, bound);
+    e = ring_enc_choose_exp(comm, req, bound);
     if (req->wire == RING_CODEC_FP16)
         k->encode_f16(out, local, local_scale * enc_pow2(-e), n);
     else
@@ -436,9 +448,9 @@ void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
         for (size_t i = 0; i < n; i++)
             r[i] = ring_fadd(local[i], -ring_fmul(enc_decode1(req, out[i]), enc_pow2(e)));
     }
-    req->nonfinite |= nonfinite || enc_overflowed(req, out, bound, e, n);
-    enc_meta_set(ring_enc_tx_meta(ch, q), e, bound, n);
-    enc_compress(comm, ch, req, q);
+    req->nonfinite |= nonfinite;
+    ring_enc_meta_set(ring_enc_tx_meta(ch, q), e, bound, n);
+    ring_enc_tx_final(comm, ch, req, q, bound, e);
 }
 
 int ring_enc_lz4_unpack(const void *in, size_t in_bytes, void *out, size_t want_bytes, int *got)
@@ -490,17 +502,19 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
 
     enc_meta_get(f, &in_meta);
     RING_CHECK(enc_payload(comm, ch, req, sf, q, &in_meta, &in));
+    if (req->dev == RING_DEV_CODEC) /* hook: device_codec.c does this step on the GPU */
+        return ring_dev_combine(comm, ch, req, sf, q, &in_meta, in);
     if (sf->reduce) {
         float local_scale;
         const float *local = enc_local_values(comm, ch, req, sf, &local_scale);
         int nonfinite = 0;
         float bound, in_scale = enc_pow2(in_meta.exp), out_scale;
         int e;
-        uint16_t *out = enc_tx_slot(comm, ch, next);
+        uint16_t *out = ring_enc_tx_slot(comm, ch, next);
         float *final = sf->last_reduce ? result : NULL;
 
         bound = in_meta.bound + k->absmax_f32(local, n, &nonfinite) * local_scale;
-        e = enc_choose_exp(comm, req, bound);
+        e = ring_enc_choose_exp(comm, req, bound);
         out_scale = enc_pow2(-e);
         if (req->wire == RING_CODEC_FP16)
             k->fused_f16(out, final, in, local, in_scale, local_scale, out_scale, n);
@@ -513,11 +527,11 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
                 r[i] = ring_fadd(sum, -ring_fmul(enc_decode1(req, out[i]), enc_pow2(e)));
             }
         }
-        req->nonfinite |= nonfinite || enc_overflowed(req, out, bound, e, n);
-        enc_meta_set(ring_enc_tx_meta(ch, next), e, bound, n);
+        req->nonfinite |= nonfinite;
+        ring_enc_meta_set(ring_enc_tx_meta(ch, next), e, bound, n);
         if (final != NULL)
             enc_result_store(comm, ch, req, sf);
-        enc_compress(comm, ch, req, next);
+        ring_enc_tx_final(comm, ch, req, next, bound, e);
         return RING_OK;
     }
     if (req->wire == RING_CODEC_FP16)
@@ -528,7 +542,7 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
     if (sf->step < last_step) {
         /* forward what came, as it came (compressed or not) */
         const void *stage = ch->stage + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes;
-        memcpy(enc_tx_slot(comm, ch, next), stage, in_meta.bytes);
+        memcpy(ring_enc_tx_slot(comm, ch, next), stage, in_meta.bytes);
         *ring_enc_tx_meta(ch, next) = in_meta;
     }
     return RING_OK;

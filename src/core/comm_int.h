@@ -32,6 +32,8 @@
 enum { RING_ALGO_HIER, RING_ALGO_DIRECT, RING_ALGO_RD, RING_ALGO_HOOKS };
 #define RING_WINDOW 4 /* frames in flight per channel and direction */
 
+#include "device.h"
+
 /* One frame in flight: the transport request and the header bytes it carries. */
 typedef struct ring_slot {
     ring_tp_req_t req;
@@ -124,6 +126,8 @@ struct ring_request {
     int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
     float *residual;           /* error feedback for this tensor id, or NULL */
     ring_lz4_track_t *lz4;     /* lz4 auto state for this tensor id, or NULL */
+    int dev;                   /* device.h: RING_DEV_HOST, _STAGED or _CODEC */
+    int dev_send, dev_recv;    /* sendbuf, recvbuf are CUDA device memory */
     void *dev_recvbuf;         /* device.c: the user's CUDA recvbuf, filled from the host
                                 * staging at finish; NULL when nothing is staged */
     int started;
@@ -168,8 +172,7 @@ struct ring_comm {
                                             * grow-only */
     size_t coll_scratch_bytes;
     unsigned char *barrier_bytes;          /* collectives.c: a barrier's allgather, size bytes */
-    void *dev_stage;                       /* device.c: host staging for CUDA buffers, grow-only */
-    size_t dev_stage_bytes;
+    ring_dev_t *dev;                       /* device.h: made at the first CUDA buffer */
     ring_channel_t channels[RING_MAX_CHANNELS];
     /* requests run first-in first-out from a fixed ring of slots */
     ring_request_t reqs[RING_MAX_REQUESTS];
@@ -326,11 +329,14 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
 void ring_enc_meta_put(const ring_tx_meta_t *meta, ring_frame_t *f);
 const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *ch, uint32_t q);
 
-/* device.c: CUDA device buffers staged through host memory (no-ops for host buffers) */
-ring_status_t ring_dev_request_begin(ring_comm_t *comm, ring_request_t *req);
-ring_status_t ring_dev_request_finish(ring_comm_t *comm, ring_request_t *req,
-                                      ring_status_t status);
-void ring_dev_comm_free(ring_comm_t *comm);
+/* codec_pipeline.c, for device_codec.c: the exponent a chunk bounded by `bound`
+ * travels with; a queued chunk's meta; a tx slot's host bytes; and, once they are
+ * final, the overflow check and lz4 of the chunk in tx slot of frame q */
+int ring_enc_choose_exp(const ring_comm_t *comm, const ring_request_t *req, float bound);
+void ring_enc_meta_set(ring_tx_meta_t *meta, int e, float bound, size_t n);
+uint16_t *ring_enc_tx_slot(const ring_comm_t *comm, ring_channel_t *ch, uint32_t q);
+void ring_enc_tx_final(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req, uint32_t q,
+                       float bound, int e);
 
 /* doctor.c */
 void ring_doctor_free(ring_comm_t *comm);

@@ -30,6 +30,7 @@ static void comm_free(ring_comm_t *comm)
     ring_direct_close(comm); /* hook: direct.c's segment */
     ring_hier_close(comm); /* hook: hier.c's two rings */
     ring_tl_close(comm); /* hook: timeline.c writes out what it buffered */
+    ring_dev_comm_free(comm); /* hook: device.c, before the buffers it page-locked go */
     for (int c = 0; c < RING_MAX_CHANNELS; c++) {
         ring_channel_t *ch = &comm->channels[c];
         for (int s = 0; s < RING_MAX_STREAMS; s++) {
@@ -44,7 +45,6 @@ static void comm_free(ring_comm_t *comm)
     }
     ring_enc_comm_free(comm);
     ring_coll_comm_free(comm);
-    ring_dev_comm_free(comm); /* hook: device.c's host staging */
     ring_doctor_free(comm);   /* hook: doctor.c's requests, after the endpoints are closed */
     ring_frame_macs_free(comm->macs);
     if (comm->listener != NULL)

@@ -100,6 +100,15 @@ ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf,
                                          uint32_t tensor_id, unsigned flags,
                                          ring_request_t **req_p)
 {
+    return ring_allreduce_start_stream(comm, sendbuf, recvbuf, count, dtype, op, tensor_id, flags,
+                                       NULL, req_p);
+}
+
+ring_status_t ring_allreduce_start_stream(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, ring_dtype_t dtype, ring_op_t op,
+                                          uint32_t tensor_id, unsigned flags,
+                                          ring_stream_t stream, ring_request_t **req_p)
+{
     ring_request_t *req;
     ring_status_t status;
 
@@ -128,11 +137,17 @@ ring_status_t ring_allreduce_start_flags(ring_comm_t *comm, const void *sendbuf,
         req->op = op;
         req->tensor_id = tensor_id;
         req->exact = (flags & RING_CALL_EXACT) != 0;
-        status = ring_request_push(comm, req, req_p);
+        /* hook: device.c captures the caller's stream (nothing for host buffers) */
+        status = ring_dev_request_start(comm, req, stream);
+        if (status == RING_OK)
+            status = ring_request_push(comm, req, req_p);
     }
     ring_comm_unlock(comm);
     return status;
 }
+
+static ring_status_t ring_request_wait_stream_int(ring_request_t *req, ring_stream_t stream,
+                                                  int stream_wait);
 
 /* The message for a finished request that failed. */
 static ring_status_t request_error(const ring_request_t *req)
@@ -167,8 +182,20 @@ ring_status_t ring_request_test(ring_request_t *req, int *done_p)
 
 ring_status_t ring_request_wait(ring_request_t *req)
 {
+    return ring_request_wait_stream_int(req, NULL, 0);
+}
+
+ring_status_t ring_request_wait_stream(ring_request_t *req, ring_stream_t stream)
+{
+    return ring_request_wait_stream_int(req, stream, 1);
+}
+
+/* Wait for the ring, then for the device: the host (stream_wait 0) or `stream` (1). */
+static ring_status_t ring_request_wait_stream_int(ring_request_t *req, ring_stream_t stream,
+                                                  int stream_wait)
+{
     ring_comm_t *comm;
-    ring_status_t status;
+    ring_status_t status, dev_status = RING_OK;
 
     if (req == NULL || !req->in_use)
         return ring_error_set(RING_ERR_INVALID, "ring_request_wait: not a live request");
@@ -186,10 +213,13 @@ ring_status_t ring_request_wait(ring_request_t *req)
         comm->req_head = (comm->req_head + 1) % RING_MAX_REQUESTS;
         comm->req_count--;
     }
+    /* hook: device.c: the host, or the caller's stream, waits for the device's result */
+    if (status == RING_OK || status == RING_ERR_NONFINITE)
+        dev_status = ring_dev_request_wait(req, stream, stream_wait);
     if (status != RING_OK)
         status = request_error(req);
     ring_comm_unlock(comm);
-    return status;
+    return status != RING_OK ? status : dev_status;
 }
 
 ring_status_t ring_allreduce(ring_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
