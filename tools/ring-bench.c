@@ -113,6 +113,11 @@ static void bench_usage(FILE *out)
             "                        --rate-limit makes the link the bottleneck instead).\n"
             "                        It opens the two communicators one after the other\n"
             "                        (progress-thread is set for each, whatever was given)\n"
+            "      --device cuda[:N] allreduce buffers in the memory of GPU N (default 0),\n"
+            "                        through libringd's device path (fp16/bf16 encoded on\n"
+            "                        the GPU); values are made and checked on the host and\n"
+            "                        copied outside the timed calls. Needs a CUDA build of\n"
+            "                        libringd and libcudart.so on the library path\n"
             "      --compute-ms MS   --overlap's C (default: the allreduce's own time with\n"
             "                        the progress thread off, per size, so both are equal)\n"
             "      --sweep ARGS...   (first) sizes x codecs x N x link rate in many rings,\n"
@@ -189,6 +194,7 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
         {"doctor", no_argument, NULL, 'D'}, {"doctor-bytes", required_argument, NULL, 'Y'},
         {"coll", required_argument, NULL, 'K'}, {"root", required_argument, NULL, 'r'},
         {"overlap", no_argument, NULL, 'V'}, {"compute-ms", required_argument, NULL, 'M'},
+        {"device", required_argument, NULL, 'G'},
         {NULL, 0, NULL, 0}};
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0, opt;
@@ -273,6 +279,16 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
             else o->root = (int)l;
             break;
         case 'V': o->overlap = 1; break;
+        case 'G': {
+            char *end = NULL;
+            long d = 0;
+            if (strncmp(optarg, "cuda", 4) != 0 ||
+                (optarg[4] != '\0' && (optarg[4] != ':' || (d = strtol(optarg + 5, &end, 10)) < 0 ||
+                                       end == optarg + 5 || *end != '\0' || d > 1023)))
+                bad = "--device (cuda or cuda:N)";
+            o->device = (int)d;
+            break;
+        }
         case 'M': {
             char *end;
             o->compute_ms = strtod(optarg, &end);
@@ -304,6 +320,11 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
                 "nor --coll %s\n", o->doctor ? "(any)" : bench_coll_name(o->coll));
         return 2;
     }
+    if (o->device >= 0 && (o->overlap || o->doctor || (o->coll_given && o->coll != BENCH_ALLREDUCE))) {
+        fprintf(stderr, "ring-bench: --device cuda measures allreduce; it takes neither "
+                "--overlap, --doctor nor another --coll\n");
+        return 2;
+    }
     if (o->compute_ms > 0 && !o->overlap) {
         fprintf(stderr, "ring-bench: --compute-ms is --overlap's; see ring-bench --help\n");
         return 2;
@@ -319,9 +340,22 @@ static int bench_parse(int argc, char **argv, bench_opts_t *o, ring_config_t *cf
     return 0;
 }
 
-static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t want_bytes, float *sbuf,
-                      float *rbuf, float *slots)
+/* --device: the host buffers' bytes to the device ones (to 1) or back (to 0) */
+static int bench_dev_sync(float *sbuf, float *rbuf, float *dsbuf, float *drbuf, size_t bytes,
+                          int to)
 {
+    if (dsbuf == NULL)
+        return 0;
+    if (to)
+        return bench_cuda_put(dsbuf, sbuf, bytes) | bench_cuda_put(drbuf, rbuf, bytes);
+    return bench_cuda_get(sbuf, dsbuf, bytes) | bench_cuda_get(rbuf, drbuf, bytes);
+}
+
+/* dsbuf, drbuf: --device's buffers (the calls use them), else NULL */
+static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t want_bytes, float *sbuf,
+                      float *rbuf, float *dsbuf, float *drbuf, float *slots)
+{
+    float *cs = dsbuf != NULL ? dsbuf : sbuf, *cr = dsbuf != NULL ? drbuf : rbuf;
     bench_shape_t s;
     int n = ring_comm_size(comm);
     double t0, per_call, iters_d, worst, wrong_all = 0;
@@ -329,13 +363,13 @@ static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t want_byte
 
     bench_coll_shape(o->coll, want_bytes, n, &s);
     for (int i = 0; i < o->warmup; i++)
-        if (bench_coll_call(comm, o, &s, sbuf, rbuf) != RING_OK)
+        if (bench_coll_call(comm, o, &s, cs, cr) != RING_OK)
             return -1;
     iters = o->iters;
     if (iters == 0) {
         /* estimate from one timed call; all ranks must agree on the count */
         t0 = bench_now();
-        if (bench_coll_call(comm, o, &s, sbuf, rbuf) != RING_OK)
+        if (bench_coll_call(comm, o, &s, cs, cr) != RING_OK)
             return -1;
         per_call = bench_now() - t0;
         if (bench_max(comm, slots, per_call, &worst) != RING_OK)
@@ -345,14 +379,16 @@ static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t want_byte
     }
     t0 = bench_now();
     for (int i = 0; i < iters; i++)
-        if (bench_coll_call(comm, o, &s, sbuf, rbuf) != RING_OK)
+        if (bench_coll_call(comm, o, &s, cs, cr) != RING_OK)
             return -1;
     per_call = (bench_now() - t0) / iters;
     if (bench_max(comm, slots, per_call, &worst) != RING_OK)
         return -1;
     if (o->check) {
         bench_coll_fill_check(comm, o, &s, sbuf, rbuf);
-        if (bench_coll_call(comm, o, &s, sbuf, rbuf) != RING_OK ||
+        if (bench_dev_sync(sbuf, rbuf, dsbuf, drbuf, o->max_bytes, 1) != 0 ||
+            bench_coll_call(comm, o, &s, cs, cr) != RING_OK ||
+            bench_dev_sync(sbuf, rbuf, dsbuf, drbuf, o->max_bytes, 0) != 0 ||
             bench_sum(comm, slots, (double)bench_coll_verify(comm, o, &s, sbuf, rbuf),
                       &wrong_all) != RING_OK)
             return -1;
@@ -443,7 +479,9 @@ static int bench_doctor(ring_comm_t *comm, const bench_opts_t *o)
 int main(int argc, char **argv)
 {
     bench_opts_t o = {.min_bytes = 4096, .max_bytes = 256u << 20, .factor = 4, .warmup = 3,
-                      .target_s = 0.3, .op = RING_SUM};
+                      .target_s = 0.3, .op = RING_SUM, .device = -1};
+    float *dsbuf = NULL, *drbuf = NULL;
+    char why[256];
     ring_config_t cfg;
     ring_comm_t *comm = NULL;
     float *sbuf = NULL, *rbuf = NULL, *slots = NULL;
@@ -511,9 +549,20 @@ int main(int argc, char **argv)
     memset(sbuf, 0, o.max_bytes);
     memset(rbuf, 0, o.max_bytes);
     bench_fill_timed(sbuf, o.max_bytes / sizeof(float), cfg.rank, o.sparsity, o.sparse_shared);
+    if (o.device >= 0 &&
+        (bench_cuda_open(o.device, why, sizeof(why)) != 0 ||
+         (dsbuf = bench_cuda_alloc(o.max_bytes + 64, why, sizeof(why))) == NULL ||
+         (drbuf = bench_cuda_alloc(o.max_bytes + 64, why, sizeof(why))) == NULL ||
+         (bench_dev_sync(sbuf, rbuf, dsbuf, drbuf, o.max_bytes, 1) != 0 &&
+          snprintf(why, sizeof(why), "--device cuda: copying to the GPU failed") > 0))) {
+        fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, why);
+        rc = 1;
+        goto out;
+    }
     if (ring_comm_open(&cfg, &comm) != RING_OK ||
-        (o.register_bufs && (ring_comm_register(comm, sbuf, o.max_bytes) != RING_OK ||
-                             ring_comm_register(comm, rbuf, o.max_bytes) != RING_OK))) {
+        (o.register_bufs &&
+         (ring_comm_register(comm, dsbuf != NULL ? dsbuf : sbuf, o.max_bytes) != RING_OK ||
+          ring_comm_register(comm, drbuf != NULL ? drbuf : rbuf, o.max_bytes) != RING_OK))) {
         fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, ring_last_error());
         rc = 1;
         goto out;
@@ -532,11 +581,12 @@ int main(int argc, char **argv)
                 snprintf(what, sizeof(what), "%s, op %s", bench_coll_name(o.coll),
                          o.op == RING_SUM ? "sum" : "avg");
             printf("# ring-bench (ringd %s): %s, %d peers, transport %s, chunk %zu, channels %d, "
-                   "streams %d, codec %s, lz4 %s, %s, sparsity %g%s\n", ring_version(), what,
+                   "streams %d, codec %s, lz4 %s, %s, sparsity %g%s%s\n", ring_version(), what,
                    cfg.world_size, ring_comm_transport(comm), cfg.chunk_bytes, cfg.channels,
                    cfg.tcp_streams, cfg.codec, cfg.lz4,
                    o.inplace || o.coll == BENCH_BROADCAST ? "in place" : "out of place",
-                   o.sparsity, o.sparse_shared ? " (shared)" : "");
+                   o.sparsity, o.sparse_shared ? " (shared)" : "",
+                   o.device >= 0 ? ", buffers in GPU memory" : "");
             printf("# algbw = bytes/time, busbw = algbw * %.3f (%s), counting the user's "
                    "float32 bytes%s\n", bench_coll_busbw_factor(o.coll, cfg.world_size),
                    cfg.world_size == 1                               ? "one peer"
@@ -553,15 +603,17 @@ int main(int argc, char **argv)
     }
     for (double b = (double)o.min_bytes; b <= (double)o.max_bytes; b *= o.factor) {
         size_t bytes = ((size_t)b / sizeof(float)) * sizeof(float);
-        int r = bench_size(comm, &o, bytes, sbuf, rbuf, slots);
+        int r = bench_size(comm, &o, bytes, sbuf, rbuf, dsbuf, drbuf, slots);
         if (r < 0) {
             fprintf(stderr, "ring-bench: rank %d: %s\n", cfg.rank, ring_last_error());
             rc = 1;
             goto out;
         }
         failed |= r;
-        if (o.check)
+        if (o.check) {
             bench_fill_timed(sbuf, o.max_bytes / sizeof(float), cfg.rank, o.sparsity, o.sparse_shared);
+            (void)bench_dev_sync(sbuf, rbuf, dsbuf, drbuf, o.max_bytes, 1);
+        }
     }
     if (cfg.rank == 0 && !o.csv) {
         ring_comm_stats_t st;
@@ -580,6 +632,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "ring-bench: the correctness check found wrong values\n");
 out:
     ring_comm_close(comm);
+    bench_cuda_free(dsbuf);
+    bench_cuda_free(drbuf);
     free(sbuf);
     free(rbuf);
     free(slots);

@@ -43,7 +43,15 @@ typedef struct bench_opts {
     size_t doctor_bytes;
     int overlap;        /* --overlap: allreduce while the caller computes */
     double compute_ms;  /* --compute-ms; 0: as long as the allreduce alone */
+    int device;         /* --device cuda[:N]: the GPU holding the buffers; -1: host */
 } bench_opts_t;
+
+/* ring-bench-cuda.c: --device cuda, through the CUDA runtime opened at run time */
+int bench_cuda_open(int device, char *why, size_t len);
+void *bench_cuda_alloc(size_t bytes, char *why, size_t len);
+int bench_cuda_put(void *dev, const void *host, size_t bytes);
+int bench_cuda_get(void *host, const void *dev, size_t bytes);
+void bench_cuda_free(void *dev);
 
 /* ---- ring-bench-data.c ----------------------------------------------------- */
 
