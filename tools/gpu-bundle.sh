@@ -92,6 +92,23 @@ if command -v compute-sanitizer > /dev/null && [ -z "${GPU_TESTS:-}" ]; then
         echo "compute-sanitizer memcheck $t: $(grep 'ERROR SUMMARY' "$R/$t-memcheck.log" | sort -u)"
     done
 fi
+if [ -z "${GPU_TESTS:-}" ]; then
+    # issue 45's bar: the codec pays on the GPU. n=4 on one GPU, 64 MiB of device
+    # buffers, every link capped at 1 gbit: fp16 encoded on the GPU vs fp32 (checked)
+    cuda_rt=$(find /usr/local /opt /usr/lib /usr/lib64 / -maxdepth 8 -xdev -name 'libcudart.so*' \
+        2>/dev/null | head -1)
+    [ -n "$cuda_rt" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cuda_rt")"
+    for codec in fp16 none; do
+        timeout 300 "$B/bin/ring-launch" -n 4 -- "$B/bin/ring-bench" --device cuda -b 64M -e 64M \
+            -n 3 -w 1 -c --rate-limit 1gbit --codec "$codec" > "$R/bench-device-$codec.txt" 2>&1
+        echo "ring-bench --device cuda n=4 64M 1gbit codec $codec: exit $?; $(grep -E '^ +[0-9]' \
+            "$R/bench-device-$codec.txt" | awk '{print "algbw " $5 " GB/s, busbw " $6 ", wrong " $7}')"
+    done
+    a16=$(grep -E '^ +[0-9]' "$R/bench-device-fp16.txt" | awk '{print $5}')
+    a32=$(grep -E '^ +[0-9]' "$R/bench-device-none.txt" | awk '{print $5}')
+    [ -n "$a16" ] && [ -n "$a32" ] &&
+        echo "device fp16 / fp32 algbw: $(awk -v a="$a16" -v b="$a32" 'BEGIN { printf "%.2f", a / b }') (bar: >= 1.9)"
+fi
 if [ -d "$B/data" ] && [ -z "${GPU_TESTS:-}" ]; then
     for d in cpu cuda; do
         echo "ringd fmnist-cnn --device $d, 1 peer, 400 steps:"
