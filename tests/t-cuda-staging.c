@@ -1,19 +1,18 @@
 /*
- * t-cuda-staging.c - src/device.c's staging of device buffers, on any
- * machine, with a fake device: this program defines ring_cuda_available,
- * ring_cuda_is_device_ptr, ring_cuda_memcpy_d2h/h2d and ring_cuda_dmabuf_fd
- * itself: every ring_cuda_* call the library makes, so the member of
- * libringd_internal.a that defines the real ones is never pulled in (one
- * call left to it would pull the member and clash). "Device memory" is an mmap'ed
- * region kept PROT_NONE outside the fake copies, so an engine that touched
- * a device buffer directly would crash the rank rather than pass.
+ * t-cuda-staging.c - src/core/device.c's staging of device buffers, on any
+ * machine, with the fake device of fake_cuda_device.c (every ring_cuda_*
+ * function, so libringd's own CUDA member is never pulled in): "device
+ * memory" kept PROT_NONE outside fake operations, so an engine that touched
+ * a device buffer directly would crash the rank rather than pass, and
+ * streams that run only when something waits for them.
  *
  * Covered: every placement (device to device, in place, device to host,
  * host to device) in rings of one and two, fp32 and half buffers, codecs,
  * two requests in flight sharing the one staging buffer, a staging buffer
  * that grows, host buffers never copied, and failed copies at begin and at
- * finish (RING_ERR_IO on that rank, the peer told). The real CUDA copies
- * are tested by t-cuda where there is a GPU.
+ * finish (RING_ERR_IO on that rank, the peer told), and every stream,
+ * event and host registration of the library gone after ring_comm_close.
+ * The real CUDA copies are tested by t-cuda where there is a GPU.
  */
 #include "ring_build.h"
 
@@ -21,89 +20,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "fake_cuda_device.h"
 #include "half.h"
 #include "harness.h"
 #include "tap.h"
 
-/* ---- the fake device ------------------------------------------------------- */
-
-#define DEV_BYTES ((size_t)64 << 20)
-
-static char *dev_base;
-static size_t dev_used;
-static unsigned long fake_copies;
-static int fail_d2h, fail_h2d; /* fault injection: the next copy that way fails */
-
-static void dev_open(void)
-{
-    if (dev_base == NULL) {
-        dev_base = mmap(NULL, DEV_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (dev_base == MAP_FAILED)
-            bail("mmap: %m");
-    }
-    dev_used = 0;
-}
+/* ---- the fake device (fake_cuda_device.c) -------------------------------- */
 
 static void *dev_alloc(size_t bytes)
 {
-    void *p = dev_base + dev_used;
+    void *p = NULL;
 
-    dev_used += (bytes + 4095) & ~(size_t)4095;
-    if (dev_used > DEV_BYTES)
+    if (ring_cuda_malloc(bytes, &p) != 0)
         bail("fake device memory exhausted");
     return p;
 }
 
-static void dev_copy(void *dst, const void *src, size_t bytes)
+/* copies of the device's staging (blocking or async) since the counters were zeroed */
+static uint64_t fake_copies(void)
 {
-    mprotect(dev_base, DEV_BYTES, PROT_READ | PROT_WRITE);
-    memcpy(dst, src, bytes);
-    mprotect(dev_base, DEV_BYTES, PROT_NONE);
-    fake_copies++;
-}
-
-/* the part of ring_cuda.h the library calls (prototypes there) */
-int ring_cuda_available(void);
-int ring_cuda_is_device_ptr(const void *p);
-int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes);
-int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes);
-int ring_cuda_dmabuf_fd(const void *dev_ptr, size_t bytes, int *fd, uintptr_t *base,
-                        size_t *len);
-
-int ring_cuda_available(void)
-{
-    return 1;
-}
-
-int ring_cuda_is_device_ptr(const void *p)
-{
-    return dev_base != NULL && (const char *)p >= dev_base && (const char *)p < dev_base + DEV_BYTES;
-}
-
-int ring_cuda_memcpy_d2h(void *dst, const void *dev_src, size_t bytes)
-{
-    if (fail_d2h || !ring_cuda_is_device_ptr(dev_src) || ring_cuda_is_device_ptr(dst))
-        return -1;
-    dev_copy(dst, dev_src, bytes);
-    return 0;
-}
-
-int ring_cuda_memcpy_h2d(void *dev_dst, const void *src, size_t bytes)
-{
-    if (fail_h2d || !ring_cuda_is_device_ptr(dev_dst) || ring_cuda_is_device_ptr(src))
-        return -1;
-    dev_copy(dev_dst, src, bytes);
-    return 0;
-}
-
-/* the fake device has no dma-buf: registration falls back as without a driver */
-int ring_cuda_dmabuf_fd(const void *dev_ptr, size_t bytes, int *fd, uintptr_t *base,
-                        size_t *len)
-{
-    (void)dev_ptr, (void)bytes, (void)fd, (void)base, (void)len;
-    return -1;
+    return fake_cuda_counts.d2h_copies + fake_cuda_counts.h2d_copies;
 }
 
 /* ---- allreduces with buffers where a placement says ------------------------ */
@@ -162,7 +99,7 @@ static void op_prepare(const op_t *o, int rank, int n, op_bufs_t *b)
     b->recv = b->out;
     if (o->place != P_HOST_TO_DEV && o->place != P_HOST) {
         b->send = dev_alloc(b->bytes);
-        (void)ring_cuda_memcpy_h2d(b->send, b->in, b->bytes);
+        fake_cuda_poke(b->send, b->in, b->bytes);
     }
     if (o->place == P_DEV_INPLACE)
         b->recv = b->send;
@@ -176,7 +113,7 @@ static int op_check(op_bufs_t *b)
     int good;
 
     if (ring_cuda_is_device_ptr(b->recv))
-        (void)ring_cuda_memcpy_d2h(b->out, b->recv, b->bytes);
+        fake_cuda_peek(b->out, b->recv, b->bytes);
     good = memcmp(b->out, b->want, b->bytes) == 0;
     free(b->in), free(b->out), free(b->want);
     return good;
@@ -187,7 +124,8 @@ static int op_check(op_bufs_t *b)
 #define MAX_OPS 16
 #define V_BAD 0       /* op i wrong: V_BAD + i */
 #define V_STATUS 20   /* op i status: V_STATUS + i */
-#define V_COPIES 40   /* fake copies after the host-only op */
+#define V_COPIES 40   /* fake copies during the host-only op */
+#define V_LEAKS 41    /* streams + events + registrations left after ring_comm_close */
 
 typedef struct tcase {
     int nops;
@@ -206,16 +144,17 @@ static int rank_fn(int rank, int n, const ring_config_t *cfg, void *arg)
     ring_status_t st;
     int failed = 0;
 
-    dev_open();
+    fake_cuda_reset();
     if ((st = ring_comm_open(cfg, &comm)) != RING_OK)
         return h_fail(st, "ring_comm_open");
     for (int i = 0; i < c->nops; i++) {
-        unsigned long before = fake_copies;
+        uint64_t before;
 
         op_prepare(&c->ops[i], rank, n, &bufs[i]);
-        if (rank == c->fail_rank) {
-            fail_d2h = !c->fail_finish;
-            fail_h2d = c->fail_finish;
+        before = fake_copies();
+        if (rank == c->fail_rank) { /* the first copy that way fails */
+            fake_cuda_knobs.fail_d2h = !c->fail_finish;
+            fake_cuda_knobs.fail_h2d = c->fail_finish;
         }
         if (c->async) {
             st = ring_allreduce_start(comm, bufs[i].send, bufs[i].recv, c->ops[i].count,
@@ -226,13 +165,13 @@ static int rank_fn(int rank, int n, const ring_config_t *cfg, void *arg)
         }
         st = ring_allreduce(comm, bufs[i].send, bufs[i].recv, c->ops[i].count, c->ops[i].dtype,
                             c->ops[i].op);
-        fail_d2h = fail_h2d = 0;
+        fake_cuda_knobs.fail_d2h = fake_cuda_knobs.fail_h2d = 0;
         h_put(V_STATUS + i, (uint64_t)st);
         if (st != RING_OK)
             h_msg("%s", ring_last_error());
         h_put(V_BAD + i, st == RING_OK ? !op_check(&bufs[i]) : 1);
         if (c->ops[i].place == P_HOST)
-            h_put(V_COPIES, fake_copies - before);
+            h_put(V_COPIES, fake_copies() - before);
         failed |= st != RING_OK;
     }
     for (int i = 0; c->async && i < c->nops; i++) {
@@ -242,6 +181,10 @@ static int rank_fn(int rank, int n, const ring_config_t *cfg, void *arg)
         failed |= st != RING_OK;
     }
     ring_comm_close(comm);
+    {
+        fake_cuda_live_t l = fake_cuda_live();
+        h_put(V_LEAKS, (uint64_t)(l.streams + l.events + l.registrations));
+    }
     return failed ? 1 : 0;
 }
 
@@ -275,16 +218,20 @@ static void check_ring(const char *label, int n, const tcase_t *c, const char *c
         for (int i = 0; i < c->nops; i++)
             good &= h_val(&run->r[r], V_STATUS + i, 99) == RING_OK &&
                     h_val(&run->r[r], V_BAD + i, 1) == 0;
+        good &= h_val(&run->r[r], V_LEAKS, 1) == 0;
     }
     if (!ok(good, "%s: %d peer%s, codec %s: exact on every rank", label, n, n > 1 ? "s" : "",
             codec)) {
         h_diag(run);
-        for (int r = 0; r < n; r++)
+        for (int r = 0; r < n; r++) {
+            diag("    rank %d: %llu streams, events and registrations left after close", r,
+                 (unsigned long long)h_val(&run->r[r], V_LEAKS, 99));
             for (int i = 0; i < c->nops; i++)
                 diag("    rank %d op %d (%s, %zu elements): status %llu, wrong %llu", r, i,
                      place_names[c->ops[i].place], c->ops[i].count,
                      (unsigned long long)h_val(&run->r[r], V_STATUS + i, 99),
                      (unsigned long long)h_val(&run->r[r], V_BAD + i, 1));
+        }
     }
 }
 
@@ -308,16 +255,15 @@ int main(void)
     plan(8);
 
     /* interposition works (or nothing below means anything) */
-    dev_open();
+    fake_cuda_reset();
     ring_config_init(&cfg);
     if (ring_config_set(&cfg, "rank", "0", RING_SRC_API) != RING_OK ||
         ring_config_set(&cfg, "world-size", "1", RING_SRC_API) != RING_OK ||
         ring_comm_open(&cfg, &comm) != RING_OK)
         bail("ring of one: %s", ring_last_error());
     op_prepare(&probe, 0, 1, &b);
-    fake_copies = 0;
     ok(ring_allreduce(comm, b.send, b.recv, probe.count, probe.dtype, probe.op) == RING_OK &&
-           fake_copies == 2 && op_check(&b),
+           fake_copies() == 2 && op_check(&b),
        "libringd stages through this program's fake device (2 copies, exact)");
     ring_comm_close(comm);
     ring_config_free(&cfg);
@@ -357,8 +303,10 @@ int main(void)
                     strstr(run->r[0].msg, finish ? "recvbuf" : "sendbuf") != NULL &&
                     h_val(&run->r[1], V_STATUS + (finish ? 1 : 0), 0) == RING_ERR_REMOTE &&
                     strstr(run->r[1].msg, "rank 0 failed") != NULL &&
-                    run->r[1].t_end < 8,
-                "a failed copy at %s: rank 0 fails with RING_ERR_IO, rank 1 is told",
+                    run->r[1].t_end < 8 && h_val(&run->r[0], V_LEAKS, 1) == 0 &&
+                    h_val(&run->r[1], V_LEAKS, 1) == 0,
+                "a failed copy at %s: rank 0 fails with RING_ERR_IO, rank 1 is told, "
+                "nothing left after close",
                 finish ? "finish (to the device recvbuf)" : "begin (from the device sendbuf)"))
             h_diag(run);
     }
