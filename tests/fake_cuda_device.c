@@ -110,6 +110,14 @@ static int leave(int rc)
     return rc;
 }
 
+/* the usual start of a call: its argument check, a device, the lock */
+#define BEGIN(_args_ok)                                                                      \
+    do {                                                                                     \
+        if (!ring_cuda_available() || !(_args_ok))                                           \
+            return -1;                                                                       \
+        enter();                                                                             \
+    } while (0)
+
 static void bug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void bug(const char *fmt, ...)
 {
@@ -351,22 +359,23 @@ int fake_cuda_user_kernel(void *stream, void (*fn)(void *arg), void *arg)
     return leave(0);
 }
 
-void fake_cuda_peek(void *dst, const void *dev_src, size_t bytes)
+static void raw_copy(void *dst, const void *src, size_t bytes)
 {
     enter();
     dev_open();
-    memcpy(dst, dev_src, bytes);
+    memcpy(dst, src, bytes);
     dev_close();
     leave(0);
 }
 
+void fake_cuda_peek(void *dst, const void *dev_src, size_t bytes)
+{
+    raw_copy(dst, dev_src, bytes);
+}
+
 void fake_cuda_poke(void *dev_dst, const void *src, size_t bytes)
 {
-    enter();
-    dev_open();
-    memcpy(dev_dst, src, bytes);
-    dev_close();
-    leave(0);
+    raw_copy(dev_dst, src, bytes);
 }
 
 fake_cuda_live_t fake_cuda_live(void)
@@ -393,18 +402,6 @@ uint64_t fake_cuda_stream_host_waits(void *stream)
     w = get_stream(stream, "fake_cuda_stream_host_waits")->host_waits;
     leave(0);
     return w;
-}
-
-size_t fake_cuda_stream_pending(void *stream)
-{
-    size_t n;
-
-    enter();
-    fstream_t *s = get_stream(stream, "fake_cuda_stream_pending");
-
-    n = (size_t)(queued_end(s) - s->done);
-    leave(0);
-    return n;
 }
 
 /* ---- ring_cuda.h: the device, memory, blocking copies ------------------------------- */
@@ -443,9 +440,7 @@ int ring_cuda_malloc(size_t bytes, void **dev_p)
     int d = cur_device;
     void *p;
 
-    if (dev_p == NULL || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(dev_p != NULL);
     if (dev_next[d] + span > DEV_SPAN)
         return leave(-1);
     p = dev_base + (size_t)d * DEV_SPAN + dev_next[d];
@@ -522,12 +517,8 @@ int ring_cuda_stream_create(void **stream_p)
 {
     fstream_t *s;
 
-    if (stream_p == NULL || !ring_cuda_available())
-        return -1;
-    if ((s = calloc(1, sizeof(*s))) == NULL)
-        return -1;
+    BEGIN(stream_p != NULL && (s = calloc(1, sizeof(*s))) != NULL);
     s->error_at = NONE;
-    enter();
     VEC_PUSH(streams, s);
     *stream_p = s;
     return leave(0);
@@ -537,9 +528,7 @@ int ring_cuda_stream_destroy(void *stream)
 {
     fstream_t *s;
 
-    if (stream == NULL || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(stream != NULL);
     s = get_stream(stream, "ring_cuda_stream_destroy");
     run_stream(s, NONE); /* its queued work still completes */
     s->destroyed = 1;
@@ -550,9 +539,7 @@ int ring_cuda_stream_sync(void *stream)
 {
     fstream_t *s;
 
-    if (!ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(1);
     s = get_stream(stream, "ring_cuda_stream_sync");
     fake_cuda_counts.stream_syncs++;
     s->host_waits++;
@@ -564,11 +551,7 @@ int ring_cuda_event_create(void **event_p)
 {
     fevent_t *e;
 
-    if (event_p == NULL || !ring_cuda_available())
-        return -1;
-    if ((e = calloc(1, sizeof(*e))) == NULL)
-        return -1;
-    enter();
+    BEGIN(event_p != NULL && (e = calloc(1, sizeof(*e))) != NULL);
     VEC_PUSH(events, e);
     *event_p = e;
     return leave(0);
@@ -576,9 +559,7 @@ int ring_cuda_event_create(void **event_p)
 
 int ring_cuda_event_destroy(void *event)
 {
-    if (event == NULL || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(event != NULL);
     get_event(event, "ring_cuda_event_destroy")->destroyed = 1;
     return leave(0);
 }
@@ -589,9 +570,7 @@ int ring_cuda_event_record(void *event, void *stream)
     fstream_t *s;
     int k = fake_cuda_knobs.lazy_queries;
 
-    if (event == NULL || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(event != NULL);
     e = get_event(event, "ring_cuda_event_record");
     s = get_stream(stream, "ring_cuda_event_record");
     e->s = s;
@@ -612,9 +591,7 @@ int ring_cuda_stream_wait_event(void *stream, void *event)
     fevent_t *e;
     fstream_t *s;
 
-    if (event == NULL || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(event != NULL);
     e = get_event(event, "ring_cuda_stream_wait_event");
     s = get_stream(stream, "ring_cuda_stream_wait_event");
     if (e->recorded) /* the record as it is now; a never-recorded event is no wait */
@@ -626,9 +603,7 @@ int ring_cuda_event_query(void *event)
 {
     fevent_t *e;
 
-    if (event == NULL || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(event != NULL);
     e = get_event(event, "ring_cuda_event_query");
     fake_cuda_counts.event_queries++;
     if (fault(&fake_cuda_knobs.fail_query))
@@ -649,9 +624,7 @@ int ring_cuda_event_sync(void *event)
 {
     fevent_t *e;
 
-    if (event == NULL || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(event != NULL);
     e = get_event(event, "ring_cuda_event_sync");
     fake_cuda_counts.event_syncs++;
     if (!e->recorded)
@@ -714,9 +687,7 @@ int ring_cuda_memcpy_d2d_async(void *dev_dst, const void *dev_src, size_t bytes,
 
 int ring_cuda_host_register(void *p, size_t bytes)
 {
-    if (p == NULL || bytes == 0 || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(p != NULL && bytes > 0);
     check_host(p, bytes, "ring_cuda_host_register");
     for (size_t i = 0; i < regs.n; i++)
         if ((char *)p < regs.v[i].p + regs.v[i].bytes && regs.v[i].p < (char *)p + bytes) {
@@ -742,9 +713,7 @@ static int queued_on(const fstream_t *s, const range_t *r)
 
 int ring_cuda_host_unregister(void *p)
 {
-    if (p == NULL || !ring_cuda_available())
-        return -1;
-    enter();
+    BEGIN(p != NULL);
     for (size_t i = 0; i < regs.n; i++) {
         if (regs.v[i].p != p)
             continue;
@@ -787,55 +756,30 @@ static int launch(const char *what, void *stream, const op_t *o)
     return leave(0);
 }
 
-int ring_cuda_encode_f16(uint16_t *dev_dst, const float *dev_src, float scale, size_t n,
-                         void *stream)
-{
-    return launch("ring_cuda_encode_f16", stream,
-                  &(op_t){.kind = OP_ENCODE, .dst = dev_dst, .src = dev_src, .s1 = scale, .n = n});
-}
+/* the four conversions and the two fused steps share their shapes */
+#define CONVERT(_name, _dst_t, _src_t, _kind, _bf16)                                          \
+    int _name(_dst_t *dev_dst, const _src_t *dev_src, float scale, size_t n, void *stream)   \
+    {                                                                                        \
+        return launch(#_name, stream, &(op_t){.kind = _kind, .bf16 = _bf16, .dst = dev_dst,  \
+                                              .src = dev_src, .s1 = scale, .n = n});         \
+    }
+CONVERT(ring_cuda_encode_f16, uint16_t, float, OP_ENCODE, 0)
+CONVERT(ring_cuda_decode_f16, float, uint16_t, OP_DECODE, 0)
+CONVERT(ring_cuda_encode_bf16, uint16_t, float, OP_ENCODE, 1)
+CONVERT(ring_cuda_decode_bf16, float, uint16_t, OP_DECODE, 1)
 
-int ring_cuda_decode_f16(float *dev_dst, const uint16_t *dev_src, float scale, size_t n,
-                         void *stream)
-{
-    return launch("ring_cuda_decode_f16", stream,
-                  &(op_t){.kind = OP_DECODE, .dst = dev_dst, .src = dev_src, .s1 = scale, .n = n});
-}
-
-int ring_cuda_encode_bf16(uint16_t *dev_dst, const float *dev_src, float scale, size_t n,
-                          void *stream)
-{
-    return launch("ring_cuda_encode_bf16", stream,
-                  &(op_t){.kind = OP_ENCODE, .bf16 = 1, .dst = dev_dst, .src = dev_src,
-                          .s1 = scale, .n = n});
-}
-
-int ring_cuda_decode_bf16(float *dev_dst, const uint16_t *dev_src, float scale, size_t n,
-                          void *stream)
-{
-    return launch("ring_cuda_decode_bf16", stream,
-                  &(op_t){.kind = OP_DECODE, .bf16 = 1, .dst = dev_dst, .src = dev_src,
-                          .s1 = scale, .n = n});
-}
-
-int ring_cuda_fused_f16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
-                        const float *dev_local, float in_scale, float local_scale,
-                        float out_scale, size_t n, void *stream)
-{
-    return launch("ring_cuda_fused_f16", stream,
-                  &(op_t){.kind = OP_FUSED, .dst = dev_out, .dst2 = dev_final, .src = dev_in,
-                          .src2 = dev_local, .s1 = in_scale, .s2 = local_scale,
-                          .s3 = out_scale, .n = n});
-}
-
-int ring_cuda_fused_bf16(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,
-                         const float *dev_local, float in_scale, float local_scale,
-                         float out_scale, size_t n, void *stream)
-{
-    return launch("ring_cuda_fused_bf16", stream,
-                  &(op_t){.kind = OP_FUSED, .bf16 = 1, .dst = dev_out, .dst2 = dev_final,
-                          .src = dev_in, .src2 = dev_local, .s1 = in_scale, .s2 = local_scale,
-                          .s3 = out_scale, .n = n});
-}
+#define FUSED(_name, _bf16)                                                                  \
+    int _name(uint16_t *dev_out, float *dev_final, const uint16_t *dev_in,                 \
+              const float *dev_local, float in_scale, float local_scale, float out_scale,  \
+              size_t n, void *stream)                                                      \
+    {                                                                                        \
+        return launch(#_name, stream,                                                        \
+                      &(op_t){.kind = OP_FUSED, .bf16 = _bf16, .dst = dev_out,               \
+                              .dst2 = dev_final, .src = dev_in, .src2 = dev_local,           \
+                              .s1 = in_scale, .s2 = local_scale, .s3 = out_scale, .n = n});  \
+    }
+FUSED(ring_cuda_fused_f16, 0)
+FUSED(ring_cuda_fused_bf16, 1)
 
 /* absmax of each range, as ring_absmax_elem folds it; blocking: the stream runs first */
 static int absmax(const char *what, const float *src, const size_t *offs, const size_t *lens,

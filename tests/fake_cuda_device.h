@@ -87,7 +87,4 @@ fake_cuda_live_t fake_cuda_live(void);
  * calls on it) on one stream since fake_cuda_reset; queries do not count. */
 uint64_t fake_cuda_stream_host_waits(void *stream);
 
-/* Operations queued on stream and not yet run. */
-size_t fake_cuda_stream_pending(void *stream);
-
 #endif /* RING_FAKE_CUDA_DEVICE_H */
