@@ -543,7 +543,8 @@ int ring_comm_progress(ring_comm_t *comm)
                       moved = comm->tp_ops->progress(comm->tp));
     /* start the next request first, so a notice already waiting is blamed on it */
     req = next_unfinished(comm);
-    if (req != NULL && !req->started) {
+    /* hook: device.c, a device request waits for the caller's stream to reach it */
+    if (req != NULL && !req->started && ring_dev_begin_ready(comm, req)) {
         request_begin(comm, req);
         moved++;
     }
@@ -560,6 +561,8 @@ int ring_comm_progress(ring_comm_t *comm)
         int finished = 1;
 
         if (!req->started) {
+            if (!ring_dev_begin_ready(comm, req))
+                break;
             request_begin(comm, req);
             moved++;
             if (comm->error != RING_OK)

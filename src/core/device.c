@@ -47,8 +47,8 @@ static ring_status_t dev_fail(ring_comm_t *comm, const ring_request_t *req, ring
     return ring_comm_fail(comm, &(ring_fault_t){.status = status, .culprit = comm->rank,
                                                 .step = -1},
                           "round %llu (tensor id %u): %s (%zu bytes of a CUDA device buffer "
-                          "on GPU %d)", (unsigned long long)req->round, req->tensor_id, what,
-                          dev_request_bytes(req), comm->dev->device);
+                          "on rank %d's GPU %d)", (unsigned long long)req->round, req->tensor_id,
+                          what, dev_request_bytes(req), comm->rank, comm->dev->device);
 }
 
 /* ---- the communicator's device state --------------------------------------- */
@@ -127,6 +127,21 @@ ring_status_t ring_dev_request_start(ring_comm_t *comm, ring_request_t *req, rin
                               "caller's CUDA stream (a stream of another GPU than %d?)", device);
     req->dev = RING_DEV_STAGED; /* begin may take the codec path instead */
     return RING_OK;
+}
+
+/* A device request begins once the caller's stream has reached the call: its first
+ * steps wait for the device (the bounds, the staging copy), and the host must not
+ * wait for the caller's work in ring_allreduce_start_stream (which runs the engine
+ * when there is no progress thread). Meanwhile the engine polls, never sleeps. */
+int ring_dev_begin_ready(ring_comm_t *comm, const ring_request_t *req)
+{
+    int done;
+
+    if (req->dev == RING_DEV_HOST)
+        return 1;
+    done = ring_cuda_event_query(comm->dev->in_event[dev_slot(comm, req)]);
+    comm->dev->waiting = done == 0;
+    return done != 0; /* a failure shows when it begins */
 }
 
 /* ---- staging ------------------------------------------------------------------ */
@@ -232,7 +247,7 @@ ring_status_t ring_dev_request_wait(ring_request_t *req, ring_stream_t stream, i
 
 int ring_dev_busy(const ring_comm_t *comm)
 {
-    return comm->dev != NULL && comm->dev->pending > 0;
+    return comm->dev != NULL && (comm->dev->pending > 0 || comm->dev->waiting);
 }
 
 /* Before the channels' buffers are freed: they may be page-locked. */

@@ -56,6 +56,7 @@ typedef struct ring_dev {
     void *in_event[RING_MAX_REQUESTS];   /* per request slot: recorded on the caller's stream */
     void *done_event[RING_MAX_REQUESTS]; /* per request slot: its last device writes */
     unsigned pending;          /* copies the gates still wait for (the engine must not sleep) */
+    int waiting;               /* the next request waits for the caller's stream (same) */
     void *stage;               /* device.c: page-locked host staging, grow-only */
     size_t stage_bytes;
     ring_dev_channel_t ch[RING_MAX_CHANNELS];
@@ -71,6 +72,8 @@ enum { RING_DEV_HOST, RING_DEV_STAGED, RING_DEV_CODEC };
  * the communicator's GPU, and the caller's stream captured in an event.
  * RING_ERR_INVALID (nothing queued) for a second GPU. */
 ring_status_t ring_dev_request_start(ring_comm_t *comm, ring_request_t *req, ring_stream_t stream);
+/* 0 while the caller's stream has not reached the request's start: not begun yet. */
+int ring_dev_begin_ready(ring_comm_t *comm, const ring_request_t *req);
 /* When it begins: the codec path, or the staging copy in. */
 ring_status_t ring_dev_request_begin(ring_comm_t *comm, ring_request_t *req);
 /* When the ring is done: the staged result copied back; the done event recorded. */

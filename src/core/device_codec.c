@@ -34,9 +34,9 @@ static ring_status_t dev_fail(ring_comm_t *comm, const ring_request_t *req, cons
 {
     return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_IO, .culprit = comm->rank,
                                                 .step = -1},
-                          "round %llu (tensor id %u): %s on GPU %d (CUDA device buffers of "
-                          "%zu floats)", (unsigned long long)req->round, req->tensor_id, what,
-                          comm->dev->device, req->count);
+                          "round %llu (tensor id %u): %s on rank %d's GPU %d (CUDA device "
+                          "buffers of %zu floats)", (unsigned long long)req->round, req->tensor_id,
+                          what, comm->rank, comm->dev->device, req->count);
 }
 
 int ring_dev_codec_takes(const ring_comm_t *comm, const ring_request_t *req)
@@ -403,7 +403,8 @@ int ring_dev_recv_ready(ring_comm_t *comm, ring_channel_t *ch, uint32_t q)
     if (done < 0) {
         (void)ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_IO,
                                                    .culprit = comm->rank, .step = -1},
-                             "a copy of a received chunk to GPU %d failed", comm->dev->device);
+                             "a copy of a received chunk to rank %d's GPU %d failed", comm->rank,
+                             comm->dev->device);
         return -1;
     }
     return 1;
