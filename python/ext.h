@@ -114,6 +114,10 @@ typedef struct ringpy_request {
     ringpy_buf_t bufs[2];
     int nbufs;
     size_t *counts;        /* allgatherv's per-rank byte counts, alive until done */
+    int has_stream;        /* started by ring_allreduce_start_stream (a CUDA stream given) */
+    ring_stream_t stream;  /* that stream (a cudaStream_t as an integer from Python) */
+    int device_pending;    /* finished by ring_request_wait_stream: the result is ordered on
+                            * `stream`, the host did not wait for the device */
     const char *op;        /* "allreduce", "broadcast", ... */
     /* set under the comm's lock by whichever thread waits */
     int waiting;           /* a thread is in ring_request_wait for it (threaded comm) */
@@ -129,6 +133,9 @@ ringpy_request_t *ringpy_request_new(ringpy_comm_t *comm, const char *op);
 
 /* The start function of one collective, called with the comm's lock held. */
 typedef ring_status_t (*ringpy_start_fn)(ring_comm_t *comm, ringpy_request_t *r, void *arg);
+
+/* obj (None, or an int: a cudaStream_t's value) into r->stream; -1 with an error. */
+int ringpy_request_set_stream(ringpy_request_t *r, PyObject *obj, const char *what);
 
 /* Start r: fn runs without the GIL under the comm's lock; on failure raises, drops r and
  * returns NULL, else returns r. */

@@ -62,27 +62,35 @@ static ring_status_t start_allreduce(ring_comm_t *comm, ringpy_request_t *r, voi
 {
     const start_args_t *a = arg;
 
+    if (r->has_stream)
+        return ring_allreduce_start_stream(comm, a->send, a->recv, a->count,
+                                           (ring_dtype_t)a->dtype, (ring_op_t)a->op,
+                                           a->tensor_id, a->flags, r->stream, &r->req);
     return ring_allreduce_start_flags(comm, a->send, a->recv, a->count, (ring_dtype_t)a->dtype,
                                       (ring_op_t)a->op, a->tensor_id, a->flags, &r->req);
 }
 
 PyObject *ringpy_comm_allreduce_start(ringpy_comm_t *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"send", "recv", "op", "exact", "tensor_id", NULL};
-    PyObject *send, *recv = Py_None;
+    static char *kwlist[] = {"send", "recv", "op", "exact", "tensor_id", "stream", NULL};
+    PyObject *send, *recv = Py_None, *stream = Py_None;
     int op = RING_SUM, exact = 0;
     unsigned int tensor_id = 0;
     ringpy_request_t *r;
     start_args_t a;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OipI:allreduce_start", kwlist, &send, &recv,
-                                     &op, &exact, &tensor_id))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OipIO:allreduce_start", kwlist, &send, &recv,
+                                     &op, &exact, &tensor_id, &stream))
         return NULL;
     if (check_op(op, "allreduce") < 0 || ringpy_comm_check_free(self) < 0)
         return NULL;
     r = ringpy_request_new(self, "allreduce");
     if (r == NULL)
         return NULL;
+    /* a CUDA stream (device buffers): libringd waits on the device for the work queued on it
+     * before the call, and wait() orders the result on it (comm.h) */
+    if (ringpy_request_set_stream(r, stream, "allreduce") < 0)
+        goto fail;
     if (get_reduce_bufs(r, send, recv, "allreduce") < 0)
         goto fail;
     if (r->nbufs == 2 && r->bufs[1].nbytes != r->bufs[0].nbytes) {

@@ -31,3 +31,23 @@ def load(split, limit=None):
         x, y = x[:limit], y[:limit]
     x = (x.astype(np.float32) / 255.0 - 0.2860) / 0.3530  # the training set's mean and std
     return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def device(name):
+    """The torch.device for --device cpu|cuda: under ringd (ringd.init() called first),
+    cuda is this peer's GPU of its host, cuda:(local rank mod the GPUs there): ringd
+    takes one GPU per process. A clear exit when CUDA is asked for and not there."""
+    if name == "cpu":
+        return torch.device("cpu")
+    if name != "cuda":
+        raise SystemExit("--device %s: expected cpu or cuda" % name)
+    if not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch.cuda.is_available() is False (no GPU, no "
+                         "driver, or a CPU-only torch build %s): use --device cpu"
+                         % torch.__version__)
+    import sys
+    ringd = sys.modules.get("ringd")
+    local = ringd.local_rank() if ringd is not None and ringd.is_initialized() else 0
+    index = max(local, 0) % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)

@@ -27,6 +27,7 @@ _comm = None          # _ringd.Comm while initialized
 _config = None        # the _ringd.Config it was opened with
 _pending = collections.deque()  # Handles started and not claimed by a waiter, oldest first
 _closed_once = False  # shutdown() was called: say so in NotInitializedError
+_gpu = None           # the CUDA device index this ring's torch tensors are on, once seen
 
 _OPS = {"sum": _ringd.SUM, "avg": _ringd.AVG, "average": _ringd.AVG, "mean": _ringd.AVG}
 
@@ -35,11 +36,16 @@ class Handle:
     """A started collective. wait() blocks until it finishes (GIL released; bounded by the
     timeout setting) and returns its result or raises its ringd.Error; done() tells without
     blocking whether it has finished (False while another thread is inside a call that
-    holds the communicator)."""
+    holds the communicator).
 
-    __slots__ = ("_req", "_finish", "_result", "_error", "_done", "_claimed", "op")
+    An allreduce of CUDA memory is ordered on the caller's CUDA stream: wait() returns once
+    the ring is done and that stream waits (on the device) for the result, so work queued
+    on it afterwards sees the result, without the host waiting for the GPU (NCCL's way).
+    wait(blocking=True) also makes the host wait until the result is in the tensor."""
 
-    def __init__(self, req, finish, op):
+    __slots__ = ("_req", "_finish", "_result", "_error", "_done", "_claimed", "op", "_sync")
+
+    def __init__(self, req, finish, op, sync=None):
         self._req = req        # _ringd.Request: holds the buffers until finished
         self._finish = finish  # () -> the result, once the request succeeded
         self._result = None
@@ -47,12 +53,15 @@ class Handle:
         self._done = False
         self._claimed = False  # a thread is finishing it
         self.op = op
+        self._sync = sync      # CUDA memory: what to synchronize on for a blocking wait
 
-    def _complete(self):
+    def _complete(self, blocking=False):
         """Wait for the request and keep the outcome (by the thread that claimed it,
         without _lock)."""
         try:
-            self._req.wait()
+            self._req.wait(blocking=blocking)
+            if not self._req.device_pending:
+                self._sync = None  # the host has waited for the device
             self._result = self._finish()
         except _errors.NonFiniteError as e:
             e.tensor = self._finish()
@@ -66,9 +75,15 @@ class Handle:
                 self._done = True
                 _cond.notify_all()
 
-    def wait(self):
+    def wait(self, blocking=False):
+        """The result (or the collective's ringd.Error). blocking: for CUDA memory, also
+        wait on the host until the device has written the result (without it the result
+        is ordered on the caller's stream only)."""
         if not self._done:
-            _finish_through(self)
+            _finish_through(self, blocking)
+        if blocking and self._sync is not None and self._error is None:
+            _tensor.synchronize(self._sync)  # finished on its stream earlier
+            self._sync = None
         if self._error is not None:
             raise self._error
         return self._result
@@ -91,7 +106,7 @@ def _claim_oldest():
     return h
 
 
-def _finish_through(handle):
+def _finish_through(handle, blocking=False):
     """Finish the pending handles, oldest first, up to and including handle; or sleep
     until the thread that claimed it has finished it."""
     batch = []
@@ -104,7 +119,7 @@ def _finish_through(handle):
                 if batch[-1] is handle:
                     break
     for h in batch:
-        h._complete()
+        h._complete(blocking)
     with _cond:
         while not handle._done:  # another thread's wait, bounded by the timeout setting
             _cond.wait(1.0)
@@ -122,7 +137,7 @@ def _require(what):
     return _comm
 
 
-def _start(what, start, finish):
+def _start(what, start, finish, sync=None):
     """Start a request (start() -> _ringd.Request) and return its Handle; with
     MAX_REQUESTS outstanding, finish the oldest first."""
     while True:
@@ -131,7 +146,7 @@ def _start(what, start, finish):
             comm = _require(what)
             if comm.live < _ringd.MAX_REQUESTS:
                 try:
-                    h = Handle(start(), finish, what)
+                    h = Handle(start(), finish, what, sync)
                     _pending.append(h)
                     return h
                 except _errors.Error as e:
@@ -211,6 +226,7 @@ def init(**overrides):
                 break
         _comm = _ringd.Comm(cfg)
         _config = cfg
+        _set_gpu(None)
         local = cfg.launch["local_rank"]
         if local == 0 or (local < 0 and _comm.rank == 0):
             _warn_blas()
@@ -345,11 +361,70 @@ def _exact(codec, what):
                      "ringd.init(codec='fp16')" % (what, codec))
 
 
+def _set_gpu(index):
+    global _gpu
+    _gpu = index
+
+
+def _check_same_place(tensor, out, what):
+    """out= must be where tensor is (before anything is queued)."""
+    a, b = _tensor.where(tensor), _tensor.where(out)
+    if a == b or (a.startswith("cuda") and b.startswith("cuda") and "cuda" in (a, b)):
+        return
+    raise ValueError("ringd.%s: the tensor is on %s, out= on %s: they must be on the same "
+                     "device (allocate out like the tensor: torch.empty_like(tensor))"
+                     % (what, a, b))
+
+
+def _check_gpu(tensor, what):
+    """One GPU per process: libringd's communicator takes device memory of the first GPU it
+    is given only. Said here, naming both, for torch tensors (whose device is known)."""
+    if not _tensor.is_torch(tensor):
+        return None
+    index = _tensor._index(tensor)
+    if _gpu is not None and index != _gpu:
+        raise _errors.InvalidError(
+            "ringd.%s: the tensor is on cuda:%d, but this process's ring already moves CUDA "
+            "tensors of cuda:%d: ringd takes one GPU per process (call "
+            "torch.cuda.set_device(local_rank) before building the model, and keep its "
+            "tensors there; or copy this one with .to('cuda:%d'))"
+            % (what, index, _gpu, _gpu), "RING_ERR_INVALID")
+    return index
+
+
+def _allreduce_device(tensor, opc, exact, out, tensor_id):
+    """allreduce_async of CUDA memory: started on the caller's stream (ringd/_tensor.py)."""
+    if out is not None and out is not tensor:
+        _check_same_place(tensor, out, "allreduce")
+    if _tensor.is_torch(tensor) or not _tensor.has_cai(tensor):
+        t = tensor if _tensor.is_torch(tensor) else _tensor._dlpack_cuda(tensor)
+        index = _check_gpu(t, "allreduce")
+    else:
+        t, index = tensor, None
+    send, stream = _tensor.as_device_buffer(t, "allreduce: tensor",
+                                            writable=out is None or out is tensor)
+    if out is None or out is tensor:
+        result, recv = tensor, None
+    else:
+        result = out
+        recv, _ = _tensor.as_device_buffer(out, "allreduce: out")
+    h = _start("allreduce",
+               lambda: _comm.allreduce_start(send, recv, opc, exact, tensor_id, stream),
+               lambda: result, t if _tensor.is_torch(t) else result)
+    if index is not None and _gpu is None:
+        _set_gpu(index)
+    return h
+
+
 def allreduce_async(tensor, op="sum", codec=None, out=None, tensor_id=0):
-    """Start an allreduce of tensor (float32, float16 or bfloat16; numpy or CPU torch),
-    in place, or into out. The Handle's wait() returns the result tensor."""
+    """Start an allreduce of tensor (float32, float16 or bfloat16; numpy, torch on the CPU
+    or a CUDA device, or CUDA memory with __cuda_array_interface__), in place, or into out.
+    The Handle's wait() returns the result tensor; for CUDA memory it is then ordered on
+    the caller's CUDA stream (Handle.wait)."""
     opc = _op_code(op, "allreduce")
     exact = _exact(codec, "allreduce")
+    if _tensor.is_device(tensor) or (out is not None and _tensor.is_device(out)):
+        return _allreduce_device(tensor, opc, exact, out, tensor_id)
     send = _tensor.as_buffer(tensor, "allreduce: tensor")
     if out is None or out is tensor:
         result, recv = tensor, None
@@ -362,13 +437,21 @@ def allreduce_async(tensor, op="sum", codec=None, out=None, tensor_id=0):
 
 def allreduce(tensor, op="sum", codec=None, out=None, tensor_id=0):
     """Allreduce tensor over every peer (sum or avg), in place or into out; returns the
-    result. Bitwise identical on every peer."""
+    result. Bitwise identical on every peer. CUDA memory: the result is ordered on the
+    caller's stream when this returns (Handle.wait)."""
     return allreduce_async(tensor, op, codec, out, tensor_id).wait()
 
 
 def broadcast_async(tensor, root=0, tensor_id=0):
     """Start a broadcast of root's tensor into every peer's tensor (in place; any dtype,
-    moved as bytes). The Handle's wait() returns the tensor."""
+    moved as bytes). The Handle's wait() returns the tensor. A CUDA torch tensor is staged
+    through a host copy (made on its current stream; the result copied back on it)."""
+    if _tensor.is_torch_cuda(tensor):
+        _check_gpu(tensor, "broadcast")
+        stage = _Staged(tensor)
+        buf = _tensor.as_buffer(stage.host, "broadcast: tensor")
+        return _start("broadcast", lambda: _comm.broadcast_start(buf, int(root), tensor_id),
+                      lambda: stage.back(stage.host, tensor))
     buf = _tensor.as_buffer(tensor, "broadcast: tensor")
     return _start("broadcast",
                   lambda: _comm.broadcast_start(buf, int(root), tensor_id),
@@ -378,6 +461,36 @@ def broadcast_async(tensor, root=0, tensor_id=0):
 def broadcast(tensor, root=0, tensor_id=0):
     """Every peer's tensor becomes root's, bit for bit; returns tensor."""
     return broadcast_async(tensor, root, tensor_id).wait()
+
+
+class _Staged:
+    """A CUDA torch tensor's collective through host memory: a copy to the host, made on
+    the tensor's current stream (the copy waits for the work queued there), and the
+    result's copy back made on that same stream whichever thread finishes the handle."""
+
+    def __init__(self, tensor):
+        torch = _tensor._torch()
+        self.device = tensor.device
+        self.stream = torch.cuda.current_stream(tensor.device)
+        self.host = tensor.detach().to("cpu") if tensor.numel() else \
+            torch.empty(tensor.shape, dtype=tensor.dtype)
+
+    def back(self, host, dest):
+        """host's values into dest (a CUDA tensor), or a new tensor on the device when dest
+        is None; returns it."""
+        torch = _tensor._torch()
+        with torch.cuda.stream(self.stream):
+            if dest is None:
+                return host.to(self.device)
+            dest.copy_(host)
+            return dest
+
+
+def _staged_out(tensor, out, what):
+    if out is not None:
+        _check_same_place(tensor, out, what)
+        if not out.is_contiguous():
+            raise ValueError("ringd.%s: out is not contiguous: pass a contiguous tensor" % what)
 
 
 def _gather_shape(comm, tensor, sizes):
@@ -404,7 +517,18 @@ def allgather_async(tensor, sizes=None, out=None, tensor_id=0):
     dimension (a 0-d tensor gives shape (size,)). sizes: each rank's first-dimension length
     when they differ (allgatherv). The Handle's wait() returns the new tensor (or out)."""
     comm = _require("allgather")
+    _tensor.refuse_cai(tensor, "allgather: tensor")
+    _tensor.refuse_cai(out, "allgather: out")
     shape, counts = _gather_shape(comm, tensor, sizes)
+    if _tensor.is_torch_cuda(tensor) or (out is not None and _tensor.is_torch_cuda(out)):
+        _staged_out(tensor, out, "allgather")
+        _check_gpu(tensor, "allgather")
+        stage = _Staged(tensor)
+        host_out = _tensor.empty(stage.host, shape)
+        send = _tensor.as_buffer(stage.host, "allgather: tensor")
+        recv = _tensor.as_buffer(host_out, "allgather: out")
+        return _start("allgather", lambda: _comm.allgather_start(send, recv, counts, tensor_id),
+                      lambda: stage.back(host_out, out))
     if out is None:
         out = _tensor.empty(tensor, shape)
     send = _tensor.as_buffer(tensor, "allgather: tensor")
@@ -425,10 +549,22 @@ def reduce_scatter_async(tensor, op="sum", codec=None, out=None, tensor_id=0):
     opc = _op_code(op, "reduce_scatter")
     exact = _exact(codec, "reduce_scatter")
     comm = _require("reduce_scatter")
+    _tensor.refuse_cai(tensor, "reduce_scatter: tensor")
+    _tensor.refuse_cai(out, "reduce_scatter: out")
     shape = _tensor.shape_of(tensor)
     if not shape or shape[0] % comm.size != 0:
         raise ValueError("ringd.reduce_scatter: the tensor's shape %r: its first dimension "
                          "must be a multiple of the world size (%d)" % (shape, comm.size))
+    if _tensor.is_torch_cuda(tensor) or (out is not None and _tensor.is_torch_cuda(out)):
+        _staged_out(tensor, out, "reduce_scatter")
+        _check_gpu(tensor, "reduce_scatter")
+        stage = _Staged(tensor)
+        host_out = _tensor.empty(stage.host, (shape[0] // comm.size,) + tuple(shape[1:]))
+        send = _tensor.as_buffer(stage.host, "reduce_scatter: tensor")
+        recv = _tensor.as_buffer(host_out, "reduce_scatter: out")
+        return _start("reduce_scatter",
+                      lambda: _comm.reduce_scatter_start(send, recv, opc, exact, tensor_id),
+                      lambda: stage.back(host_out, out))
     if out is None:
         out = _tensor.empty(tensor, (shape[0] // comm.size,) + tuple(shape[1:]))
     send = _tensor.as_buffer(tensor, "reduce_scatter: tensor")

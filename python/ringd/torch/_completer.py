@@ -24,6 +24,14 @@ its peer_rank, and DDP must still finish its backward (else its next step
 trips an internal assert): there a failed collective completes its future
 with its unreduced buffer, and a final callback of the backward, which runs
 after DDP's, raises the error (raise_failure_at_end_of_backward).
+
+CUDA tensors: the future is torch's CUDA-aware one (Future(devices=[d])), and
+its value is set with the stream the collective was started on as the current
+stream, after the handles were waited for on it (ringd orders an allreduce's
+result on that stream): torch records an event there, and whoever waits on
+the future (wait(), value(), then()'s callbacks, DDP) has its own current
+stream wait for that event, so the tensors are ready in stream order without
+the host waiting for the GPU. A failed one gets set_exception.
 """
 import queue
 import threading
@@ -75,11 +83,17 @@ class _Runner:
             item = self.queue.get()
             if item is None:
                 return
-            source, value, held = item
+            source, value, held, stream = item
             if held:
                 _hold_while_collecting()
             try:
-                source.set_result(value)  # runs then()'s callbacks here
+                if stream is None:
+                    source.set_result(value)  # runs then()'s callbacks here
+                elif isinstance(value, _Failed):
+                    source.set_exception(value.error)
+                else:
+                    with torch.cuda.stream(stream):  # the event is recorded on it
+                        source.set_result(value)
             except BaseException:  # noqa: B902 - a callback's error is its future's
                 pass
             with _lock:
@@ -129,10 +143,14 @@ def _value_anyway(value, on_done):
 
 def _wait_loop():
     while True:
-        handles, source, value, on_done, depth, soft = _waiting.get()
-        result = _outcome(handles, value, on_done, soft)
+        handles, source, value, on_done, depth, soft, stream = _waiting.get()
+        if stream is None:
+            result = _outcome(handles, value, on_done, soft)
+        else:
+            with torch.cuda.stream(stream):  # on_done's copies too, in the caller's order
+                result = _outcome(handles, value, on_done, soft)
         # started by a backward pass (soft): its callbacks wait for the pass's end
-        _runner(depth).queue.put((source, result, soft and depth == 0))
+        _runner(depth).queue.put((source, result, soft and depth == 0, stream))
 
 
 def _runner(depth):
@@ -140,6 +158,27 @@ def _runner(depth):
         while len(_runners) <= depth:
             _runners.append(_Runner(len(_runners)))
         return _runners[depth]
+
+
+def cuda_device(value):
+    """The CUDA device of the first CUDA tensor in value (a tensor, or a list or tuple of
+    them, nested), or None."""
+    if isinstance(value, torch.Tensor):
+        return value.device if value.device.type == "cuda" else None
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            d = cuda_device(v)
+            if d is not None:
+                return d
+    return None
+
+
+def _source_for(value):
+    """(the future to complete, the stream to complete it on: None for CPU values)."""
+    dev = cuda_device(value)
+    if dev is None:
+        return torch.futures.Future(), None
+    return torch.futures.Future(devices=[dev]), torch.cuda.current_stream(dev)
 
 
 def future_of(handles, value, on_done=None):
@@ -156,9 +195,9 @@ def future_of(handles, value, on_done=None):
             _waiter.start()
         _outstanding += 1
         soft = bool(_collecting)
-    source = torch.futures.Future()
+    source, stream = _source_for(value)
     fut = source.then(_unwrap)
-    _waiting.put((list(handles), source, value, on_done, depth, soft))
+    _waiting.put((list(handles), source, value, on_done, depth, soft, stream))
     return fut
 
 

@@ -148,7 +148,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._bucket_groups = [[[p for p in g["params"] if self._bucket_of.get(p) is b]
                                 for g in self.param_groups] for b in self._buckets]
         # one set of flat buffers per step in flight
-        self._sets = [[torch.zeros(b.numel, dtype=self._modes[i][0])
+        # on the bucket's device: CUDA gradients are flattened, allreduced (device memory,
+        # on the backward pass's stream) and unflattened on their GPU
+        self._sets = [[torch.zeros(b.numel, dtype=self._modes[i][0], device=b.device)
                        for i, b in enumerate(self._buckets)]
                       for _ in range(self._staleness + 1)]
         # lockstep without a cast: once a step has put the average in .grad, .grad is a
@@ -269,8 +271,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                    for p, _, _ in b.params]
         self._in_flight.make_room()
         codec = self._modes[b.index][1]
+        stream = torch.cuda.current_stream(buf.device) if buf.is_cuda else None
         self._in_flight.add(self._step_id, ringd.allreduce_async(buf, op=self._op, codec=codec,
-                                                                 tensor_id=b.index), b.index)
+                                                                 tensor_id=b.index), b.index,
+                            stream)
         self.allreduces += 1
 
     def _finish_backward(self):

@@ -5,7 +5,9 @@ as torch 1.13's pybind trampoline allows):
     torch.distributed.init_process_group("ringd")   # env:// as for gloo
 
 Float allreduce (sum, avg) and broadcast, allgather and barrier of any
-dtype run on ringd, with its codec (RING_CODEC), transports, timeouts and
+dtype run on ringd, for CPU and CUDA tensors (a CUDA allreduce on the device,
+ordered on the caller's current stream; the other CUDA collectives staged
+through host memory; one GPU per process; docs/pytorch.md, "CUDA tensors"), with its codec (RING_CODEC), transports, timeouts and
 named-peer errors. What ringd does not do (integer allreduce, min/max/
 product, reduce, gather, scatter, send/recv...) goes to a Gloo group over the
 same store. The peers find each other through the c10d store: each publishes
@@ -39,6 +41,12 @@ from . import _completer
 from .. import _runtime
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _ours(tensors):
+    """Tensors ringd moves: all on the CPU, or all on one CUDA device."""
+    devices = {t.device for t in tensors}
+    return len(devices) <= 1 and all(d.type in ("cpu", "cuda") for d in devices)
 _live = set()          # Work objects not yet completed (see the module's doc)
 _live_lock = threading.Lock()
 
@@ -175,7 +183,8 @@ class ProcessGroupRingd(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         opts = opts if opts is not None else AllreduceOptions()
         op = _reduce_op(opts)
-        if op is None or any(t.dtype not in _FLOATS or t.device.type != "cpu" for t in tensors):
+        if op is None or not _ours(tensors) or any(t.dtype not in _FLOATS or
+                                                   not t.is_contiguous() for t in tensors):
             return self._gloo.allreduce(tensors, opts)
         self.ringd_calls += 1
         _completer.raise_failure_at_end_of_backward()
@@ -184,7 +193,7 @@ class ProcessGroupRingd(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else BroadcastOptions()
-        if any(t.device.type != "cpu" or not t.is_contiguous() for t in tensors):
+        if not _ours(tensors) or any(not t.is_contiguous() for t in tensors):
             return self._gloo.broadcast(tensors, opts)
         self.ringd_calls += 1
         return _RingdWork([ringd.broadcast_async(t, root=opts.rootRank) for t in tensors],
@@ -192,7 +201,8 @@ class ProcessGroupRingd(dist.ProcessGroup):
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         opts = opts if opts is not None else AllgatherOptions()
-        if len(input_tensors) != 1 or any(t.device.type != "cpu" for t in input_tensors):
+        if len(input_tensors) != 1 or len(output_tensors) != 1 or \
+                not _ours(list(input_tensors) + list(output_tensors[0])):
             return self._gloo.allgather(output_tensors, input_tensors, opts)
         inp, outs = input_tensors[0], output_tensors[0]
         if len(outs) != self._size or any(o.numel() != inp.numel() or o.dtype != inp.dtype
@@ -200,7 +210,7 @@ class ProcessGroupRingd(dist.ProcessGroup):
             raise ValueError("allgather: expected %d output tensors shaped like the input"
                              % self._size)
         self.ringd_calls += 1
-        flat = torch.empty((self._size,) + tuple(inp.shape), dtype=inp.dtype)
+        flat = torch.empty((self._size,) + tuple(inp.shape), dtype=inp.dtype, device=inp.device)
         handle = ringd.allgather_async(inp.contiguous(), out=flat)
 
         def scatter_out():
@@ -225,7 +235,7 @@ class ProcessGroupRingd(dist.ProcessGroup):
                                 input.dtype))
         if not output.is_contiguous():
             raise ValueError("all_gather_into_tensor: the output must be contiguous")
-        if output.device.type != "cpu" or input.device.type != "cpu":
+        if not _ours([output, input]):
             # elsewhere Gloo's list allgather into views of the output (1.13's Gloo has no
             # single-tensor allgather)
             return self._gloo.allgather([list(output.view(self._size, -1).unbind(0))],
@@ -250,8 +260,7 @@ class ProcessGroupRingd(dist.ProcessGroup):
         if not output.is_contiguous():
             raise ValueError("reduce_scatter_tensor: the output must be contiguous")
         op = _reduce_op(opts)
-        if op is None or output.dtype not in _FLOATS or output.device.type != "cpu" or \
-                input.device.type != "cpu":
+        if op is None or output.dtype not in _FLOATS or not _ours([output, input]):
             return self._reduce_scatter_through_gloo(output, input, opts)
         self.ringd_calls += 1
         _completer.raise_failure_at_end_of_backward()
@@ -461,8 +470,9 @@ def register_backend():
     """Make "ringd" a torch.distributed backend (done when ringd.torch is imported)."""
     global _registered
     if not _registered and not hasattr(dist.Backend, "RINGD"):
-        # torch 2.1+ asks which devices a backend serves, and warns when not told (CUDA
-        # tensors go to the inner Gloo group); 1.13 has no such argument
+        # torch 2.1+ asks which devices a backend serves, and warns when not told; ringd
+        # serves both (CUDA: see the module's doc); 1.13 has no such argument (it sends
+        # every device's tensors to the backend)
         kw = {}
         if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
             kw["devices"] = ["cpu", "cuda"]

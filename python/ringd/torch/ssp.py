@@ -50,6 +50,13 @@ session the round applies the mean of the others' steps), so a transient straggl
 hold every peer. Rank 0's parameters are
 broadcast to every peer before the session opens. While the session is open
 its engine owns the communicator: other ringd collectives raise until close().
+
+CUDA parameters (all on one device) are staged: the session's buffers stay in
+(page-locked) host memory, the model's parameters and gradients are views of
+flat buffers on its device, and each step copies the parameters to the device
+after ``wait`` and the gradient to the host before ``push`` (one copy each way
+per step; libringd's SSP session takes host memory only). ``snapshot()``
+returns a host tensor.
 """
 import contextlib
 
@@ -72,28 +79,40 @@ class SSP:
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ringd.InvalidError("ringd.torch.SSP: the model has no trainable parameters")
+        dev = params[0].device
         for p in params:
-            if p.dtype != torch.float32 or p.device.type != "cpu":
+            if p.dtype != torch.float32 or p.device != dev or dev.type not in ("cpu", "cuda"):
                 raise ringd.InvalidError(
-                    "ringd.torch.SSP: every parameter must be a float32 CPU tensor (found %s "
-                    "on %s): the session trains one flat float32 buffer" % (p.dtype, p.device))
+                    "ringd.torch.SSP: every parameter must be a float32 tensor, all on the CPU "
+                    "or all on one CUDA device (found %s on %s, the first on %s): the session "
+                    "trains one flat float32 buffer" % (p.dtype, p.device, dev))
         comm = _runtime._require("torch.SSP")
         total = sum(p.numel() for p in params)
-        self._flat = torch.empty(total, dtype=torch.float32)
-        self._grad = torch.zeros(total, dtype=torch.float32)
+        # the session's buffers (host memory); on CUDA the model's are flat buffers on its
+        # device, copied to and from these at each step (see the module's doc)
+        self._device = dev if dev.type == "cuda" else None
+        pin = self._device is not None
+        self._flat = torch.empty(total, dtype=torch.float32, pin_memory=pin)
+        self._grad = torch.zeros(total, dtype=torch.float32, pin_memory=pin)
+        self._pflat = self._flat if not pin else torch.empty(total, dtype=torch.float32,
+                                                             device=dev)
+        self._pgrad = self._grad if not pin else torch.zeros(total, dtype=torch.float32,
+                                                             device=dev)
         self._params = params
         self._grad_views = []
         off = 0
         with torch.no_grad():
             for p in params:
                 n = p.numel()
-                self._flat[off:off + n].copy_(p.reshape(-1))
-                p.data = self._flat[off:off + n].view_as(p)
-                self._grad_views.append(self._grad[off:off + n].view_as(p))
+                self._pflat[off:off + n].copy_(p.reshape(-1))
+                p.data = self._pflat[off:off + n].view_as(p)
+                self._grad_views.append(self._pgrad[off:off + n].view_as(p))
                 p.grad = self._grad_views[-1]
                 off += n
+            self._to_host(self._flat, self._pflat)
         if broadcast:
             ringd.broadcast(self._flat, root=0)  # every peer starts from rank 0's weights
+            self._to_device(self._pflat, self._flat)
         self.timeout = float(timeout)
         self.last = None        # what wait said about the current step (a dict)
         self.stopped = False    # the peers agreed to stop (or request_stop was called)
@@ -114,11 +133,20 @@ class SSP:
             round_gather=-1.0 if round_gather is None else float(round_gather),
             fresh_late=float(fresh_late))
 
+    def _to_host(self, host, dev):
+        if self._device is not None:
+            host.copy_(dev)  # waits for the device: the session reads it next
+
+    def _to_device(self, dev, host):
+        if self._device is not None:
+            with torch.no_grad():
+                dev.copy_(host)  # before the session writes host again (its next wait)
+
     def _check_views(self):
         # p.data = ... or an optimizer's param replacement would detach a parameter
         for p in self._params[:1] + self._params[-1:]:
-            if p.data_ptr() < self._flat.data_ptr() or \
-               p.data_ptr() >= self._flat.data_ptr() + self._flat.numel() * 4:
+            if p.data_ptr() < self._pflat.data_ptr() or \
+               p.data_ptr() >= self._pflat.data_ptr() + self._pflat.numel() * 4:
                 raise ringd.InvalidError(
                     "ringd.torch.SSP: a parameter no longer lives in the session's buffer "
                     "(was p.data replaced?): make the session after such changes")
@@ -131,7 +159,8 @@ class SSP:
         except ringd.CanceledError:
             self.stopped = True
             return False
-        self._grad.zero_()
+        self._to_device(self._pflat, self._flat)
+        self._pgrad.zero_()
         self._attach_grads()
         self._open_step = True
         return True
@@ -154,6 +183,7 @@ class SSP:
                     view.zero_()  # not used in this step
                 elif grad.data_ptr() != view.data_ptr():
                     view.copy_(grad.to_dense() if grad.is_sparse else grad)
+            self._to_host(self._grad, self._pgrad)
         self._session.push(as_buffer(self._grad, "ringd.torch.SSP: gradient"))
         self._attach_grads()
         self._open_step = False
@@ -188,11 +218,12 @@ class SSP:
         parameters, bitwise the same on every peer."""
         t = self.timeout if timeout is None else float(timeout)
         self._session.finish(t)
+        self._to_device(self._pflat, self._flat)
         self._open_step = False
 
     def snapshot(self):
         """A copy of the master parameters as of the last applied round (a flat tensor),
-        e.g. to evaluate off the critical path."""
+        e.g. to evaluate off the critical path (a host tensor, CUDA parameters too)."""
         out = torch.empty_like(self._flat)
         self._session.read(as_buffer(out, "ringd.torch.SSP.snapshot"))
         return out
