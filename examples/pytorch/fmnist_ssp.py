@@ -107,6 +107,9 @@ def main():
                         "is waited for by a round carrying the others' (default: auto; 0: never)")
     p.add_argument("--device-ms", type=float, default=20.0,
                    help="emulated accelerator step time (0: CPU-bound)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="where the model trains (cuda: the session is staged through host "
+                        "memory; one GPU per peer, by local rank)")
     p.add_argument("--jitter", type=lambda t: factor_spec(t, "--jitter"), default=None,
                    metavar="P:F")
     p.add_argument("--straggler", type=lambda t: factor_spec(t, "--straggler"), default=None,
@@ -126,12 +129,14 @@ def main():
     torch.manual_seed(args.seed)
     x, y = fmnist_data.load("train", args.train_limit or None)
     xt, yt = fmnist_data.load("test")
+    dev = fmnist_data.device(args.device)
+    x, y, xt, yt = x.to(dev), y.to(dev), xt.to(dev), yt.to(dev)
     mine = torch.arange(rank, x.shape[0], world)
     steps_per_epoch = mine.numel() // args.batch_size
     total = args.epochs * steps_per_epoch
     if args.max_steps:
         total = min(total, args.max_steps)
-    model = mlp()
+    model = mlp().to(dev)
     staleness = {"lockstep": 0, "bounded": args.staleness, "async": None}[args.mode]
     extra = {"update": args.update} if args.update else {}
     warmup = args.warmup_steps if args.warmup_steps >= 0 else steps_per_epoch // 2
@@ -181,7 +186,7 @@ def main():
     samples = torch.tensor([float(step * args.batch_size)])
     ringd.allreduce(samples, op="sum")
     if rank == 0:
-        probe = mlp()
+        probe = mlp().to(dev)
         t85 = None
         curve = []
         for s, t, flat in snaps:

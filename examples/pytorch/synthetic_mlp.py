@@ -40,6 +40,23 @@ def launcher_rank():
     return 0, 1
 
 
+def pick_device(name):
+    """cpu, or cuda: this peer's GPU of its host (the launcher's local rank modulo the GPUs
+    there; ringd takes one GPU per process); a clear exit without CUDA."""
+    if name == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch.cuda.is_available() is False (no GPU, no "
+                         "driver, or a CPU-only torch %s): use --device cpu" % torch.__version__)
+    local = 0
+    for v in ("RING_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"):
+        if os.environ.get(v, "").isdigit():
+            local = int(os.environ[v])
+            break
+    torch.cuda.set_device(local % torch.cuda.device_count())
+    return torch.device("cuda", local % torch.cuda.device_count())
+
+
 def model(width, layers):
     dims = [1024] + [width] * layers + [1024]
     mods = []
@@ -67,11 +84,14 @@ def main():
                     help="ringd: update each bucket's parameters as its average lands")
     ap.add_argument("--powersgd", type=int, default=0, metavar="R",
                     help="ddp-gloo, ddp-ringd: PyTorch's PowerSGD hook of rank R (0: off)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="where the model trains (cuda: one GPU per peer, by local rank)")
     args = ap.parse_args()
+    dev = pick_device(args.device)
     torch.set_num_threads(args.threads)
     rank, world = launcher_rank()
     torch.manual_seed(0)
-    net = model(args.width, args.layers)
+    net = model(args.width, args.layers).to(dev)
     nparams = sum(p.numel() for p in net.parameters())
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     if args.backend == "ringd":
@@ -89,7 +109,9 @@ def main():
             os.environ.setdefault("RING_CODEC", args.codec)
         dist.init_process_group("ringd" if args.backend == "ddp-ringd" else "gloo",
                                 rank=rank, world_size=world)
-        step_model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_mb)
+        step_model = nn.parallel.DistributedDataParallel(
+            net, bucket_cap_mb=args.bucket_mb,
+            device_ids=[dev.index] if dev.type == "cuda" else None)
         if args.backend == "ddp-ringd-hook":
             ringd.init(codec=args.codec)
             step_model.register_comm_hook(None, ringd.torch.allreduce_hook)
@@ -98,24 +120,29 @@ def main():
             state = psgd.PowerSGDState(process_group=None, start_powerSGD_iter=3,
                                        matrix_approximation_rank=args.powersgd)
             step_model.register_comm_hook(state, psgd.powerSGD_hook)
-    x = torch.randn(args.batch, 1024)
-    y = torch.randn(args.batch, 1024)
+    x = torch.randn(args.batch, 1024).to(dev)
+    y = torch.randn(args.batch, 1024).to(dev)
+
+    def now():  # CUDA: the GPU's work so far counts where it was queued
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        return time.time()
     t0 = 0.0
     parts = [0.0, 0.0, 0.0]  # forward, backward, step: where a step's time goes
     for step in range(args.steps + 3):
         if step == 3:
-            t0 = time.time()
+            t0 = now()
             parts = [0.0, 0.0, 0.0]
-        ta = time.time()
+        ta = now()
         opt.zero_grad()
         loss = F.mse_loss(step_model(x), y)
-        tb = time.time()
+        tb = now()
         loss.backward()
-        tc = time.time()
+        tc = now()
         opt.step()
-        for i, d in enumerate((tb - ta, tc - tb, time.time() - tc)):
+        for i, d in enumerate((tb - ta, tc - tb, now() - tc)):
             parts[i] += d
-    elapsed = time.time() - t0
+    elapsed = now() - t0
     if rank == 0:
         print("%s%s%s%s codec %s: %d peers, %.1fM parameters, batch %d: %.1f samples/s (all "
               "peers), %.1f ms/step over %d steps, last loss %.5f"
