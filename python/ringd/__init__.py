@@ -1,4 +1,5 @@
-"""ringd: peer-to-peer ring collectives for numpy arrays and CPU torch tensors.
+"""ringd: peer-to-peer ring collectives for numpy arrays and torch tensors (CPU, and CUDA:
+allreduce on the device on the caller's stream, the others staged; docs/pytorch.md).
 
     import numpy as np, ringd
     ringd.init()                      # the launcher's variables, as the ringd program reads them
