@@ -65,7 +65,7 @@ def save(path, model, opt, sched, step):
 
 def summary(model, step, loss):
     """The parameters' digest (sha256 of their bytes, in order), and the parameters."""
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     return {"step": step, "loss": loss, "numel": flat.numel(),
             "sha256": hashlib.sha256(flat.numpy().tobytes()).hexdigest(),
             "params": flat.tolist() if flat.numel() <= 200000 else None}
@@ -83,6 +83,7 @@ def main():
     ap.add_argument("--aux-weight", type=float, default=0.3)
     ap.add_argument("--limit", type=int, default=0, help="use the first N training images")
     ap.add_argument("--width", default="8,16,64", help="conv1,conv2,dense widths")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where to train")
     ap.add_argument("--ckpt", default="fmnist_resume.pt", help="the checkpoint file")
     ap.add_argument("--ckpt-every", type=int, default=500)
     ap.add_argument("--stop-after", type=int, default=0, help="checkpoint and exit after N steps")
@@ -94,7 +95,9 @@ def main():
     ringd.init()
     x, y = fmnist_data.load("train", args.limit)
     xt, yt = fmnist_data.load("test", 2000)
-    model = Net(*[int(w) for w in args.width.split(",")])
+    dev = fmnist_data.device(args.device)
+    x, y, xt, yt = x.to(dev), y.to(dev), xt.to(dev), yt.to(dev)
+    model = Net(*[int(w) for w in args.width.split(",")]).to(dev)
     decay = [p for p in model.parameters() if p.ndim > 1]  # not on biases and BatchNorm
     no_decay = [p for p in model.parameters() if p.ndim <= 1]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -104,7 +107,7 @@ def main():
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps)
     start = 0
     if args.resume and ringd.rank() == 0:
-        ck = torch.load(args.resume)
+        ck = torch.load(args.resume, map_location=dev)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         sched.load_state_dict(ck["scheduler"])
