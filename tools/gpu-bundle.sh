@@ -30,7 +30,8 @@ b=$1 out=$2
 die() { echo "gpu-bundle: $*" >&2; exit 1; }
 grep -q '^#define RING_HAVE_CUDA 1' "$b/ring_build.h" 2>/dev/null ||
     die "$b is not a CUDA build (ring_build.h: RING_HAVE_CUDA is not 1); configure where nvcc is found"
-for f in tests/t-cuda tests/t-cuda-kernels tests/t-cuda-staging tests/t-cnn tests/t-shm .libs/ringd .libs/ring-bench \
+for f in tests/t-cuda tests/t-cuda-kernels tests/t-cuda-device tests/t-cuda-staging tests/t-cnn tests/t-shm \
+         .libs/ringd .libs/ring-bench \
          ring-launch .libs/libringd.so.0; do
     [ -e "$b/$f" ] || die "$b/$f is missing: run 'make' and 'make check TESTS=' in $b first"
 done
@@ -38,7 +39,7 @@ if ldd "$b/tests/t-cuda" | grep -q -E 'libasan|libubsan'; then
     die "$b is a sanitizer build (its programs need the compiler's runtime): bundle a plain build"
 fi
 mkdir -p "$out/bin" "$out/lib"
-cp "$b/tests/t-cuda" "$b/tests/t-cuda-kernels" "$b/tests/t-cuda-staging" "$b/tests/t-cnn" \
+cp "$b/tests/t-cuda" "$b/tests/t-cuda-kernels" "$b/tests/t-cuda-device" "$b/tests/t-cuda-staging" "$b/tests/t-cnn" \
    "$b/tests/t-shm" "$b/.libs/ringd" "$b/.libs/ring-bench" "$b/ring-launch" "$out/bin/"
 cp -L "$b/.libs/libringd.so.0" "$out/lib/"
 # what they load, but glibc's and the compiler's runtime (every system has them,
@@ -74,7 +75,7 @@ echo "# LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 missing=$(for x in "$B"/bin/*; do ldd "$x" | grep 'not found'; done | sort -u)
 [ -n "$missing" ] && echo "# not found (the programs that need them will fail): $missing"
 pass=0 fail=0 skips=0
-for t in ${GPU_TESTS:-t-cuda t-cuda-kernels t-cuda-staging t-cnn t-shm}; do
+for t in ${GPU_TESTS:-t-cuda t-cuda-kernels t-cuda-device t-cuda-staging t-cnn t-shm}; do
     timeout 300 "$B/bin/$t" > "$R/$t.tap" 2>&1
     rc=$?
     p=$(grep -E '^ok' "$R/$t.tap" | grep -v -c '# SKIP')
@@ -86,10 +87,12 @@ for t in ${GPU_TESTS:-t-cuda t-cuda-kernels t-cuda-staging t-cnn t-shm}; do
     pass=$((pass + p)) fail=$((fail + f)) skips=$((skips + s))
 done
 if command -v compute-sanitizer > /dev/null && [ -z "${GPU_TESTS:-}" ]; then
-    for t in t-cuda t-cuda-kernels; do
-        timeout 300 compute-sanitizer --tool memcheck --target-processes all "$B/bin/$t" \
-            > "$R/$t-memcheck.log" 2>&1
-        echo "compute-sanitizer memcheck $t: $(grep 'ERROR SUMMARY' "$R/$t-memcheck.log" | sort -u)"
+    for t in t-cuda t-cuda-kernels t-cuda-device; do
+        for tool in memcheck racecheck; do
+            timeout 300 compute-sanitizer --tool "$tool" --target-processes all "$B/bin/$t" \
+                > "$R/$t-$tool.log" 2>&1
+            echo "compute-sanitizer $tool $t: $(grep 'ERROR SUMMARY' "$R/$t-$tool.log" | sort -u | paste -sd' ' -)"
+        done
     done
 fi
 if [ -z "${GPU_TESTS:-}" ]; then
