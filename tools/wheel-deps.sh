@@ -19,7 +19,7 @@
 #   --print-prefix  print DIR and exit
 #
 # A library is built again only when its stamp differs (a new version here, a
-# new Zig); a cold cache takes about 30 minutes on 2 CPUs (OpenSSL and OpenBLAS).
+# new Zig); a cold cache takes about 6 minutes on 2 CPUs (OpenBLAS 4, OpenSSL 1.5).
 # The sources are Debian's .orig tarballs (upstream releases; OpenBLAS without its
 # bundled LAPACK), checked against the SHA-256 sums below.
 # Environment: RINGD_TOOLS_VENV (the venv that pip installs ziglang into; default
@@ -43,6 +43,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 target=x86_64-linux-gnu.2.28
+[ "$(uname -m)" = x86_64 ] || die "builds for x86-64 only, on x86-64 (OpenBLAS runs its probes); this is $(uname -m)"
 recipe=1 # bump when a build below changes: every library is built again
 mirror=${RINGD_DEPS_MIRROR:-https://deb.debian.org/debian}/pool/main
 # name version tarball (in Debian's pool) sha256
