@@ -12,7 +12,9 @@
 #   --prefix DIR    where they go (default: ~/.cache/ringd/wheel-deps-2.28):
 #                   DIR/bin/{cc,ar,ranlib} (Zig, for this target), DIR/include,
 #                   DIR/lib/*.a, DIR/src (the tarballs), DIR/.built (one stamp
-#                   per library: its version, Zig's version and the recipe)
+#                   per library: its version, Zig's version and the recipe);
+#                   also DIR/lib/libzig_cpu_model.a (tools/zig-cpu-model.c) and
+#                   libibverbs-dev's headers in DIR/include/infiniband
 #   -j N            compile N files at once (default: the number of CPUs)
 #   --check         build nothing: exit 0 when every library is built and
 #                   current, else 1, naming what is missing
@@ -21,7 +23,8 @@
 # A library is built again only when its stamp differs (a new version here, a
 # new Zig); a cold cache takes about 6 minutes on 2 CPUs (OpenBLAS 4, OpenSSL 1.5).
 # The sources are Debian's .orig tarballs (upstream releases; OpenBLAS without its
-# bundled LAPACK), checked against the SHA-256 sums below.
+# bundled LAPACK), checked against the SHA-256 sums below. Zig keeps its own
+# object cache (~250 MB) in ~/.cache/zig.
 # Environment: RINGD_TOOLS_VENV (the venv that pip installs ziglang into; default
 # ~/.cache/ringd/venv-wheel-tools), RINGD_ZIGLANG (the pip requirement, default
 # ziglang==0.17.1), RINGD_DEPS_MIRROR (default https://deb.debian.org/debian),
