@@ -111,19 +111,25 @@ __global__ void cuda_fused_bf16_kernel(uint16_t *out, float *final, const uint16
  * block folds the blocks into result[0] (max bits) and result[1] (nonfinite).
  * Every thread of the block calls cuda_block_fold: it synchronises.
  */
+/* lane 0 gets the warp's fold of (max_bits, nonfinite) */
+__device__ void cuda_warp_fold(uint32_t *max_bits, int *nonfinite)
+{
+    for (unsigned off = 16; off > 0; off >>= 1) {
+        uint32_t m = __shfl_down_sync(0xffffffffu, *max_bits, off);
+        int f = __shfl_down_sync(0xffffffffu, *nonfinite, off);
+
+        *max_bits = m > *max_bits ? m : *max_bits;
+        *nonfinite |= f;
+    }
+}
+
 __device__ void cuda_block_fold(unsigned int *result, uint32_t max_bits, int nonfinite)
 {
     __shared__ unsigned int warp_max[CUDA_THREADS / 32u];
     __shared__ int warp_nonfinite[CUDA_THREADS / 32u];
     unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
 
-    for (unsigned off = 16; off > 0; off >>= 1) {
-        uint32_t m = __shfl_down_sync(0xffffffffu, max_bits, off);
-        int f = __shfl_down_sync(0xffffffffu, nonfinite, off);
-
-        max_bits = m > max_bits ? m : max_bits;
-        nonfinite |= f;
-    }
+    cuda_warp_fold(&max_bits, &nonfinite);
     if (lane == 0) {
         warp_max[warp] = max_bits;
         warp_nonfinite[warp] = nonfinite;
@@ -132,13 +138,7 @@ __device__ void cuda_block_fold(unsigned int *result, uint32_t max_bits, int non
     if (warp == 0) {
         max_bits = lane < blockDim.x / 32u ? warp_max[lane] : 0u;
         nonfinite = lane < blockDim.x / 32u ? warp_nonfinite[lane] : 0;
-        for (unsigned off = 16; off > 0; off >>= 1) {
-            uint32_t m = __shfl_down_sync(0xffffffffu, max_bits, off);
-            int f = __shfl_down_sync(0xffffffffu, nonfinite, off);
-
-            max_bits = m > max_bits ? m : max_bits;
-            nonfinite |= f;
-        }
+        cuda_warp_fold(&max_bits, &nonfinite);
         if (lane == 0) {
             if (max_bits != 0)
                 atomicMax(&result[0], max_bits);

@@ -47,6 +47,8 @@ static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
                         ring_enc_elem_bytes(comm, req), comm->cfg.chunk_bytes);
     }
     ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
+    if (ring_enc_channel_grows(ch, req)) /* hook: device_codec.c page-locked the old slots */
+        ring_dev_unpin_tx(comm, ch);
     return ring_enc_channel_reserve(comm, ch, req);
 }
 
@@ -272,8 +274,11 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
     if (req->wire != RING_CODEC_NONE) {
         ring_status_t status;
 
+        /* hook: device_codec.c does the step on the GPU */
         RING_TL_TIMED(comm, ch, sf.reduce ? RING_TL_REDUCE : RING_TL_DECODE, sf.range.len,
-                      status = ring_enc_combine(comm, ch, req, &sf, q, &f));
+                      status = req->dev == RING_DEV_CODEC
+                                   ? ring_dev_combine(comm, ch, req, &sf, q, &f)
+                                   : ring_enc_combine(comm, ch, req, &sf, q, &f));
         RING_CHECK(status);
     } else if (sf.reduce) {
         RING_TL_TIMED(comm, ch, RING_TL_REDUCE, sf.range.len,

@@ -81,6 +81,13 @@ ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch)
     return RING_OK;
 }
 
+/* 1 when ring_enc_channel_reserve must move the channel's tx slots for req
+ * (allreduce.c lets device_codec.c unpin them first). */
+int ring_enc_channel_grows(const ring_channel_t *ch, const ring_request_t *req)
+{
+    return req->wire != RING_CODEC_NONE && (size_t)ch->sched.nchunks > ch->tx_slots;
+}
+
 /*
  * The encoded chunk a received frame produces is sent nchunks frames later
  * (sends go step by step), so every chunk index of a segment has its own tx
@@ -94,13 +101,12 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
     unsigned char *tx, *zbuf = ch->zbuf;
     ring_tx_meta_t *meta;
 
-    if (req->wire == RING_CODEC_NONE || want <= ch->tx_slots)
+    if (!ring_enc_channel_grows(ch, req))
         return RING_OK;
     /* what is registered with the transport (verbs sends it without a copy) must be
      * deregistered before it moves; no send of an earlier request is in flight now */
     if (ch->tx != NULL)
         (void)comm->tp_ops->dereg_mem(comm->tp, ch->tx);
-    ring_dev_unpin_tx(comm, ch); /* hook: device_codec.c page-locked it */
     if (ch->zbuf != NULL && comm->lz4_mode != 0)
         (void)comm->tp_ops->dereg_mem(comm->tp, ch->zbuf);
     tx = realloc(ch->tx, want * chunk);
@@ -489,6 +495,14 @@ static ring_status_t enc_payload(ring_comm_t *comm, ring_channel_t *ch, const ri
     return RING_OK;
 }
 
+ring_status_t ring_enc_received(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req,
+                                const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f,
+                                ring_tx_meta_t *in_meta, const uint16_t **in_p)
+{
+    enc_meta_get(f, in_meta);
+    return enc_payload(comm, ch, req, sf, q, in_meta, in_p);
+}
+
 ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f)
 {
@@ -500,10 +514,7 @@ ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
     ring_tx_meta_t in_meta;
     const uint16_t *in = NULL; /* set by enc_payload when it returns RING_OK */
 
-    enc_meta_get(f, &in_meta);
-    RING_CHECK(enc_payload(comm, ch, req, sf, q, &in_meta, &in));
-    if (req->dev == RING_DEV_CODEC) /* hook: device_codec.c does this step on the GPU */
-        return ring_dev_combine(comm, ch, req, sf, q, &in_meta, in);
+    RING_CHECK(ring_enc_received(comm, ch, req, sf, q, f, &in_meta, &in));
     if (sf->reduce) {
         float local_scale;
         const float *local = enc_local_values(comm, ch, req, sf, &local_scale);

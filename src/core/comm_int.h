@@ -333,6 +333,11 @@ const void *ring_enc_tx_payload(const ring_comm_t *comm, const ring_channel_t *c
  * travels with; a queued chunk's meta; a tx slot's host bytes; and, once they are
  * final, the overflow check and lz4 of the chunk in tx slot of frame q */
 int ring_enc_choose_exp(const ring_comm_t *comm, const ring_request_t *req, float bound);
+int ring_enc_channel_grows(const ring_channel_t *ch, const ring_request_t *req);
+/* A received frame's meta and encoded values (decompressed when it came as lz4). */
+ring_status_t ring_enc_received(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req,
+                                const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f,
+                                ring_tx_meta_t *in_meta, const uint16_t **in_p);
 void ring_enc_meta_set(ring_tx_meta_t *meta, int e, float bound, size_t n);
 uint16_t *ring_enc_tx_slot(const ring_comm_t *comm, ring_channel_t *ch, uint32_t q);
 void ring_enc_tx_final(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req, uint32_t q,

@@ -31,7 +31,7 @@
 /* included by comm_int.h once RING_WINDOW is defined */
 struct ring_channel;
 struct ring_sched_frame;
-struct ring_tx_meta;
+struct ring_frame;
 
 /* A channel's device side (device_codec.c). */
 typedef struct ring_dev_channel {
@@ -94,9 +94,10 @@ ring_status_t ring_dev_codec_begin(ring_comm_t *comm, ring_request_t *req);
 int ring_dev_send_ready(ring_comm_t *comm, struct ring_channel *ch, ring_request_t *req,
                         uint32_t q);
 int ring_dev_recv_ready(ring_comm_t *comm, struct ring_channel *ch, uint32_t q);
+/* ring_enc_combine's step for a request on the codec path: frame f, received. */
 ring_status_t ring_dev_combine(ring_comm_t *comm, struct ring_channel *ch, ring_request_t *req,
                                const struct ring_sched_frame *sf, uint32_t q,
-                               const struct ring_tx_meta *in_meta, const uint16_t *in);
+                               const struct ring_frame *f);
 /* Before the channel's tx buffer moves (codec_pipeline.c grows it). */
 void ring_dev_unpin_tx(ring_comm_t *comm, struct ring_channel *ch);
 void ring_dev_codec_free(ring_comm_t *comm);

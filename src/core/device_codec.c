@@ -293,9 +293,10 @@ ring_status_t ring_dev_codec_begin(ring_comm_t *comm, ring_request_t *req)
 /* ---- the steps -------------------------------------------------------------------- */
 
 ring_status_t ring_dev_combine(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
-                               const ring_sched_frame_t *sf, uint32_t q,
-                               const ring_tx_meta_t *in_meta, const uint16_t *in)
+                               const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f)
 {
+    ring_tx_meta_t meta, *in_meta = &meta;
+    const uint16_t *in = NULL; /* set by ring_enc_received when it returns RING_OK */
     ring_dev_t *dev = comm->dev;
     ring_dev_channel_t *dc = &dev->ch[ch->index];
     size_t chunk = comm->cfg.chunk_bytes, n = sf->range.len;
@@ -305,6 +306,7 @@ ring_status_t ring_dev_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
     float *result = (float *)req->recvbuf + at;
     int fp16 = req->wire == RING_CODEC_FP16;
 
+    RING_CHECK(ring_enc_received(comm, ch, req, sf, q, f, &meta, &in));
     if (ring_cuda_memcpy_h2d_async(dev_in, in, n * 2, dev->stream) != 0)
         return dev_fail(comm, req, "copying a received chunk to the device failed");
     if (sf->reduce) {
