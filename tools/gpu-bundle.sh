@@ -3,26 +3,40 @@
 # GPU but not the build's libraries (a GPU node without the packages, a
 # container), as docs/testing.md ("On a GPU") describes.
 #
-#   tools/gpu-bundle.sh [--with-data] BUILD_DIR OUT_DIR
+#   tools/gpu-bundle.sh [--with-data] [--wheel PYTHON] BUILD_DIR OUT_DIR
 #
 # OUT_DIR gets bin/ (the CUDA tests, t-cnn, t-shm, ringd, ring-launch,
 # ring-bench), lib/ (libringd and every library they load outside glibc and
 # the CUDA toolkit, large ones xz-compressed), data/ with --with-data (the
-# Fashion-MNIST files, 30 MB) and run.sh. On the GPU machine:
+# Fashion-MNIST files, 30 MB) and run.sh. --wheel PYTHON adds wheels/ (a
+# CUDA build of the ringd wheel for PYTHON's CPython, by build-wheels.sh;
+# use the GPU host's version, e.g. a pyenv 3.12), the Python tests and
+# examples it runs (src/) and gpu-python.sh, which run.sh calls: PyTorch
+# with CUDA tensors, the speed bar and fmnist_cnn (tools/gpu-python.sh
+# says what). On the GPU machine:
 #
 #   OUT_DIR/run.sh [RESULTS_DIR]     (default /tmp/gpu-results)
 #
 # run.sh finds cuDNN and cuBLAS there (the toolkit's, or pip's nvidia-*
 # packages), runs each test into RESULTS_DIR/NAME.tap, compute-sanitizer's
 # memcheck on t-cuda and t-cuda-kernels where it is installed, and with data
-# fmnist-cnn on the CPU and the GPU; it ends with "N passed, N failed, N
+# fmnist-cnn on the CPU and the GPU, ring-bench with device buffers (the
+# codec's bar), and with wheels gpu-python.sh (GPU_PYTHON: the host's
+# Python with torch, default python3); it ends with "N passed, N failed, N
 # skipped" and exits 1 if a test failed. GPU_TESTS limits the tests run
-# (names, e.g. "t-cuda").
+# (names, e.g. "t-cuda") and skips the rest.
 set -euo pipefail
-with_data=0
-if [ "${1:-}" = --with-data ]; then with_data=1; shift; fi
+with_data=0 wheel_py=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --with-data) with_data=1; shift ;;
+    --wheel) [ $# -ge 2 ] || { echo "gpu-bundle: --wheel needs a Python" >&2; exit 2; }
+        wheel_py=$2; shift 2 ;;
+    *) break ;;
+    esac
+done
 if [ $# -ne 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^set -e/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
     [ $# -eq 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; } && exit 0
     exit 2
 fi
@@ -58,6 +72,16 @@ if [ "$with_data" = 1 ]; then
     mkdir -p "$out/data"
     cp /usr/share/datasets/fashion-mnist/*.gz "$out/data/" ||
         die "no Fashion-MNIST in /usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist)"
+fi
+if [ -n "$wheel_py" ]; then
+    top=$(cd "$(dirname "$0")/.." && pwd)
+    mkdir -p "$out/wheels" "$out/src/tests/python" "$out/src/examples/pytorch"
+    echo "gpu-bundle: a CUDA wheel for $wheel_py (tools/build-wheels.sh, a minute or two)"
+    RINGD_WITH_CUDA=${RINGD_WITH_CUDA:-1} "$top/tools/build-wheels.sh" -o "$out/wheels" "$wheel_py" |
+        sed 's/^/   /' || die "could not build a CUDA wheel for $wheel_py"
+    cp "$top"/tests/python/{run.sh,ringtest.py,param_digest.py,t-torch-cuda.py} "$out/src/tests/python/"
+    cp "$top"/examples/pytorch/*.py "$out/src/examples/pytorch/"
+    cp "$top/tools/gpu-python.sh" "$out/"
 fi
 cat > "$out/run.sh" <<'EOF'
 #!/usr/bin/env bash
@@ -118,6 +142,14 @@ if [ -d "$B/data" ] && [ -z "${GPU_TESTS:-}" ]; then
         RING_DATA_DIR="$B/data" timeout 300 "$B/bin/ringd" --workload fmnist-cnn --device "$d" \
             --max-steps 400 --eval-every 0 --progress off 2>&1 | grep -E 'accuracy|samples/s|error'
     done
+fi
+if [ -d "$B/wheels" ] && [ -z "${GPU_TESTS:-}" ]; then
+    "$B/gpu-python.sh" "$B" "$R" || fail=$((fail + 1))
+    line=$(grep '^t-torch-cuda.py:' "$R/python-summary.txt" 2> /dev/null)
+    if [ -n "$line" ]; then
+        set -- $(echo "$line" | sed 's/[^0-9 ]//g')
+        pass=$((pass + $1)) fail=$((fail + $2)) skips=$((skips + $3))
+    fi
 fi
 echo "$pass passed, $fail failed, $skips skipped"
 [ "$fail" = 0 ]
