@@ -22,6 +22,10 @@
 
 typedef char *(*corename_fn_t)(void);
 
+/* OpenBLAS linked statically into the program (the manylinux_2_28 wheel's programs):
+ * a weak reference finds it where dlsym cannot (the linker did not export it) */
+extern char *openblas_get_corename(void) __attribute__((weak));
+
 /* OpenBLAS's own name, then the renamed copies of the scipy-openblas builds that
  * numpy's and scipy's wheels from PyPI carry (ILP64 for numpy 2, LP64 for scipy) */
 static const char *const corename_symbols[] = {
@@ -62,7 +66,9 @@ int ring_launch_blas_advice(char *coretype, size_t coretype_len, char *why, size
     if (chosen != NULL && chosen[0] != '\0')
         return 0; /* someone chose already */
     sym = dlsym(RTLD_DEFAULT, corename_symbols[0]); /* linked into the program */
-    if (sym != NULL)
+    if (openblas_get_corename != NULL)
+        fn = openblas_get_corename;
+    else if (sym != NULL)
         memcpy(&fn, &sym, sizeof(fn));
     else
         (void)dl_iterate_phdr(find_corename, &fn);
