@@ -146,8 +146,8 @@ ring_status_t ring_allreduce_start_stream(ring_comm_t *comm, const void *sendbuf
     return status;
 }
 
-static ring_status_t ring_request_wait_stream_int(ring_request_t *req, ring_stream_t stream,
-                                                  int stream_wait);
+static ring_status_t request_wait_device(ring_request_t *req, ring_stream_t stream,
+                                         int stream_wait);
 
 /* The message for a finished request that failed. */
 static ring_status_t request_error(const ring_request_t *req)
@@ -182,17 +182,17 @@ ring_status_t ring_request_test(ring_request_t *req, int *done_p)
 
 ring_status_t ring_request_wait(ring_request_t *req)
 {
-    return ring_request_wait_stream_int(req, NULL, 0);
+    return request_wait_device(req, NULL, 0);
 }
 
 ring_status_t ring_request_wait_stream(ring_request_t *req, ring_stream_t stream)
 {
-    return ring_request_wait_stream_int(req, stream, 1);
+    return request_wait_device(req, stream, 1);
 }
 
 /* Wait for the ring, then for the device: the host (stream_wait 0) or `stream` (1). */
-static ring_status_t ring_request_wait_stream_int(ring_request_t *req, ring_stream_t stream,
-                                                  int stream_wait)
+static ring_status_t request_wait_device(ring_request_t *req, ring_stream_t stream,
+                                         int stream_wait)
 {
     ring_comm_t *comm;
     ring_status_t status, dev_status = RING_OK;
