@@ -212,15 +212,13 @@ static void dev_bounds_store(ring_comm_t *comm, ring_request_t *req, const float
 }
 
 /* Queue tx slot `slot`'s copy to the host and its event; the gate waits for it. */
-static int dev_tx_queue(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req,
-                        uint32_t q, float bound, int e)
+static int dev_tx_queue(ring_comm_t *comm, ring_channel_t *ch, uint32_t q, float bound, int e)
 {
     ring_dev_channel_t *dc = &comm->dev->ch[ch->index];
     uint32_t slot = q % (uint32_t)ch->sched.nchunks;
     size_t chunk = comm->cfg.chunk_bytes, n = ring_enc_tx_meta(ch, q)->bytes / 2;
     void *dev_out = (char *)dc->tx + (size_t)slot * chunk;
 
-    (void)req;
     if (ring_cuda_memcpy_d2h_async(ring_enc_tx_slot(comm, ch, q), dev_out, n * 2,
                                    comm->dev->stream) != 0 ||
         ring_cuda_event_record(dc->tx_event[slot], comm->dev->stream) != 0)
@@ -250,7 +248,7 @@ static int dev_encode_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_
     else
         rc = ring_cuda_encode_bf16(dev_out, local, local_scale, n, comm->dev->stream);
     ring_enc_meta_set(ring_enc_tx_meta(ch, q), e, bound, n);
-    return rc != 0 ? -1 : dev_tx_queue(comm, ch, req, q, bound, e);
+    return rc != 0 ? -1 : dev_tx_queue(comm, ch, q, bound, e);
 }
 
 ring_status_t ring_dev_codec_begin(ring_comm_t *comm, ring_request_t *req)
@@ -325,7 +323,7 @@ ring_status_t ring_dev_combine(ring_comm_t *comm, ring_channel_t *ch, ring_reque
             rc = ring_cuda_fused_bf16(dev_out, final, dev_in, local, 1.0f, local_scale, 1.0f,
                                       n, dev->stream);
         ring_enc_meta_set(ring_enc_tx_meta(ch, next), e, bound, n);
-        if (rc != 0 || dev_tx_queue(comm, ch, req, next, bound, e) != 0)
+        if (rc != 0 || dev_tx_queue(comm, ch, next, bound, e) != 0)
             return dev_fail(comm, req, "the reduce of a received chunk failed");
     } else {
         int rc = fp16 ? ring_cuda_decode_f16(result, dev_in, ldexpf(1.0f, in_meta->exp), n,
