@@ -112,7 +112,7 @@ ringd.shutdown()
 print("ok")
 EOF
     for tool in memcheck racecheck; do
-        timeout 300 compute-sanitizer --tool "$tool" --target-processes all "$RING_LAUNCH" -n 2 -- \
+        timeout 150 compute-sanitizer --tool "$tool" --target-processes all "$RING_LAUNCH" -n 2 -- \
             "$VPY" "$R/cs-check.py" > "$R/python-$tool.log" 2>&1
         say "compute-sanitizer $tool, ringd.allreduce of CUDA tensors: $(grep 'ERROR SUMMARY' \
             "$R/python-$tool.log" | sort -u | paste -sd' ' -)"
