@@ -575,9 +575,6 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
         if (ring_iface_spec_check(cfg->iface, why, sizeof(why)) != 0)
             return ring_error_set(RING_ERR_INVALID, "%s (--iface)", why);
     }
-    {
-        vb_hca_spec_t hca;
-        char why[256];
     if (strcmp(cfg->autotune, "on") == 0) {
         ring_autotune_space_t sp;
         char bad[300];
@@ -589,6 +586,9 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
             return ring_error_set(RING_ERR_INVALID, "--autotune-bytes %zu is out of range "
                                   "4K..1G", cfg->autotune_bytes);
     }
+    {
+        vb_hca_spec_t hca;
+        char why[256];
 
         if (vb_hca_parse(cfg->ib_dev, &hca, why, sizeof(why)) != 0)
             return ring_error_set(RING_ERR_INVALID, "%s (RING_IB_HCA / --ib-dev)", why);

@@ -22,7 +22,6 @@
 #include "daemon.h"
 
 #define AGREE_BYTES 4096
-#define TENSOR_ROOT_END 5u /* agree_root_end's allreduce */
 
 /* What must be equal on every peer for the parameters to stay identical:
  * the model, the optimizer, the schedule, the data order and the mode; and

@@ -33,6 +33,18 @@
 #define DAEMON_ERR_MAX 1024
 
 /* Why training stopped. */
+/* The tensor ids of the daemon's collectives, one per kind of call: a peer at
+ * another point of the run fails with RING_ERR_MISMATCH naming the tensor id
+ * rather than mixing its data in (the broadcast of resume and the evaluation's
+ * sums both were 3). */
+enum daemon_tensor {
+    TENSOR_GRADIENT = 1, /* train.c: the gradient's allreduce */
+    TENSOR_CONTROL,      /* train.c: the step's control values */
+    TENSOR_BROADCAST,    /* resume.c: rank 0's parameters at start */
+    TENSOR_EVAL,         /* run_eval.c: the evaluation's sums */
+    TENSOR_ROOT_END,     /* agree.c: agree_root_end's allreduce */
+};
+
 enum stop_reason { STOP_NONE = 0, STOP_DONE, STOP_MAX_STEPS, STOP_MAX_TIME, STOP_SIGNAL, STOP_PEER };
 
 typedef struct run {

@@ -27,7 +27,6 @@
 
 #include "daemon/daemon.h"
 
-#define TENSOR_BROADCAST 3u
 #define CKPT_SCAN_MAX 64
 
 /* buf (n floats) of rank 0 onto every peer */

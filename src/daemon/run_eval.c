@@ -32,7 +32,6 @@
 #include "daemon/eval_thread.h"
 #include "daemon/progress.h"
 
-#define TENSOR_EVAL 3u
 /* the longest wait for the background evaluation: the whole test set takes well
  * under a second for the MLP and seconds for the CNN on one core; this is a hang */
 #define EVAL_WAIT_S 300.0

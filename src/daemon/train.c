@@ -46,8 +46,6 @@ enum {
     CTL_COUNT
 };
 
-#define TENSOR_GRADIENT 1u
-#define TENSOR_CONTROL 2u
 /* give up after this many consecutive steps with an inf/NaN gradient */
 #define NONFINITE_STREAK_MAX 5
 
