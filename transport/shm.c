@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "errors.h"
+#include "le.h"
 #include "log.h"
 #include "parse.h"
 #include "shm_int.h"
@@ -400,7 +401,7 @@ static void peek_offer(ring_tp_ep_t *ep)
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (got >= 4) {
-        len = (size_t)b[0] | (size_t)b[1] << 8 | (size_t)b[2] << 16 | (size_t)b[3] << 24;
+        len = le_get32(b);
         if (got < 8 && (size_t)got < 4 + len)
             return; /* the magic has not come yet */
         if (got == 8 && memcmp(b + 4, "RSHO", 4) == 0 && len <= sizeof(ep->hs_in)) {

@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "le.h"
 #include "shm_int.h"
 #include "tp_queue.h"
 
@@ -216,8 +217,7 @@ int shm_ep_progress_rx(ring_tp_ep_t *ep)
             progressed = 1;
             if (ep->rx_len_got < 4)
                 continue;
-            ep->rx_msg_len = (size_t)ep->rx_len_buf[0] | (size_t)ep->rx_len_buf[1] << 8 |
-                             (size_t)ep->rx_len_buf[2] << 16 | (size_t)ep->rx_len_buf[3] << 24;
+            ep->rx_msg_len = le_get32(ep->rx_len_buf);
             ep->rx_have_len = 1;
             req->offset = 0;
             req->bytes = 0;

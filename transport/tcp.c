@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "le.h"
 #include "tcp.h"
 #include "tcp_int.h"
 #include "tp_queue.h"
@@ -253,10 +254,7 @@ static ring_status_t tcp_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
         len += req->iov[i].iov_len;
     if (len > UINT32_MAX)
         return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large", len);
-    req->prefix[0] = (unsigned char)len;
-    req->prefix[1] = (unsigned char)(len >> 8);
-    req->prefix[2] = (unsigned char)(len >> 16);
-    req->prefix[3] = (unsigned char)(len >> 24);
+    le_put32(req->prefix, (uint32_t)len);
     RING_CHECK(tcp_post(ep, req, &ep->sq_head, &ep->sq_tail));
     ep->tx_queued += sizeof(req->prefix) + len;
     if (len <= RING_BUCKET_CTRL_BYTES)

@@ -14,14 +14,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "le.h"
 #include "tcp_int.h"
 #include "tp_queue.h"
 
 /* A send's payload size, as its length prefix says (the iovs are the caller's). */
 static size_t req_payload(const ring_tp_req_t *req)
 {
-    return (size_t)req->prefix[0] | (size_t)req->prefix[1] << 8 | (size_t)req->prefix[2] << 16 |
-           (size_t)req->prefix[3] << 24;
+    return le_get32(req->prefix);
 }
 
 void tcp_ep_fail(ring_tp_ep_t *ep, ring_status_t status, int sys_errno)
@@ -293,8 +293,7 @@ int tcp_ep_progress_rx(ring_tp_ep_t *ep)
                 ep->rx_len_buf[ep->rx_len_got++] = ep->rx_stage[ep->rx_stage_off++];
             if (ep->rx_len_got < 4)
                 continue;
-            ep->rx_msg_len = (size_t)ep->rx_len_buf[0] | (size_t)ep->rx_len_buf[1] << 8 |
-                             (size_t)ep->rx_len_buf[2] << 16 | (size_t)ep->rx_len_buf[3] << 24;
+            ep->rx_msg_len = le_get32(ep->rx_len_buf);
             ep->rx_have_len = 1;
             req->offset = 0;
             req->bytes = 0;
