@@ -46,11 +46,17 @@ def as_buffer(x, what):
     refuse_cai(x, what)
     if not is_torch(x):
         return x
-    torch = _torch()
     if x.device.type != "cpu":
         raise TypeError(
             "%s is on device '%s': ringd moves CPU tensors only here (allreduce takes CUDA "
             "tensors; copy it with .cpu(), and back with .to(device))" % (what, x.device))
+    _check_dense(x, what)
+    return _torch_descriptor(x)
+
+
+def _check_dense(x, what):
+    """A torch tensor ringd can take as flat memory: strided, contiguous, not a lazy view."""
+    torch = _torch()
     if x.layout != torch.strided:
         raise TypeError("%s has layout %s: ringd moves dense (strided) tensors only"
                         % (what, x.layout))
@@ -60,7 +66,6 @@ def as_buffer(x, what):
     if (hasattr(x, "is_conj") and x.is_conj()) or (hasattr(x, "is_neg") and x.is_neg()):
         raise ValueError("%s is a lazy conjugate or negative view: pass x.resolve_conj() / "
                          "x.resolve_neg()" % what)
-    return _torch_descriptor(x)
 
 
 def _torch_descriptor(x):
@@ -196,15 +201,7 @@ def as_device_buffer(x, what, writable=True):
     if not is_torch(x):
         return _cai_descriptor(x, what, writable)
     torch = _torch()
-    if x.layout != torch.strided:
-        raise TypeError("%s has layout %s: ringd moves dense (strided) tensors only"
-                        % (what, x.layout))
-    if not x.is_contiguous():
-        raise ValueError("%s is not contiguous (a transposed or strided view?): pass "
-                         "x.contiguous()" % what)
-    if (hasattr(x, "is_conj") and x.is_conj()) or (hasattr(x, "is_neg") and x.is_neg()):
-        raise ValueError("%s is a lazy conjugate or negative view: pass x.resolve_conj() / "
-                         "x.resolve_neg()" % what)
+    _check_dense(x, what)
     return _torch_descriptor(x), int(torch.cuda.current_stream(x.device).cuda_stream)
 
 
