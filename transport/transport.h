@@ -1,5 +1,5 @@
 /*
- * transport.h - the interface every transport (tcp, verbs) implements, as a
+ * transport.h - the interface every transport (tcp, shm, verbs) implements, as a
  * table of function pointers.
  *
  * Contract:

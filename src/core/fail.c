@@ -343,7 +343,6 @@ ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int ste
                                "peer does not hold this job's secret", what);
 }
 
-/* What the other peer of a failed mismatch called (rd.c tells it in its own terms). */
 /* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank)
 {

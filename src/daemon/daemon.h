@@ -14,7 +14,7 @@
  *   metrics.c    one JSON line per step
  *   signals.c    SIGINT/SIGTERM: stop after this step
  *   print_env.c  --print-env: what the launcher says and what ringd uses
- *   doctor.c     --doctor: every ring edge measured before training
+ *   doctor_cmd.c --doctor: every ring edge measured before training
  */
 #ifndef RINGD_DAEMON_H
 #define RINGD_DAEMON_H
@@ -154,7 +154,7 @@ int agree_root_failure(ring_comm_t *comm, const char *why, char *err, size_t err
 int agree_root_end(ring_comm_t *comm, int failed, const char *why, const char *where,
                    char *err, size_t errlen);
 
-/* doctor.c: --doctor, the ring doctor before training; rank 0 prints the report.
+/* doctor_cmd.c: --doctor, the ring doctor before training; rank 0 prints the report.
  * 0, 3 when it found a slow edge, 1 when it failed (said on stderr). */
 int doctor_main(const daemon_opts_t *opt, ring_comm_t *comm, int rank);
 
