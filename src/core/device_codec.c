@@ -101,38 +101,42 @@ static void dev_channel_release(ring_dev_channel_t *dc)
     memset(dc, 0, sizeof(*dc));
 }
 
+/* _field grown to _n elements; on failure it keeps its old block (release frees it) */
+#define DEV_GROW(_field, _n)                                                          \
+    ((grown = realloc((_field), (_n) * sizeof(*(_field)))) != NULL ? ((_field) = grown, 0) \
+                                                                   : -1)
+
 /* Device tx slots as many as the host's, RING_WINDOW device stage slots, their
  * events, and room for the bounds of every frame. -1: out of device or host memory. */
 static int dev_channel_reserve(ring_comm_t *comm, ring_channel_t *ch, ring_dev_channel_t *dc)
 {
     size_t chunk = comm->cfg.chunk_bytes, slots = ch->tx_slots;
     size_t frames = ch->sched.nsend > ch->sched.nrecv ? ch->sched.nsend : ch->sched.nrecv;
+    void *grown;
 
     if (dc->tx_cap < slots) {
         size_t old = dc->tx_cap;
 
-        /* queued copies may still read the old device slots */
-        if (ring_cuda_stream_sync(comm->dev->stream) != 0)
+        if (DEV_GROW(dc->tx_event, slots) != 0 || DEV_GROW(dc->tx_pending, slots) != 0 ||
+            DEV_GROW(dc->tx_ready, slots) != 0 || DEV_GROW(dc->tx_bound, slots) != 0 ||
+            DEV_GROW(dc->tx_exp, slots) != 0)
             return -1;
-        if (dc->tx != NULL)
-            (void)ring_cuda_free(dc->tx);
-        dc->tx = NULL;
-        dc->tx_cap = 0;
-        if (ring_cuda_malloc(slots * chunk, &dc->tx) != 0)
-            return -1;
-#define DEV_GROW(_field) ((_field) = realloc((_field), slots * sizeof(*(_field))))
-        if (DEV_GROW(dc->tx_event) == NULL || DEV_GROW(dc->tx_pending) == NULL ||
-            DEV_GROW(dc->tx_ready) == NULL || DEV_GROW(dc->tx_bound) == NULL ||
-            DEV_GROW(dc->tx_exp) == NULL)
-            return -1;
-#undef DEV_GROW
         for (size_t s = old; s < slots; s++)
             dc->tx_event[s] = NULL;
         dc->tx_cap = slots; /* from here on, release destroys what was made */
         for (size_t s = old; s < slots; s++)
             if (ring_cuda_event_create(&dc->tx_event[s]) != 0)
                 return -1;
+        if (dc->tx != NULL) {
+            /* queued copies may still read the old device slots */
+            if (ring_cuda_stream_sync(comm->dev->stream) != 0)
+                return -1;
+            (void)ring_cuda_free(dc->tx);
+            dc->tx = NULL;
+        }
     }
+    if (dc->tx == NULL && ring_cuda_malloc(slots * chunk, &dc->tx) != 0)
+        return -1;
     if (dc->in == NULL) {
         if (ring_cuda_malloc(RING_WINDOW * chunk, &dc->in) != 0)
             return -1;
@@ -141,10 +145,8 @@ static int dev_channel_reserve(ring_comm_t *comm, ring_channel_t *ch, ring_dev_c
                 return -1;
     }
     if (dc->frames_cap < frames) {
-#define DEV_GROW(_field) ((_field) = realloc((_field), frames * sizeof(*(_field))))
-        if (DEV_GROW(dc->own_max) == NULL || DEV_GROW(dc->red_max) == NULL)
+        if (DEV_GROW(dc->own_max, frames) != 0 || DEV_GROW(dc->red_max, frames) != 0)
             return -1;
-#undef DEV_GROW
         dc->frames_cap = frames;
     }
     /* frame numbers start again at 0 in every request */
