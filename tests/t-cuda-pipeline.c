@@ -95,6 +95,7 @@ typedef struct pcase {
 #define V_FIRST_FAIL 85 /* status of the first call that failed, host or device run */
 #define V_PAIR 86       /* two in flight: 1 = both equal to the host run */
 #define V_PAIR_HASH 87
+#define V_START_NOWAIT 88 /* 1: starting did not run the caller's stream's queued work */
 
 /* ---- data ------------------------------------------------------------------ */
 
@@ -313,6 +314,13 @@ static int pair_run(ring_comm_t *comm, const pcase_t *c, int rank, void *user)
         fake_cuda_poke(send[j], got[j], bytes);
         fake_cuda_poke(recv[j], got[j], bytes);
     }
+    /* the input's writers must still be pending once both are started: start never makes
+     * the host wait for (run) the caller's stream; each record answers "not yet" 4 times */
+    int lazy = fake_cuda_knobs.lazy_queries, lazy_random = fake_cuda_knobs.lazy_random;
+    uint64_t ran = fake_cuda_counts.user_kernels;
+
+    fake_cuda_knobs.lazy_queries = 4;
+    fake_cuda_knobs.lazy_random = 0;
     for (int j = 0; j < 2; j++) {
         pin[j] = (ucopy_t){send[j], in[j], ops[j].count * 4};
         (void)fake_cuda_user_kernel(user, ucopy_fn, &pin[j]);
@@ -322,6 +330,9 @@ static int pair_run(ring_comm_t *comm, const pcase_t *c, int rank, void *user)
             return 0;
         }
     }
+    h_put(V_START_NOWAIT, fake_cuda_counts.user_kernels == ran);
+    fake_cuda_knobs.lazy_queries = lazy;
+    fake_cuda_knobs.lazy_random = lazy_random;
     for (int j = 0; j < 2; j++) {
         if (ring_request_wait_stream(req[j], user) != RING_OK) {
             h_fail(RING_ERR_IO, "two in flight: wait");
@@ -604,6 +615,9 @@ int main(void)
                         h_val(&the_run.r[r], V_PAIR_HASH, 1) == h_val(&the_run.r[0], V_PAIR_HASH, 2);
             ok(pair, "%s: two requests in flight on the user's stream: each == host bitwise, "
                "same on all %d", label, n);
+            ok(h_val(&the_run.r[0], V_START_NOWAIT, 0) == 1,
+               "%s: starting them ran none of the caller's queued work (the host never waits "
+               "for the caller's stream in start)", label);
         }
         if (c.other_device)
             ok(h_val(&the_run.r[0], V_DEV1, 0) == 1 && h_val(&the_run.r[1], V_DEV1, 0) == 1,
