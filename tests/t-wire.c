@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "comm_int.h"
+#include "handshake.h"
 #include "tap.h"
 #include "wire.h"
 

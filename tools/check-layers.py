@@ -169,21 +169,27 @@ def resolve(inc, src, search):
 
 
 # Who may include whom, by folder (docs/internals.md). The library's layers,
-# bottom to top: src/base < transport, kernels < src/bootstrap < src/core <
-# src/diag. One file is the top of the library and may reach diag: the
-# communicator's life (it runs the autotuner at open, frees the doctor at
-# close). The daemon, the tools and the Python extension see the public API
-# and src/base only.
+# bottom to top: src/base < transport, kernels < src/bootstrap < src/protocol
+# (the wire format, the schedule, frame tags: pure, no communicator) < src/core
+# (the engine) < src/algo (algorithms over sub-communicators, called by the
+# engine through src/core/algo.h's table) and src/diag (autotuner, doctor).
+# One file is the top of the library and may reach algo and diag: the
+# communicator's life, src/comm_open.c (it installs the algorithms, runs the
+# autotuner at open, frees the doctor at close). src/ssp is a client of the
+# public API. The daemon, the tools and the Python extension see the public
+# API and src/base only.
+LIB = ["src/protocol/", "src/bootstrap/", "transport/", "kernels/", "src/base/"]
 ALLOWED = [
     ("src/base/", ["src/base/"]),
     ("transport/", ["transport/", "src/base/"]),
     ("kernels/", ["kernels/", "src/base/"]),
     ("src/bootstrap/", ["src/bootstrap/", "transport/", "src/base/"]),
-    ("src/core/comm_open.c", ["src/diag/", "src/core/", "src/bootstrap/", "transport/",
-                              "kernels/", "src/base/"]),
-    ("src/core/", ["src/core/", "src/bootstrap/", "transport/", "kernels/", "src/base/"]),
-    ("src/diag/", ["src/diag/", "src/core/", "src/bootstrap/", "transport/", "kernels/",
-                   "src/base/"]),
+    ("src/protocol/", ["src/protocol/", "src/bootstrap/", "transport/", "src/base/"]),
+    ("src/comm_open.c", ["src/diag/", "src/algo/", "src/core/"] + LIB),
+    ("src/core/", ["src/core/"] + LIB),
+    ("src/algo/", ["src/algo/", "src/core/"] + LIB),
+    ("src/diag/", ["src/diag/", "src/core/"] + LIB),
+    ("src/ssp/", ["src/ssp/", "src/base/"]),
     ("src/workloads/", ["src/workloads/", "src/base/"]),
     ("src/daemon/", ["src/daemon/", "src/workloads/", "src/base/"]),
     ("tools/ring-kernel-bench.c", ["kernels/", "src/base/"]),  # it measures the kernels
@@ -194,8 +200,8 @@ ALLOWED = [
 
 def include_violations():
     # the -I folders of Makefile.am's AM_CPPFLAGS, in its order
-    search = ["include", "src", "src/base", "src/bootstrap", "src/core", "src/diag",
-              "transport", "kernels"]
+    search = ["include", "src", "src/base", "src/bootstrap", "src/protocol", "src/core",
+              "src/algo", "src/ssp", "src/diag", "transport", "kernels"]
     bad = []
     for src in source_files():
         r = rel(src)

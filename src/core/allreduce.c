@@ -15,9 +15,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "algo.h"
+#include "allreduce.h"
 #include "clock.h"
+#include "codec_pipeline.h"
+#include "collectives.h"
 #include "comm_int.h"
+#include "fail.h"
+#include "frame_check.h"
 #include "log.h"
+#include "notice.h"
 #include "reduce.h"
 #include "timeline.h"
 

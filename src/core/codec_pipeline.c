@@ -29,7 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_pipeline.h"
+#include "collectives.h"
 #include "comm_int.h"
+#include "fail.h"
 #include "half.h"
 #include "log.h"
 #include "lz4_chunk.h"

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 
+#include "collectives.h"
 #include "comm_int.h"
 
 const char *const ring_coll_names[RING_COLL_COUNT] = {"allreduce", "reduce-scatter", "allgather",

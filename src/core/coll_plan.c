@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives.h"
 #include "comm_int.h"
+#include "fail.h"
 
 ring_status_t ring_coll_comm_alloc(ring_comm_t *comm)
 {

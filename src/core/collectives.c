@@ -21,9 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives.h"
 #include "comm_int.h"
 #include "cuda/ring_cuda.h"
 #include "progress_thread.h"
+#include "requests.h"
 
 /* ---- the public calls ------------------------------------------------------ */
 

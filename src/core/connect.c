@@ -17,9 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "auth.h"
+#include "clock.h"
 #include "comm_int.h"
+#include "connect.h"
+#include "fail.h"
+#include "handshake.h"
 #include "le.h"
 #include "log.h"
 #include "rendezvous.h"

@@ -30,6 +30,7 @@
 
 #include "comm_int.h"
 #include "cuda/ring_cuda.h"
+#include "fail.h"
 
 static size_t dev_request_bytes(const ring_request_t *req)
 {

@@ -26,8 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_pipeline.h"
 #include "comm_int.h"
 #include "cuda/ring_cuda.h"
+#include "fail.h"
 #include "log.h"
 
 static ring_status_t dev_fail(ring_comm_t *comm, const ring_request_t *req, const char *what)

@@ -14,7 +14,11 @@
 #include <string.h>
 
 #include "clock.h"
+#include "collectives.h"
+#include "algo.h"
 #include "comm_int.h"
+#include "fail.h"
+#include "handshake.h"
 #include "log.h"
 
 #define NOTICE_LINGER_S 0.2

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "comm_int.h"
+#include "fault_inject.h"
 #include "log.h"
 
 enum { FAULT_NONE, FAULT_LZ4_CORRUPT, FAULT_FRAME_TAG, FAULT_SLOW_SEND, FAULT_SLOW_RESULTS };

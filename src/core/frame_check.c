@@ -9,7 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codec_pipeline.h"
+#include "collectives.h"
 #include "comm_int.h"
+#include "fail.h"
+#include "frame_check.h"
 #include "timeline.h"
 #include "transport.h"
 

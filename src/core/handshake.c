@@ -9,7 +9,9 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "algo.h"
 #include "comm_int.h"
+#include "handshake.h"
 
 /* Over every setting, those the hello carries too, but not the peer list's
  * hash: that is compared on its own (and a test's proxy may stand in for a

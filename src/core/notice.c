@@ -31,7 +31,12 @@
 #include "ring_build.h"
 
 #include "clock.h"
+#include "collectives.h"
+#include "algo.h"
 #include "comm_int.h"
+#include "fail.h"
+#include "frame_check.h"
+#include "notice.h"
 
 #define RING_NOTICE_AFTER_S 0.002 /* how long a call waits before it sends its notice */
 #define RING_NOTICE_IDLE_PASSES 64 /* idle passes before the clock is read at all */

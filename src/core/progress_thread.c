@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "allreduce.h"
 #include "clock.h"
+#include "fail.h"
 #include "progress_thread.h"
 
 #define PROGRESS_POLL_MS 1

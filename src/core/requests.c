@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allreduce.h"
 #include "comm_int.h"
 #include "log.h"
 #include "progress_thread.h"
+#include "requests.h"
 #include "timeline.h"
 
 int ring_comm_rank(const ring_comm_t *comm)

@@ -13,6 +13,7 @@
 #include "comm_int.h"
 #include "cuda/ring_cuda.h"
 #include "le.h"
+#include "tp_lend.h"
 
 /* A peer's bootstrap started with a ringd hello, a shared-memory offer or an
  * authentication challenge: it runs over tcp, or auto, or with a secret this

@@ -66,9 +66,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allreduce.h"
 #include "clock.h"
 #include "comm_int.h"
 #include "doctor.h"
+#include "fail.h"
+#include "frame_check.h"
 #include "le.h"
 #include "log.h"
 

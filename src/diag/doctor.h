@@ -18,4 +18,8 @@ void ring_doctor_names(const ring_comm_t *comm, int rank, char *host, char *addr
 void ring_doctor_report_fill(const ring_comm_t *comm, const unsigned char *vec,
                              ring_edge_report_t *edges);
 
+/* Free the doctor's requests and buffers (the transport may hold them until its
+ * endpoints are closed): src/comm_open.c calls it at close. */
+void ring_doctor_free(ring_comm_t *comm);
+
 #endif /* RING_DOCTOR_H */

@@ -23,10 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo.h"
+#include "allreduce.h"
 #include "comm_int.h"
+#include "fail.h"
 #include "hier.h"
-#include "subcomm.h"
 #include "log.h"
+#include "subcomm.h"
 #include "transport.h"
 
 /* In flight on one sub-ring: at most this many requests (its FIFO order is the

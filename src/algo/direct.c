@@ -48,10 +48,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "auth.h"
 #include "clock.h"
+#include "codec_pipeline.h"
 #include "direct.h"
 #include "direct_int.h"
+#include "fail.h"
 #include "log.h"
 #include "reduce.h"
 #include "timeline.h"

@@ -21,7 +21,9 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "collectives.h"
 #include "direct_int.h"
+#include "fail.h"
 
 /* looks at the counters before a sleep: a few microseconds (one reads N lines) */
 #define DIRECT_SLEEP_LOOKS 64

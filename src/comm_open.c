@@ -10,18 +10,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allreduce.h"
 #include "auth.h"
 #include "autotune.h"
+#include "codec_pipeline.h"
+#include "collectives.h"
 #include "comm_int.h"
-#include "hier.h"
+#include "connect.h"
 #include "direct.h"
-#include "rd.h"
+#include "doctor.h"
+#include "fail.h"
+#include "fault_inject.h"
+#include "hier.h"
 #include "log.h"
 #include "one_host.h"
 #include "progress_thread.h"
+#include "rd.h"
 #include "rendezvous.h"
 #include "ring_order.h"
 #include "timeline.h"
+#include "tp_lend.h"
 
 static void comm_free(ring_comm_t *comm)
 {

@@ -1,0 +1,21 @@
+/*
+ * collectives.h - the collectives other than allreduce (collectives.c) and
+ * their descriptions in messages (coll_describe.c).
+ */
+#ifndef RING_COLLECTIVES_H
+#define RING_COLLECTIVES_H
+
+#include "comm_int.h"
+
+/* collectives.c: what is not allreduce */
+extern const char *const ring_coll_names[RING_COLL_COUNT];
+size_t ring_dtype_size(ring_dtype_t dtype); /* 1 for RING_DTYPE_BYTES */
+ring_status_t ring_coll_comm_alloc(ring_comm_t *comm);
+void ring_coll_comm_free(ring_comm_t *comm);
+void ring_coll_channel_layout(ring_comm_t *comm, ring_channel_t *ch, const ring_request_t *req);
+ring_status_t ring_coll_request_begin(ring_comm_t *comm, ring_request_t *req);
+void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t status);
+size_t ring_coll_describe(ring_coll_t coll, uint64_t round, uint64_t count, unsigned dtype,
+                          unsigned op, uint32_t tensor_id, int root, char *buf, size_t len);
+
+#endif /* RING_COLLECTIVES_H */

@@ -1,0 +1,18 @@
+/*
+ * handshake.h - the hello each connection opens with: what it carries and how
+ * two hellos are compared (handshake.c).
+ */
+#ifndef RING_HANDSHAKE_H
+#define RING_HANDSHAKE_H
+
+#include "comm_int.h"
+
+void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hello_t *h);
+ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine,
+                               const ring_hello_t *theirs, const char *peer_addr);
+/* The first setting two hellos differ in (1..), or 0; and its name, with the option
+ * that sets it, for messages ("codec (RING_CODEC)"; "a setting" when unknown). */
+unsigned ring_hello_first_diff(const ring_hello_t *mine, const ring_hello_t *theirs);
+const char *ring_hello_field_name(unsigned field);
+
+#endif /* RING_HANDSHAKE_H */
