@@ -165,19 +165,17 @@ ring_status_t ring_direct_timed_out(ring_comm_t *comm, int place)
         [DIRECT_BIG_READ] = "has not copied out the last result",
     };
     struct ring_direct *d = comm->direct;
-    int rank = comm->order[place];
-    char addr[300], phase[96];
     double now = ring_now();
 
-    ring_rank_addr(comm, rank, addr, sizeof(addr));
-    ring_phase_format(comm, d->req, -1, phase, sizeof(phase));
-    return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = rank,
-                                                .sys_errno = ETIMEDOUT, .step = -1},
-                          "%s: direct allreduce: timed out after %.1f s waiting for rank %d "
-                          "(%s), which %s: it stopped or is stuck, or it called another "
-                          "collective or count than this peer (every peer must make the same "
-                          "calls in the same order); its own log says which", phase,
-                          now - last_move(d, now), rank, addr, what[d->wait_ctr]);
+    return ring_comm_fail_peer(comm, d->req,
+                               &(ring_fault_t){.status = RING_ERR_TIMED_OUT,
+                                               .culprit = comm->order[place],
+                                               .sys_errno = ETIMEDOUT, .step = -1},
+                               "direct allreduce: timed out after %.1f s waiting for {peer}, "
+                               "which %s: it stopped or is stuck, or it called another "
+                               "collective or count than this peer (every peer must make the "
+                               "same calls in the same order); its own log says which",
+                               now - last_move(d, now), what[d->wait_ctr]);
 }
 
 ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
@@ -186,8 +184,6 @@ ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
 
     if (atomic_load_explicit(&comm->direct->boards[place].closed, memory_order_acquire)) {
         struct ring_direct *d = comm->direct;
-        int rank = comm->order[place];
-        char addr[300], phase[96];
 
         /* it may have done what this peer waits for, then closed, after this peer
          * looked (seen under ASan in t-verbs-dl): its counter was set before closed */
@@ -199,13 +195,13 @@ ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
          * words on (a mismatch it found), not only that it left */
         RING_CHECK(ring_direct_relay_failure(comm));
 
-        ring_rank_addr(comm, rank, addr, sizeof(addr));
-        ring_phase_format(comm, comm->direct->req, -1, phase, sizeof(phase));
-        return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_REMOTE, .culprit = rank,
-                                                    .sys_errno = RING_CAUSE_CLOSED, .step = -1},
-                              "%s: rank %d (%s) closed its communicator during this allreduce "
-                              "(direct allreduce): every peer must make the same calls before "
-                              "closing", phase, rank, addr);
+        return ring_comm_fail_peer(comm, d->req,
+                                   &(ring_fault_t){.status = RING_ERR_REMOTE,
+                                                   .culprit = comm->order[place],
+                                                   .sys_errno = RING_CAUSE_CLOSED, .step = -1},
+                                   "{peer} closed its communicator during this allreduce "
+                                   "(direct allreduce): every peer must make the same calls "
+                                   "before closing");
     }
     now = ring_now();
     if (now - last_move(comm->direct, now) > comm->cfg.timeout_s)

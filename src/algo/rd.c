@@ -329,8 +329,6 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
     int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
     int culprit = pc->error_culprit >= 0 && pc->error_culprit < 2
                       ? pair->members[pc->error_culprit] : -1;
-    char addr[300], phase[96];
-
     uint64_t origin = a->detail >> 32, c = a->detail & 0xffffffffu; /* ranks + 1 */
 
     if (pc->abort_seen_valid && a->status != RING_ERR_MISMATCH && origin != 0 &&
@@ -347,13 +345,12 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
     }
     if (culprit < 0)
         return ring_sub_fail(comm, &rd_owner, pair, pc->error != RING_OK ? pc->error : RING_ERR_REMOTE);
-    ring_rank_addr(comm, culprit, addr, sizeof(addr));
-    ring_phase_format(comm, comm->rd->req, -1, phase, sizeof(phase));
-    return ring_comm_fail(comm, &(ring_fault_t){.status = pc->error, .culprit = culprit,
-                                                .step = -1},
-                          "%s: recursive doubling, %s: rank %d (%s) failed or left (%s; in the "
-                          "pair's own words, where %s: %s)", phase, pair->what, culprit, addr,
-                          ring_status_str(pc->error), pair->map, pc->error_msg);
+    return ring_comm_fail_peer(comm, comm->rd->req,
+                               &(ring_fault_t){.status = pc->error, .culprit = culprit,
+                                               .step = -1},
+                               "recursive doubling, %s: {peer} failed or left (%s; in the "
+                               "pair's own words, where %s: %s)", pair->what,
+                               ring_status_str(pc->error), pair->map, pc->error_msg);
 }
 
 /* A pair failed: the ring fails, saying why in the ring's terms. When the pair
@@ -457,16 +454,14 @@ static ring_status_t rd_timed_out(ring_comm_t *comm, double idle)
     struct ring_rd *rd = comm->rd;
     const ring_sub_t *pair = &rd->pair[rd->plan.steps[rd->step].slot];
     int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
-    char addr[300], phase[96];
 
-    ring_rank_addr(comm, other, addr, sizeof(addr));
-    ring_phase_format(comm, rd->req, -1, phase, sizeof(phase));
-    return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = other,
-                                                .sys_errno = ETIMEDOUT, .step = -1},
-                          "%s: recursive doubling, %s: no word from rank %d (%s) for %.1f s: it "
-                          "stopped or is stuck, or it called another collective or count than "
-                          "this peer (every peer must make the same calls in the same order); "
-                          "its own log says which", phase, pair->what, other, addr, idle);
+    return ring_comm_fail_peer(comm, rd->req,
+                               &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = other,
+                                               .sys_errno = ETIMEDOUT, .step = -1},
+                               "recursive doubling, %s: no word from {peer} for %.1f s: it "
+                               "stopped or is stuck, or it called another collective or count "
+                               "than this peer (every peer must make the same calls in the same "
+                               "order); its own log says which", pair->what, idle);
 }
 
 /* The timeout passed with no word from the partner. It may itself wait for a
