@@ -223,8 +223,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     memset(&comm->stats, 0, sizeof(comm->stats));
     comm->stats.rd_max_bytes = ring_rd_max_bytes(comm);
     comm->open_done = 1;
-    if (comm->abort_deferred_valid) /* the first call fails with it */
-        (void)ring_comm_fail_from_frame(comm, &comm->abort_deferred, comm->right_rank);
+    if (comm->fail.abort_deferred_valid) /* the first call fails with it */
+        (void)ring_comm_fail_from_frame(comm, &comm->fail.abort_deferred, comm->right_rank);
     return RING_OK;
 }
 
@@ -238,7 +238,7 @@ ring_status_t ring_comm_open(const ring_config_t *cfg, ring_comm_t **comm_p)
     comm = calloc(1, sizeof(*comm));
     if (comm == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a communicator");
-    comm->mismatch.rank = -1;
+    comm->fail.mismatch.rank = -1;
     status = comm_setup(comm, cfg);
     if (status == RING_OK && comm->size > 1 && strcmp(cfg->progress_thread, "on") == 0)
         status = ring_progress_start(comm);
@@ -255,7 +255,7 @@ void ring_comm_close(ring_comm_t *comm)
     if (comm == NULL)
         return;
     ring_progress_stop(comm);
-    if (comm->size > 1 && comm->tp != NULL && comm->error == RING_OK)
+    if (comm->size > 1 && comm->tp != NULL && comm->fail.error == RING_OK)
         ring_comm_send_close(comm);
     comm_free(comm);
 }

@@ -484,7 +484,7 @@ int main(void)
     run_failure("N=3 rank 2 broadcasts from another root", 3, F_OTHER_ROOT, RING_ERR_MISMATCH,
                 "broadcast #", NULL);
     /* direct.c's set-up allgathers end ring_comm_open: a peer still finishing the
-     * last one keeps the first call's ABORT for that call (comm->abort_deferred) */
+     * last one keeps the first call's ABORT for that call (comm->fail.abort_deferred) */
     run_failure("N=3 rank 2 gives other allgather sizes", 3, F_OTHER_SIZES, RING_ERR_MISMATCH,
                 "bytes in all", NULL);
     run_failure("N=3 SIGKILL rank 1 mid-broadcast", 3, F_KILLED, RING_ERR_REMOTE, "rank 1", NULL);

@@ -364,8 +364,8 @@ static ring_status_t direct_progress(ring_comm_t *comm, ring_request_t *req, int
     int nonfinite = 0, finished = 0;
 
     *finished_p = d->req == NULL;
-    if (comm->error != RING_OK)
-        return comm->error;
+    if (comm->fail.error != RING_OK)
+        return comm->fail.error;
     if (d->req == NULL)
         return RING_OK;
     RING_CHECK(ring_direct_relay_failure(comm));
@@ -407,12 +407,12 @@ static void direct_on_fail(ring_comm_t *comm)
 
     if (atomic_load_explicit(&b->failed, memory_order_relaxed) != 0)
         return;
-    snprintf(b->why, sizeof(b->why), "%s", comm->error_msg);
-    b->culprit = comm->error_culprit;
+    snprintf(b->why, sizeof(b->why), "%s", comm->fail.error_msg);
+    b->culprit = comm->fail.error_culprit;
     b->other = (direct_call_t){
-        .rank = comm->error == RING_ERR_MISMATCH ? comm->mismatch.rank : -1,
-        .coll = (uint32_t)comm->mismatch.coll, .tensor_id = comm->mismatch.tensor_id,
-        .dtype = comm->mismatch.dtype, .op = comm->mismatch.op, .count = comm->mismatch.count};
+        .rank = comm->fail.error == RING_ERR_MISMATCH ? comm->fail.mismatch.rank : -1,
+        .coll = (uint32_t)comm->fail.mismatch.coll, .tensor_id = comm->fail.mismatch.tensor_id,
+        .dtype = comm->fail.mismatch.dtype, .op = comm->fail.mismatch.op, .count = comm->fail.mismatch.count};
     b->own = (direct_call_t){.rank = req != NULL ? comm->rank : -1};
     if (req != NULL) {
         b->own.coll = (uint32_t)req->coll;
@@ -421,8 +421,8 @@ static void direct_on_fail(ring_comm_t *comm)
         b->own.op = (uint32_t)req->op;
         b->own.count = req->count;
     }
-    b->mm_cause = comm->mismatch.cause;
-    atomic_store_explicit(&b->failed, (int32_t)comm->error, memory_order_release);
+    b->mm_cause = comm->fail.mismatch.cause;
+    atomic_store_explicit(&b->failed, (int32_t)comm->fail.error, memory_order_release);
     ring_direct_ring(comm->direct);
 }
 

@@ -10,7 +10,7 @@
 #include "comm_int.h"
 
 #define DIRECT_MAGIC 0x52444932u /* "RDI2" */
-#define DIRECT_WHY_BYTES 1024 /* comm->error_msg */
+#define DIRECT_WHY_BYTES 1024 /* comm->fail.error_msg */
 /* a large call goes through the segment in pieces: each peer's big slots and the
  * shared result hold one piece per parity, so the segment stays within the budget
  * whatever the buffer's size (pieces of 1 MiB up to N = 7, smaller above) */
@@ -45,10 +45,10 @@ typedef struct direct_board {
     _Atomic int32_t failed;       /* 0, or the ring_status_t its comm failed with */
     int32_t culprit;              /* ... the rank it blamed, -1: none */
     char why[DIRECT_WHY_BYTES];   /* ... and its message (written before failed) */
-    /* a mismatch: its own call and the other one (comm->mismatch), so that the
+    /* a mismatch: its own call and the other one (comm->fail.mismatch), so that the
      * ABORTs of the peers that relay it carry the call that differs from theirs */
     direct_call_t own, other;
-    int32_t mm_cause;             /* comm->mismatch.cause */
+    int32_t mm_cause;             /* comm->fail.mismatch.cause */
     char pad2[60];
 } direct_board_t;
 

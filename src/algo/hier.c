@@ -374,8 +374,8 @@ static ring_status_t hier_progress(ring_comm_t *comm, ring_request_t *req, int *
     int moved, piece;
 
     *finished_p = 0;
-    if (comm->error != RING_OK)
-        return comm->error;
+    if (comm->fail.error != RING_OK)
+        return comm->fail.error;
     RING_CHECK(hier_start_more(comm));
     moved = ring_comm_progress(h->local.comm);
     moved = moved < 0 ? 1 : moved + (h->hosts > 1 ? ring_comm_progress(h->cross.comm) : 0);

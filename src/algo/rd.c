@@ -325,13 +325,13 @@ static uint32_t rd_pair_tid(const ring_request_t *req)
 static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
 {
     const ring_comm_t *pc = pair->comm;
-    const ring_frame_t *a = &pc->abort_seen;
+    const ring_frame_t *a = &pc->fail.abort_seen;
     int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
-    int culprit = pc->error_culprit >= 0 && pc->error_culprit < 2
-                      ? pair->members[pc->error_culprit] : -1;
+    int culprit = pc->fail.error_culprit >= 0 && pc->fail.error_culprit < 2
+                      ? pair->members[pc->fail.error_culprit] : -1;
     uint64_t origin = a->detail >> 32, c = a->detail & 0xffffffffu; /* ranks + 1 */
 
-    if (pc->abort_seen_valid && a->status != RING_ERR_MISMATCH && origin != 0 &&
+    if (pc->fail.abort_seen_valid && a->status != RING_ERR_MISMATCH && origin != 0 &&
         origin <= (uint64_t)comm->size && c <= (uint64_t)comm->size) {
         ring_frame_t f = *a;
 
@@ -344,13 +344,13 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
         return ring_comm_fail_from_frame(comm, &f, other);
     }
     if (culprit < 0)
-        return ring_sub_fail(comm, &rd_owner, pair, pc->error != RING_OK ? pc->error : RING_ERR_REMOTE);
+        return ring_sub_fail(comm, &rd_owner, pair, pc->fail.error != RING_OK ? pc->fail.error : RING_ERR_REMOTE);
     return ring_comm_fail_peer(comm, comm->rd->req,
-                               &(ring_fault_t){.status = pc->error, .culprit = culprit,
+                               &(ring_fault_t){.status = pc->fail.error, .culprit = culprit,
                                                .step = -1},
                                "recursive doubling, %s: {peer} failed or left (%s; in the "
                                "pair's own words, where %s: %s)", pair->what,
-                               ring_status_str(pc->error), pair->map, pc->error_msg);
+                               ring_status_str(pc->fail.error), pair->map, pc->fail.error_msg);
 }
 
 /* A pair failed: the ring fails, saying why in the ring's terms. When the pair
@@ -367,20 +367,20 @@ static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
     char mine[160], other[160];
     int peer;
 
-    if (comm->error != RING_OK)
-        return comm->error; /* the pair's failure already failed the ring */
-    if (pc->error != RING_ERR_MISMATCH || pc->mismatch.rank < 0 || pc->mismatch.rank > 1 ||
-        pc->mismatch.coll != (kind == RD_SWAP ? RING_COLL_ALLGATHER : RING_COLL_BROADCAST))
+    if (comm->fail.error != RING_OK)
+        return comm->fail.error; /* the pair's failure already failed the ring */
+    if (pc->fail.error != RING_ERR_MISMATCH || pc->fail.mismatch.rank < 0 || pc->fail.mismatch.rank > 1 ||
+        pc->fail.mismatch.coll != (kind == RD_SWAP ? RING_COLL_ALLGATHER : RING_COLL_BROADCAST))
         return rd_pair_left(comm, pair);
-    peer = pair->members[pc->mismatch.rank];
+    peer = pair->members[pc->fail.mismatch.rank];
     memset(&theirs, 0, sizeof(theirs));
     theirs.coll = RING_COLL_ALLREDUCE;
     theirs.round = req->round;
     theirs.dtype = RING_FLOAT32;
-    theirs.op = pc->mismatch.tensor_id >> 31 ? RING_AVG : RING_SUM;
-    theirs.tensor_id = pc->mismatch.tensor_id & 0x7fffffffu;
+    theirs.op = pc->fail.mismatch.tensor_id >> 31 ? RING_AVG : RING_SUM;
+    theirs.tensor_id = pc->fail.mismatch.tensor_id & 0x7fffffffu;
     /* a swap gathers both buffers, a result is one */
-    theirs.count = pc->mismatch.count / sizeof(float) / (kind == RD_SWAP ? 2 : 1);
+    theirs.count = pc->fail.mismatch.count / sizeof(float) / (kind == RD_SWAP ? 2 : 1);
     ring_coll_describe(req->coll, req->round, req->count, req->dtype, req->op,
                        req->tensor_id & 0x7fffffffu, -1, mine, sizeof(mine));
     ring_coll_describe(RING_COLL_ALLREDUCE, req->round, theirs.count, RING_FLOAT32, theirs.op,
@@ -412,7 +412,7 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
                                   &rd->sub_req);
     if (st != RING_OK) {
         rd->sub_req = NULL;
-        return pair->comm->error != RING_OK ? rd_pair_failed(comm, pair)
+        return pair->comm->fail.error != RING_OK ? rd_pair_failed(comm, pair)
                                             : ring_sub_fail(comm, &rd_owner, pair, st);
     }
     rd->last_move = ring_now();
@@ -504,15 +504,15 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     int nonfinite = 0;
 
     *finished_p = rd->req == NULL;
-    if (comm->error != RING_OK)
-        return comm->error;
+    if (comm->fail.error != RING_OK)
+        return comm->fail.error;
     if (rd->req == NULL)
         return RING_OK;
     for (int s = 0; s < RD_SLOTS; s++) {
         int asked = rd->asked_at != 0 && s == rd->plan.steps[rd->step].slot;
 
         /* the pair we asked failed because we asked: its answer comes another way */
-        if (rd->pair[s].comm != NULL && rd->pair[s].comm->error != RING_OK && !asked)
+        if (rd->pair[s].comm != NULL && rd->pair[s].comm->fail.error != RING_OK && !asked)
             return rd_pair_failed(comm, &rd->pair[s]);
     }
     if (rd->asked_at != 0) { /* no answer in time: it is the one that stopped */
@@ -572,12 +572,12 @@ static void rd_on_fail(ring_comm_t *comm)
 
         /* a mismatch's ABORT carries the calls in the fields a relay would use;
          * it goes round the ring backwards, where nobody is stopped */
-        if (pc == NULL || pc->error != RING_OK || comm->error == RING_ERR_MISMATCH)
+        if (pc == NULL || pc->fail.error != RING_OK || comm->fail.error == RING_ERR_MISMATCH)
             continue;
-        (void)ring_comm_fail(pc, &(ring_fault_t){.status = comm->error, .culprit = -1,
+        (void)ring_comm_fail(pc, &(ring_fault_t){.status = comm->fail.error, .culprit = -1,
                                                  .step = -1, .relay_origin = comm->rank + 1,
-                                                 .relay_culprit = comm->error_culprit + 1},
-                             "the ring failed: %s", comm->error_msg);
+                                                 .relay_culprit = comm->fail.error_culprit + 1},
+                             "the ring failed: %s", comm->fail.error_msg);
     }
 }
 

@@ -154,7 +154,7 @@ void ring_sub_linger(const ring_comm_t *comm)
 {
     struct timespec linger = {0, 200 * 1000 * 1000};
 
-    if (comm->error != RING_OK && (comm->hier != NULL || comm->rd != NULL))
+    if (comm->fail.error != RING_OK && (comm->hier != NULL || comm->rd != NULL))
         nanosleep(&linger, NULL);
 }
 
@@ -162,9 +162,9 @@ ring_status_t ring_sub_fail(ring_comm_t *comm, const ring_sub_owner_t *owner,
                             const ring_sub_t *sub, ring_status_t st)
 {
     const ring_comm_t *c = sub->comm;
-    int culprit = c != NULL && c->error != RING_OK && c->error_culprit >= 0 &&
-                          c->error_culprit < sub->n
-                      ? sub->members[c->error_culprit]
+    int culprit = c != NULL && c->fail.error != RING_OK && c->fail.error_culprit >= 0 &&
+                          c->fail.error_culprit < sub->n
+                      ? sub->members[c->fail.error_culprit]
                       : -1;
     char msg[700];
 

@@ -30,7 +30,7 @@ typedef struct ring_algo_ops {
     /* sleep in the sub-communicator under way instead of the ring: 1 when it did
      * (0 when it has nothing under way) */
     int (*wait)(ring_comm_t *comm, int timeout_ms);
-    /* NULL, or: the ring just failed (comm->error is set): tell the peers it
+    /* NULL, or: the ring just failed (comm->fail.error is set): tell the peers it
      * reaches by other ways than the ring (rd.c: its pairs) */
     void (*on_fail)(ring_comm_t *comm);
     /* NULL, or: progress fails a request that waits too long, naming whom it

@@ -321,8 +321,8 @@ static ring_status_t fail_send(ring_comm_t *comm, ring_request_t *req, int step,
     st = check_back_channel(comm, req);
     if (st != RING_OK)
         return st;
-    if (comm->error != RING_OK)
-        return ring_error_copy(comm->error, comm->error_msg);
+    if (comm->fail.error != RING_OK)
+        return ring_error_copy(comm->fail.error, comm->fail.error_msg);
     return ring_comm_fail_link(comm, req, step, comm->right_rank, ep, treq);
 }
 
@@ -365,7 +365,7 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
 
         if (ready <= 0) {
             if (ready < 0)
-                return comm->error;
+                return comm->fail.error;
             break;
         }
 
@@ -382,7 +382,7 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
 
         if (ready <= 0) {
             if (ready < 0)
-                return comm->error;
+                return comm->fail.error;
             break;
         }
         RING_CHECK(channel_post_recv(comm, ch, req, ch->next_recv));
@@ -444,8 +444,8 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (f.type == RING_FRAME_ABORT && !comm->open_done && (f.channel & RING_ABORT_AFTER_OPEN)) {
         /* the right neighbour is past the set-up: what it owed this peer's is on its
          * way (the other connection); fail once the set-up is over */
-        comm->abort_deferred = f;
-        comm->abort_deferred_valid = 1;
+        comm->fail.abort_deferred = f;
+        comm->fail.abort_deferred_valid = 1;
         return RING_OK;
     }
     if (f.type == RING_FRAME_DATA && (f.flags & RING_FRAME_NOTICE) &&
@@ -548,7 +548,7 @@ int ring_comm_progress(ring_comm_t *comm)
     moved = 0;
     /* failed outside this function (the progress thread's timeout): fail what is pending,
      * or its waiters never wake */
-    if (comm->error != RING_OK)
+    if (comm->fail.error != RING_OK)
         goto failed;
     if (comm->size > 1) /* hook: timeline.c; a pass that moved nothing was a wait */
         RING_TL_TIMED(comm, NULL, moved > 0 ? RING_TL_IO : RING_TL_WAIT, 0,
@@ -560,9 +560,9 @@ int ring_comm_progress(ring_comm_t *comm)
         request_begin(comm, req);
         moved++;
     }
-    if (comm->error != RING_OK || check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
+    if (comm->fail.error != RING_OK || check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
         goto failed;
-    if (comm->timeout_probe_deadline != 0) {
+    if (comm->fail.timeout_probe_deadline != 0) {
         if (probe_read_answers(comm, ring_comm_active_request(comm)) != RING_OK ||
             ring_comm_probe_check(comm))
             goto failed;
@@ -577,7 +577,7 @@ int ring_comm_progress(ring_comm_t *comm)
                 break;
             request_begin(comm, req);
             moved++;
-            if (comm->error != RING_OK)
+            if (comm->fail.error != RING_OK)
                 goto failed;
         }
         if (!req->done) {
@@ -610,7 +610,7 @@ failed:
     for (unsigned i = 0; i < comm->req_count; i++) {
         ring_request_t *r = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
         if (!r->done)
-            request_finish(comm, r, comm->error);
+            request_finish(comm, r, comm->fail.error);
     }
     return -1;
 }
@@ -668,6 +668,6 @@ ring_status_t ring_comm_wait_until(ring_comm_t *comm, ring_request_t *req)
         }
     }
     if (!req->done)
-        req->done = 1, req->status = comm->error;
+        req->done = 1, req->status = comm->fail.error;
     return req->status;
 }

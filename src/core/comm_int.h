@@ -136,6 +136,40 @@ struct ring_request {
     ring_status_t status;
 };
 
+/*
+ * A communicator's failure, written by fail.c alone (ring_comm_fail and its
+ * kin); every other file reads it: `comm->fail.error` is the sticky first
+ * error every call returns once it is set.
+ */
+typedef struct ring_fail_state {
+    ring_status_t error;
+    char error_msg[1024];
+    int error_culprit;                     /* the rank it blames, -1: none (hier.c maps it) */
+    struct {                               /* a RING_ERR_MISMATCH: the other peer's call */
+        int rank;                          /* -1: none seen */
+        ring_coll_t coll;
+        uint64_t count;
+        uint32_t tensor_id;
+        unsigned dtype, op;
+        int cause;                         /* 0, or RING_CAUSE_ALGO: the same call, run by
+                                            * different algorithms */
+    } mismatch;
+    ring_frame_t abort_seen;               /* the ABORT this comm failed from, if any */
+    int abort_seen_valid;
+    /* an ABORT of a user's call on the back channel while this peer still ran the
+     * set-up (it can overtake the set-up frames, which come the other way):
+     * applied once the set-up is over (comm_open.c) */
+    ring_frame_t abort_deferred;
+    int abort_deferred_valid;
+    ring_slot_t abort_right, abort_left;
+    /* asking the left neighbour before blaming it (probe mode) */
+    ring_slot_t probe_left;                /* the question: an ABORT naming it */
+    ring_slot_t waiting_right;             /* our answer to the right one: WAITING */
+    double timeout_probe_deadline;         /* the left neighbour was asked; 0: not yet */
+    double probe_started, probe_idle;      /* when it was asked, and how long we had waited */
+    int probed_by_right;                   /* the right neighbour asked us (it gets WAITING) */
+} ring_fail_state_t;
+
 struct ring_comm {
     ring_config_t cfg;
     int rank, size;
@@ -179,31 +213,8 @@ struct ring_comm {
     ring_request_t reqs[RING_MAX_REQUESTS];
     unsigned req_head, req_count;
     uint64_t next_round;
-    /* sticky first error */
-    ring_status_t error;
-    char error_msg[1024];
-    int error_culprit;                     /* the rank it blames, -1: none (hier.c maps it) */
-    struct {                               /* a RING_ERR_MISMATCH: the other peer's call */
-        int rank;                          /* -1: none seen */
-        ring_coll_t coll;
-        uint64_t count;
-        uint32_t tensor_id;
-        unsigned dtype, op;
-        int cause;                         /* 0, or RING_CAUSE_ALGO: the same call, run by
-                                            * different algorithms */
-    } mismatch;
-    ring_frame_t abort_seen;               /* the ABORT this comm failed from, if any */
-    int abort_seen_valid;
     int open_done;                         /* ring_comm_open's set-up is over */
-    /* an ABORT of a user's call on the back channel while this peer still ran the
-     * set-up (it can overtake the set-up frames, which come the other way):
-     * applied once the set-up is over (comm_open.c) */
-    ring_frame_t abort_deferred;
-    int abort_deferred_valid;
-    ring_slot_t abort_right, abort_left;
-    /* fail.c: asking the left neighbour before blaming it (probe mode) */
-    ring_slot_t probe_left;                /* the question: an ABORT naming it */
-    ring_slot_t waiting_right;             /* our answer to the right one: WAITING */
+    ring_fail_state_t fail;                /* fail.c's */
     ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
     ring_auth_party_t boot_party;          /* the verbs bootstrap's guard: this rank calling
                                             * its right neighbour (connect.c fills it in) */
@@ -212,9 +223,6 @@ struct ring_comm {
     int auth_encrypt;                      /* --auth encrypt: data payloads encrypted too */
     ring_frame_macs_t *macs;               /* ... its keys per connection, NULL when off */
     size_t hdr_bytes;                      /* a frame's header: 64, + the trailer with macs */
-    double timeout_probe_deadline;         /* fail.c: the left neighbour was asked; 0: not yet */
-    double probe_started, probe_idle;      /* when it was asked, and how long we had waited */
-    int probed_by_right;                   /* the right neighbour asked us (it gets WAITING) */
     /* doctor.c: its state (requests and buffers the transport may still hold
      * after a failure, so freed with the comm), and whether it is running */
     struct ring_hier *hier;                /* hier.c: the local and cross rings, or NULL */

@@ -617,9 +617,9 @@ static void connect_tell_mismatch(connect_state_t *cs, double deadline)
             told_left = connect_in_progress(cs, i, now) == RING_ERR_MISMATCH;
         /* once all its connections are up (a neighbour reads frames only then) */
         if (!told_right && cs->nout == total)
-            told_right = ring_ctrl_post(comm, &comm->abort_right, comm->channels[0].right[0], &f);
+            told_right = ring_ctrl_post(comm, &comm->fail.abort_right, comm->channels[0].right[0], &f);
         if (!told_left && cs->accepted == total && replies_sent(cs))
-            told_left = ring_ctrl_post(comm, &comm->abort_left, comm->channels[0].left[0], &f);
+            told_left = ring_ctrl_post(comm, &comm->fail.abort_left, comm->channels[0].left[0], &f);
         comm->tp_ops->wait(comm->tp, 10);
         now = ring_now();
     }

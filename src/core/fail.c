@@ -119,8 +119,8 @@ void ring_abort_flush(ring_comm_t *comm)
     double until = ring_now() + NOTICE_LINGER_S;
 
     /* best effort: give the notices a moment to leave, never wait for a dead peer */
-    while (ring_now() < until && ((comm->abort_right.posted && !comm->abort_right.req.done) ||
-                                  (comm->abort_left.posted && !comm->abort_left.req.done))) {
+    while (ring_now() < until && ((comm->fail.abort_right.posted && !comm->fail.abort_right.req.done) ||
+                                  (comm->fail.abort_left.posted && !comm->fail.abort_left.req.done))) {
         if (comm->tp_ops->progress(comm->tp) == 0)
             comm->tp_ops->wait(comm->tp, 5);
     }
@@ -133,9 +133,9 @@ static void notice_send(ring_comm_t *comm, const ring_frame_t *f, int skip_rank)
     if (comm->size < 2 || comm->tp == NULL)
         return;
     if (comm->right_rank != skip_rank || comm->size == 2)
-        (void)ring_ctrl_post(comm, &comm->abort_right, comm->channels[0].right[0], f);
+        (void)ring_ctrl_post(comm, &comm->fail.abort_right, comm->channels[0].right[0], f);
     if (comm->left_rank != skip_rank || comm->size == 2)
-        (void)ring_ctrl_post(comm, &comm->abort_left, comm->channels[0].left[0], f);
+        (void)ring_ctrl_post(comm, &comm->fail.abort_left, comm->channels[0].left[0], f);
     ring_abort_flush(comm);
 }
 
@@ -185,13 +185,13 @@ static void algo_on_fail(ring_comm_t *comm)
 static void mismatch_note(ring_comm_t *comm, int rank, ring_coll_t coll, uint64_t count,
                           uint32_t tensor_id, unsigned dtype, unsigned op, int cause)
 {
-    comm->mismatch.cause = cause == RING_CAUSE_ALGO ? cause : 0;
-    comm->mismatch.dtype = dtype;
-    comm->mismatch.op = op;
-    comm->mismatch.rank = rank;
-    comm->mismatch.coll = coll;
-    comm->mismatch.count = count;
-    comm->mismatch.tensor_id = tensor_id;
+    comm->fail.mismatch.cause = cause == RING_CAUSE_ALGO ? cause : 0;
+    comm->fail.mismatch.dtype = dtype;
+    comm->fail.mismatch.op = op;
+    comm->fail.mismatch.rank = rank;
+    comm->fail.mismatch.coll = coll;
+    comm->fail.mismatch.count = count;
+    comm->fail.mismatch.tensor_id = tensor_id;
 }
 
 ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const char *fmt, ...)
@@ -199,14 +199,14 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     ring_frame_t f;
     va_list ap;
 
-    if (comm->error != RING_OK)
-        return ring_error_copy(comm->error, comm->error_msg);
+    if (comm->fail.error != RING_OK)
+        return ring_error_copy(comm->fail.error, comm->fail.error_msg);
     va_start(ap, fmt);
-    vsnprintf(comm->error_msg, sizeof(comm->error_msg), fmt, ap);
+    vsnprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg), fmt, ap);
     va_end(ap);
-    comm->error = fault->status;
-    comm->error_culprit = fault->culprit;
-    ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
+    comm->fail.error = fault->status;
+    comm->fail.error_culprit = fault->culprit;
+    ring_log(RING_LOG_ERROR, "%s", comm->fail.error_msg);
     ring_ctrl_fill(comm, ring_comm_active_request(comm), RING_FRAME_ABORT, &f);
     f.culprit_rank = fault->culprit >= 0 ? (uint32_t)fault->culprit : UINT32_MAX;
     f.status = (uint32_t)fault->status;
@@ -225,7 +225,7 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     }
     notice_send(comm, &f, -1);
     algo_on_fail(comm);
-    return ring_error_copy(fault->status, comm->error_msg);
+    return ring_error_copy(fault->status, comm->fail.error_msg);
 }
 
 static int channel_waiting_left(const ring_comm_t *comm);
@@ -245,7 +245,7 @@ static int probe_start(ring_comm_t *comm, ring_request_t *req, double idle)
     ring_frame_t f;
     double now;
 
-    if (comm->timeout_probe_deadline != 0)
+    if (comm->fail.timeout_probe_deadline != 0)
         return 1;
     if (comm->size <= 2 || req == NULL || channel_waiting_left(comm) < 0 ||
         comm->channels[0].left[0] == NULL)
@@ -255,11 +255,11 @@ static int probe_start(ring_comm_t *comm, ring_request_t *req, double idle)
     f.status = RING_ERR_TIMED_OUT;
     f.sys_errno = ETIMEDOUT;
     f.step = (uint16_t)ring_comm_current_step(comm);
-    (void)ring_ctrl_post(comm, &comm->probe_left, comm->channels[0].left[0], &f);
+    (void)ring_ctrl_post(comm, &comm->fail.probe_left, comm->channels[0].left[0], &f);
     now = ring_now();
-    comm->probe_started = now;
-    comm->probe_idle = idle > 0 ? idle : comm->cfg.timeout_s;
-    comm->timeout_probe_deadline = now + probe_grace(comm);
+    comm->fail.probe_started = now;
+    comm->fail.probe_idle = idle > 0 ? idle : comm->cfg.timeout_s;
+    comm->fail.timeout_probe_deadline = now + probe_grace(comm);
     return 1;
 }
 
@@ -269,13 +269,13 @@ static int probe_start(ring_comm_t *comm, ring_request_t *req, double idle)
 static void tell_right_waiting(ring_comm_t *comm)
 {
     ring_frame_t f;
-    double left_s = comm->timeout_probe_deadline - ring_now();
+    double left_s = comm->fail.timeout_probe_deadline - ring_now();
 
-    if (!comm->probed_by_right)
+    if (!comm->fail.probed_by_right)
         return;
     ring_ctrl_fill(comm, ring_comm_active_request(comm), RING_FRAME_WAITING, &f);
     f.detail = left_s > 0 ? (uint64_t)(left_s * 1000) + 1 : 0;
-    (void)ring_ctrl_post(comm, &comm->waiting_right, comm->channels[0].right[0], &f);
+    (void)ring_ctrl_post(comm, &comm->fail.waiting_right, comm->channels[0].right[0], &f);
 }
 
 void ring_comm_probe_extend(ring_comm_t *comm, const ring_frame_t *waiting)
@@ -285,14 +285,14 @@ void ring_comm_probe_extend(ring_comm_t *comm, const ring_frame_t *waiting)
      * so a ring of live but stuck peers, all asking, still fails */
     double theirs = waiting->detail < 3600000 ? (double)waiting->detail / 1000 : 3600;
     double until = ring_now() + theirs + probe_grace(comm);
-    double cap = comm->probe_started + comm->cfg.timeout_s;
+    double cap = comm->fail.probe_started + comm->cfg.timeout_s;
 
-    if (comm->timeout_probe_deadline == 0)
+    if (comm->fail.timeout_probe_deadline == 0)
         return;
     if (until > cap)
         until = cap;
-    if (until > comm->timeout_probe_deadline) {
-        comm->timeout_probe_deadline = until;
+    if (until > comm->fail.timeout_probe_deadline) {
+        comm->fail.timeout_probe_deadline = until;
         tell_right_waiting(comm); /* whoever asked us waits as long */
     }
 }
@@ -301,12 +301,12 @@ int ring_comm_probe_check(ring_comm_t *comm)
 {
     double now = ring_now();
 
-    if (comm->error != RING_OK)
+    if (comm->fail.error != RING_OK)
         return 1;
-    if (comm->timeout_probe_deadline == 0 || now < comm->timeout_probe_deadline)
+    if (comm->fail.timeout_probe_deadline == 0 || now < comm->fail.timeout_probe_deadline)
         return 0;
     ring_comm_fail_timeout(comm, ring_comm_active_request(comm),
-                           comm->probe_idle + (now - comm->probe_started));
+                           comm->fail.probe_idle + (now - comm->fail.probe_started));
     return 1;
 }
 
@@ -356,8 +356,8 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     unsigned their_dtype = f->flags & 0xff, their_op = (f->flags >> 8) & 0x0f;
     unsigned their_coll = f->flags >> 12;
 
-    if (comm->error != RING_OK)
-        return ring_error_copy(comm->error, comm->error_msg);
+    if (comm->fail.error != RING_OK)
+        return ring_error_copy(comm->fail.error, comm->fail.error_msg);
     /* A neighbour timed out waiting for this peer, which is alive: so this
      * peer is waiting too, for someone further up the ring. When the right
      * neighbour asks, say so (WAITING) and ask the left one in turn, so the
@@ -369,7 +369,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
 
         if (from_rank == comm->right_rank && !algo_owns_timeout(comm, req) &&
             probe_start(comm, req, 0)) {
-            comm->probed_by_right = 1;
+            comm->fail.probed_by_right = 1;
             tell_right_waiting(comm);
             return RING_OK;
         }
@@ -387,7 +387,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     switch ((ring_status_t)f->status) {
     case RING_ERR_REMOTE:
         if (f->sys_errno == RING_CAUSE_CLOSED)
-            snprintf(comm->error_msg, sizeof(comm->error_msg),
+            snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                      "%s: rank %d (%s) closed its communicator during %s%s (seen by rank %u%s)",
                      phase, culprit, addr, comm->doctor_running ? "" : "this ",
                      comm->doctor_running         ? "the ring doctor"
@@ -395,13 +395,13 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
                                                   : "collective",
                      f->origin_rank, via);
         else
-            snprintf(comm->error_msg, sizeof(comm->error_msg),
+            snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                      "%s: %s by rank %d (%s) (seen by rank %u%s)", phase,
                      ring_tp_cause(RING_ERR_REMOTE, f->sys_errno), culprit, addr, f->origin_rank,
                      via);
         break;
     case RING_ERR_TIMED_OUT:
-        snprintf(comm->error_msg, sizeof(comm->error_msg),
+        snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                  "%s: rank %u timed out waiting for rank %d (%s)%s", phase, f->origin_rank,
                  culprit, addr, via);
         break;
@@ -409,7 +409,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         char mine[160], theirs[160];
 
         if (f->sys_errno == RING_CAUSE_SETTINGS) { /* no call differs: not a mismatch note */
-            snprintf(comm->error_msg, sizeof(comm->error_msg),
+            snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                      "start-up: rank %u and rank %d (%s) have different settings: %s differs; "
                      "they stopped, and their messages say what each has (give every peer "
                      "the same)%s", f->origin_rank, culprit, addr,
@@ -425,7 +425,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         if (f->sys_errno == RING_CAUSE_ALGO) {
             ring_coll_describe((ring_coll_t)f->coll, f->round, f->count, f->dtype, f->op,
                                f->tensor_id, -1, mine, sizeof(mine));
-            snprintf(comm->error_msg, sizeof(comm->error_msg),
+            snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                      "%s: rank %u and rank %d (%s) run %s by different algorithms (the ring "
                      "on one, recursive doubling or the direct allreduce on the other): the "
                      "calls differ in what decides the algorithm (RING_CALL_EXACT on some "
@@ -439,14 +439,14 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
                            f->tensor_id, -1, mine, sizeof(mine));
         ring_coll_describe((ring_coll_t)their_coll, f->round, f->detail, their_dtype,
                            their_op, f->chunk, -1, theirs, sizeof(theirs));
-        snprintf(comm->error_msg, sizeof(comm->error_msg),
+        snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                  "%s: collective arguments differ: rank %u called %s; rank %d (%s) called %s%s",
                  phase, f->origin_rank, mine, culprit, addr, theirs, via);
         break;
     }
     case RING_ERR_PROTOCOL:
         if (f->sys_errno == RING_CAUSE_BAD_TAG) {
-            snprintf(comm->error_msg, sizeof(comm->error_msg),
+            snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                      "%s: rank %u refused a frame from rank %d (%s) that does not carry a valid "
                      "tag (--auth frames: altered or injected on that connection)%s", phase,
                      f->origin_rank, culprit, addr, via);
@@ -454,20 +454,20 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         }
         /* fall through */
     default:
-        snprintf(comm->error_msg, sizeof(comm->error_msg),
+        snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                  "%s: rank %u failed (%s) and stopped the ring%s", phase, f->origin_rank,
                  ring_status_str((ring_status_t)f->status), via);
         break;
     }
-    comm->error_culprit = culprit;
-    comm->error = (ring_status_t)f->status == RING_ERR_MISMATCH ? RING_ERR_MISMATCH
+    comm->fail.error_culprit = culprit;
+    comm->fail.error = (ring_status_t)f->status == RING_ERR_MISMATCH ? RING_ERR_MISMATCH
                                                                 : RING_ERR_REMOTE;
-    comm->abort_seen = *f;
-    comm->abort_seen_valid = 1;
-    ring_log(RING_LOG_ERROR, "%s", comm->error_msg);
+    comm->fail.abort_seen = *f;
+    comm->fail.abort_seen_valid = 1;
+    ring_log(RING_LOG_ERROR, "%s", comm->fail.error_msg);
     notice_send(comm, f, from_rank);
     algo_on_fail(comm);
-    return ring_error_copy(comm->error, comm->error_msg);
+    return ring_error_copy(comm->fail.error, comm->fail.error_msg);
 }
 
 /* The channel whose receive from the left neighbour is what this peer waits
@@ -550,9 +550,9 @@ int ring_comm_check_timeout(ring_comm_t *comm, double idle)
 {
     ring_request_t *req;
 
-    if (comm->error != RING_OK)
+    if (comm->fail.error != RING_OK)
         return 1;
-    if (comm->timeout_probe_deadline != 0)
+    if (comm->fail.timeout_probe_deadline != 0)
         return ring_comm_probe_check(comm);
     if (idle <= comm->cfg.timeout_s)
         return 0;

@@ -66,7 +66,7 @@ static void *progress_main(void *arg)
         int moved;
         double now;
 
-        if (comm->error != RING_OK || !has_pending(comm)) {
+        if (comm->fail.error != RING_OK || !has_pending(comm)) {
             pthread_cond_wait(&p->work, &p->lock);
             last_progress = ring_now();
             spin_until = last_progress + comm->cfg.spin_us * 1e-6;
@@ -180,7 +180,7 @@ int ring_progress_wait(ring_comm_t *comm, ring_request_t *req)
     while (!req->done) {
         struct timespec until;
 
-        if (comm->error != RING_OK) {
+        if (comm->fail.error != RING_OK) {
             /* failed while the thread slept (a caller's call failed the ring): fail
              * what is pending with the sticky error, or this wait would never end */
             (void)ring_comm_progress(comm);
@@ -196,6 +196,6 @@ int ring_progress_wait(ring_comm_t *comm, ring_request_t *req)
         (void)pthread_cond_timedwait(&p->done, &p->lock, &until);
     }
     if (!req->done)
-        req->done = 1, req->status = comm->error;
+        req->done = 1, req->status = comm->fail.error;
     return 0;
 }

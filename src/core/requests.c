@@ -70,8 +70,8 @@ ring_status_t ring_request_next(ring_comm_t *comm, ring_request_t **slot_p)
     ring_request_t *req;
     size_t *offsets;
 
-    if (comm->error != RING_OK)
-        return ring_error_copy(comm->error, comm->error_msg);
+    if (comm->fail.error != RING_OK)
+        return ring_error_copy(comm->fail.error, comm->fail.error_msg);
     if (comm->req_count == RING_MAX_REQUESTS)
         return ring_error_set(RING_ERR_NO_RESOURCE, "%d requests already started and not "
                               "waited for", RING_MAX_REQUESTS);
@@ -163,7 +163,7 @@ static ring_status_t request_error(const ring_request_t *req)
                                   ? " (fp16 without scaling overflows above 65504: try "
                                     "--fp16-scaling on)"
                                   : "");
-    return ring_error_copy(req->status, req->comm->error_msg);
+    return ring_error_copy(req->status, req->comm->fail.error_msg);
 }
 
 ring_status_t ring_request_test(ring_request_t *req, int *done_p)

@@ -299,8 +299,8 @@ static ring_status_t doctor_wait(ring_comm_t *comm, ring_slot_t *slot, double li
     for (;;) {
         int moved = comm->tp_ops->progress(comm->tp);
 
-        if (comm->error != RING_OK)
-            return ring_error_copy(comm->error, comm->error_msg);
+        if (comm->fail.error != RING_OK)
+            return ring_error_copy(comm->fail.error, comm->fail.error_msg);
         RING_CHECK(doctor_scan(comm, slot));
         if (slot->req.done)
             return RING_OK;
@@ -710,8 +710,8 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
     if (comm == NULL || edges == NULL)
         return ring_error_set(RING_ERR_INVALID, "ring_comm_doctor: comm and edges must not be "
                               "NULL");
-    if (comm->error != RING_OK)
-        return ring_error_copy(comm->error, comm->error_msg);
+    if (comm->fail.error != RING_OK)
+        return ring_error_copy(comm->fail.error, comm->fail.error_msg);
     if (bytes == 0)
         bytes = RING_DOCTOR_DEFAULT_BYTES;
     if (bytes < DOCTOR_MIN_BYTES || bytes > DOCTOR_MAX_BYTES)
