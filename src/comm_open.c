@@ -60,11 +60,11 @@ static void comm_free(ring_comm_t *comm)
     ring_rendezvous_close(comm);
     if (comm->tp != NULL)
         comm->tp_ops->fini(comm->tp);
-    for (int r = 0; comm->hosts != NULL && r < comm->size; r++)
-        free(comm->hosts[r]);
-    free(comm->hosts);
-    free(comm->order);
-    free(comm->peers);
+    for (int r = 0; comm->topo.hosts != NULL && r < comm->size; r++)
+        free(comm->topo.hosts[r]);
+    free(comm->topo.hosts);
+    free(comm->topo.order);
+    free(comm->topo.peers);
     ring_config_free(&comm->cfg);
     free(comm);
 }
@@ -75,12 +75,12 @@ static ring_status_t comm_static_peers(ring_comm_t *comm)
     const ring_config_t *cfg = &comm->cfg;
 
     RING_CHECK(ring_peers_parse(cfg->peers, cfg->world_size, cfg->port_lo, cfg->port_hi,
-                                &comm->peers));
-    comm->hosts = calloc((size_t)comm->size, sizeof(*comm->hosts));
-    if (comm->hosts == NULL)
+                                &comm->topo.peers));
+    comm->topo.hosts = calloc((size_t)comm->size, sizeof(*comm->topo.hosts));
+    if (comm->topo.hosts == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
     for (int r = 0; r < comm->size; r++)
-        if ((comm->hosts[r] = strdup(comm->peers[r].host)) == NULL)
+        if ((comm->topo.hosts[r] = strdup(comm->topo.peers[r].host)) == NULL)
             return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
     return RING_OK;
 }
@@ -88,23 +88,23 @@ static ring_status_t comm_static_peers(ring_comm_t *comm)
 /* This peer's place on the ring and its neighbours (--ring-order). */
 static ring_status_t comm_place(ring_comm_t *comm)
 {
-    comm->order = malloc((size_t)comm->size * sizeof(*comm->order));
-    if (comm->order == NULL)
+    comm->topo.order = malloc((size_t)comm->size * sizeof(*comm->topo.order));
+    if (comm->topo.order == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
     if (strcmp(comm->cfg.ring_order, "rank") == 0)
-        ring_order_by_rank(comm->size, comm->order);
-    else if (ring_order_by_host((const char *const *)comm->hosts, comm->size, comm->order) != 0)
+        ring_order_by_rank(comm->size, comm->topo.order);
+    else if (ring_order_by_host((const char *const *)comm->topo.hosts, comm->size, comm->topo.order) != 0)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
     for (int p = 0; p < comm->size; p++)
-        if (comm->order[p] == comm->rank)
-            comm->pos = p;
-    comm->left_rank = comm->order[(comm->pos + comm->size - 1) % comm->size];
-    comm->right_rank = comm->order[(comm->pos + 1) % comm->size];
-    ring_order_describe((const char *const *)comm->hosts, comm->order, comm->size,
-                        comm->order_desc, sizeof(comm->order_desc));
-    ring_peer_format(&comm->peers[comm->left_rank], comm->left_addr, sizeof(comm->left_addr));
-    ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr, sizeof(comm->right_addr));
-    ring_log(RING_LOG_INFO, "ring order (%s): %s", comm->cfg.ring_order, comm->order_desc);
+        if (comm->topo.order[p] == comm->rank)
+            comm->topo.pos = p;
+    comm->topo.left_rank = comm->topo.order[(comm->topo.pos + comm->size - 1) % comm->size];
+    comm->topo.right_rank = comm->topo.order[(comm->topo.pos + 1) % comm->size];
+    ring_order_describe((const char *const *)comm->topo.hosts, comm->topo.order, comm->size,
+                        comm->topo.order_desc, sizeof(comm->topo.order_desc));
+    ring_peer_format(&comm->topo.peers[comm->topo.left_rank], comm->topo.left_addr, sizeof(comm->topo.left_addr));
+    ring_peer_format(&comm->topo.peers[comm->topo.right_rank], comm->topo.right_addr, sizeof(comm->topo.right_addr));
+    ring_log(RING_LOG_INFO, "ring order (%s): %s", comm->cfg.ring_order, comm->topo.order_desc);
     return RING_OK;
 }
 
@@ -141,13 +141,13 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     comm->size = cfg->world_size;
     comm->nchannels = cfg->channels;
     if (strcmp(cfg->autotune, "on") == 0 && cfg->world_size > 1) {
-        if (ring_autotune_parse(cfg->autotune_chunks, cfg->autotune_channels, &comm->autotune,
+        if (ring_autotune_parse(cfg->autotune_chunks, cfg->autotune_channels, &comm->tune.space,
                                 why, sizeof(why)) != 0)
             return ring_error_set(RING_ERR_INVALID, "%s", why);
         /* connect every channel and size the buffers for every chunk a candidate uses */
-        comm->autotuned = 1;
-        comm->nchannels = comm->autotune.max_channels;
-        comm->cfg.chunk_bytes = comm->autotune.max_chunk;
+        comm->tune.on = 1;
+        comm->nchannels = comm->tune.space.max_channels;
+        comm->cfg.chunk_bytes = comm->tune.space.max_chunk;
     }
     comm->nstreams = cfg->tcp_streams;
     comm->codec = strcmp(cfg->codec, "fp16") == 0   ? RING_CODEC_FP16
@@ -162,7 +162,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     RING_CHECK(ring_coll_comm_alloc(comm));
     if (comm->size == 1) {
         comm->tp_ops = ring_tp_find("tcp");
-        comm->left_rank = comm->right_rank = comm->pos = 0;
+        comm->topo.left_rank = comm->topo.right_rank = comm->topo.pos = 0;
         return RING_OK; /* a ring of one needs no peers, no sockets and no RDMA device */
     }
     (void)ring_config_one_host(cfg, one_host, sizeof(one_host));
@@ -205,26 +205,26 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         ring_log(RING_LOG_DEBUG, "%s", ring_last_error());
     RING_CHECK(ring_connect_ring(comm));
     ring_channel_post_back(comm, &comm->channels[0]);
-    if (comm->autotuned)
+    if (comm->tune.on)
         RING_CHECK(ring_autotune(comm));
     /* hook: hier.c, --hierarchical; it opens its rings with what we lend it */
     RING_CHECK(ring_hier_open(comm, ring_comm_open, ring_comm_close));
     /* hook: direct.c, --algo: one shared segment when every peer is on this host */
     RING_CHECK(ring_direct_open(comm));
     /* hook: rd.c, --algo: its pairs, the same way (not needed where direct runs) */
-    if (comm->direct == NULL)
+    if (comm->algo.direct == NULL)
         RING_CHECK(ring_rd_open(comm, ring_comm_open, ring_comm_close));
     /* rd_fit.c, --rd-fit: where rd stops paying on this ring, measured */
-    if (comm->rd != NULL && strcmp(comm->cfg.algo, "auto") == 0 &&
+    if (comm->algo.rd != NULL && strcmp(comm->cfg.algo, "auto") == 0 &&
         strcmp(comm->cfg.rd_fit, "on") == 0)
         RING_CHECK(ring_rd_fit(comm));
     /* their set-up allgathers were not the user's: the user's first call is round 0 */
-    comm->next_round = 0;
+    comm->requests.next_round = 0;
     memset(&comm->stats, 0, sizeof(comm->stats));
     comm->stats.rd_max_bytes = ring_rd_max_bytes(comm);
     comm->open_done = 1;
     if (comm->fail.abort_deferred_valid) /* the first call fails with it */
-        (void)ring_comm_fail_from_frame(comm, &comm->fail.abort_deferred, comm->right_rank);
+        (void)ring_comm_fail_from_frame(comm, &comm->fail.abort_deferred, comm->topo.right_rank);
     return RING_OK;
 }
 

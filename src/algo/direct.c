@@ -77,9 +77,9 @@ static int one_host(const ring_comm_t *comm, char *why, size_t len)
         return 0;
     }
     for (int r = 1; r < comm->size; r++)
-        if (comm->hosts == NULL || strcmp(comm->hosts[r], comm->hosts[0]) != 0) {
+        if (comm->topo.hosts == NULL || strcmp(comm->topo.hosts[r], comm->topo.hosts[0]) != 0) {
             snprintf(why, len, "rank %d runs on %s, rank 0 on %s", r,
-                     comm->hosts ? comm->hosts[r] : "?", comm->hosts ? comm->hosts[0] : "?");
+                     comm->topo.hosts ? comm->topo.hosts[r] : "?", comm->topo.hosts ? comm->topo.hosts[0] : "?");
             return 0;
         }
     return 1;
@@ -162,7 +162,7 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
 {
     struct ring_direct *d;
     char name[DIRECT_NAME_BYTES] = "", why[300] = "";
-    int root = comm->order[0], ok = 1, *oks = NULL, bad = -1;
+    int root = comm->topo.order[0], ok = 1, *oks = NULL, bad = -1;
     int forced = strcmp(comm->cfg.algo, "direct") == 0;
     unsigned char nonce[RING_AUTH_NONCE_BYTES];
     ring_status_t st;
@@ -197,7 +197,7 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
     seg_layout(d, comm->size, NULL);
     /* place 0 names it; everyone knows the name before it exists, so any peer can
      * unlink it if the set-up fails half-way */
-    if (comm->pos == 0) {
+    if (comm->topo.pos == 0) {
         if (ring_auth_nonce(nonce) != 0) {
             snprintf(why, sizeof(why), "no random bytes for its name");
             ok = 0;
@@ -208,12 +208,12 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
     }
     st = ring_broadcast(comm, name, sizeof(name), root);
     name[sizeof(name) - 1] = '\0';
-    if (st == RING_OK && comm->pos == 0 && name[0] != '\0')
+    if (st == RING_OK && comm->topo.pos == 0 && name[0] != '\0')
         ok = seg_map(d, name, 1, comm->size, why, sizeof(why)) == 0;
     /* the others open it once place 0 says it is there */
     if (st == RING_OK)
         st = ring_allgather(comm, &ok, oks, sizeof(int));
-    if (st == RING_OK && comm->pos != 0) {
+    if (st == RING_OK && comm->topo.pos != 0) {
         ok = name[0] != '\0' && oks[root] && seg_map(d, name, 0, comm->size, why, sizeof(why)) == 0;
         if (ok && (((direct_seg_hdr_t *)d->seg)->magic != DIRECT_MAGIC ||
                    ((direct_seg_hdr_t *)d->seg)->places != (uint32_t)comm->size)) {
@@ -256,25 +256,25 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
         ring_log(RING_LOG_INFO, "direct allreduce: fp32 allreduces without a codec of at most "
                  "%zu bytes go through one shared segment of %zu bytes (%d peers on this host)",
                  d->max_bytes, d->seg_bytes, comm->size);
-    comm->direct = d;
-    comm->algo_ops[RING_ALGO_DIRECT] = &direct_ops;
+    comm->algo.direct = d;
+    comm->algo.ops[RING_ALGO_DIRECT] = &direct_ops;
     return RING_OK;
 }
 
 void ring_direct_close(ring_comm_t *comm)
 {
-    if (comm->direct != NULL) { /* a peer still waiting for this one fails at once */
-        atomic_store(&comm->direct->boards[comm->pos].closed, 1);
-        ring_direct_ring(comm->direct);
+    if (comm->algo.direct != NULL) { /* a peer still waiting for this one fails at once */
+        atomic_store(&comm->algo.direct->boards[comm->topo.pos].closed, 1);
+        ring_direct_ring(comm->algo.direct);
     }
-    direct_free(comm->direct);
-    comm->direct = NULL;
-    comm->algo_ops[RING_ALGO_DIRECT] = NULL;
+    direct_free(comm->algo.direct);
+    comm->algo.direct = NULL;
+    comm->algo.ops[RING_ALGO_DIRECT] = NULL;
 }
 
 static int direct_takes(const ring_comm_t *comm, const ring_request_t *req)
 {
-    const struct ring_direct *d = comm->direct;
+    const struct ring_direct *d = comm->algo.direct;
     size_t bytes = req->count * sizeof(float);
 
     return d != NULL && req->coll == RING_COLL_ALLREDUCE && req->dtype == RING_FLOAT32 &&
@@ -285,7 +285,7 @@ static int direct_takes(const ring_comm_t *comm, const ring_request_t *req)
 
 static ring_status_t direct_begin(ring_comm_t *comm, ring_request_t *req)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
 
     d->req = req;
     d->posted = 0;
@@ -298,7 +298,7 @@ static ring_status_t direct_begin(ring_comm_t *comm, ring_request_t *req)
 /* Every slot of the round, added in place order: the same bits on every peer. */
 static ring_status_t add_slots(ring_comm_t *comm, ring_request_t *req)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
     float *out = req->recvbuf;
 
     for (int p = 0; p < comm->size; p++) {
@@ -321,11 +321,11 @@ static ring_status_t add_slots(ring_comm_t *comm, ring_request_t *req)
 static ring_status_t small_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
                                     int *finished_p)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
     int parity = (int)(req->round & 1), p;
 
     if (!d->posted) {
-        direct_slot_hdr_t *h = direct_slot(d, comm->pos, req->round);
+        direct_slot_hdr_t *h = direct_slot(d, comm->topo.pos, req->round);
 
         /* the slot's last buffer must have been added by everyone */
         if ((p = ring_direct_lagging(comm, DIRECT_READ, d->parity_round[parity])) >= 0)
@@ -337,7 +337,7 @@ static ring_status_t small_progress(ring_comm_t *comm, ring_request_t *req, int 
         h->op = (uint32_t)req->op;
         RING_TL_TIMED(comm, NULL, RING_TL_SEND, req->count * sizeof(float),
                       memcpy(direct_slot_data(h), req->sendbuf, req->count * sizeof(float)));
-        ring_direct_set(d, comm->pos, DIRECT_POSTED, req->round + 1);
+        ring_direct_set(d, comm->topo.pos, DIRECT_POSTED, req->round + 1);
         d->parity_round[parity] = req->round + 1;
         d->posted = 1;
         d->moved = 1;
@@ -351,7 +351,7 @@ static ring_status_t small_progress(ring_comm_t *comm, ring_request_t *req, int 
         RING_TL_TIMED(comm, NULL, RING_TL_REDUCE, req->count, st = add_slots(comm, req));
         RING_CHECK(st);
     }
-    ring_direct_set(d, comm->pos, DIRECT_READ, req->round + 1);
+    ring_direct_set(d, comm->topo.pos, DIRECT_READ, req->round + 1);
     *moved_p += 1;
     *finished_p = 1;
     return RING_OK;
@@ -360,7 +360,7 @@ static ring_status_t small_progress(ring_comm_t *comm, ring_request_t *req, int 
 static ring_status_t direct_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
                                      int *finished_p)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
     int nonfinite = 0, finished = 0;
 
     *finished_p = d->req == NULL;
@@ -387,7 +387,7 @@ static ring_status_t direct_progress(ring_comm_t *comm, ring_request_t *req, int
 /* A neighbour on the ring timed out and asks what this peer waits for. */
 static ring_status_t direct_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
     int p;
 
     (void)req;
@@ -396,13 +396,13 @@ static ring_status_t direct_fail_timeout(ring_comm_t *comm, ring_request_t *req,
                                                     .sys_errno = ETIMEDOUT, .step = -1},
                               "direct allreduce: timed out after %.0f s", waited);
     p = ring_direct_lagging(comm, d->wait_ctr, d->wait_want);
-    return ring_direct_timed_out(comm, p >= 0 ? p : comm->pos);
+    return ring_direct_timed_out(comm, p >= 0 ? p : comm->topo.pos);
 }
 
 /* Our comm failed: say so on our board, for the peers that wait on the segment. */
 static void direct_on_fail(ring_comm_t *comm)
 {
-    direct_board_t *b = &comm->direct->boards[comm->pos];
+    direct_board_t *b = &comm->algo.direct->boards[comm->topo.pos];
     const ring_request_t *req = ring_comm_active_request(comm);
 
     if (atomic_load_explicit(&b->failed, memory_order_relaxed) != 0)
@@ -423,12 +423,12 @@ static void direct_on_fail(ring_comm_t *comm)
     }
     b->mm_cause = comm->fail.mismatch.cause;
     atomic_store_explicit(&b->failed, (int32_t)comm->fail.error, memory_order_release);
-    ring_direct_ring(comm->direct);
+    ring_direct_ring(comm->algo.direct);
 }
 
 static int direct_busy(const ring_comm_t *comm)
 {
-    return comm->direct != NULL && comm->direct->req != NULL;
+    return comm->algo.direct != NULL && comm->algo.direct->req != NULL;
 }
 
 static int direct_wait(ring_comm_t *comm, int timeout_ms)

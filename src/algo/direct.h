@@ -8,7 +8,7 @@
  * After the ring is up, with --algo direct or auto, when every peer runs on
  * this host over the shm transport: create (place 0) or map (the others) the
  * segment, unlink its name once all hold it, and set
- * comm->algo_ops[RING_ALGO_DIRECT], through which the engine runs fp32
+ * comm->algo.ops[RING_ALGO_DIRECT], through which the engine runs fp32
  * allreduces without a codec (under auto at N = 2: of at most --rd-max-bytes).
  * With --algo direct a peer that cannot map it fails the open for all, naming
  * itself; under auto every peer goes on without it (a warning).

@@ -28,7 +28,7 @@
 /* Our slice of a piece of n floats: [lo, hi), cut at 64-byte boundaries. */
 static void slice_of(const ring_comm_t *comm, size_t n, size_t *lo, size_t *hi)
 {
-    size_t p = (size_t)comm->pos, places = (size_t)comm->size;
+    size_t p = (size_t)comm->topo.pos, places = (size_t)comm->size;
 
     *lo = (n * p / places) & ~(size_t)15;
     *hi = p + 1 == places ? n : (n * (p + 1) / places) & ~(size_t)15;
@@ -36,7 +36,7 @@ static void slice_of(const ring_comm_t *comm, size_t n, size_t *lo, size_t *hi)
 
 static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
     float *out = direct_result(d, d->step);
     size_t lo, hi;
 
@@ -62,7 +62,7 @@ static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
 ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
                                        int *finished_p)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
     const size_t piece = d->piece_bytes / sizeof(float);
 
     while (d->off < req->count) {
@@ -73,7 +73,7 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
         int p;
 
         if (d->phase == 0) {
-            direct_slot_hdr_t *h = direct_big_slot(d, comm->pos, d->step);
+            direct_slot_hdr_t *h = direct_big_slot(d, comm->topo.pos, d->step);
 
             if ((p = ring_direct_lagging(comm, DIRECT_BIG_REDUCED, before)) >= 0)
                 return ring_direct_check_wait(comm, p);
@@ -87,7 +87,7 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
             RING_TL_TIMED(comm, NULL, RING_TL_SEND, n * sizeof(float),
                           memcpy(direct_slot_data(h), (const float *)req->sendbuf + d->off,
                                  n * sizeof(float)));
-            ring_direct_set(d, comm->pos, DIRECT_BIG_POSTED, d->step + 1);
+            ring_direct_set(d, comm->topo.pos, DIRECT_BIG_POSTED, d->step + 1);
             d->phase = 1;
         } else if (d->phase == 1) {
             if ((p = ring_direct_lagging(comm, DIRECT_BIG_POSTED, d->step + 1)) >= 0 ||
@@ -96,7 +96,7 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
             RING_TL_TIMED(comm, NULL, RING_TL_REDUCE, n / (size_t)comm->size,
                           st = add_slice(comm, req, n));
             RING_CHECK(st);
-            ring_direct_set(d, comm->pos, DIRECT_BIG_REDUCED, d->step + 1);
+            ring_direct_set(d, comm->topo.pos, DIRECT_BIG_REDUCED, d->step + 1);
             d->phase = 2;
         } else {
             if ((p = ring_direct_lagging(comm, DIRECT_BIG_REDUCED, d->step + 1)) >= 0)
@@ -104,7 +104,7 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
             RING_TL_TIMED(comm, NULL, RING_TL_RECV, n * sizeof(float),
                           memcpy((float *)req->recvbuf + d->off, direct_result(d, d->step),
                                  n * sizeof(float)));
-            ring_direct_set(d, comm->pos, DIRECT_BIG_READ, d->step + 1);
+            ring_direct_set(d, comm->topo.pos, DIRECT_BIG_READ, d->step + 1);
             d->step++;
             d->off += n;
             d->phase = 0;

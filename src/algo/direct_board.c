@@ -60,7 +60,7 @@ void ring_direct_set(struct ring_direct *d, int place, enum direct_counter c, ui
 
 void ring_direct_sleep(ring_comm_t *comm, int timeout_ms)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
     uint32_t seq;
 
@@ -75,21 +75,21 @@ void ring_direct_sleep(ring_comm_t *comm, int timeout_ms)
             break;
     /* a shared futex (the segment is mapped by every peer): not FUTEX_PRIVATE */
     if (ring_direct_lagging(comm, d->wait_ctr, d->wait_want) >= 0 &&
-        atomic_load_explicit(&d->boards[comm->pos].failed, memory_order_relaxed) == 0)
+        atomic_load_explicit(&d->boards[comm->topo.pos].failed, memory_order_relaxed) == 0)
         (void)syscall(SYS_futex, &direct_hdr(d)->bell, FUTEX_WAIT, seq, &ts, NULL, 0);
     atomic_fetch_sub(&direct_hdr(d)->sleepers, 1);
 }
 
 int ring_direct_lagging(ring_comm_t *comm, enum direct_counter c, uint64_t want)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
 
     d->wait_ctr = c;
     d->wait_want = want;
     for (int p = 0; p < comm->size; p++) {
         uint64_t have = atomic_load_explicit(&d->boards[p].ctr[c].v, memory_order_acquire);
 
-        if (p != comm->pos && have < want)
+        if (p != comm->topo.pos && have < want)
             return p;
     }
     return -1;
@@ -105,7 +105,7 @@ static int call_is(const direct_call_t *c, const ring_request_t *req)
 
 ring_status_t ring_direct_relay_failure(ring_comm_t *comm)
 {
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
 
     for (int p = 0; p < comm->size; p++) {
         direct_board_t *b = &d->boards[p];
@@ -113,7 +113,7 @@ ring_status_t ring_direct_relay_failure(ring_comm_t *comm)
         char why[DIRECT_WHY_BYTES];
         int culprit;
 
-        if (p == comm->pos || status == 0)
+        if (p == comm->topo.pos || status == 0)
             continue;
         memcpy(why, b->why, sizeof(why));
         why[sizeof(why) - 1] = '\0';
@@ -145,12 +145,12 @@ ring_status_t ring_direct_relay_failure(ring_comm_t *comm)
                                                                          ? RING_CAUSE_ALGO : 0,
                                                         .theirs = &theirs},
                                   "%s (reported on rank %d's board in the direct allreduce's "
-                                  "segment)", why, comm->order[p]);
+                                  "segment)", why, comm->topo.order[p]);
         }
         return ring_comm_fail(comm, &(ring_fault_t){.status = (ring_status_t)status,
                                                     .culprit = culprit, .step = -1},
                               "%s (reported on rank %d's board in the direct allreduce's "
-                              "segment)", why, comm->order[p]);
+                              "segment)", why, comm->topo.order[p]);
     }
     return RING_OK;
 }
@@ -164,12 +164,12 @@ ring_status_t ring_direct_timed_out(ring_comm_t *comm, int place)
         [DIRECT_BIG_REDUCED] = "has not added its slice of the piece",
         [DIRECT_BIG_READ] = "has not copied out the last result",
     };
-    struct ring_direct *d = comm->direct;
+    struct ring_direct *d = comm->algo.direct;
     double now = ring_now();
 
     return ring_comm_fail_peer(comm, d->req,
                                &(ring_fault_t){.status = RING_ERR_TIMED_OUT,
-                                               .culprit = comm->order[place],
+                                               .culprit = comm->topo.order[place],
                                                .sys_errno = ETIMEDOUT, .step = -1},
                                "direct allreduce: timed out after %.1f s waiting for {peer}, "
                                "which %s: it stopped or is stuck, or it called another "
@@ -182,8 +182,8 @@ ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
 {
     double now;
 
-    if (atomic_load_explicit(&comm->direct->boards[place].closed, memory_order_acquire)) {
-        struct ring_direct *d = comm->direct;
+    if (atomic_load_explicit(&comm->algo.direct->boards[place].closed, memory_order_acquire)) {
+        struct ring_direct *d = comm->algo.direct;
 
         /* it may have done what this peer waits for, then closed, after this peer
          * looked (seen under ASan in t-verbs-dl): its counter was set before closed */
@@ -197,14 +197,14 @@ ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
 
         return ring_comm_fail_peer(comm, d->req,
                                    &(ring_fault_t){.status = RING_ERR_REMOTE,
-                                                   .culprit = comm->order[place],
+                                                   .culprit = comm->topo.order[place],
                                                    .sys_errno = RING_CAUSE_CLOSED, .step = -1},
                                    "{peer} closed its communicator during this allreduce "
                                    "(direct allreduce): every peer must make the same calls "
                                    "before closing");
     }
     now = ring_now();
-    if (now - last_move(comm->direct, now) > comm->cfg.timeout_s)
+    if (now - last_move(comm->algo.direct, now) > comm->cfg.timeout_s)
         return ring_direct_timed_out(comm, place);
     return RING_OK;
 }
@@ -217,8 +217,8 @@ int ring_direct_same_call(const direct_slot_hdr_t *h, const ring_request_t *req)
 
 ring_status_t ring_direct_mismatch(ring_comm_t *comm, int place, const direct_slot_hdr_t *h)
 {
-    ring_request_t *req = comm->direct->req;
-    int peer = comm->order[place];
+    ring_request_t *req = comm->algo.direct->req;
+    int peer = comm->topo.order[place];
     ring_frame_t theirs;
     char mine[160], other[160];
 

@@ -12,7 +12,7 @@
  * (this host's peers) and "cross" (the peers of this local index, one per
  * host). Their ports are chosen free here and exchanged with an allgather
  * over the ring. A hierarchical allreduce is one request of the ring that
- * drives requests of the two (hier_progress, reached through comm->algo_ops).
+ * drives requests of the two (hier_progress, reached through comm->algo.ops).
  * Every peer gets bitwise the same result: the last phase copies the same
  * bytes everywhere. The sums are added in another order than the flat ring's,
  * so they may differ from it by rounding (exact for exactly summable data).
@@ -78,7 +78,7 @@ static int group_ranks(const ring_comm_t *comm, int *host_of, int *local_of, int
     for (int r = 0; r < comm->size; r++) {
         int h = -1;
         for (int q = 0; q < r && h < 0; q++)
-            if (strcmp(comm->hosts[q], comm->hosts[r]) == 0)
+            if (strcmp(comm->topo.hosts[q], comm->topo.hosts[r]) == 0)
                 h = host_of[q];
         if (h < 0)
             h = hosts++;
@@ -142,7 +142,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
         goto out;
     }
     /* both rings' ports, chosen free on this peer's ring address, for everyone */
-    st = ring_port_hold(&ph, comm->peers[comm->rank].host, 2, my_ports);
+    st = ring_port_hold(&ph, comm->topo.peers[comm->rank].host, 2, my_ports);
     if (st == RING_OK)
         st = ring_allgather(comm, my_ports, ports, sizeof(my_ports));
     if (st != RING_OK)
@@ -185,8 +185,8 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
              "cross ring over %s), for allreduces of %zu bytes and more", hosts, local_size,
              ring_comm_transport(h->local.comm), ring_comm_transport(h->cross.comm),
              h->min_bytes);
-    comm->hier = h;
-    comm->algo_ops[RING_ALGO_HIER] = &hier_ops;
+    comm->algo.hier = h;
+    comm->algo.ops[RING_ALGO_HIER] = &hier_ops;
     h = NULL;
 out:
     if (h != NULL) {
@@ -204,7 +204,7 @@ out:
 
 void ring_hier_close(ring_comm_t *comm)
 {
-    struct ring_hier *h = comm->hier;
+    struct ring_hier *h = comm->algo.hier;
 
     if (h == NULL)
         return;
@@ -213,13 +213,13 @@ void ring_hier_close(ring_comm_t *comm)
     free(h->pad);
     free(h->slice);
     free(h);
-    comm->hier = NULL;
-    comm->algo_ops[RING_ALGO_HIER] = NULL;
+    comm->algo.hier = NULL;
+    comm->algo.ops[RING_ALGO_HIER] = NULL;
 }
 
 static int hier_takes(const ring_comm_t *comm, const ring_request_t *req)
 {
-    const struct ring_hier *h = comm->hier;
+    const struct ring_hier *h = comm->algo.hier;
 
     return h != NULL && req->coll == RING_COLL_ALLREDUCE && req->dtype == RING_FLOAT32 &&
            req->dev_recvbuf == NULL && req->count * sizeof(float) >= h->min_bytes;
@@ -247,7 +247,7 @@ static void local_entry(int pieces, int i, int *is_ag, int *piece)
 
 static ring_status_t start_local(ring_comm_t *comm, int is_ag, int k)
 {
-    struct ring_hier *h = comm->hier;
+    struct ring_hier *h = comm->algo.hier;
     unsigned flags = h->req->exact ? RING_CALL_EXACT : 0;
     /* whole pieces straight from the caller's buffers, the last (padded) one from pad */
     int whole = (size_t)(k + 1) * h->piece_elems <= h->req->count;
@@ -270,7 +270,7 @@ static ring_status_t start_local(ring_comm_t *comm, int is_ag, int k)
 
 static ring_status_t start_cross(ring_comm_t *comm, int k)
 {
-    struct ring_hier *h = comm->hier;
+    struct ring_hier *h = comm->algo.hier;
     unsigned flags = h->req->exact ? RING_CALL_EXACT : 0;
     float *slice = h->slice + (size_t)k * h->piece_block;
     hier_slot_t *slot = &h->cross_q[h->cross_n];
@@ -299,12 +299,12 @@ static ring_status_t reap(ring_comm_t *comm, hier_slot_t *q, int *n, ring_sub_t 
     memmove(q, q + 1, (size_t)(*n - 1) * sizeof(*q));
     (*n)--;
     ring_sub_add_stats(comm, sub); /* its frames count as the ring's */
-    return ring_sub_reap(comm, &hier_owner, sub, req, &comm->hier->req->nonfinite);
+    return ring_sub_reap(comm, &hier_owner, sub, req, &comm->algo.hier->req->nonfinite);
 }
 
 static ring_status_t hier_begin(ring_comm_t *comm, ring_request_t *req)
 {
-    struct ring_hier *h = comm->hier;
+    struct ring_hier *h = comm->algo.hier;
     size_t L = (size_t)h->local_size, unit = L * 16, piece, total, tail;
 
     /* pieces of about 2 MiB (the pipeline's grain), each a multiple of L x 16
@@ -348,7 +348,7 @@ static ring_status_t hier_begin(ring_comm_t *comm, ring_request_t *req)
 /* Start what the schedule allows now. */
 static ring_status_t hier_start_more(ring_comm_t *comm)
 {
-    struct ring_hier *h = comm->hier;
+    struct ring_hier *h = comm->algo.hier;
 
     while (h->local_next < 2 * h->pieces && h->local_n < HIER_INFLIGHT) {
         int is_ag, k;
@@ -370,7 +370,7 @@ static ring_status_t hier_start_more(ring_comm_t *comm)
 static ring_status_t hier_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
                                    int *finished_p)
 {
-    struct ring_hier *h = comm->hier;
+    struct ring_hier *h = comm->algo.hier;
     int moved, piece;
 
     *finished_p = 0;
@@ -420,7 +420,7 @@ static ring_status_t hier_progress(ring_comm_t *comm, ring_request_t *req, int *
 
 static int hier_wait(ring_comm_t *comm, int timeout_ms)
 {
-    struct ring_hier *h = comm->hier;
+    struct ring_hier *h = comm->algo.hier;
     ring_comm_t *sub;
 
     if (h == NULL || h->req == NULL)

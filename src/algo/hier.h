@@ -8,7 +8,7 @@
 /*
  * After the ring is up: open the local and cross rings when --hierarchical and
  * the hosts allow it (>= 2 hosts with the same number >= 2 of peers each), and
- * set comm->algo_ops[RING_ALGO_HIER], through which the engine runs large allreduces over them.
+ * set comm->algo.ops[RING_ALGO_HIER], through which the engine runs large allreduces over them.
  * hier.c sits above the engine: the engine reaches it only through algo_ops,
  * and it opens its rings with the constructor comm_open.c lends it.
  */

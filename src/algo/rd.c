@@ -188,12 +188,12 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     rd->close_fn = close_fn;
     rd->forced = algo == RD_FORCED;
     rd->max_bytes = comm->cfg.rd_max_bytes;
-    rd_plan(&rd->plan, comm->pos, comm->size);
+    rd_plan(&rd->plan, comm->topo.pos, comm->size);
     memset(&mine, 0, sizeof(mine));
     for (int s = 0; s < RD_SLOTS; s++)
-        if (rd_partner(&rd->plan, comm->pos, comm->size, s) >= 0)
+        if (rd_partner(&rd->plan, comm->topo.pos, comm->size, s) >= 0)
             held_slot[nheld++] = s;
-    st = ring_port_hold(&ph, comm->peers[comm->rank].host, nheld, held_port);
+    st = ring_port_hold(&ph, comm->topo.peers[comm->rank].host, nheld, held_port);
     for (int i = 0; st == RING_OK && i < nheld; i++)
         mine.ports[held_slot[i]] = held_port[i];
     if (st == RING_OK)
@@ -206,10 +206,10 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     /* in slot order on every peer: a peer only ever waits for a pair of a slot
      * at or below its own, so the opens cannot wait on each other in a circle */
     for (int i = 0; i < nheld; i++) {
-        int s = held_slot[i], other = rd_partner(&rd->plan, comm->pos, comm->size, s);
-        int lo = comm->pos < other ? comm->pos : other;
-        int hi = comm->pos < other ? other : comm->pos;
-        int members[2] = {comm->order[lo], comm->order[hi]};
+        int s = held_slot[i], other = rd_partner(&rd->plan, comm->topo.pos, comm->size, s);
+        int lo = comm->topo.pos < other ? comm->topo.pos : other;
+        int hi = comm->topo.pos < other ? other : comm->topo.pos;
+        int members[2] = {comm->topo.order[lo], comm->topo.order[hi]};
         static const char *const pair_settings[] = {"channels", "1", "tcp-streams", "1",
                                                     "codec", "none", "lz4", "off",
                                                     "error-feedback", "off", NULL};
@@ -222,7 +222,7 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
         snprintf(tag, sizeof(tag), "rd%d-%d-%d", s, lo, hi);
         ring_port_hold_release(&ph, i);
         st = ring_sub_open(comm, &rd_owner, open_fn, &rd->pair[s], what, members, 2,
-                           comm->pos == lo ? 0 : 1, ports, RD_SLOTS, s, tag, pair_settings);
+                           comm->topo.pos == lo ? 0 : 1, ports, RD_SLOTS, s, tag, pair_settings);
         if (st != RING_OK)
             goto out;
         over = ring_comm_transport(rd->pair[s].comm);
@@ -235,8 +235,8 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
         ring_log(RING_LOG_INFO, "recursive doubling: %d steps over pairs (%s) for fp32 "
                  "allreduces without a codec of at most %zu bytes", rd->plan.nsteps, over,
                  rd->max_bytes);
-    comm->rd = rd;
-    comm->algo_ops[RING_ALGO_RD] = &rd_ops;
+    comm->algo.rd = rd;
+    comm->algo.ops[RING_ALGO_RD] = &rd_ops;
     rd = NULL;
 out:
     if (rd != NULL) {
@@ -252,7 +252,7 @@ out:
 
 void ring_rd_close(ring_comm_t *comm)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
 
     if (rd == NULL)
         return;
@@ -260,24 +260,24 @@ void ring_rd_close(ring_comm_t *comm)
         ring_sub_close(&rd->pair[s], rd->close_fn);
     free(rd->swap);
     free(rd);
-    comm->rd = NULL;
-    comm->algo_ops[RING_ALGO_RD] = NULL;
+    comm->algo.rd = NULL;
+    comm->algo.ops[RING_ALGO_RD] = NULL;
 }
 
 size_t ring_rd_max_bytes(const ring_comm_t *comm)
 {
-    return comm->rd != NULL ? comm->rd->max_bytes : 0;
+    return comm->algo.rd != NULL ? comm->algo.rd->max_bytes : 0;
 }
 
 void ring_rd_set_max_bytes(ring_comm_t *comm, size_t bytes)
 {
-    if (comm->rd != NULL)
-        comm->rd->max_bytes = bytes;
+    if (comm->algo.rd != NULL)
+        comm->algo.rd->max_bytes = bytes;
 }
 
 static int rd_takes(const ring_comm_t *comm, const ring_request_t *req)
 {
-    const struct ring_rd *rd = comm->rd;
+    const struct ring_rd *rd = comm->algo.rd;
 
     return rd != NULL && req->coll == RING_COLL_ALLREDUCE && req->dtype == RING_FLOAT32 &&
            req->dev_recvbuf == NULL && req->count > 0 &&
@@ -287,7 +287,7 @@ static int rd_takes(const ring_comm_t *comm, const ring_request_t *req)
 
 static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
 
     if (req->count > rd->swap_count) {
         float *swap = realloc(rd->swap, req->count * 2 * sizeof(float));
@@ -339,13 +339,13 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
         f.culprit_rank = c == 0 ? UINT32_MAX : (uint32_t)c - 1;
         f.detail = 0;
         f.coll = RING_COLL_ALLREDUCE;
-        f.round = comm->rd->req != NULL ? comm->rd->req->round : f.round;
+        f.round = comm->algo.rd->req != NULL ? comm->algo.rd->req->round : f.round;
         f.step = UINT16_MAX;
         return ring_comm_fail_from_frame(comm, &f, other);
     }
     if (culprit < 0)
         return ring_sub_fail(comm, &rd_owner, pair, pc->fail.error != RING_OK ? pc->fail.error : RING_ERR_REMOTE);
-    return ring_comm_fail_peer(comm, comm->rd->req,
+    return ring_comm_fail_peer(comm, comm->algo.rd->req,
                                &(ring_fault_t){.status = pc->fail.error, .culprit = culprit,
                                                .step = -1},
                                "recursive doubling, %s: {peer} failed or left (%s; in the "
@@ -359,7 +359,7 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
  * them); the ring's other peers learn it from the ABORT. */
 static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
     const ring_comm_t *pc = pair->comm;
     ring_request_t *req = rd->req;
     enum rd_kind kind = rd->plan.steps[rd->step].kind;
@@ -397,7 +397,7 @@ static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair);
 
 static ring_status_t rd_start_step(ring_comm_t *comm)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
     const rd_step_t *s = &rd->plan.steps[rd->step];
     ring_request_t *req = rd->req;
     ring_sub_t *pair = &rd->pair[s->slot];
@@ -434,12 +434,12 @@ static int rd_level(const struct ring_rd *rd)
 /* What a finished step leaves in recvbuf. */
 static void rd_apply_step(ring_comm_t *comm)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
     const rd_step_t *s = &rd->plan.steps[rd->step];
     ring_request_t *req = rd->req;
     float *out = req->recvbuf;
 
-    if (s->kind != RD_SWAP || comm->pos >= rd->plan.p2)
+    if (s->kind != RD_SWAP || comm->topo.pos >= rd->plan.p2)
         return; /* the result came in place; a place above P2 only gave its buffer */
     /* both of the pair add the same two halves in the same order: the same bits */
     ring_reduce_sum_f32(out, rd->swap, rd->swap + req->count, req->count);
@@ -451,7 +451,7 @@ static void rd_apply_step(ring_comm_t *comm)
  * peer this one waits for. */
 static ring_status_t rd_timed_out(ring_comm_t *comm, double idle)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
     const ring_sub_t *pair = &rd->pair[rd->plan.steps[rd->step].slot];
     int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
 
@@ -473,7 +473,7 @@ static ring_status_t rd_timed_out(ring_comm_t *comm, double idle)
  * within RD_ANSWER_S: the partner is the one that stopped (rd_progress). */
 static void rd_ask(ring_comm_t *comm, ring_sub_t *pair)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
     int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
 
     rd->asked_at = ring_now();
@@ -487,7 +487,7 @@ static void rd_ask(ring_comm_t *comm, ring_sub_t *pair)
 /* A neighbour on the ring timed out and asks what this peer waits for. */
 static ring_status_t rd_fail_timeout(ring_comm_t *comm, ring_request_t *req, double waited)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
 
     (void)req;
     if (rd->req == NULL || rd->step >= rd->plan.nsteps)
@@ -500,7 +500,7 @@ static ring_status_t rd_fail_timeout(ring_comm_t *comm, ring_request_t *req, dou
 static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *moved_p,
                                  int *finished_p)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
     int nonfinite = 0;
 
     *finished_p = rd->req == NULL;
@@ -565,7 +565,7 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
  * neighbour, and not at all past a stopped one). */
 static void rd_on_fail(ring_comm_t *comm)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
 
     for (int s = 0; rd != NULL && s < RD_SLOTS; s++) {
         ring_comm_t *pc = rd->pair[s].comm;
@@ -583,12 +583,12 @@ static void rd_on_fail(ring_comm_t *comm)
 
 static int rd_busy(const ring_comm_t *comm)
 {
-    return comm->rd != NULL && comm->rd->req != NULL;
+    return comm->algo.rd != NULL && comm->algo.rd->req != NULL;
 }
 
 static int rd_wait(ring_comm_t *comm, int timeout_ms)
 {
-    struct ring_rd *rd = comm->rd;
+    struct ring_rd *rd = comm->algo.rd;
     ring_comm_t *sub;
 
     if (rd == NULL || rd->req == NULL || rd->sub_req == NULL)

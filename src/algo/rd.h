@@ -8,7 +8,7 @@
 /*
  * After the ring is up, with --algo rd, or auto on a ring where it pays (2 or
  * more peers): open the pairs (their ports allgathered over the ring) and set
- * comm->algo_ops[RING_ALGO_RD], through which the engine runs small fp32
+ * comm->algo.ops[RING_ALGO_RD], through which the engine runs small fp32
  * allreduces over them. The hello made sure the peers agree on --algo and
  * --rd-max-bytes. rd.c sits above the engine, like hier.c.
  */

@@ -94,7 +94,7 @@ ring_status_t ring_sub_open(ring_comm_t *comm, const ring_sub_owner_t *owner,
     sub->n = n;
     rank_map(members, n, sub->map, sizeof(sub->map));
     for (int i = 0; i < n; i++) {
-        ring_peer_addr_t a = comm->peers[members[i]];
+        ring_peer_addr_t a = comm->topo.peers[members[i]];
         char one[300];
 
         a.port = ports[stride * members[i] + which];
@@ -154,7 +154,7 @@ void ring_sub_linger(const ring_comm_t *comm)
 {
     struct timespec linger = {0, 200 * 1000 * 1000};
 
-    if (comm->fail.error != RING_OK && (comm->hier != NULL || comm->rd != NULL))
+    if (comm->fail.error != RING_OK && (comm->algo.hier != NULL || comm->algo.rd != NULL))
         nanosleep(&linger, NULL);
 }
 

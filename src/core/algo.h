@@ -4,7 +4,7 @@
  * engine: it includes the engine modules' headers it needs (fail.h to fail
  * naming a peer, allreduce.h to progress, collectives.h, codec_pipeline.h's
  * ring_enc_wire, timeline.h's spans) and nothing reaches back up by name:
- * src/comm_open.c installs the tables in comm->algo_ops.
+ * src/comm_open.c installs the tables in comm->algo.ops.
  */
 #ifndef RING_ALGO_H
 #define RING_ALGO_H
@@ -17,7 +17,7 @@
 #include "requests.h"
 
 /* An algorithm other than the ring, run over sub-communicators (hier.c, rd.c);
- * the engine calls it through comm->algo_ops (it sits above the engine, which
+ * the engine calls it through comm->algo.ops (it sits above the engine, which
  * must not call up into it by name) and asks each in turn whether it takes an
  * allreduce. */
 typedef struct ring_algo_ops {

@@ -50,7 +50,7 @@ static ring_status_t channel_begin(ring_comm_t *comm, ring_channel_t *ch,
         ring_coll_channel_layout(comm, ch, req); /* collectives.c: rank blocks as segments */
     } else {
         ch->part = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
-        ring_sched_init(&ch->sched, comm->pos, comm->size, ch->part.len,
+        ring_sched_init(&ch->sched, comm->topo.pos, comm->size, ch->part.len,
                         ring_enc_elem_bytes(comm, req), comm->cfg.chunk_bytes);
     }
     ch->next_send = ch->next_recv = ch->sends_done = ch->recvs_done = 0;
@@ -100,7 +100,7 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
         return;
     }
     for (int a = 0; a < RING_ALGO_HOOKS; a++) { /* hook: hier.c, rd.c */
-        const ring_algo_ops_t *ops = comm->algo_ops[a];
+        const ring_algo_ops_t *ops = comm->algo.ops[a];
         /* the device codec path runs on the ring */
         if (ops != NULL && req->dev != RING_DEV_CODEC && ops->takes(comm, req)) {
             req->algo = ops;
@@ -275,7 +275,7 @@ static ring_status_t channel_retire_recv(ring_comm_t *comm, ring_channel_t *ch,
     slot->posted = 0;
     /* a message larger than expected still delivers its header: read it first */
     if (slot->req.status != RING_OK && slot->req.status != RING_ERR_MISMATCH)
-        return ring_comm_fail_link(comm, req, sf.step, comm->left_rank, ep, &slot->req);
+        return ring_comm_fail_link(comm, req, sf.step, comm->topo.left_rank, ep, &slot->req);
     RING_CHECK(ring_frame_check(comm, ch, req, &sf, slot, ep, &f));
     req->nonfinite |= (f.flags & RING_FRAME_NONFINITE) != 0;
     if (req->wire != RING_CODEC_NONE) {
@@ -323,7 +323,7 @@ static ring_status_t fail_send(ring_comm_t *comm, ring_request_t *req, int step,
         return st;
     if (comm->fail.error != RING_OK)
         return ring_error_copy(comm->fail.error, comm->fail.error_msg);
-    return ring_comm_fail_link(comm, req, step, comm->right_rank, ep, treq);
+    return ring_comm_fail_link(comm, req, step, comm->topo.right_rank, ep, treq);
 }
 
 static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
@@ -429,15 +429,15 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         if (!pending && !(req != NULL && req->algo != NULL && req->algo->needs_every_peer &&
                           req->algo->busy(comm)))
             return RING_OK; /* reported when an allreduce needs that connection */
-        return ring_comm_fail_link(comm, req, ring_comm_current_step(comm), comm->right_rank,
+        return ring_comm_fail_link(comm, req, ring_comm_current_step(comm), comm->topo.right_rank,
                          ch->right[0], &ch->back.req);
     }
     if (ring_frame_decode(ch->back.hdr, &f) != 0 ||
         ring_slot_tag_ok(comm, ch->right[0], &ch->back) != 0) {
         if (comm->macs != NULL)
-            return ring_comm_fail_tag(comm, req, ring_comm_current_step(comm), comm->right_rank,
+            return ring_comm_fail_tag(comm, req, ring_comm_current_step(comm), comm->topo.right_rank,
                                       "a notice on the back channel");
-        ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->right_rank,
+        ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->topo.right_rank,
                               .step = ring_comm_current_step(comm)};
         return ring_comm_fail_peer(comm, req, &fault, "{peer} sent garbage on its back channel");
     }
@@ -458,14 +458,14 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         return status;
     }
     if (f.type == RING_FRAME_ABORT) {
-        ring_status_t status = ring_comm_fail_from_frame(comm, &f, comm->right_rank);
+        ring_status_t status = ring_comm_fail_from_frame(comm, &f, comm->topo.right_rank);
 
         if (status == RING_OK) /* a question (fail.c's probe), answered: listen on */
             ring_channel_post_back(comm, ch);
         return status;
     }
     if (pending)
-        return ring_comm_fail_closed(comm, req, ring_comm_current_step(comm), comm->right_rank);
+        return ring_comm_fail_closed(comm, req, ring_comm_current_step(comm), comm->topo.right_rank);
     return RING_OK;
 }
 
@@ -475,7 +475,7 @@ static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t
     if (req->coll == RING_COLL_ALLREDUCE)
         status = ring_dev_request_finish(comm, req, status);
     ring_coll_request_finish(comm, req, status); /* hook: reduce-scatter's block */
-    comm->requests_finished++;
+    comm->requests.finished++;
     req->done = 1;
     req->status = status;
     if (comm->tl != NULL) /* hook: timeline.c writes the allreduce's events */
@@ -485,8 +485,8 @@ static void request_finish(ring_comm_t *comm, ring_request_t *req, ring_status_t
 /* The oldest request that has not finished, in start order. */
 static ring_request_t *next_unfinished(ring_comm_t *comm)
 {
-    for (unsigned i = 0; i < comm->req_count; i++) {
-        ring_request_t *req = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+    for (unsigned i = 0; i < comm->requests.count; i++) {
+        ring_request_t *req = &comm->requests.slots[(comm->requests.head + i) % RING_MAX_REQUESTS];
         if (!req->done)
             return req;
     }
@@ -515,15 +515,15 @@ static ring_status_t probe_read_answers(ring_comm_t *comm, ring_request_t *req)
                     continue;
                 slot->posted = 0;
                 if (broken)
-                    return ring_comm_fail_link(comm, req, step, comm->left_rank, ep, &slot->req);
+                    return ring_comm_fail_link(comm, req, step, comm->topo.left_rank, ep, &slot->req);
                 if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)
                     continue;
                 if (f.type != RING_FRAME_DATA && ring_slot_tag_ok(comm, ep, slot) != 0)
-                    return ring_comm_fail_tag(comm, req, step, comm->left_rank, "an answer");
+                    return ring_comm_fail_tag(comm, req, step, comm->topo.left_rank, "an answer");
                 if (f.type == RING_FRAME_ABORT)
-                    return ring_comm_fail_from_frame(comm, &f, comm->left_rank);
+                    return ring_comm_fail_from_frame(comm, &f, comm->topo.left_rank);
                 if (f.type == RING_FRAME_CLOSE)
-                    return ring_comm_fail_closed(comm, req, step, comm->left_rank);
+                    return ring_comm_fail_closed(comm, req, step, comm->topo.left_rank);
                 if (f.type == RING_FRAME_WAITING)
                     ring_comm_probe_extend(comm, &f);
                 if (slot->req.status == RING_ERR_MISMATCH)
@@ -607,8 +607,8 @@ int ring_comm_progress(ring_comm_t *comm)
     }
     return moved;
 failed:
-    for (unsigned i = 0; i < comm->req_count; i++) {
-        ring_request_t *r = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+    for (unsigned i = 0; i < comm->requests.count; i++) {
+        ring_request_t *r = &comm->requests.slots[(comm->requests.head + i) % RING_MAX_REQUESTS];
         if (!r->done)
             request_finish(comm, r, comm->fail.error);
     }
@@ -622,7 +622,7 @@ void ring_comm_sleep(ring_comm_t *comm, int ms)
         return;
     }
     for (int a = 0; a < RING_ALGO_HOOKS; a++) /* hook: hier.c, rd.c */
-        if (comm->algo_ops[a] != NULL && comm->algo_ops[a]->wait(comm, ms))
+        if (comm->algo.ops[a] != NULL && comm->algo.ops[a]->wait(comm, ms))
             return;
     comm->tp_ops->wait(comm->tp, ms);
 }

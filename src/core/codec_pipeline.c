@@ -487,7 +487,7 @@ static ring_status_t enc_payload(ring_comm_t *comm, ring_channel_t *ch, const ri
     RING_TL_TIMED(comm, ch, RING_TL_LZ4, in_meta->bytes, /* hook: timeline.c */
                   bad = ring_enc_lz4_unpack(stage, in_meta->bytes, ch->unz, (size_t)want, &got));
     if (bad != 0) {
-        ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->left_rank,
+        ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->topo.left_rank,
                               .step = sf->step};
 
         return ring_comm_fail_peer(comm, req, &fault, "{peer} sent a corrupt lz4 chunk (chunk "

@@ -22,9 +22,9 @@ ring_status_t ring_coll_comm_alloc(ring_comm_t *comm)
         if ((comm->channels[c].segs = calloc(n, sizeof(ring_range_t))) == NULL)
             goto oom;
     for (int i = 0; i < RING_MAX_REQUESTS; i++)
-        if ((comm->reqs[i].offsets = calloc(n + 1, sizeof(size_t))) == NULL)
+        if ((comm->requests.slots[i].offsets = calloc(n + 1, sizeof(size_t))) == NULL)
             goto oom;
-    if ((comm->barrier_bytes = calloc(n, 1)) == NULL)
+    if ((comm->coll.barrier_bytes = calloc(n, 1)) == NULL)
         goto oom;
     return RING_OK;
 oom:
@@ -37,15 +37,15 @@ void ring_coll_comm_free(ring_comm_t *comm)
     for (int c = 0; c < RING_MAX_CHANNELS; c++)
         free(comm->channels[c].segs);
     for (int i = 0; i < RING_MAX_REQUESTS; i++)
-        free(comm->reqs[i].offsets);
-    free(comm->barrier_bytes);
-    free(comm->coll_scratch);
+        free(comm->requests.slots[i].offsets);
+    free(comm->coll.barrier_bytes);
+    free(comm->coll.scratch);
 }
 
 static int place_of(const ring_comm_t *comm, int rank)
 {
     for (int p = 0; p < comm->size; p++)
-        if (comm->order[p] == rank)
+        if (comm->topo.order[p] == rank)
             return p;
     return 0;
 }
@@ -64,12 +64,12 @@ void ring_coll_channel_layout(ring_comm_t *comm, ring_channel_t *ch, const ring_
     ch->part.len = req->count;
     if (kind == RING_SCHED_BROADCAST) {
         ch->segs[0] = ring_sched_split(req->count, comm->nchannels, ch->index, RING_SCHED_ALIGN);
-        root_dist = (comm->pos - place_of(comm, req->root) + n) % n;
+        root_dist = (comm->topo.pos - place_of(comm, req->root) + n) % n;
     } else {
         /* segment s is owned (after reduce-scatter) by the peer at place s - 1: its
          * rank's block, of which this channel takes its share */
         for (int s = 0; s < n; s++) {
-            int r = comm->order[(s - 1 + n) % n];
+            int r = comm->topo.order[(s - 1 + n) % n];
             size_t off = req->offsets[r], len = req->offsets[r + 1] - off;
             ring_range_t sub = ring_sched_split(len, comm->nchannels, ch->index, RING_SCHED_ALIGN);
 
@@ -77,7 +77,7 @@ void ring_coll_channel_layout(ring_comm_t *comm, ring_channel_t *ch, const ring_
             ch->segs[s].len = sub.len;
         }
     }
-    ring_sched_init_coll(&ch->sched, kind, comm->pos, n, ch->segs, root_dist, esize,
+    ring_sched_init_coll(&ch->sched, kind, comm->topo.pos, n, ch->segs, root_dist, esize,
                          comm->cfg.chunk_bytes);
 }
 
@@ -95,18 +95,18 @@ ring_status_t ring_coll_request_begin(ring_comm_t *comm, ring_request_t *req)
     } else if (req->coll == RING_COLL_REDUCE_SCATTER && comm->size > 1) {
         size_t bytes = req->count * esize;
 
-        if (comm->coll_scratch_bytes < bytes) {
-            void *grown = realloc(comm->coll_scratch, bytes);
+        if (comm->coll.scratch_bytes < bytes) {
+            void *grown = realloc(comm->coll.scratch, bytes);
             if (grown == NULL)
                 return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY,
                                                             .culprit = comm->rank, .step = -1},
                                       "round %llu: out of memory for reduce-scatter's scratch "
                                       "of %zu bytes", (unsigned long long)req->round, bytes);
-            comm->coll_scratch = grown;
-            comm->coll_scratch_bytes = bytes;
+            comm->coll.scratch = grown;
+            comm->coll.scratch_bytes = bytes;
         }
         req->user_recvbuf = req->recvbuf;
-        req->recvbuf = comm->coll_scratch;
+        req->recvbuf = comm->coll.scratch;
     }
     return RING_OK;
 }

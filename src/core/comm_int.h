@@ -28,7 +28,7 @@
 
 #define RING_MAX_STREAMS 16
 
-/* comm->algo_ops: the algorithms asked, in this order, whether they take an allreduce
+/* comm->algo.ops: the algorithms asked, in this order, whether they take an allreduce
  * (hier.c, direct.c, rd.c) */
 enum { RING_ALGO_HIER, RING_ALGO_DIRECT, RING_ALGO_RD, RING_ALGO_HOOKS };
 #define RING_WINDOW 4 /* frames in flight per channel and direction */
@@ -170,26 +170,40 @@ typedef struct ring_fail_state {
     int probed_by_right;                   /* the right neighbour asked us (it gets WAITING) */
 } ring_fail_state_t;
 
+/*
+ * The communicator. Its members are grouped by the file that writes them:
+ * a sub-struct named after its owner is written there (and at open, by
+ * src/comm_open.c) and only read elsewhere.
+ */
 struct ring_comm {
     ring_config_t cfg;
     int rank, size;
-    int pos;                               /* place on the ring (ring_order.c); the
+    /* the ring's shape: set at open (rendezvous.c, comm_open.c's ring order,
+     * connect.c's addresses), read-only once the ring is up */
+    struct {
+        int pos;                           /* place on the ring (ring_order.c); the
                                             * schedule runs on places, not ranks */
-    int *order;                            /* order[place] = rank */
-    int left_rank, right_rank;             /* ranks at places pos-1 and pos+1 */
-    ring_peer_addr_t *peers;
-    /* each rank's host (its --host-id at a rendezvous): the ring's order groups by it */
-    char **hosts;
-    char order_desc[512];                  /* "hostA[0-1] -> hostB[2-3]" */
-    /* the rendezvous store: rank 0's file store until close (it cleans up), every
-     * rank's file store until the ring is up (ring_rendezvous_refresh) */
-    struct ring_store *store;
-    int rdzv_all_local;                    /* the rendezvous chose loopback addresses */
-    struct ring_store_server *store_server; /* rank 0's tcp store, up until close */
-    char left_addr[300], right_addr[300];
-    int autotuned;                         /* --autotune on: the hello says chunk 0 */
-    ring_autotune_space_t autotune;        /* its candidates (autotune.c) */
-    char autotune_desc[1024];              /* what it chose and measured, or "" */
+        int *order;                        /* order[place] = rank */
+        int left_rank, right_rank;         /* ranks at places pos-1 and pos+1 */
+        ring_peer_addr_t *peers;
+        /* each rank's host (its --host-id at a rendezvous): the order groups by it */
+        char **hosts;
+        char order_desc[512];              /* "hostA[0-1] -> hostB[2-3]" */
+        char left_addr[300], right_addr[300];
+    } topo;
+    /* rendezvous.c: the store. Rank 0's file store until close (it cleans up),
+     * every rank's file store until the ring is up (ring_rendezvous_refresh) */
+    struct {
+        struct ring_store *store;
+        int all_local;                     /* the rendezvous chose loopback addresses */
+        struct ring_store_server *store_server; /* rank 0's tcp store, up until close */
+    } rdzv;
+    /* src/diag/autotune.c: --autotune */
+    struct {
+        int on;                            /* the hello says chunk 0 */
+        ring_autotune_space_t space;       /* its candidates */
+        char desc[1024];                   /* what it chose and measured, or "" */
+    } tune;
     const ring_tp_ops_t *tp_ops;
     ring_tp_t *tp;
     ring_tp_listener_t *listener;
@@ -203,16 +217,21 @@ struct ring_comm {
     ring_comm_stats_t stats;
     ring_timeline_t *tl;                   /* timeline.c: --timeline; NULL when off */
     ring_residual_t residuals[RING_EF_TENSORS];
-    void *coll_scratch;                    /* collectives.c: reduce-scatter's partial sums,
-                                            * grow-only */
-    size_t coll_scratch_bytes;
-    unsigned char *barrier_bytes;          /* collectives.c: a barrier's allgather, size bytes */
+    /* collectives.c */
+    struct {
+        void *scratch;                     /* reduce-scatter's partial sums, grow-only */
+        size_t scratch_bytes;
+        unsigned char *barrier_bytes;      /* a barrier's allgather, size bytes */
+    } coll;
     ring_dev_t *dev;                       /* device.h: made at the first CUDA buffer */
     ring_channel_t channels[RING_MAX_CHANNELS];
-    /* requests run first-in first-out from a fixed ring of slots */
-    ring_request_t reqs[RING_MAX_REQUESTS];
-    unsigned req_head, req_count;
-    uint64_t next_round;
+    /* requests.c: requests run first-in first-out from a fixed ring of slots */
+    struct {
+        ring_request_t slots[RING_MAX_REQUESTS];
+        unsigned head, count;
+        uint64_t next_round;
+        uint64_t finished;                 /* requests that finished (ok or not) */
+    } requests;
     int open_done;                         /* ring_comm_open's set-up is over */
     ring_fail_state_t fail;                /* fail.c's */
     ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
@@ -223,23 +242,30 @@ struct ring_comm {
     int auth_encrypt;                      /* --auth encrypt: data payloads encrypted too */
     ring_frame_macs_t *macs;               /* ... its keys per connection, NULL when off */
     size_t hdr_bytes;                      /* a frame's header: 64, + the trailer with macs */
-    /* doctor.c: its state (requests and buffers the transport may still hold
-     * after a failure, so freed with the comm), and whether it is running */
-    struct ring_hier *hier;                /* hier.c: the local and cross rings, or NULL */
-    struct ring_rd *rd;                    /* rd.c: the pairs of recursive doubling, or NULL */
-    struct ring_direct *direct;            /* direct.c: the host's shared segment, or NULL */
-    /* how the engine calls them: algo_ops[RING_ALGO_HIER], [RING_ALGO_RD]; NULL when off */
-    const struct ring_algo_ops *algo_ops[RING_ALGO_HOOKS];
-    struct ring_doctor *doctor;
-    int doctor_running;
-    /* progress.c: the progress thread and its lock, NULL when off */
+    /* src/algo: each algorithm's state (written by its own files), and the tables
+     * src/comm_open.c installs, through which the engine calls them (algo.h):
+     * ops[RING_ALGO_HIER], [RING_ALGO_DIRECT], [RING_ALGO_RD]; NULL when off */
+    struct {
+        struct ring_hier *hier;            /* hier.c: the local and cross rings, or NULL */
+        struct ring_rd *rd;                /* rd.c: the pairs of recursive doubling, or NULL */
+        struct ring_direct *direct;        /* direct.c: the host's shared segment, or NULL */
+        const struct ring_algo_ops *ops[RING_ALGO_HOOKS];
+    } algo;
+    /* src/diag/doctor.c: its state (requests and buffers the transport may
+     * still hold after a failure, so freed with the comm), and whether it runs */
+    struct {
+        struct ring_doctor *state;
+        int running;
+    } doctor;
+    /* progress_thread.c: the progress thread and its lock, NULL when off */
     struct ring_progress *progress;
-    uint64_t requests_finished;            /* requests that finished (ok or not) */
     /* notice.c: our notice to the left neighbour, and the right neighbour's
      * notice of a call this peer has not begun yet (checked when it begins) */
-    ring_slot_t notice_left;
-    ring_frame_t notice_early;
-    int notice_early_valid;
+    struct {
+        ring_slot_t left;
+        ring_frame_t early;
+        int early_valid;
+    } notice;
 };
 
 #endif /* RING_COMM_INT_H */

@@ -86,7 +86,7 @@ static ring_status_t connect_start(connect_state_t *cs, int i)
 {
     ring_comm_t *comm = cs->comm;
     hello_conn_t *hc = &cs->out[i];
-    const ring_peer_addr_t *right = &comm->peers[comm->right_rank];
+    const ring_peer_addr_t *right = &comm->topo.peers[comm->topo.right_rank];
 
     RING_CHECK(comm->tp_ops->connect(comm->tp, right->host, right->port, &hc->ep));
     hc->state = 1;
@@ -98,7 +98,7 @@ static ring_status_t connect_start(connect_state_t *cs, int i)
         /* this rank calls its right neighbour on this channel and stream: the
          * neighbour refuses a challenge that names another (a relay) */
         ring_auth_party_init(&me, &comm->auth_key, comm->cfg.job_id, RING_AUTH_FOR_RING,
-                             comm->rank, comm->right_rank);
+                             comm->rank, comm->topo.right_rank);
         me.channel = (uint16_t)(i / comm->nstreams);
         me.stream = (uint16_t)(i % comm->nstreams);
         return ring_auth_begin(&hc->auth, &me, comm->tp_ops, hc->ep, 0);
@@ -142,20 +142,20 @@ static ring_status_t check_other_transport(ring_comm_t *comm, hello_conn_t *hc, 
 /*
  * Met at a file store, the right neighbour's address may be an earlier run's
  * record (a crashed job leaves its files): read it again. *moved = 1 when it
- * changed (comm->right_addr updated).
+ * changed (comm->topo.right_addr updated).
  */
 static ring_status_t connect_right_moved(ring_comm_t *comm, int *moved)
 {
-    char was[sizeof(comm->right_addr)];
+    char was[sizeof(comm->topo.right_addr)];
 
-    RING_CHECK(ring_rendezvous_refresh(comm, comm->right_rank, moved));
+    RING_CHECK(ring_rendezvous_refresh(comm, comm->topo.right_rank, moved));
     if (!*moved)
         return RING_OK;
-    snprintf(was, sizeof(was), "%s", comm->right_addr);
-    ring_peer_format(&comm->peers[comm->right_rank], comm->right_addr, sizeof(comm->right_addr));
+    snprintf(was, sizeof(was), "%s", comm->topo.right_addr);
+    ring_peer_format(&comm->topo.peers[comm->topo.right_rank], comm->topo.right_addr, sizeof(comm->topo.right_addr));
     ring_log(RING_LOG_WARN, "rank %d's rendezvous record changed from %s to %s (the first was "
-             "an earlier run's: give each run its own --job-id)", comm->right_rank, was,
-             comm->right_addr);
+             "an earlier run's: give each run its own --job-id)", comm->topo.right_rank, was,
+             comm->topo.right_addr);
     return RING_OK;
 }
 
@@ -226,7 +226,7 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
                  * again until the start-up deadline, which then says why */
                 cs->auth_failed_out++;
                 snprintf(cs->auth_why, sizeof(cs->auth_why), "rank %d (%s) %s",
-                         comm->right_rank, comm->right_addr, hc->auth.why);
+                         comm->topo.right_rank, comm->topo.right_addr, hc->auth.why);
                 /* an answer that failed a check is a security notice; a close once
                  * or twice can be a neighbour restarting its listener (a
                  * sub-communicator opening): debug level; from the third, a warning */
@@ -251,7 +251,7 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     }
     if (hc->state != 1 || !hc->rreq.done)
         return RING_OK;
-    RING_CHECK(check_other_transport(comm, hc, comm->right_rank, comm->right_addr));
+    RING_CHECK(check_other_transport(comm, hc, comm->topo.right_rank, comm->topo.right_addr));
     if (hc->rreq.status != RING_OK || hc->rreq.bytes != RING_HELLO_BYTES) {
         /* not listening yet, or it went away during the hello: try again */
         cs->last_refusal = hc->rreq.status;
@@ -266,19 +266,19 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
         st = ring_error_set(RING_ERR_PROTOCOL,
                             "rank %d (%s) answered with something that is not a ringd hello: "
                             "is another program listening on that port?",
-                            comm->right_rank, comm->right_addr);
+                            comm->topo.right_rank, comm->topo.right_addr);
     } else {
         ring_hello_fill(comm, i / comm->nstreams, i % comm->nstreams, &mine);
-        st = ring_hello_check(comm, &mine, &theirs, comm->right_addr);
-        if (st != RING_OK && (int)theirs.rank == comm->right_rank) {
-            cs->culprit = comm->right_rank;
+        st = ring_hello_check(comm, &mine, &theirs, comm->topo.right_addr);
+        if (st != RING_OK && (int)theirs.rank == comm->topo.right_rank) {
+            cs->culprit = comm->topo.right_rank;
             cs->field = ring_hello_first_diff(&mine, &theirs);
         }
-        if (st == RING_OK && (int)theirs.rank != comm->right_rank)
+        if (st == RING_OK && (int)theirs.rank != comm->topo.right_rank)
             st = ring_error_set(RING_ERR_MISMATCH,
                                 "%s answered as rank %u, but rank %d's right neighbour is rank "
-                                "%d: the peers disagree on RING_PEERS", comm->right_addr,
-                                theirs.rank, comm->rank, comm->right_rank);
+                                "%d: the peers disagree on RING_PEERS", comm->topo.right_addr,
+                                theirs.rank, comm->rank, comm->topo.right_rank);
     }
     if (st != RING_OK) /* an earlier run's address, now another job's port? */
         return connect_stranger(cs, hc, now, st);
@@ -393,21 +393,21 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
     hc->sreq.iovcnt = 1;
     (void)comm->tp_ops->post_send(hc->ep, &hc->sreq);
     /* name the peer by its RING_PEERS address, not its ephemeral source port */
-    if (theirs.rank < (uint32_t)comm->size && comm->peers != NULL)
-        ring_peer_format(&comm->peers[theirs.rank], claimed, sizeof(claimed));
+    if (theirs.rank < (uint32_t)comm->size && comm->topo.peers != NULL)
+        ring_peer_format(&comm->topo.peers[theirs.rank], claimed, sizeof(claimed));
     else
         snprintf(claimed, sizeof(claimed), "%s", comm->tp_ops->ep_peer(hc->ep));
     status = ring_hello_check(comm, &mine, &theirs, claimed);
-    if (status != RING_OK && (int)theirs.rank == comm->left_rank) {
-        cs->culprit = comm->left_rank;
+    if (status != RING_OK && (int)theirs.rank == comm->topo.left_rank) {
+        cs->culprit = comm->topo.left_rank;
         cs->field = ring_hello_first_diff(&mine, &theirs);
     }
-    if (status == RING_OK && (int)theirs.rank != comm->left_rank)
+    if (status == RING_OK && (int)theirs.rank != comm->topo.left_rank)
         status = ring_error_set(RING_ERR_MISMATCH,
                                 "rank %u (%s) connected as the left neighbour of rank %d, whose "
                                 "left neighbour is rank %d: the peers disagree on RING_PEERS",
                                 theirs.rank, comm->tp_ops->ep_peer(hc->ep), comm->rank,
-                                comm->left_rank);
+                                comm->topo.left_rank);
     if (status == RING_OK &&
         (theirs.channel >= (uint32_t)comm->nchannels || theirs.stream >= (uint32_t)comm->nstreams ||
          comm->channels[theirs.channel].left[theirs.stream] != NULL))
@@ -536,7 +536,7 @@ static ring_status_t connect_timeout_error(connect_state_t *cs)
                               "start-up: timed out after %g s connecting to rank %d (%s): "
                               "authentication failed %d time(s), last: %s; does every peer "
                               "have the same --secret-file (RING_SECRET_FILE)?",
-                              comm->cfg.connect_timeout_s, comm->right_rank, comm->right_addr,
+                              comm->cfg.connect_timeout_s, comm->topo.right_rank, comm->topo.right_addr,
                               cs->auth_failed_out, cs->auth_why);
     if (cs->nout >= total && cs->auth_failed_in > 0)
         return ring_error_set(RING_ERR_TIMED_OUT,
@@ -544,22 +544,22 @@ static ring_status_t connect_timeout_error(connect_state_t *cs)
                               "(%d of %d connections arrived); %d connection(s) failed "
                               "authentication, last: %s; does every peer have the same "
                               "--secret-file (RING_SECRET_FILE)?", comm->cfg.connect_timeout_s,
-                              comm->left_rank, comm->left_addr, cs->accepted, total,
+                              comm->topo.left_rank, comm->topo.left_addr, cs->accepted, total,
                               cs->auth_failed_in, cs->auth_why);
     if (cs->nout < total)
         return ring_error_set(RING_ERR_TIMED_OUT,
                               "start-up: timed out after %g s connecting to rank %d (%s): %s; is "
                               "rank %d running, and is that its address in RING_PEERS?",
-                              comm->cfg.connect_timeout_s, comm->right_rank, comm->right_addr,
+                              comm->cfg.connect_timeout_s, comm->topo.right_rank, comm->topo.right_addr,
                               cs->last_refusal == RING_OK
                                   ? "no answer"
                                   : ring_tp_cause(cs->last_refusal, cs->last_errno),
-                              comm->right_rank);
+                              comm->topo.right_rank);
     return ring_error_set(RING_ERR_TIMED_OUT,
                           "start-up: timed out after %g s waiting for rank %d (%s) to connect "
                           "(%d of %d connections arrived); is rank %d running with the same "
-                          "RING_PEERS?", comm->cfg.connect_timeout_s, comm->left_rank,
-                          comm->left_addr, cs->accepted, total, comm->left_rank);
+                          "RING_PEERS?", comm->cfg.connect_timeout_s, comm->topo.left_rank,
+                          comm->topo.left_addr, cs->accepted, total, comm->topo.left_rank);
 }
 
 /* Listening beyond loopback without a secret: say so, once per process (the
@@ -595,7 +595,7 @@ static void connect_tell_mismatch(connect_state_t *cs, double deadline)
     ring_comm_t *comm = cs->comm;
     int total = comm->nchannels * comm->nstreams;
     double now = ring_now(), until = now + RING_TELL_LINGER_S;
-    int told_left = comm->left_rank == cs->culprit, told_right = comm->right_rank == cs->culprit;
+    int told_left = comm->topo.left_rank == cs->culprit, told_right = comm->topo.right_rank == cs->culprit;
     ring_frame_t f;
 
     if (until > deadline)
@@ -629,7 +629,7 @@ static void connect_tell_mismatch(connect_state_t *cs, double deadline)
 ring_status_t ring_connect_ring(ring_comm_t *comm)
 {
     connect_state_t *cs = calloc(1, sizeof(*cs));
-    const ring_peer_addr_t *me = &comm->peers[comm->rank];
+    const ring_peer_addr_t *me = &comm->topo.peers[comm->rank];
     const char *bind = comm->cfg.bind[0] != '\0' ? comm->cfg.bind : me->host;
     int total = comm->nchannels * comm->nstreams;
     double deadline = ring_now() + comm->cfg.connect_timeout_s;
@@ -644,7 +644,7 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
     warn_open_to_strangers(comm, bind);
     /* a verbs bootstrap's guard calls the right neighbour too (tp_lend.c) */
     ring_auth_party_init(&comm->boot_party, &comm->auth_key, comm->cfg.job_id,
-                         RING_AUTH_FOR_VERBS_BOOT, comm->rank, comm->right_rank);
+                         RING_AUTH_FOR_VERBS_BOOT, comm->rank, comm->topo.right_rank);
     /* a rendezvous listened already, to publish its port */
     if (comm->listener == NULL)
         RING_CHECK_GOTO(comm->tp_ops->listen(comm->tp, bind, me->port, &comm->listener), status,
@@ -668,8 +668,8 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
             comm->tp_ops->wait(comm->tp, 10);
     }
     ring_log(RING_LOG_INFO, "ring connected: left rank %d (%s), right rank %d (%s), %d channel(s) "
-             "x %d stream(s)", comm->left_rank, comm->left_addr, comm->right_rank,
-             comm->right_addr, comm->nchannels, comm->nstreams);
+             "x %d stream(s)", comm->topo.left_rank, comm->topo.left_addr, comm->topo.right_rank,
+             comm->topo.right_addr, comm->nchannels, comm->nstreams);
 out:
     if (status == RING_ERR_MISMATCH && cs->culprit >= 0 && comm->size > 2) {
         char msg[1024];
@@ -690,7 +690,7 @@ out:
                 if (comm->channels[c].left[s] == NULL)
                     status = ring_error_set(RING_ERR_TIMED_OUT,
                                             "start-up: could not finish the hello with rank %d (%s)",
-                                            comm->left_rank, comm->left_addr);
+                                            comm->topo.left_rank, comm->topo.left_addr);
     free(cs);
     return status;
 }

@@ -39,7 +39,7 @@ static size_t dev_request_bytes(const ring_request_t *req)
 
 static unsigned dev_slot(const ring_comm_t *comm, const ring_request_t *req)
 {
-    return (unsigned)(req - comm->reqs);
+    return (unsigned)(req - comm->requests.slots);
 }
 
 static ring_status_t dev_fail(ring_comm_t *comm, const ring_request_t *req, ring_status_t status,

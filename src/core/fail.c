@@ -27,18 +27,18 @@
 
 const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t len)
 {
-    if (rank < 0 || rank >= comm->size || comm->peers == NULL)
+    if (rank < 0 || rank >= comm->size || comm->topo.peers == NULL)
         snprintf(buf, len, "?");
     else
-        ring_peer_format(&comm->peers[rank], buf, len);
+        ring_peer_format(&comm->topo.peers[rank], buf, len);
     return buf;
 }
 
 ring_request_t *ring_comm_active_request(ring_comm_t *comm)
 {
     /* the oldest request that started and has not finished */
-    for (unsigned i = 0; i < comm->req_count; i++) {
-        ring_request_t *req = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+    for (unsigned i = 0; i < comm->requests.count; i++) {
+        ring_request_t *req = &comm->requests.slots[(comm->requests.head + i) % RING_MAX_REQUESTS];
         if (req->started && !req->done)
             return req;
     }
@@ -132,9 +132,9 @@ static void notice_send(ring_comm_t *comm, const ring_frame_t *f, int skip_rank)
 {
     if (comm->size < 2 || comm->tp == NULL)
         return;
-    if (comm->right_rank != skip_rank || comm->size == 2)
+    if (comm->topo.right_rank != skip_rank || comm->size == 2)
         (void)ring_ctrl_post(comm, &comm->fail.abort_right, comm->channels[0].right[0], f);
-    if (comm->left_rank != skip_rank || comm->size == 2)
+    if (comm->topo.left_rank != skip_rank || comm->size == 2)
         (void)ring_ctrl_post(comm, &comm->fail.abort_left, comm->channels[0].left[0], f);
     ring_abort_flush(comm);
 }
@@ -178,8 +178,8 @@ static int algo_owns_timeout(const ring_comm_t *comm, const ring_request_t *req)
 static void algo_on_fail(ring_comm_t *comm)
 {
     for (int a = 0; a < RING_ALGO_HOOKS; a++)
-        if (comm->algo_ops[a] != NULL && comm->algo_ops[a]->on_fail != NULL)
-            comm->algo_ops[a]->on_fail(comm);
+        if (comm->algo.ops[a] != NULL && comm->algo.ops[a]->on_fail != NULL)
+            comm->algo.ops[a]->on_fail(comm);
 }
 
 static void mismatch_note(ring_comm_t *comm, int rank, ring_coll_t coll, uint64_t count,
@@ -251,7 +251,7 @@ static int probe_start(ring_comm_t *comm, ring_request_t *req, double idle)
         comm->channels[0].left[0] == NULL)
         return 0;
     ring_ctrl_fill(comm, req, RING_FRAME_ABORT, &f);
-    f.culprit_rank = (uint32_t)comm->left_rank;
+    f.culprit_rank = (uint32_t)comm->topo.left_rank;
     f.status = RING_ERR_TIMED_OUT;
     f.sys_errno = ETIMEDOUT;
     f.step = (uint16_t)ring_comm_current_step(comm);
@@ -367,7 +367,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         ring_comm_active_request(comm) != NULL) {
         ring_request_t *req = ring_comm_active_request(comm);
 
-        if (from_rank == comm->right_rank && !algo_owns_timeout(comm, req) &&
+        if (from_rank == comm->topo.right_rank && !algo_owns_timeout(comm, req) &&
             probe_start(comm, req, 0)) {
             comm->fail.probed_by_right = 1;
             tell_right_waiting(comm);
@@ -377,7 +377,7 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     }
     /* the origin's round and step say where the ring broke, whatever this peer is doing;
      * during the ring doctor (diag/doctor.c) no peer is in a round */
-    if (comm->doctor_running)
+    if (comm->doctor.running)
         snprintf(phase, sizeof(phase), "ring doctor");
     else
         ring_phase_format_round(comm, f->round, (ring_coll_t)f->coll, step, phase, sizeof(phase));
@@ -389,8 +389,8 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
         if (f->sys_errno == RING_CAUSE_CLOSED)
             snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
                      "%s: rank %d (%s) closed its communicator during %s%s (seen by rank %u%s)",
-                     phase, culprit, addr, comm->doctor_running ? "" : "this ",
-                     comm->doctor_running         ? "the ring doctor"
+                     phase, culprit, addr, comm->doctor.running ? "" : "this ",
+                     comm->doctor.running         ? "the ring doctor"
                      : f->coll < RING_COLL_COUNT ? ring_coll_names[f->coll]
                                                   : "collective",
                      f->origin_rank, via);
@@ -491,7 +491,7 @@ static int channel_waiting_left(const ring_comm_t *comm)
 static ring_status_t fail_timeout_on(ring_comm_t *comm, ring_request_t *req, int receiving,
                                      int step, double waited)
 {
-    int peer = receiving ? comm->left_rank : comm->right_rank;
+    int peer = receiving ? comm->topo.left_rank : comm->topo.right_rank;
     ring_fault_t fault = {.status = RING_ERR_TIMED_OUT, .culprit = peer, .sys_errno = ETIMEDOUT,
                           .step = step};
 

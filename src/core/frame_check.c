@@ -76,7 +76,7 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
 {
     ring_frame_t f;
     size_t expect = sf->range.len * ring_enc_elem_bytes(comm, req);
-    int left = comm->left_rank;
+    int left = comm->topo.left_rank;
     ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = left, .step = sf->step};
 
     if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)

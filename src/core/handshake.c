@@ -42,7 +42,7 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->channels = (uint32_t)comm->nchannels;
     h->streams = (uint32_t)comm->nstreams;
     /* autotuned: the chunk size is chosen later, together; 0 says so */
-    h->chunk_bytes = comm->autotuned ? 0 : comm->cfg.chunk_bytes;
+    h->chunk_bytes = comm->tune.on ? 0 : comm->cfg.chunk_bytes;
     h->transport = strcmp(comm->tp_ops->name, "verbs") == 0 ? 2
                    : strcmp(comm->tp_ops->name, "shm") == 0 ? 3 : 1;
     h->codec = (uint8_t)comm->codec;

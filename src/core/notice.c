@@ -59,7 +59,7 @@ void ring_notice_idle(ring_comm_t *comm, ring_request_t *req)
     ring_ctrl_fill(comm, req, RING_FRAME_DATA, &f);
     f.flags = RING_FRAME_NOTICE;
     /* a notice before still on its way: try again on a later pass */
-    req->notice_sent = ring_ctrl_post(comm, &comm->notice_left, comm->channels[0].left[0], &f);
+    req->notice_sent = ring_ctrl_post(comm, &comm->notice.left, comm->channels[0].left[0], &f);
 }
 
 static int runs_off_ring(const ring_request_t *req)
@@ -70,7 +70,7 @@ static int runs_off_ring(const ring_request_t *req)
 /* The notice f of the right neighbour against req, the call of the same round. */
 static ring_status_t notice_check(ring_comm_t *comm, ring_request_t *req, const ring_frame_t *f)
 {
-    ring_fault_t fault = {.status = RING_ERR_MISMATCH, .culprit = comm->right_rank,
+    ring_fault_t fault = {.status = RING_ERR_MISMATCH, .culprit = comm->topo.right_rank,
                           .step = ring_comm_current_step(comm), .theirs = f};
 
     if (!ring_frame_matches_call(req, f)) {
@@ -83,7 +83,7 @@ static ring_status_t notice_check(ring_comm_t *comm, ring_request_t *req, const 
         return ring_comm_fail_peer(comm, req, &fault,
                                    "collective arguments differ between rank %d and {peer}: "
                                    "rank %d called %s; rank %d called %s", comm->rank,
-                                   comm->rank, mine, comm->right_rank, theirs);
+                                   comm->rank, mine, comm->topo.right_rank, theirs);
     }
     if (runs_off_ring(req))
         return RING_OK;
@@ -103,13 +103,13 @@ ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f)
      * a user's call, and the rounds here are still the set-up's (checked at the
      * user's call of its round, once they are numbered from 0 again) */
     if (!comm->open_done) {
-        comm->notice_early = *f;
-        comm->notice_early_valid = 1;
+        comm->notice.early = *f;
+        comm->notice.early_valid = 1;
         return RING_OK;
     }
 
-    for (unsigned i = 0; i < comm->req_count && !queued; i++) {
-        ring_request_t *req = &comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS];
+    for (unsigned i = 0; i < comm->requests.count && !queued; i++) {
+        ring_request_t *req = &comm->requests.slots[(comm->requests.head + i) % RING_MAX_REQUESTS];
 
         if (req->round != f->round)
             continue;
@@ -119,19 +119,19 @@ ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f)
             return notice_check(comm, req, f);
         queued = 1; /* called, not begun */
     }
-    if (!queued && f->round < comm->next_round)
+    if (!queued && f->round < comm->requests.next_round)
         return RING_OK; /* finished and retired here: old news */
-    comm->notice_early = *f; /* checked when the call of its round begins */
-    comm->notice_early_valid = 1;
+    comm->notice.early = *f; /* checked when the call of its round begins */
+    comm->notice.early_valid = 1;
     return RING_OK;
 }
 
 ring_status_t ring_notice_begin(ring_comm_t *comm, ring_request_t *req)
 {
-    if (!comm->open_done || !comm->notice_early_valid || comm->notice_early.round > req->round)
+    if (!comm->open_done || !comm->notice.early_valid || comm->notice.early.round > req->round)
         return RING_OK;
-    comm->notice_early_valid = 0;
-    if (comm->notice_early.round < req->round)
+    comm->notice.early_valid = 0;
+    if (comm->notice.early.round < req->round)
         return RING_OK;
-    return notice_check(comm, req, &comm->notice_early);
+    return notice_check(comm, req, &comm->notice.early);
 }

@@ -48,8 +48,8 @@ static void hand_over(struct ring_progress *p, int yield)
 
 static int has_pending(const ring_comm_t *comm)
 {
-    for (unsigned i = 0; i < comm->req_count; i++)
-        if (!comm->reqs[(comm->req_head + i) % RING_MAX_REQUESTS].done)
+    for (unsigned i = 0; i < comm->requests.count; i++)
+        if (!comm->requests.slots[(comm->requests.head + i) % RING_MAX_REQUESTS].done)
             return 1;
     return 0;
 }
@@ -59,7 +59,7 @@ static void *progress_main(void *arg)
     ring_comm_t *comm = arg;
     struct ring_progress *p = comm->progress;
     double last_progress = ring_now(), spin_until = 0;
-    uint64_t finished = comm->requests_finished;
+    uint64_t finished = comm->requests.finished;
 
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
@@ -76,9 +76,9 @@ static void *progress_main(void *arg)
         now = ring_now();
         if (moved != 0) {
             /* a request finished or the ring failed: waiters check their request */
-            if (moved < 0 || finished != comm->requests_finished)
+            if (moved < 0 || finished != comm->requests.finished)
                 pthread_cond_broadcast(&p->done);
-            finished = comm->requests_finished;
+            finished = comm->requests.finished;
             last_progress = now;
             spin_until = now + comm->cfg.spin_us * 1e-6;
             continue;

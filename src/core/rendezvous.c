@@ -161,20 +161,20 @@ static ring_status_t rdzv_open_store(ring_comm_t *comm, const ring_rdzv_url_t *u
     const ring_config_t *cfg = &comm->cfg;
 
     if (url->kind == RING_RDZV_FILE)
-        return ring_store_file_open(url->path, cfg->job_id, cfg->rank == 0, &comm->store);
+        return ring_store_file_open(url->path, cfg->job_id, cfg->rank == 0, &comm->rdzv.store);
     if (cfg->rank == 0)
         RING_CHECK(ring_store_server_start(url->host, url->port, cfg->job_id, cfg->world_size,
                                            &comm->auth_key,
-                                           &comm->store_server));
+                                           &comm->rdzv.store_server));
     return ring_store_tcp_open(url->host, url->port, cfg->job_id, &comm->auth_key, deadline,
-                               &comm->store);
+                               &comm->rdzv.store);
 }
 
 /* Every rank's record, in rank order; a missing one is named when time is up. */
 static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double deadline,
                                  double started)
 {
-    ring_store_t *store = comm->store;
+    ring_store_t *store = comm->rdzv.store;
     int file = strcmp(store->ops->kind, "file") == 0;
     char *text = malloc(RDZV_RECORD_MAX);
     ring_status_t st = RING_OK;
@@ -240,7 +240,7 @@ static ring_status_t rdzv_settle(ring_comm_t *comm, const ring_rdzv_url_t *url,
                                  rdzv_record_t *mine, rdzv_record_t *recs, double deadline,
                                  double started)
 {
-    ring_store_t *store = comm->store;
+    ring_store_t *store = comm->rdzv.store;
     char key[32], why[200], *text = malloc(RDZV_RECORD_MAX);
     ring_status_t st = RING_OK;
 
@@ -345,16 +345,16 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
         goto out;
     ring_rdzv_record_format(&mine, text, sizeof(text));
     snprintf(key, sizeof(key), "rank/%d", comm->rank);
-    st = comm->store->ops->set(comm->store, key, text);
+    st = comm->rdzv.store->ops->set(comm->rdzv.store, key, text);
     if (st == RING_ERR_MISMATCH)
         st = ring_error_set(st, "rendezvous %s: another peer already claims rank %d: check "
-                            "the ranks the launcher gives", comm->store->where, comm->rank);
+                            "the ranks the launcher gives", comm->rdzv.store->where, comm->rank);
     if (st != RING_OK)
         goto out;
     recs = calloc((size_t)comm->size, sizeof(*recs));
-    comm->peers = calloc((size_t)comm->size, sizeof(*comm->peers));
-    comm->hosts = calloc((size_t)comm->size, sizeof(*comm->hosts));
-    if (recs == NULL || comm->peers == NULL || comm->hosts == NULL) {
+    comm->topo.peers = calloc((size_t)comm->size, sizeof(*comm->topo.peers));
+    comm->topo.hosts = calloc((size_t)comm->size, sizeof(*comm->topo.hosts));
+    if (recs == NULL || comm->topo.peers == NULL || comm->topo.hosts == NULL) {
         st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
         goto out;
     }
@@ -362,39 +362,39 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     if (st == RING_OK && strcmp(recs[comm->rank].nonce, mine.nonce) != 0)
         st = ring_error_set(RING_ERR_MISMATCH, "rendezvous %s: another peer (host %s) also "
                             "claims rank %d: check the ranks the launcher gives",
-                            comm->store->where, recs[comm->rank].host, comm->rank);
+                            comm->rdzv.store->where, recs[comm->rank].host, comm->rank);
     for (int r = 0; r < comm->size && st == RING_OK; r++)
         all_local &= strcmp(recs[r].host, recs[0].host) == 0;
-    comm->rdzv_all_local = all_local;
+    comm->rdzv.all_local = all_local;
     if (st == RING_OK && !all_local)
         st = rdzv_settle(comm, &url, &mine, recs, deadline, started);
     for (int r = 0; r < comm->size && st == RING_OK; r++) {
-        st = rdzv_choose(&recs[r], r, all_local, &comm->peers[r]);
-        if (st == RING_OK && (comm->hosts[r] = strdup(recs[r].group)) == NULL)
+        st = rdzv_choose(&recs[r], r, all_local, &comm->topo.peers[r]);
+        if (st == RING_OK && (comm->topo.hosts[r] = strdup(recs[r].group)) == NULL)
             st = ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
     }
     if (st == RING_OK)
-        ring_log(RING_LOG_INFO, "rendezvous %s: %d peers in %.2f s", comm->store->where,
+        ring_log(RING_LOG_INFO, "rendezvous %s: %d peers in %.2f s", comm->rdzv.store->where,
                  comm->size, ring_now() - started);
 out:
     free(recs);
     /* this peer has what it needs from a tcp store (rank 0 keeps serving the
      * others); a file store stays open until the ring is up, for refreshes,
      * and rank 0's until close, when it cleans up */
-    if (comm->store != NULL && (st != RING_OK || url.kind != RING_RDZV_FILE)) {
-        comm->store->ops->close(comm->store, 0);
-        comm->store = NULL;
+    if (comm->rdzv.store != NULL && (st != RING_OK || url.kind != RING_RDZV_FILE)) {
+        comm->rdzv.store->ops->close(comm->rdzv.store, 0);
+        comm->rdzv.store = NULL;
     }
-    if (st != RING_OK && comm->store_server != NULL) {
-        ring_store_server_stop(comm->store_server, ring_last_error());
-        comm->store_server = NULL;
+    if (st != RING_OK && comm->rdzv.store_server != NULL) {
+        ring_store_server_stop(comm->rdzv.store_server, ring_last_error());
+        comm->rdzv.store_server = NULL;
     }
     return st;
 }
 
 ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
 {
-    ring_store_t *store = comm->store;
+    ring_store_t *store = comm->rdzv.store;
     char key[32], why[200], *text;
     const char *pick;
     rdzv_record_t rec;
@@ -411,19 +411,19 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
     st = store->ops->get(store, key, text, RDZV_RECORD_MAX, ring_now());
     if (st == RING_OK && ring_rdzv_record_parse(text, &rec, why, sizeof(why)) == 0 && rec.world == comm->size &&
         strcmp(rec.transport, comm->tp_ops->name) == 0 &&
-        (pick = rdzv_pick(&rec, comm->rdzv_all_local)) != NULL &&
-        (rec.port != comm->peers[rank].port || strcmp(pick, comm->peers[rank].host) != 0)) {
-        if (strcmp(rec.group, comm->hosts[rank]) != 0) {
+        (pick = rdzv_pick(&rec, comm->rdzv.all_local)) != NULL &&
+        (rec.port != comm->topo.peers[rank].port || strcmp(pick, comm->topo.peers[rank].host) != 0)) {
+        if (strcmp(rec.group, comm->topo.hosts[rank]) != 0) {
             free(text);
             return ring_error_set(RING_ERR_MISMATCH, "rendezvous %s: rank %d's record changed "
                                   "from host %s to %s after this peer read it: one of them is "
                                   "from an earlier run of job '%s' (a crashed run leaves its "
                                   "files): give each run its own --job-id, or empty the "
-                                  "directory", store->where, rank, comm->hosts[rank], rec.group,
+                                  "directory", store->where, rank, comm->topo.hosts[rank], rec.group,
                                   comm->cfg.job_id);
         }
-        snprintf(comm->peers[rank].host, sizeof(comm->peers[rank].host), "%s", pick);
-        comm->peers[rank].port = rec.port;
+        snprintf(comm->topo.peers[rank].host, sizeof(comm->topo.peers[rank].host), "%s", pick);
+        comm->topo.peers[rank].port = rec.port;
         *changed = 1;
     }
     free(text);
@@ -432,24 +432,24 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
 
 int ring_rendezvous_file(const ring_comm_t *comm)
 {
-    return comm->store != NULL && strcmp(comm->store->ops->kind, "file") == 0;
+    return comm->rdzv.store != NULL && strcmp(comm->rdzv.store->ops->kind, "file") == 0;
 }
 
 void ring_rendezvous_done(ring_comm_t *comm)
 {
     /* rank 0's client of its own tcp store leaves too: once every peer's has, the
      * store ends (a file store's owner keeps its store to clean up at close) */
-    if (comm->store != NULL && (comm->rank != 0 || comm->store_server != NULL)) {
-        comm->store->ops->close(comm->store, 0);
-        comm->store = NULL;
+    if (comm->rdzv.store != NULL && (comm->rank != 0 || comm->rdzv.store_server != NULL)) {
+        comm->rdzv.store->ops->close(comm->rdzv.store, 0);
+        comm->rdzv.store = NULL;
     }
 }
 
 void ring_rendezvous_close(ring_comm_t *comm)
 {
-    if (comm->store != NULL)
-        comm->store->ops->close(comm->store, 1);
-    comm->store = NULL;
-    ring_store_server_stop(comm->store_server, NULL);
-    comm->store_server = NULL;
+    if (comm->rdzv.store != NULL)
+        comm->rdzv.store->ops->close(comm->rdzv.store, 1);
+    comm->rdzv.store = NULL;
+    ring_store_server_stop(comm->rdzv.store_server, NULL);
+    comm->rdzv.store_server = NULL;
 }

@@ -14,8 +14,8 @@ struct ring_comm;
 
 /*
  * Listen, publish this peer's record (host name, port, addresses), wait
- * for every rank's (a barrier), then fill comm->peers with the address to
- * reach each rank by and comm->hosts with their host names. A rank that
+ * for every rank's (a barrier), then fill comm->topo.peers with the address to
+ * reach each rank by and comm->topo.hosts with their host names. A rank that
  * never arrives is named in the timeout error.
  */
 ring_status_t ring_rendezvous(struct ring_comm *comm);
@@ -24,7 +24,7 @@ ring_status_t ring_rendezvous(struct ring_comm *comm);
  * File store only (else *changed = 0): read rank's record again, for when
  * its address refuses connections. A crashed run of the same job leaves
  * records behind, and a peer that started before rank's fresh one was
- * written may have read the old one. *changed = 1 when comm->peers[rank]
+ * written may have read the old one. *changed = 1 when comm->topo.peers[rank]
  * now holds a new address. A record that moved to another host fails
  * (the ring's order could differ between peers).
  */

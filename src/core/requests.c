@@ -33,12 +33,12 @@ const char *ring_comm_transport(const ring_comm_t *comm)
 
 const char *ring_comm_ring_order(const ring_comm_t *comm)
 {
-    return comm->order_desc;
+    return comm->topo.order_desc;
 }
 
 const char *ring_comm_autotune_report(const ring_comm_t *comm)
 {
-    return comm->autotune_desc;
+    return comm->tune.desc;
 }
 
 ring_status_t ring_comm_register(ring_comm_t *comm, void *buf, size_t bytes)
@@ -72,10 +72,10 @@ ring_status_t ring_request_next(ring_comm_t *comm, ring_request_t **slot_p)
 
     if (comm->fail.error != RING_OK)
         return ring_error_copy(comm->fail.error, comm->fail.error_msg);
-    if (comm->req_count == RING_MAX_REQUESTS)
+    if (comm->requests.count == RING_MAX_REQUESTS)
         return ring_error_set(RING_ERR_NO_RESOURCE, "%d requests already started and not "
                               "waited for", RING_MAX_REQUESTS);
-    req = &comm->reqs[(comm->req_head + comm->req_count) % RING_MAX_REQUESTS];
+    req = &comm->requests.slots[(comm->requests.head + comm->requests.count) % RING_MAX_REQUESTS];
     offsets = req->offsets; /* the slot's own table (collectives.c) */
     memset(req, 0, sizeof(*req));
     req->offsets = offsets;
@@ -86,9 +86,9 @@ ring_status_t ring_request_next(ring_comm_t *comm, ring_request_t **slot_p)
 ring_status_t ring_request_push(ring_comm_t *comm, ring_request_t *req, ring_request_t **req_p)
 {
     req->comm = comm;
-    req->round = comm->next_round++;
+    req->round = comm->requests.next_round++;
     req->in_use = 1;
-    comm->req_count++;
+    comm->requests.count++;
     if (comm->progress != NULL)
         ring_progress_kick(comm);
     else
@@ -211,9 +211,9 @@ static ring_status_t request_wait_device(ring_request_t *req, ring_stream_t stre
         status = ring_comm_wait_until(comm, req);
     req->in_use = 0;
     /* release finished requests from the head, in order */
-    while (comm->req_count > 0 && !comm->reqs[comm->req_head].in_use) {
-        comm->req_head = (comm->req_head + 1) % RING_MAX_REQUESTS;
-        comm->req_count--;
+    while (comm->requests.count > 0 && !comm->requests.slots[comm->requests.head].in_use) {
+        comm->requests.head = (comm->requests.head + 1) % RING_MAX_REQUESTS;
+        comm->requests.count--;
     }
     /* hook: device.c: the host, or the caller's stream, waits for the device's result */
     if (status == RING_OK || status == RING_ERR_NONFINITE)

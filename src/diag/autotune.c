@@ -52,13 +52,13 @@ static void autotune_set(ring_comm_t *comm, size_t chunk, int channels)
 
 ring_status_t ring_autotune(ring_comm_t *comm)
 {
-    const ring_autotune_space_t *sp = &comm->autotune;
+    const ring_autotune_space_t *sp = &comm->tune.space;
     size_t count = comm->cfg.autotune_bytes / sizeof(float);
     int ncand = sp->nchunks * sp->nchannels, best = 0;
     double *secs = calloc((size_t)ncand, sizeof(double));
     float *buf = malloc(count * sizeof(float)), choice = 0;
-    char fmt[32], *desc = comm->autotune_desc;
-    size_t used = 0, dlen = sizeof(comm->autotune_desc);
+    char fmt[32], *desc = comm->tune.desc;
+    size_t used = 0, dlen = sizeof(comm->tune.desc);
     double factor = 2.0 * (comm->size - 1) / comm->size, bytes = (double)count * sizeof(float);
     ring_status_t st = RING_OK;
 

@@ -10,7 +10,7 @@
 
 struct ring_comm;
 /* Time every candidate, agree on rank 0's fastest, switch to it; the report
- * lands in comm->autotune_desc. */
+ * lands in comm->tune.desc. */
 ring_status_t ring_autotune(struct ring_comm *comm);
 
 #endif /* RING_AUTOTUNE_H */

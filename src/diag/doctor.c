@@ -115,20 +115,20 @@ typedef struct ring_doctor doctor_t;
 
 void ring_doctor_free(ring_comm_t *comm)
 {
-    if (comm->doctor == NULL)
+    if (comm->doctor.state == NULL)
         return;
-    free(comm->doctor->vec);
-    free(comm->doctor);
-    comm->doctor = NULL;
+    free(comm->doctor.state->vec);
+    free(comm->doctor.state);
+    comm->doctor.state = NULL;
 }
 
 /* ---- where we are, for messages ------------------------------------------ */
 
 static void doctor_where(const ring_comm_t *comm, char *buf, size_t len)
 {
-    const doctor_t *d = comm->doctor;
-    int from = d->sending ? comm->rank : comm->left_rank;
-    int to = d->sending ? comm->right_rank : comm->rank;
+    const doctor_t *d = comm->doctor.state;
+    int from = d->sending ? comm->rank : comm->topo.left_rank;
+    int to = d->sending ? comm->topo.right_rank : comm->rank;
 
     snprintf(buf, len, "ring doctor, lap %d, edge rank %d -> rank %d", d->lap + 1, from, to);
 }
@@ -260,28 +260,28 @@ static int right_moved_on(const doctor_t *d, const ring_slot_t *back, ring_frame
  */
 static ring_status_t doctor_scan(ring_comm_t *comm, const ring_slot_t *awaited)
 {
-    doctor_t *d = comm->doctor;
+    doctor_t *d = comm->doctor.state;
     ring_channel_t *ch0 = &comm->channels[0];
     int nslots = RING_WINDOW * comm->nchannels;
     ring_frame_t f;
 
     if (ch0->back.posted && ch0->back.req.done && &ch0->back != awaited &&
         !right_moved_on(d, &ch0->back, &f))
-        RING_CHECK(doctor_frame(comm, &ch0->back, comm->right_rank, ch0->right[0], &f));
+        RING_CHECK(doctor_frame(comm, &ch0->back, comm->topo.right_rank, ch0->right[0], &f));
     if (d->ctl.posted && d->ctl.req.done && &d->ctl != awaited)
-        RING_CHECK(doctor_frame(comm, &d->ctl, comm->left_rank, ch0->left[0], &f));
+        RING_CHECK(doctor_frame(comm, &d->ctl, comm->topo.left_rank, ch0->left[0], &f));
     if (d->out.posted && d->out.req.done && d->out.req.status != RING_OK && &d->out != awaited)
-        return doctor_fail_link(comm, comm->right_rank, ch0->right[0], &d->out.req);
+        return doctor_fail_link(comm, comm->topo.right_rank, ch0->right[0], &d->out.req);
     if (d->reply.posted && d->reply.req.done && d->reply.req.status != RING_OK &&
         &d->reply != awaited)
-        return doctor_fail_link(comm, comm->left_rank, ch0->left[0], &d->reply.req);
+        return doctor_fail_link(comm, comm->topo.left_rank, ch0->left[0], &d->reply.req);
     for (int w = 0; w < nslots; w++) {
         ring_slot_t *s = data_slot(comm, 1, (uint32_t)w), *r = data_slot(comm, 0, (uint32_t)w);
 
         if (s->posted && s->req.done && s->req.status != RING_OK && s != awaited)
-            return doctor_fail_link(comm, comm->right_rank, d->send_ep[w], &s->req);
+            return doctor_fail_link(comm, comm->topo.right_rank, d->send_ep[w], &s->req);
         if (r->posted && r->req.done && r != awaited)
-            RING_CHECK(doctor_frame(comm, r, comm->left_rank, d->recv_ep[w], &f));
+            RING_CHECK(doctor_frame(comm, r, comm->topo.left_rank, d->recv_ep[w], &f));
     }
     return RING_OK;
 }
@@ -396,11 +396,11 @@ static ring_status_t doctor_answer(ring_comm_t *comm, int kind, uint32_t seq, co
     char expected[64];
     ring_frame_t f;
 
-    RING_CHECK(doctor_wait_recv(comm, &ch0->back, ch0->right[0], comm->right_rank,
+    RING_CHECK(doctor_wait_recv(comm, &ch0->back, ch0->right[0], comm->topo.right_rank,
                                 comm->cfg.timeout_s, what, &f));
     if (f.step != kind || f.round != seq) {
         snprintf(expected, sizeof(expected), "%s seq %u", kind_names[kind], seq);
-        return doctor_unexpected(comm, comm->right_rank, &f, expected);
+        return doctor_unexpected(comm, comm->topo.right_rank, &f, expected);
     }
     ring_channel_post_back(comm, ch0);
     return RING_OK;
@@ -409,7 +409,7 @@ static ring_status_t doctor_answer(ring_comm_t *comm, int kind, uint32_t seq, co
 /* One burst of `bytes` to the right neighbour; *secs_p from BURST to ACK. */
 static ring_status_t doctor_burst(ring_comm_t *comm, size_t bytes, double *secs_p)
 {
-    doctor_t *d = comm->doctor;
+    doctor_t *d = comm->doctor.state;
     size_t chunk = comm->cfg.chunk_bytes;
     uint32_t nframes = (uint32_t)((bytes + chunk - 1) / chunk);
     uint32_t nslots = (uint32_t)(RING_WINDOW * comm->nchannels);
@@ -426,7 +426,7 @@ static ring_status_t doctor_burst(ring_comm_t *comm, size_t bytes, double *secs_
         ring_slot_t *slot = data_slot(comm, 1, q);
         size_t len = q + 1 < nframes ? chunk : bytes - (size_t)q * chunk;
 
-        RING_CHECK(doctor_wait_send(comm, slot, d->send_ep[q % nslots], comm->right_rank,
+        RING_CHECK(doctor_wait_send(comm, slot, d->send_ep[q % nslots], comm->topo.right_rank,
                                     "to take the burst's data"));
         doctor_fill(comm, DOC_DATA, &f);
         f.round = seq;
@@ -439,9 +439,9 @@ static ring_status_t doctor_burst(ring_comm_t *comm, size_t bytes, double *secs_
     RING_CHECK(doctor_answer(comm, DOC_ACK, seq, "to acknowledge a burst"));
     *secs_p = ring_now() - t0;
     for (uint32_t w = 0; w < nslots; w++)
-        RING_CHECK(doctor_wait_send(comm, data_slot(comm, 1, w), d->send_ep[w], comm->right_rank,
+        RING_CHECK(doctor_wait_send(comm, data_slot(comm, 1, w), d->send_ep[w], comm->topo.right_rank,
                                     "to take the burst's data"));
-    return doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->right_rank,
+    return doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->topo.right_rank,
                             "to take a burst");
 }
 
@@ -462,7 +462,7 @@ static int cmp_double(const void *a, const void *b)
 
 static ring_status_t doctor_pings(ring_comm_t *comm)
 {
-    doctor_t *d = comm->doctor;
+    doctor_t *d = comm->doctor.state;
 
     for (int i = 0; i < DOCTOR_PINGS; i++) {
         ring_frame_t f;
@@ -473,7 +473,7 @@ static ring_status_t doctor_pings(ring_comm_t *comm)
         doctor_post_send(comm, &d->out, comm->channels[0].right[0], &f, NULL, 0);
         RING_CHECK(doctor_answer(comm, DOC_PONG, d->seq, "to answer a ping"));
         rtt = ring_now() - t0;
-        RING_CHECK(doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->right_rank,
+        RING_CHECK(doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->topo.right_rank,
                                     "to take a ping"));
         if (d->nrtt < DOCTOR_LAPS * DOCTOR_PINGS)
             d->rtt[d->nrtt++] = rtt;
@@ -486,7 +486,7 @@ static ring_status_t doctor_pings(ring_comm_t *comm)
 /* Lap 0: bursts growing from 64 KiB until one takes DOCTOR_PROBE_S, to size the rest. */
 static ring_status_t doctor_probe(ring_comm_t *comm)
 {
-    doctor_t *d = comm->doctor;
+    doctor_t *d = comm->doctor.state;
     size_t b = d->limit_bytes < DOCTOR_PROBE_BYTES ? d->limit_bytes : DOCTOR_PROBE_BYTES;
     double secs, rate, want;
 
@@ -506,8 +506,8 @@ static ring_status_t doctor_probe(ring_comm_t *comm)
 
 static void doctor_put_entry(ring_comm_t *comm)
 {
-    doctor_t *d = comm->doctor;
-    unsigned char *e = d->vec + (size_t)comm->pos * DOCTOR_ENTRY;
+    doctor_t *d = comm->doctor.state;
+    unsigned char *e = d->vec + (size_t)comm->topo.pos * DOCTOR_ENTRY;
     double sorted[DOCTOR_LAPS * DOCTOR_PINGS], lat_ns;
 
     memcpy(sorted, d->rtt, (size_t)d->nrtt * sizeof(double));
@@ -524,7 +524,7 @@ static void doctor_put_entry(ring_comm_t *comm)
 /* Measure this peer's edge for one lap, then hand the turn to the right neighbour. */
 static ring_status_t doctor_measure(ring_comm_t *comm)
 {
-    doctor_t *d = comm->doctor;
+    doctor_t *d = comm->doctor.state;
     double secs, lap_t0, bps;
     ring_frame_t f;
     int k;
@@ -562,10 +562,10 @@ static ring_status_t doctor_measure(ring_comm_t *comm)
     f.count = (uint64_t)comm->size;
     doctor_post_send(comm, &d->out, comm->channels[0].right[0], &f, d->vec, d->vec_bytes);
     /* the vector is not ours to overwrite until it has left */
-    RING_CHECK(doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->right_rank,
+    RING_CHECK(doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->topo.right_rank,
                                 "to take its turn"));
     ring_log(RING_LOG_DEBUG, "ring doctor, lap %d: edge rank %d -> rank %d: %.1f MB/s, "
-             "best lap of %d bursts of %zu bytes", d->lap + 1, comm->rank, comm->right_rank,
+             "best lap of %d bursts of %zu bytes", d->lap + 1, comm->rank, comm->topo.right_rank,
              d->best_bps / 1e6, d->reps, d->rep_bytes);
     return RING_OK;
 }
@@ -574,11 +574,11 @@ static ring_status_t doctor_measure(ring_comm_t *comm)
 
 static ring_status_t doctor_reply(ring_comm_t *comm, int kind, uint64_t seq, uint64_t count)
 {
-    doctor_t *d = comm->doctor;
+    doctor_t *d = comm->doctor.state;
     ring_tp_ep_t *ep = comm->channels[0].left[0];
     ring_frame_t f;
 
-    RING_CHECK(doctor_wait_send(comm, &d->reply, ep, comm->left_rank, "to take an answer"));
+    RING_CHECK(doctor_wait_send(comm, &d->reply, ep, comm->topo.left_rank, "to take an answer"));
     doctor_fill(comm, kind, &f);
     f.round = seq;
     f.count = count;
@@ -589,7 +589,7 @@ static ring_status_t doctor_reply(ring_comm_t *comm, int kind, uint64_t seq, uin
 /* A BURST's frames, then its ACK. */
 static ring_status_t doctor_take_burst(ring_comm_t *comm, const ring_frame_t *b)
 {
-    doctor_t *d = comm->doctor;
+    doctor_t *d = comm->doctor.state;
     size_t chunk = comm->cfg.chunk_bytes;
     uint32_t nslots = (uint32_t)(RING_WINDOW * comm->nchannels);
     uint32_t nframes = b->chunk;
@@ -597,7 +597,7 @@ static ring_status_t doctor_take_burst(ring_comm_t *comm, const ring_frame_t *b)
 
     if (b->count == 0 || b->count > DOCTOR_MAX_BYTES ||
         (uint64_t)nframes != (b->count + chunk - 1) / chunk)
-        return doctor_unexpected(comm, comm->left_rank, b,
+        return doctor_unexpected(comm, comm->topo.left_rank, b,
                                  "a burst of at most 64 GiB in chunk-size frames");
     for (uint32_t q = 0; q < nframes + nslots; q++) {
         /* post frame q, retire frame q - nslots */
@@ -607,14 +607,14 @@ static ring_status_t doctor_take_burst(ring_comm_t *comm, const ring_frame_t *b)
             size_t len = r + 1 < nframes ? chunk : bytes - (size_t)r * chunk;
             ring_frame_t f;
 
-            RING_CHECK(doctor_wait_recv(comm, slot, d->recv_ep[r % nslots], comm->left_rank,
+            RING_CHECK(doctor_wait_recv(comm, slot, d->recv_ep[r % nslots], comm->topo.left_rank,
                                         comm->cfg.timeout_s, "to send the rest of a burst", &f));
             if (f.step != DOC_DATA || f.round != b->round || f.chunk != r ||
                 f.payload_bytes != len || slot->req.bytes != comm->hdr_bytes + len) {
                 char expected[96];
                 snprintf(expected, sizeof(expected), "DATA seq %llu frame %u of %zu bytes",
                          (unsigned long long)b->round, r, len);
-                return doctor_unexpected(comm, comm->left_rank, &f, expected);
+                return doctor_unexpected(comm, comm->topo.left_rank, &f, expected);
             }
         }
         if (q < nframes) {
@@ -637,7 +637,7 @@ static ring_status_t doctor_take_burst(ring_comm_t *comm, const ring_frame_t *b)
  */
 static ring_status_t doctor_receive(ring_comm_t *comm, int expect, double first_limit_s)
 {
-    doctor_t *d = comm->doctor;
+    doctor_t *d = comm->doctor.state;
     ring_tp_ep_t *ep = comm->channels[0].left[0];
     double limit = first_limit_s;
 
@@ -646,7 +646,7 @@ static ring_status_t doctor_receive(ring_comm_t *comm, int expect, double first_
         ring_frame_t f;
 
         doctor_post_recv(comm, &d->ctl, ep, d->vec, d->vec_bytes);
-        RING_CHECK(doctor_wait_recv(comm, &d->ctl, ep, comm->left_rank, limit,
+        RING_CHECK(doctor_wait_recv(comm, &d->ctl, ep, comm->topo.left_rank, limit,
                                     limit > comm->cfg.timeout_s ? "to hand this peer its turn"
                                                                 : "to go on measuring its edge",
                                     &f));
@@ -659,7 +659,7 @@ static ring_status_t doctor_receive(ring_comm_t *comm, int expect, double first_
                    f.count == (uint64_t)comm->size) {
             return RING_OK;
         } else {
-            return doctor_unexpected(comm, comm->left_rank, &f,
+            return doctor_unexpected(comm, comm->topo.left_rank, &f,
                                      expect == DOC_TURN ? "PING, BURST or TURN with the results"
                                                         : "RESULTS");
         }
@@ -670,8 +670,8 @@ static ring_status_t doctor_receive(ring_comm_t *comm, int expect, double first_
 
 static ring_status_t doctor_run(ring_comm_t *comm)
 {
-    doctor_t *d = comm->doctor;
-    int n = comm->size, pos = comm->pos;
+    doctor_t *d = comm->doctor.state;
+    int n = comm->size, pos = comm->topo.pos;
     double turn_limit = comm->cfg.timeout_s + (n - 1) * DOCTOR_TURN_S;
     ring_frame_t f;
 
@@ -695,9 +695,9 @@ static ring_status_t doctor_run(ring_comm_t *comm)
     }
     /* the right neighbour closes once it has the results, perhaps before our send completes */
     d->right_done = 1;
-    RING_CHECK(doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->right_rank,
+    RING_CHECK(doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->topo.right_rank,
                                 "to take the results"));
-    return doctor_wait_send(comm, &d->reply, comm->channels[0].left[0], comm->left_rank,
+    return doctor_wait_send(comm, &d->reply, comm->channels[0].left[0], comm->topo.left_rank,
                             "to take an answer");
 }
 
@@ -717,9 +717,9 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
     if (bytes < DOCTOR_MIN_BYTES || bytes > DOCTOR_MAX_BYTES)
         return ring_error_set(RING_ERR_INVALID, "ring doctor: bursts of %zu bytes; it takes "
                               "4 KiB to 64 GiB", bytes);
-    if (comm->req_count > 0)
+    if (comm->requests.count > 0)
         return ring_error_set(RING_ERR_INVALID, "ring doctor: %u allreduces started and not "
-                              "waited for; the doctor runs between allreduces", comm->req_count);
+                              "waited for; the doctor runs between allreduces", comm->requests.count);
     if (comm->size == 1) {
         memset(edges, 0, sizeof(*edges));
         ring_doctor_names(comm, 0, edges[0].from_host, edges[0].from_addr);
@@ -728,7 +728,7 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
         return RING_OK;
     }
     /* left from a failed run: the transport may still hold its requests */
-    if (comm->doctor != NULL)
+    if (comm->doctor.state != NULL)
         return ring_error_set(RING_ERR_INVALID, "ring doctor: an earlier run failed");
     d = calloc(1, sizeof(*d));
     if (d == NULL)
@@ -741,19 +741,19 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
     }
     d->limit_bytes = bytes;
     d->rep_bytes = bytes;
-    comm->doctor = d;
+    comm->doctor.state = d;
     memset(comm->channels[0].stage, 0, comm->cfg.chunk_bytes); /* what the bursts carry */
-    comm->doctor_running = 1;
-    if (comm->notice_early_valid) {
+    comm->doctor.running = 1;
+    if (comm->notice.early_valid) {
         /* the right neighbour's notice (notice.c) came while ring_comm_open's set-up
          * calls still ran here, and was kept for a user's call: it waits in an
          * allreduce, and no frame of the doctor's will ever come from it */
-        comm->notice_early_valid = 0;
+        comm->notice.early_valid = 0;
         d->sending = 1; /* the edge to it */
-        status = doctor_fail_data(comm, comm->right_rank, comm->notice_early.round);
+        status = doctor_fail_data(comm, comm->topo.right_rank, comm->notice.early.round);
     } else
         status = doctor_run(comm);
-    comm->doctor_running = 0;
+    comm->doctor.running = 0;
     if (status != RING_OK)
         return status; /* comm_free frees d, once the endpoints are closed */
     ring_doctor_report_fill(comm, d->vec, edges);

@@ -22,9 +22,9 @@ static int cmp_double(const void *a, const void *b)
 
 void ring_doctor_names(const ring_comm_t *comm, int rank, char *host, char *addr)
 {
-    snprintf(host, RING_DOCTOR_NAME_MAX, "%s", comm->hosts != NULL ? comm->hosts[rank] : "?");
-    if (comm->peers != NULL)
-        ring_peer_format(&comm->peers[rank], addr, RING_DOCTOR_NAME_MAX);
+    snprintf(host, RING_DOCTOR_NAME_MAX, "%s", comm->topo.hosts != NULL ? comm->topo.hosts[rank] : "?");
+    if (comm->topo.peers != NULL)
+        ring_peer_format(&comm->topo.peers[rank], addr, RING_DOCTOR_NAME_MAX);
     else
         snprintf(addr, RING_DOCTOR_NAME_MAX, "?");
 }
@@ -40,8 +40,8 @@ void ring_doctor_report_fill(const ring_comm_t *comm, const unsigned char *vec,
         ring_edge_report_t *r = &edges[p];
 
         memset(r, 0, sizeof(*r));
-        r->from_rank = comm->order[p];
-        r->to_rank = comm->order[(p + 1) % n];
+        r->from_rank = comm->topo.order[p];
+        r->to_rank = comm->topo.order[(p + 1) % n];
         ring_doctor_names(comm, r->from_rank, r->from_host, r->from_addr);
         ring_doctor_names(comm, r->to_rank, r->to_host, r->to_addr);
         r->bytes_per_s = (double)le_get64(e);
