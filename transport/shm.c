@@ -193,8 +193,6 @@ static ring_status_t shm_connect(ring_tp_t *tp_, const char *host, int port, rin
 
 static ring_status_t shm_post(ring_tp_ep_t *ep, ring_tp_req_t *req, int send)
 {
-    size_t len = 0;
-
     if (ep->phase == SHM_TCP)
         return send ? tcp->post_send(ep->tcp, req) : tcp->post_recv(ep->tcp, req);
     ring_tp_req_reset(req);
@@ -211,12 +209,7 @@ static ring_status_t shm_post(ring_tp_ep_t *ep, ring_tp_req_t *req, int send)
         return req->status;
     }
     if (send) {
-        for (int i = 0; i < req->iovcnt; i++)
-            len += req->iov[i].iov_len;
-        if (len > UINT32_MAX)
-            return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large", len);
-        for (int i = 0; i < 4; i++)
-            req->prefix[i] = (unsigned char)(len >> (8 * i));
+        RING_CHECK(ring_lp_put_prefix(req, NULL));
         ring_tp_queue_push(req, &ep->sq_head, &ep->sq_tail);
     } else {
         ring_tp_queue_push(req, &ep->rq_head, &ep->rq_tail);

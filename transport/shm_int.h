@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lp_stream.h"
 #include "shm.h"
 #include "transport.h"
 
@@ -125,9 +126,7 @@ struct ring_tp_ep {
     int efd_mine, efd_peer;            /* we sleep on ours; we wake the peer through theirs */
     int rx_broken;                     /* an oversized message: receives fail, sends work */
     int gone, gone_errno;              /* it left: sends fail, receives read what it wrote first */
-    size_t rx_msg_len;
-    int rx_have_len, rx_len_got;
-    unsigned char rx_len_buf[4];
+    ring_lp_rx_t lp_rx;                /* the message coming through rx */
     /* liveness: the tcp socket, idle once the pipes carry everything, is
      * checked every SHM_LIVE_CHECK_S (and polled while we sleep) */
     int live_fd;

@@ -1,7 +1,7 @@
 /*
  * shm_pipe.c - moving messages through the shared-memory pipes: the same
- * length-prefixed byte stream as tcp, written into one direction's ring by
- * its producer and copied out by its consumer. Each side keeps its own
+ * length-prefixed byte stream as tcp (lp_stream.h), written into one
+ * direction's ring by its producer and copied out by its consumer. Each side keeps its own
  * index; the peer's, read from shared memory, is checked before it is used
  * (a peer may be buggy or hostile: it can stall us, never make us read or
  * write outside the segment). A sleeping side is woken through its eventfd.
@@ -15,7 +15,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "le.h"
 #include "shm_int.h"
 #include "tp_queue.h"
 
@@ -150,36 +149,17 @@ static int64_t rx_avail(ring_tp_ep_t *ep)
     return avail > p->size ? -1 : (int64_t)avail;
 }
 
-static void pipe_get(shm_pipe_t *p, void *dst, size_t n)
+/* The rx pipe as the receive machine's source (lp_stream.h): it copies out
+ * straight into the prefix or the caller's buffer. */
+static void pipe_get(void *ctx, void *dst, size_t n)
 {
+    shm_pipe_t *p = ctx;
     size_t off = (size_t)(p->pos & p->mask), first = p->size - off < n ? p->size - off : n;
 
     memcpy(dst, p->data + off, first);
     if (n > first)
         memcpy((char *)dst + first, p->data, n - first);
     p->pos += n;
-}
-
-/* Copy up to len bytes from the pipe into the request's iovs at its offset. */
-static void rx_copy_in(shm_pipe_t *p, ring_tp_req_t *req, size_t len)
-{
-    size_t skip = req->offset;
-
-    for (int i = 0; i < req->iovcnt && len > 0; i++) {
-        size_t n;
-
-        if (skip >= req->iov[i].iov_len) {
-            skip -= req->iov[i].iov_len;
-            continue;
-        }
-        n = req->iov[i].iov_len - skip;
-        if (n > len)
-            n = len;
-        pipe_get(p, (char *)req->iov[i].iov_base + skip, n);
-        len -= n;
-        req->offset += n;
-        skip = 0;
-    }
 }
 
 static void rx_consumed(ring_tp_ep_t *ep)
@@ -193,59 +173,30 @@ int shm_ep_progress_rx(ring_tp_ep_t *ep)
     int progressed = 0;
 
     while (ep->phase == SHM_PIPES && ep->rq_head != NULL) {
-        ring_tp_req_t *req = ep->rq_head;
         int64_t avail = rx_avail(ep);
+        ring_lp_src_t src;
+        ring_lp_event_t ev;
 
         if (avail < 0) {
             shm_ep_fail(ep, RING_ERR_PROTOCOL, 0, "its write index in shared memory is "
                         "corrupt (a bug or a hostile peer)");
             break;
         }
-        if (!ep->rx_have_len) {
-            size_t n = 4 - (size_t)ep->rx_len_got;
-
-            if (avail == 0) {
-                if (ep->gone) /* all it wrote is read: now its leaving is news */
-                    shm_ep_fail(ep, RING_ERR_REMOTE, ep->gone_errno, NULL);
-                break;
-            }
-            if ((size_t)avail < n)
-                n = (size_t)avail;
-            pipe_get(&ep->rx, ep->rx_len_buf + ep->rx_len_got, n);
-            ep->rx_len_got += (int)n;
-            rx_consumed(ep);
-            progressed = 1;
-            if (ep->rx_len_got < 4)
-                continue;
-            ep->rx_msg_len = le_get32(ep->rx_len_buf);
-            ep->rx_have_len = 1;
-            req->offset = 0;
-            req->bytes = 0;
+        src = (ring_lp_src_t){(size_t)avail, pipe_get, &ep->rx};
+        ev = ring_lp_rx_step(&ep->lp_rx, ep->rq_head, &src, SHM_PIECE);
+        if (ev == RING_LP_DRY) {
+            /* all it wrote is read (or the message is cut short): now its leaving is news */
+            if (ep->gone)
+                shm_ep_fail(ep, RING_ERR_REMOTE, ep->gone_errno, NULL);
+            break;
+        }
+        if (ev == RING_LP_COMPLETE) {
+            ep->rx_broken |= ring_lp_rx_complete(&ep->lp_rx, &ep->rq_head, &ep->rq_tail);
+            progressed++;
             continue;
         }
-        {
-            size_t capacity = ring_tp_req_capacity(req);
-            size_t want = ep->rx_msg_len < capacity ? ep->rx_msg_len : capacity;
-            size_t left = want - req->offset;
-
-            if (left > 0) {
-                size_t n = (size_t)avail < left ? (size_t)avail : left;
-
-                if (n == 0) {
-                    if (ep->gone) /* cut short */
-                        shm_ep_fail(ep, RING_ERR_REMOTE, ep->gone_errno, NULL);
-                    break;
-                }
-                rx_copy_in(&ep->rx, req, n < SHM_PIECE ? n : SHM_PIECE);
-                rx_consumed(ep);
-                progressed = 1;
-                continue;
-            }
-            ep->rx_have_len = 0;
-            ep->rx_len_got = 0;
-            ep->rx_broken |= ring_tp_rx_complete(&ep->rq_head, &ep->rq_tail, ep->rx_msg_len);
-            progressed++;
-        }
+        rx_consumed(ep);
+        progressed = 1;
     }
     return progressed;
 }

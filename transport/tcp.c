@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "errors.h"
-#include "le.h"
 #include "tcp.h"
 #include "tcp_int.h"
 #include "tp_queue.h"
@@ -248,13 +247,9 @@ static ring_status_t tcp_post(ring_tp_ep_t *ep, ring_tp_req_t *req, ring_tp_req_
 
 static ring_status_t tcp_post_send(ring_tp_ep_t *ep, ring_tp_req_t *req)
 {
-    size_t len = 0;
+    size_t len;
 
-    for (int i = 0; i < req->iovcnt; i++)
-        len += req->iov[i].iov_len;
-    if (len > UINT32_MAX)
-        return ring_error_set(RING_ERR_INVALID, "message of %zu bytes is too large", len);
-    le_put32(req->prefix, (uint32_t)len);
+    RING_CHECK(ring_lp_put_prefix(req, &len));
     RING_CHECK(tcp_post(ep, req, &ep->sq_head, &ep->sq_tail));
     ep->tx_queued += sizeof(req->prefix) + len;
     if (len <= RING_BUCKET_CTRL_BYTES)

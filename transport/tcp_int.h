@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "lp_stream.h"
 #include "tcp.h"
 #include "token_bucket.h"
 #include "transport.h"
@@ -53,11 +54,8 @@ struct ring_tp_ep {
     int tx_ctrl;             /* control-sized messages (RING_BUCKET_CTRL_BYTES) queued */
     ring_bucket_t tx_bucket; /* tokens may go negative: debt from control messages */
     ring_tp_req_t *rq_head, *rq_tail;
-    /* receive side: current message and the staging buffer */
-    size_t rx_msg_len;       /* payload length of the message in progress */
-    int rx_have_len;
-    unsigned char rx_len_buf[4];
-    int rx_len_got;
+    /* receive side: the message in progress and the staging buffer */
+    ring_lp_rx_t lp_rx;
     unsigned char *rx_stage;
     size_t rx_stage_off, rx_stage_len;
 };

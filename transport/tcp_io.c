@@ -2,7 +2,7 @@
  * tcp_io.c - moving bytes: length-prefixed messages over a non-blocking
  * socket. Sends coalesce queued messages into one sendmsg; receives read
  * small pieces greedily into a staging buffer and large payloads directly
- * into the caller's buffer. Sends may be held back by a token bucket
+ * into the caller's buffer (the framing itself: lp_stream.c). Sends may be held back by a token bucket
  * (ring_tp_params_t.rate_limit_bps). Nothing here allocates.
  */
 #include "ring_build.h"
@@ -197,50 +197,22 @@ int tcp_ep_progress_tx(ring_tp_ep_t *ep)
     return completed;
 }
 
-/* Copy up to len bytes into the request's iovs starting at its offset. */
-static void rx_copy_in(ring_tp_req_t *req, const unsigned char *src, size_t len)
+/* The staging buffer as the receive machine's source (lp_stream.h). */
+static void stage_take(void *ctx, void *dst, size_t n)
 {
-    size_t skip = req->offset;
+    ring_tp_ep_t *ep = ctx;
 
-    for (int i = 0; i < req->iovcnt && len > 0; i++) {
-        size_t n;
-
-        if (skip >= req->iov[i].iov_len) {
-            skip -= req->iov[i].iov_len;
-            continue;
-        }
-        n = req->iov[i].iov_len - skip;
-        if (n > len)
-            n = len;
-        memcpy((char *)req->iov[i].iov_base + skip, src, n);
-        src += n;
-        len -= n;
-        req->offset += n;
-        skip = 0;
-    }
+    memcpy(dst, ep->rx_stage + ep->rx_stage_off, n);
+    ep->rx_stage_off += n;
 }
 
-/* Read exactly want bytes' worth (or less) straight into the request's iovs. */
+/* Read the rest of the body (or less) straight into the request's iovs. */
 static ssize_t rx_read_direct(ring_tp_ep_t *ep, ring_tp_req_t *req, size_t want)
 {
     struct iovec iov[RING_TP_IOV_MAX];
-    size_t skip = req->offset;
-    int n = 0;
+    int n = ring_lp_rx_body_iov(req, want, iov);
     ssize_t got;
 
-    for (int i = 0; i < req->iovcnt && want > 0; i++) {
-        if (skip >= req->iov[i].iov_len) {
-            skip -= req->iov[i].iov_len;
-            continue;
-        }
-        iov[n].iov_base = (char *)req->iov[i].iov_base + skip;
-        iov[n].iov_len = req->iov[i].iov_len - skip;
-        if (iov[n].iov_len > want)
-            iov[n].iov_len = want;
-        want -= iov[n].iov_len;
-        skip = 0;
-        n++;
-    }
     do
         got = readv(ep->fd, iov, n);
     while (got < 0 && errno == EINTR);
@@ -279,63 +251,37 @@ int tcp_ep_progress_rx(ring_tp_ep_t *ep)
 
     while (ep->state == TCP_EP_OPEN && ep->rq_head != NULL) {
         ring_tp_req_t *req = ep->rq_head;
-        size_t avail = ep->rx_stage_len - ep->rx_stage_off;
+        ring_lp_src_t src = {ep->rx_stage_len - ep->rx_stage_off, stage_take, ep};
+        ring_lp_event_t ev = ring_lp_rx_step(&ep->lp_rx, req, &src, SIZE_MAX);
+        size_t left;
 
-        if (!ep->rx_have_len) {
-            if (avail == 0) {
-                ssize_t got = rx_fill_stage(ep);
-                if (got <= 0)
-                    break;
-                progressed = 1;
-                continue;
-            }
-            while (ep->rx_len_got < 4 && ep->rx_stage_off < ep->rx_stage_len)
-                ep->rx_len_buf[ep->rx_len_got++] = ep->rx_stage[ep->rx_stage_off++];
-            if (ep->rx_len_got < 4)
-                continue;
-            ep->rx_msg_len = le_get32(ep->rx_len_buf);
-            ep->rx_have_len = 1;
-            req->offset = 0;
-            req->bytes = 0;
+        if (ev == RING_LP_COMPLETE) {
+            ep->rx_broken |= ring_lp_rx_complete(&ep->lp_rx, &ep->rq_head, &ep->rq_tail);
+            progressed++;
             continue;
         }
-        {
-            size_t capacity = ring_tp_req_capacity(req);
-            size_t want = ep->rx_msg_len < capacity ? ep->rx_msg_len : capacity;
-            size_t left = want - req->offset;
-
-            if (left > 0 && avail > 0) {
-                size_t n = avail < left ? avail : left;
-                rx_copy_in(req, ep->rx_stage + ep->rx_stage_off, n);
-                ep->rx_stage_off += n;
+        if (ev != RING_LP_DRY) {
+            if (ev == RING_LP_BODY)
                 progressed = 1;
-                continue;
-            }
-            if (left > 0 && left >= TCP_RX_STAGE) {
-                ssize_t got = rx_read_direct(ep, req, left);
-                if (got == 0) {
-                    rx_fail_eof(ep);
-                    break;
-                }
-                if (got < 0) {
-                    if (errno != EAGAIN && errno != EWOULDBLOCK)
-                        io_fail_errno(ep, errno);
-                    break;
-                }
-                progressed = 1;
-                continue;
-            }
-            if (left > 0) {
-                if (rx_fill_stage(ep) <= 0)
-                    break;
-                progressed = 1;
-                continue;
-            }
-            ep->rx_have_len = 0;
-            ep->rx_len_got = 0;
-            ep->rx_broken |= ring_tp_rx_complete(&ep->rq_head, &ep->rq_tail, ep->rx_msg_len);
-            progressed++;
+            continue;
         }
+        /* the stage is empty: a large body skips it, read into the caller's buffer */
+        left = ring_lp_rx_left(&ep->lp_rx, req);
+        if (left >= TCP_RX_STAGE) {
+            ssize_t got = rx_read_direct(ep, req, left);
+            if (got == 0) {
+                rx_fail_eof(ep);
+                break;
+            }
+            if (got < 0) {
+                if (errno != EAGAIN && errno != EWOULDBLOCK)
+                    io_fail_errno(ep, errno);
+                break;
+            }
+        } else if (rx_fill_stage(ep) <= 0) {
+            break;
+        }
+        progressed = 1;
     }
     return progressed;
 }
