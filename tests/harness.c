@@ -113,6 +113,25 @@ void h_ready(void)
     child_record(REC_READY, "", 0);
 }
 
+ring_status_t h_allreduce_loop(ring_comm_t *comm, float *buf, size_t count, int max_iters,
+                               double max_time, int ready_at, int *iters)
+{
+    double until = h_now() + max_time;
+    ring_status_t st = RING_OK;
+    int i;
+
+    for (i = 0; i < max_iters && h_now() < until; i++) {
+        st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_AVG);
+        if (st != RING_OK)
+            break;
+        if (i == ready_at)
+            h_ready();
+    }
+    if (iters != NULL)
+        *iters = i;
+    return st;
+}
+
 /* ---- parent side ------------------------------------------------------ */
 
 uint64_t h_val(const h_result_t *r, int idx, uint64_t dflt)
@@ -163,6 +182,15 @@ const char *h_describe(const h_result_t *r, char *buf, size_t len)
     else
         snprintf(buf, len, "signal %d (%s)", r->signo, strsignal(r->signo));
     return buf;
+}
+
+int h_outcome(const h_result_t *r)
+{
+    if (r->hung)
+        return -200;
+    if (!r->exited)
+        return -100 - r->signo;
+    return r->code;
 }
 
 void h_diag(const h_run_t *run)
@@ -628,4 +656,36 @@ int h_run(const h_spec_t *spec, h_run_t *run)
             run->fd[i] = -1;
         }
     return run->error[0] != '\0' ? -1 : 0;
+}
+
+h_run_t *h_run_ring(const h_ring_spec_t *rs)
+{
+    static h_run_t own; /* large: not on the stack */
+    h_run_t *run = rs->run != NULL ? rs->run : &own;
+    double budget = rs->budget > 0 ? rs->budget : 20;
+    h_spec_t sp;
+
+    memset(&sp, 0, sizeof(sp));
+    sp.n = rs->n;
+    sp.host = rs->host;
+    sp.timeout = rs->timeout;
+    sp.connect_timeout = rs->connect_timeout;
+    sp.settings = rs->settings;
+    sp.absent = rs->absent;
+    sp.child_timeout = budget;
+    sp.deadline = budget + (rs->grace > 0 ? rs->grace : 3);
+    sp.actions = rs->actions;
+    sp.nactions = rs->nactions;
+    sp.tick = rs->tick;
+    sp.tick_arg = rs->tick_arg;
+    sp.fn = rs->fn;
+    sp.arg = rs->arg;
+    if (h_run(&sp, run) == 0)
+        return run;
+    printf("%s%s%sharness: %s\n", rs->on_error == H_DIAG ? "# " : "Bail out! ",
+           rs->label != NULL ? rs->label : "", rs->label != NULL ? ": " : "", run->error);
+    fflush(stdout);
+    if (rs->on_error != H_DIAG)
+        exit(255);
+    return NULL;
 }

@@ -20,8 +20,12 @@
  * rank it stopped with SIGSTOP is killed (SIGKILL, then SIGCONT) once every
  * other rank has ended, so nothing is left behind.
  *
- * Child side: h_msg, h_fail, h_put, h_put_double, h_ready.
- * Parent side: h_run, h_signal (from a tick), h_addr, h_describe, h_diag.
+ * Most tests run their rings through h_run_ring: h_run with the time limits
+ * given as one budget and what to do when the ring cannot be run at all.
+ *
+ * Child side: h_msg, h_fail, h_put, h_put_double, h_ready, h_allreduce_loop.
+ * Parent side: h_run_ring, h_run, h_signal (from a tick), h_addr, h_describe,
+ * h_diag, h_outcome.
  */
 #ifndef RING_HARNESS_H
 #define RING_HARNESS_H
@@ -124,6 +128,46 @@ double h_now(void);
 /* Run the ring; 0 when every rank was started and waited for, -1 with run->error if not. */
 int h_run(const h_spec_t *spec, h_run_t *run);
 
+/*
+ * A ring as a test runs one: h_spec_t's fields, with the time limits given as one
+ * budget (each rank's alarm) and the parent's deadline a grace after it, and what
+ * happens when the ring cannot be run at all (no port, no fork). Each test keeps
+ * what is its own: its settings, its rank function and case, its checks.
+ */
+typedef enum h_on_error {
+    H_BAIL,                       /* "Bail out! [LABEL: ]harness: WHY", exit 255 */
+    H_DIAG,                       /* "# [LABEL: ]harness: WHY", h_run_ring returns NULL */
+} h_on_error_t;
+
+typedef struct h_ring_spec {
+    const char *label;            /* names the ring in the harness's error; may be NULL */
+    int n;                        /* ranks, 1..H_MAX_RANKS */
+    h_rank_fn fn;                 /* what each rank runs, given arg */
+    void *arg;
+    const h_setting_t *settings;  /* ends with name == NULL; may be NULL */
+    const char *host;             /* "127.0.0.1" (default NULL) or "::1" */
+    const char *timeout;          /* "timeout" setting; NULL = "10s" */
+    const char *connect_timeout;  /* "connect-timeout" setting; NULL = "10s" */
+    unsigned absent;              /* bit r set: rank r gets a port but is never started */
+    const h_action_t *actions;
+    int nactions;
+    h_tick_fn tick;
+    void *tick_arg;
+    double budget;                /* seconds a rank may run (its alarm); 0 = 20 */
+    double grace;                 /* the parent kills what is left at budget + grace; 0 = 3 */
+    h_on_error_t on_error;        /* default H_BAIL */
+    h_run_t *run;                 /* the results; NULL = the harness's own (the next call
+                                   * with NULL overwrites it) */
+} h_ring_spec_t;
+
+/* Run the ring of rs (h_run); the run with every rank's result, or NULL (H_DIAG) when it
+ * could not be run. */
+h_run_t *h_run_ring(const h_ring_spec_t *rs);
+
+/* A rank's end as one number: its exit code, -100 - the signal that killed it, or -200
+ * when the harness killed it at the deadline. */
+int h_outcome(const h_result_t *r);
+
 /* From a tick: send sig to a rank (recorded; SIGSTOP/SIGCONT tracked). 0 or -1. */
 int h_signal(h_run_t *run, int rank, int sig);
 
@@ -157,5 +201,16 @@ void h_put_double(int idx, double v);
 
 /* Tell the parent this rank reached its "ready" point (only the first one counts). */
 void h_ready(void);
+
+/*
+ * The loop a rank runs while the parent kills or stops a peer: allreduce (fp32, average,
+ * in place) `count` floats of buf again and again, bounded in count and time: until a
+ * call fails, after max_iters calls, or once max_time seconds have passed since it began.
+ * h_ready() once call number ready_at (from 0) has succeeded (ready_at < 0: never).
+ * *iters (may be NULL): the calls that succeeded. Returns the failed call's status, or
+ * RING_OK.
+ */
+ring_status_t h_allreduce_loop(ring_comm_t *comm, float *buf, size_t count, int max_iters,
+                               double max_time, int ready_at, int *iters);
 
 #endif /* RING_HARNESS_H */

@@ -325,26 +325,15 @@ static void add_all4(ar_case_t *c, size_t count, int misalign)
     add_op(c, count, RING_AVG, 0, misalign, 0);
 }
 
-static h_run_t the_run; /* large: not on the stack */
-
 /* Run a case and check it; returns the run (valid until the next call). */
 static const h_run_t *run_case(const char *label, int n, const ar_case_t *c,
                                const h_setting_t *settings, const char *host, double budget)
 {
-    h_spec_t sp;
-    h_run_t *run = &the_run;
+    h_ring_spec_t rs = {.label = label, .n = n, .host = host, .settings = settings,
+                        .fn = ar_child, .arg = (void *)c, .budget = budget, .grace = 3};
+    const h_run_t *run = h_run_ring(&rs);
     int all_exit0 = 1;
 
-    memset(&sp, 0, sizeof(sp));
-    sp.n = n;
-    sp.host = host;
-    sp.settings = settings;
-    sp.fn = ar_child;
-    sp.arg = (void *)c;
-    sp.child_timeout = budget;
-    sp.deadline = budget + 3;
-    if (h_run(&sp, run) != 0)
-        bail("%s: harness: %s", label, run->error);
     for (int r = 0; r < n; r++)
         all_exit0 &= run->r[r].exited && run->r[r].code == 0;
     if (!ok(all_exit0, "%s: all %d ranks exit 0 (%.2f s)", label, n, run->t_done))

@@ -218,7 +218,8 @@ static void run_case(const char *label, rcase_t *c)
     h_setting_t settings[4];
     int ns = 0;
     char d[96];
-    h_spec_t spec;
+    h_ring_spec_t rs = {.label = label, .n = c->n, .settings = settings, .fn = range_child,
+                        .arg = c, .budget = 60, .run = &the_run};
 
     settings[ns++] = (h_setting_t){-1, "codec", c->wire == W_BF16 ? "bf16" : "fp16"};
     if (c->wire == W_FP16_NOSCALE)
@@ -226,14 +227,7 @@ static void run_case(const char *label, rcase_t *c)
     if (c->n == 3)
         settings[ns++] = (h_setting_t){-1, "chunk-size", "4K"}; /* several chunks a segment */
     settings[ns] = (h_setting_t){0, NULL, NULL};
-    memset(&spec, 0, sizeof(spec));
-    spec.n = c->n;
-    spec.settings = settings;
-    spec.fn = range_child;
-    spec.arg = c;
-    spec.child_timeout = 60;
-    if (h_run(&spec, &the_run) != 0)
-        bail("%s: %s", label, the_run.error);
+    h_run_ring(&rs);
     for (int r = 0; r < c->n; r++)
         if (!ok(the_run.r[r].exited && the_run.r[r].code == 0, "%s: rank %d exits 0 (%s)", label,
                 r, h_describe(&the_run.r[r], d, sizeof(d))))

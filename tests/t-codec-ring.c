@@ -315,20 +315,14 @@ static void run_ring(const char *label, int n, ccase_t *c, const h_setting_t *ex
 {
     h_setting_t settings[8];
     int ns = 0;
-    h_spec_t spec;
+    h_ring_spec_t rs = {.label = label, .n = n, .settings = settings, .fn = fn, .arg = c,
+                        .budget = 60, .run = &the_run};
 
     settings[ns++] = (h_setting_t){-1, "codec", c->codec};
     for (int i = 0; extra != NULL && extra[i].name != NULL; i++)
         settings[ns++] = extra[i];
     settings[ns] = (h_setting_t){0, NULL, NULL};
-    memset(&spec, 0, sizeof(spec));
-    spec.n = n;
-    spec.settings = settings;
-    spec.fn = fn;
-    spec.arg = c;
-    spec.child_timeout = 60;
-    if (h_run(&spec, &the_run) != 0)
-        bail("%s: %s", label, the_run.error);
+    h_run_ring(&rs);
 }
 
 static void run_codec(const char *label, int n, ccase_t *c, const h_setting_t *extra)

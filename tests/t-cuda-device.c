@@ -165,16 +165,11 @@ static void test_ring(int n, const char *codec, const char *channels)
 {
     h_setting_t settings[] = {{-1, "codec", codec}, {-1, "chunk-size", "4K"},
                               {-1, "channels", channels}, {0, NULL, NULL}};
-    h_spec_t sp;
+    h_ring_spec_t rs = {.n = n, .settings = settings, .fn = ring_child, .budget = 120,
+                        .run = &the_run};
     int good = 1;
 
-    memset(&sp, 0, sizeof(sp));
-    sp.n = n;
-    sp.settings = settings;
-    sp.fn = ring_child;
-    sp.child_timeout = 120;
-    if (h_run(&sp, &the_run) != 0)
-        bail("harness: %s", the_run.error);
+    h_run_ring(&rs);
     for (int r = 0; r < n; r++) {
         const h_result_t *res = &the_run.r[r];
 

@@ -448,19 +448,11 @@ static const h_run_t *run_ring(int n, pcase_t *c, const char *codec, int channel
                               {-1, "channels", ch},      {-1, "lz4", lz4},
                               {-1, "algo", "ring"},      {-1, "hierarchical", "off"},
                               {-1, "transport", "tcp"},  {0, NULL, NULL}};
-    h_spec_t sp;
+    h_ring_spec_t rs = {.n = n, .timeout = "10s", .settings = settings, .fn = rank_fn,
+                        .arg = c, .budget = 40, .run = &the_run};
 
     snprintf(ch, sizeof(ch), "%d", channels);
-    memset(&sp, 0, sizeof(sp));
-    sp.n = n;
-    sp.timeout = "10s";
-    sp.settings = settings;
-    sp.fn = rank_fn;
-    sp.arg = c;
-    sp.child_timeout = 40;
-    if (h_run(&sp, &the_run) != 0)
-        bail("harness: %s", the_run.error);
-    return &the_run;
+    return h_run_ring(&rs);
 }
 
 static void add(pcase_t *c, size_t count, ring_op_t op, int inplace, call_mode_t mode,

@@ -194,17 +194,10 @@ static const h_run_t *run_ring(int n, const tcase_t *c, const char *codec)
 {
     h_setting_t settings[] = {{-1, "codec", codec}, {-1, "chunk-size", "64K"},
                               {-1, "timeout", "10s"}, {0, NULL, NULL}};
-    h_spec_t sp;
+    h_ring_spec_t rs = {.n = n, .settings = settings, .fn = rank_fn, .arg = (void *)c,
+                        .budget = 30, .run = &the_run};
 
-    memset(&sp, 0, sizeof(sp));
-    sp.n = n;
-    sp.settings = settings;
-    sp.fn = rank_fn;
-    sp.arg = (void *)c;
-    sp.child_timeout = 30;
-    if (h_run(&sp, &the_run) != 0)
-        bail("harness: %s", the_run.error);
-    return &the_run;
+    return h_run_ring(&rs);
 }
 
 /* every op right on every rank */

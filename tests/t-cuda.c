@@ -242,17 +242,11 @@ static void ring_case_build(ring_case_t *c, unsigned places, ring_dtype_t half)
 static void test_ring(const char *label, const ring_case_t *c, const char *codec)
 {
     h_setting_t settings[] = {{-1, "codec", codec}, {-1, "chunk-size", "64K"}, {0, NULL, NULL}};
-    h_spec_t sp;
+    h_ring_spec_t rs = {.label = label, .n = 2, .settings = settings, .fn = ring_child,
+                        .arg = (void *)c, .budget = 30, .run = &the_run};
     int good = 1;
 
-    memset(&sp, 0, sizeof(sp));
-    sp.n = 2;
-    sp.settings = settings;
-    sp.fn = ring_child;
-    sp.arg = (void *)c;
-    sp.child_timeout = 30;
-    if (h_run(&sp, &the_run) != 0)
-        bail("%s: harness: %s", label, the_run.error);
+    h_run_ring(&rs);
     for (int r = 0; r < 2; r++) {
         const h_result_t *res = &the_run.r[r];
 

@@ -4,7 +4,8 @@
  * never starts, strangers on the port, a peer that leaves. Every case
  * checks the exit code (the ring status each rank got), the message
  * (which peer, its address, the phase, the cause) and how long it took:
- * a failure must never hang the others.
+ * a failure must never hang the others. What each rank does is
+ * fault_rank.c.
  */
 #include "ring_build.h"
 
@@ -17,194 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fault_rank.h"
 #include "harness.h"
 #include "tap.h"
-
-enum kind {
-    K_OPEN,      /* open, one small allreduce */
-    K_LOOP,      /* open, allreduce `count` floats again and again; h_ready after the first */
-    K_SIZE,      /* open, one allreduce; rank odd_rank uses odd_count */
-    K_DELAYED,   /* rank 1 sleeps `delay` before opening; then a few checked allreduces */
-    K_CLOSE,     /* rank `closer` opens, says ready, sleeps `delay`, closes; the others allreduce */
-    K_STRANGER,  /* rank 0 says ready after open and later times one allreduce (CPU and wall) */
-    K_HANG,      /* harness self-check: rank 0 exits 3 at once, rank 1 never returns */
-    K_ARGS,      /* start + wait one allreduce; rank odd_rank uses odd_op and odd_tensor */
-};
-
-#define V_RESULT_OK 0   /* K_DELAYED, K_STRANGER: 1 when the results were right */
-#define V_ITERS 1       /* K_LOOP: allreduces completed */
-#define V_CPU 2         /* K_STRANGER: CPU seconds in the timed allreduce */
-#define V_WALL 3        /* K_STRANGER: wall seconds of it */
-#define V_CLOSE_T 4     /* K_CLOSE: h_now() of the close, in the closer */
-#define V_FAIL_T 5      /* h_now() when a ring call failed */
-
-typedef struct fcase {
-    enum kind kind;
-    size_t count;
-    int max_iters;
-    double max_time;
-    int odd_rank;
-    size_t odd_count;
-    double delay;
-    int closer;
-    ring_op_t odd_op;
-    uint32_t odd_tensor;
-} fcase_t;
-
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
-           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-}
-
-static int fail_at(ring_status_t st, const char *what)
-{
-    h_put_double(V_FAIL_T, h_now());
-    return h_fail(st, what);
-}
-
-static int f_child(int rank, int n, const ring_config_t *cfg, void *arg)
-{
-    const fcase_t *c = arg;
-    ring_comm_t *comm = NULL;
-    ring_status_t st;
-    float *buf = NULL;
-    size_t count = c->count;
-    int code = 0;
-
-    if (c->kind == K_HANG) {
-        if (rank == 0) {
-            h_msg("hello from rank %d of %d", rank, n);
-            h_put(7, 0x1234567890abcdefull);
-            return 3;
-        }
-        if (c->delay > 0)
-            signal(SIGALRM, SIG_IGN); /* only the parent's deadline can end it */
-        h_ready();
-        for (int i = 0; i < 600; i++)
-            sleep(1);
-        return 0;
-    }
-    if (c->kind == K_DELAYED && rank == 1)
-        usleep((useconds_t)(c->delay * 1e6));
-    st = ring_comm_open(cfg, &comm);
-    if (st != RING_OK)
-        return fail_at(st, "ring_comm_open");
-    if (c->kind == K_SIZE && rank == c->odd_rank)
-        count = c->odd_count;
-    buf = malloc((count > 0 ? count : 1) * sizeof(float));
-    if (buf == NULL) {
-        h_msg("out of memory");
-        return 99;
-    }
-    for (size_t i = 0; i < count; i++)
-        buf[i] = 1.0f;
-
-    if (c->kind == K_SIZE && rank == c->odd_rank && c->delay > 0)
-        usleep((useconds_t)(c->delay * 1e6)); /* late: the others' frames are already queued */
-    switch (c->kind) {
-    case K_OPEN:
-    case K_SIZE:
-        st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
-        if (st != RING_OK)
-            code = fail_at(st, "ring_allreduce");
-        break;
-    case K_LOOP: {
-        double until = h_now() + c->max_time;
-        int i;
-
-        for (i = 0; i < c->max_iters && h_now() < until; i++) {
-            st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_AVG);
-            if (st != RING_OK) {
-                code = fail_at(st, "ring_allreduce");
-                break;
-            }
-            if (i == 0)
-                h_ready();
-        }
-        h_put(V_ITERS, (uint64_t)i);
-        if (code == 0)
-            h_msg("finished %d allreduces without an error", i);
-        break;
-    }
-    case K_DELAYED: {
-        int good = 1;
-
-        for (int k = 0; k < 3 && code == 0; k++) {
-            for (size_t i = 0; i < count; i++)
-                buf[i] = (float)(rank + 1) * (float)(k + 1);
-            st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
-            if (st != RING_OK)
-                code = fail_at(st, "ring_allreduce");
-            for (size_t i = 0; code == 0 && i < count; i++)
-                good &= buf[i] == (float)(n * (n + 1) / 2 * (k + 1));
-        }
-        h_put(V_RESULT_OK, (uint64_t)(code == 0 && good));
-        break;
-    }
-    case K_CLOSE:
-        if (rank == c->closer) {
-            h_ready();
-            usleep((useconds_t)(c->delay * 1e6));
-            h_put_double(V_CLOSE_T, h_now());
-            ring_comm_close(comm);
-            free(buf);
-            return 0;
-        }
-        st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
-        if (st != RING_OK)
-            code = fail_at(st, "ring_allreduce");
-        else
-            h_msg("the allreduce succeeded although rank %d closed its communicator", c->closer);
-        break;
-    case K_STRANGER: {
-        double t0, c0;
-        int good = 1;
-
-        if (rank == 0) {
-            h_ready();
-            usleep(300000); /* the stranger connects meanwhile */
-        } else {
-            usleep((useconds_t)(c->delay * 1e6)); /* rank 0 waits for us that long */
-        }
-        t0 = h_now();
-        c0 = cpu_seconds();
-        st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
-        h_put_double(V_CPU, cpu_seconds() - c0);
-        h_put_double(V_WALL, h_now() - t0);
-        if (st != RING_OK)
-            code = fail_at(st, "ring_allreduce");
-        for (size_t i = 0; code == 0 && i < count; i++)
-            good &= buf[i] == (float)n;
-        h_put(V_RESULT_OK, (uint64_t)(code == 0 && good));
-        break;
-    }
-    case K_ARGS: {
-        ring_request_t *req;
-        int odd = rank == c->odd_rank;
-
-        st = ring_allreduce_start(comm, buf, buf, count, RING_FLOAT32, odd ? c->odd_op : RING_SUM,
-                                  odd ? c->odd_tensor : 7, &req);
-        if (st == RING_OK)
-            st = ring_request_wait(req);
-        if (st != RING_OK)
-            code = fail_at(st, "ring_allreduce_start/wait");
-        break;
-    }
-    case K_HANG:
-        break;
-    }
-    free(buf);
-    ring_comm_close(comm);
-    return code;
-}
 
 /* ---- parent helpers --------------------------------------------------- */
 
@@ -215,25 +34,13 @@ static const h_run_t *run_it(int n, const fcase_t *c, const h_setting_t *setting
                              const h_action_t *actions, int nactions, h_tick_fn tick, void *targ,
                              double budget)
 {
-    h_spec_t sp;
+    h_ring_spec_t rs = {.n = n, .fn = f_child, .arg = (void *)c, .settings = settings,
+                        .timeout = timeout, .connect_timeout = connect_timeout,
+                        .absent = absent, .actions = actions, .nactions = nactions,
+                        .tick = tick, .tick_arg = targ, .budget = budget, .grace = 2,
+                        .run = &the_run};
 
-    memset(&sp, 0, sizeof(sp));
-    sp.n = n;
-    sp.settings = settings;
-    sp.timeout = timeout;
-    sp.connect_timeout = connect_timeout;
-    sp.absent = absent;
-    sp.actions = actions;
-    sp.nactions = nactions;
-    sp.tick = tick;
-    sp.tick_arg = targ;
-    sp.fn = f_child;
-    sp.arg = (void *)c;
-    sp.child_timeout = budget;
-    sp.deadline = budget + 2;
-    if (h_run(&sp, &the_run) != 0)
-        bail("harness: %s", the_run.error);
-    return &the_run;
+    return h_run_ring(&rs);
 }
 
 static int text_matches(const char *text, const char *pattern)
@@ -263,16 +70,6 @@ static int like_re(const char *text, const char *pattern, const char *fmt, ...)
     return r;
 }
 
-/* exit code of a rank as a number, or -100 - signal, -200 hung */
-static int outcome(const h_result_t *r)
-{
-    if (r->hung)
-        return -200;
-    if (!r->exited)
-        return -100 - r->signo;
-    return r->code;
-}
-
 static const char *status_name(int code)
 {
     return code >= 0 && code < RING_STATUS_COUNT ? ring_status_str((ring_status_t)code) : "?";
@@ -282,7 +79,7 @@ static const char *status_name(int code)
 static int rank_status_is(const h_run_t *run, int rank, int want, const char *label)
 {
     char d[96];
-    int got = outcome(&run->r[rank]);
+    int got = h_outcome(&run->r[rank]);
 
     if (!ok(got == want, "%s: rank %d fails with %s (%s)", label, rank, status_name(want),
             h_describe(&run->r[rank], d, sizeof(d)))) {
@@ -387,7 +184,7 @@ static void size_mismatch(int n, int odd_rank, double late)
              odd_rank, late > 0 ? " and late" : "");
     for (int r = 0; r < n; r++) {
         if (!rank_status_is(run, r, RING_ERR_MISMATCH, label) &&
-            outcome(&run->r[r]) == RING_ERR_REMOTE)
+            h_outcome(&run->r[r]) == RING_ERR_REMOTE)
             diag("regression (fixed bug): the odd rank got a frame larger than it expected; the TCP transport "
                  "fails the whole endpoint on that (transport/tp_queue.c ring_tp_rx_complete -> "
                  "tcp_ep_fail(RING_ERR_MISMATCH)), so ring_comm_send_notice cannot post the "
@@ -469,7 +266,7 @@ static void kill_mid_round(void)
 static void stop_seen(const h_run_t *run, int r, double t_stop, double max_after,
                       const char *label)
 {
-    int got = outcome(&run->r[r]);
+    int got = h_outcome(&run->r[r]);
     double after = run->r[r].t_end - t_stop;
     char d[96];
 
@@ -649,7 +446,7 @@ static void garbage_on_port(void)
     for (int r = 0; r < 2; r++) {
         char d[96];
 
-        if (!ok(outcome(&run->r[r]) == 0 && h_val(&run->r[r], V_RESULT_OK, 0) == 1,
+        if (!ok(h_outcome(&run->r[r]) == 0 && h_val(&run->r[r], V_RESULT_OK, 0) == 1,
                 "%s: rank %d brings the ring up and 3 allreduces are right (%s)", label, r,
                 h_describe(&run->r[r], d, sizeof(d))))
             h_diag(run);
@@ -675,7 +472,7 @@ static void stranger_after_startup(int with_stranger)
     for (int r = 0; r < 2; r++) {
         char d[96];
 
-        if (!ok(outcome(&run->r[r]) == 0 && h_val(&run->r[r], V_RESULT_OK, 0) == 1,
+        if (!ok(h_outcome(&run->r[r]) == 0 && h_val(&run->r[r], V_RESULT_OK, 0) == 1,
                 "%s: rank %d's allreduce is right (%s)", label, r,
                 h_describe(&run->r[r], d, sizeof(d))))
             h_diag(run);
@@ -698,7 +495,7 @@ static void peer_closes(int n, int closer)
 
     snprintf(label, sizeof(label), "rank %d of %d closes its communicator", closer, n);
     h_addr(run, closer, addr, sizeof(addr));
-    is_int(outcome(&run->r[closer]), 0, "%s: the closing rank exits 0", label);
+    is_int(h_outcome(&run->r[closer]), 0, "%s: the closing rank exits 0", label);
     for (int r = 0; r < n; r++) {
         double after = h_val_double(&run->r[r], V_FAIL_T, 1e9) - t_close;
 

@@ -450,17 +450,11 @@ static int run_ring(const char *label, const h_setting_t *settings, int iters, d
                     double *cpu_frac)
 {
     ring_case_t c = {.iters = iters};
-    h_spec_t sp;
+    h_ring_spec_t rs = {.label = label, .n = 2, .settings = settings, .fn = ring_child,
+                        .arg = &c, .budget = 20, .run = &the_run};
     int good = 1;
 
-    memset(&sp, 0, sizeof(sp));
-    sp.n = 2;
-    sp.settings = settings;
-    sp.fn = ring_child;
-    sp.arg = &c;
-    sp.child_timeout = 20;
-    if (h_run(&sp, &the_run) != 0)
-        bail("%s: harness: %s", label, the_run.error);
+    h_run_ring(&rs);
     for (int r = 0; r < 2; r++) {
         const h_result_t *res = &the_run.r[r];
         double wall = h_val_double(res, V_WALL, 0);

@@ -83,18 +83,13 @@ static int fit_main(ring_comm_t *comm, int rank, int n)
     return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
 }
 
-/* allreduces of 1024 floats for up to 8 s; the harness kills or stops a peer */
+/* allreduces of 1024 floats for up to 8 s, ready after the 21st; the harness kills or
+ * stops a peer */
 static int loop_main(ring_comm_t *comm)
 {
     static float buf[1024];
-    ring_status_t st = RING_OK;
-    double t0 = h_now();
+    ring_status_t st = h_allreduce_loop(comm, buf, 1024, 1000000, 8, 20, NULL);
 
-    for (int i = 0; i < 1000000 && st == RING_OK && h_now() - t0 < 8; i++) {
-        st = ring_allreduce(comm, buf, buf, 1024, RING_FLOAT32, RING_AVG);
-        if (i == 20)
-            h_ready();
-    }
     return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
 }
 
@@ -141,20 +136,15 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     return rc;
 }
 
+/* the ring of a check: NULL (a diag line says why) when it could not be run */
 static h_run_t *run_ring(int n, rd_mode_t *mode, const h_setting_t *settings,
                          const h_action_t *action, const char *timeout)
 {
-    h_run_t *run = calloc(1, sizeof(*run));
-    h_spec_t spec = {.n = n, .settings = settings, .fn = rank_main, .arg = mode,
-                     .child_timeout = 25, .timeout = timeout, .actions = action,
-                     .nactions = action != NULL ? 1 : 0};
+    h_ring_spec_t rs = {.n = n, .settings = settings, .fn = rank_main, .arg = mode,
+                        .budget = 25, .timeout = timeout, .actions = action,
+                        .nactions = action != NULL ? 1 : 0, .on_error = H_DIAG};
 
-    if (run != NULL && h_run(&spec, run) != 0) {
-        diag("h_run: %s", run->error);
-        free(run);
-        return NULL;
-    }
-    return run;
+    return h_run_ring(&rs);
 }
 
 static void check_correct(int n, const char *algo, const char *transport)
@@ -186,7 +176,6 @@ static void check_correct(int n, const char *algo, const char *transport)
         diag("rank 0: rd_allreduces %llu, allreduces %llu",
              (unsigned long long)h_val(&run->r[0], V_RD, 0),
              (unsigned long long)h_val(&run->r[0], V_ALL, 0));
-    free(run);
 }
 
 static void check_select(int n)
@@ -209,7 +198,6 @@ static void check_select(int n)
         diag("rank 0: selected calls (bits) 0x%llx, want 0x11",
              (unsigned long long)h_val(&run->r[0], V_SEL, 0));
     }
-    free(run);
 }
 
 /* --rd-fit on or off (the default), --rd-max-bytes 4K, over tcp: every rank
@@ -241,7 +229,6 @@ static void check_fit(int n, const char *fit)
         diag("rank 0: limit %llu, rd_allreduces %llu (want %llu)", (unsigned long long)limit,
              (unsigned long long)h_val(&run->r[0], V_RD, 0), (unsigned long long)want_rd);
     }
-    free(run);
 }
 
 static void check_failure(int n, int victim, int sig)
@@ -270,7 +257,6 @@ static void check_failure(int n, int victim, int sig)
         h_diag(run);
     else if (run != NULL)
         diag("rank 0: %s", run->r[victim == 0 ? 1 : 0].msg);
-    free(run);
 }
 
 /* The same call run by recursive doubling on one peer and by the ring on the
@@ -301,7 +287,6 @@ static void check_exact_one(int n, int auth)
         h_diag(run);
     else if (run != NULL)
         diag("rank 0: %s", run->r[0].msg);
-    free(run);
 }
 
 /* One rank with another setting: both ranks fail at open (the hello), naming
@@ -322,7 +307,6 @@ static void check_disagree(const char *name, const char *value, const char *flag
         h_diag(run);
     else if (run != NULL)
         diag("rank 0: %s", run->r[0].msg);
-    free(run);
 }
 
 int main(void)

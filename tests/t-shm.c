@@ -254,7 +254,6 @@ static int s_child(int rank, int n, const ring_config_t *cfg, void *arg)
         free(buf);
     } else {
         float *buf = malloc(c->loop_count * sizeof(float));
-        double until = h_now() + c->max_time;
         int i;
 
         if (buf == NULL) {
@@ -264,15 +263,9 @@ static int s_child(int rank, int n, const ring_config_t *cfg, void *arg)
         }
         for (size_t k = 0; k < c->loop_count; k++)
             buf[k] = 1.0f;
-        for (i = 0; i < 100000 && h_now() < until; i++) {
-            st = ring_allreduce(comm, buf, buf, c->loop_count, RING_FLOAT32, RING_AVG);
-            if (st != RING_OK) {
-                code = h_fail(st, "ring_allreduce");
-                break;
-            }
-            if (i == 0)
-                h_ready();
-        }
+        st = h_allreduce_loop(comm, buf, c->loop_count, 100000, c->max_time, 0, &i);
+        if (st != RING_OK)
+            code = h_fail(st, "ring_allreduce");
         h_put(V_ITERS, (uint64_t)i);
         if (code == 0)
             h_msg("finished %d allreduces without an error", i);
@@ -286,43 +279,21 @@ static int s_child(int rank, int n, const ring_config_t *cfg, void *arg)
 
 /* ---- the parent ----------------------------------------------------------------- */
 
-static h_run_t the_run; /* large: not on the stack */
-
 static const h_setting_t shm_none[] = {{-1, "transport", "shm"}, {-1, "codec", "none"},
                                        {0, NULL, NULL}};
 static const h_setting_t shm_fp16[] = {{-1, "transport", "shm"}, {-1, "codec", "fp16"},
                                        {0, NULL, NULL}};
 
-/* exit code of a rank as a number, or -100 - signal, -200 hung */
-static int outcome(const h_result_t *r)
-{
-    if (r->hung)
-        return -200;
-    if (!r->exited)
-        return -100 - r->signo;
-    return r->code;
-}
-
 static const h_run_t *run_it(int n, const scase_t *c, const h_setting_t *settings,
                              const char *timeout, const char *connect_timeout,
                              const h_action_t *actions, int nactions, double budget)
 {
-    h_spec_t sp;
+    h_ring_spec_t rs = {.n = n, .fn = s_child, .arg = (void *)c, .settings = settings,
+                        .timeout = timeout, .connect_timeout = connect_timeout,
+                        .actions = actions, .nactions = nactions, .budget = budget,
+                        .grace = 3};
 
-    memset(&sp, 0, sizeof(sp));
-    sp.n = n;
-    sp.settings = settings;
-    sp.timeout = timeout;
-    sp.connect_timeout = connect_timeout;
-    sp.actions = actions;
-    sp.nactions = nactions;
-    sp.fn = s_child;
-    sp.arg = (void *)c;
-    sp.child_timeout = budget;
-    sp.deadline = budget + 3;
-    if (h_run(&sp, &the_run) != 0)
-        bail("harness: %s", the_run.error);
-    return &the_run;
+    return h_run_ring(&rs);
 }
 
 /* The leak checks of one run: /dev/shm entries (parent), descriptors and segments (each
@@ -453,7 +424,7 @@ static void kill_mid_allreduce(int n, int victim)
             "%s: rank %d was killed at %.2f s, in its loop", label, victim, t_kill))
         h_diag(run);
     for (int r = 0; r < n; r++) {
-        int got = outcome(&run->r[r]);
+        int got = h_outcome(&run->r[r]);
         double after = run->r[r].t_end - t_kill;
         char d[96];
 
@@ -489,7 +460,7 @@ static void stop_mid_allreduce(int n, int victim)
     t_stop = run->t_signal[victim];
     ok(t_stop > 0, "%s: rank %d was stopped at %.2f s", label, victim, t_stop);
     for (int r = 0; r < n; r++) {
-        int got = outcome(&run->r[r]);
+        int got = h_outcome(&run->r[r]);
         double after = run->r[r].t_end - t_stop;
         char d[96];
 
@@ -522,14 +493,14 @@ static void peer_closes(int n, int closer)
 
     snprintf(label, sizeof(label), "shm: rank %d of %d closes its communicator", closer, n);
     snprintf(want, sizeof(want), "rank %d", closer);
-    is_int(outcome(&run->r[closer]), 0, "%s: the closing rank exits 0", label);
+    is_int(h_outcome(&run->r[closer]), 0, "%s: the closing rank exits 0", label);
     for (int r = 0; r < n; r++) {
         double after = h_val_double(&run->r[r], V_FAIL_T, 1e9) - t_close;
         char d[96];
 
         if (r == closer)
             continue;
-        if (!ok(outcome(&run->r[r]) == RING_ERR_REMOTE, "%s: rank %d fails with remote peer "
+        if (!ok(h_outcome(&run->r[r]) == RING_ERR_REMOTE, "%s: rank %d fails with remote peer "
                 "failure (%s)", label, r, h_describe(&run->r[r], d, sizeof(d))))
             h_diag(run);
         ok(t_close > 0 && after < 2.0, "%s: rank %d fails %.2f s after the close, no hang", label,
@@ -555,7 +526,7 @@ static void transport_mismatch(int n, int shm_rank)
     snprintf(label, sizeof(label), "rank %d of %d on shm, the others on tcp", shm_rank, n);
     run = run_it(n, &c, mixed, "5s", "5s", NULL, 0, 20);
     for (int r = 0; r < n; r++) {
-        int got = outcome(&run->r[r]);
+        int got = h_outcome(&run->r[r]);
         char d[96];
 
         if (!ok(got > 0 && got < RING_STATUS_COUNT, "%s: rank %d fails (%s)", label, r,

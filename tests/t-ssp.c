@@ -330,14 +330,11 @@ have_step:
 
 static int run_ring(h_run_t *run, int n, const ssp_case_t *c, const h_action_t *act, int nact)
 {
-    h_spec_t spec = {.n = n, .fn = rank_main, .arg = (void *)c, .child_timeout = 40,
-                     .timeout = "3s", .actions = act, .nactions = nact};
+    h_ring_spec_t rs = {.n = n, .fn = rank_main, .arg = (void *)c, .budget = 40,
+                        .timeout = "3s", .actions = act, .nactions = nact, .on_error = H_DIAG,
+                        .run = run};
 
-    if (h_run(&spec, run) != 0) {
-        diag("%s", run->error);
-        return -1;
-    }
-    return 0;
+    return h_run_ring(&rs) != NULL ? 0 : -1;
 }
 
 static int all_exit0(const h_run_t *run, int n)

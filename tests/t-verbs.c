@@ -13,7 +13,7 @@
  * challenge and then a fake record reads nothing but rank 0's challenge (no
  * record byte), is dropped, and the ring forms and sums afterwards (the
  * stranger process is stranger_probe.c; the devices and their counters,
- * rdma_devices.c).
+ * rdma_devices.c; what each rank does, verbs_rank.c).
  *
  * It needs an active RDMA device: on a host without one it prints
  * "1..0 # SKIP no active RDMA device (run under tools/rxe-vm)". tests/verbs.test
@@ -38,7 +38,6 @@
  */
 #include "ring_build.h"
 
-#include <math.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdint.h>
@@ -50,43 +49,8 @@
 #include "harness.h"
 #include "rdma_devices.h"
 #include "stranger_probe.h"
-#include "mix64.h"
 #include "tap.h"
-
-#define V_STATUS 0   /* status of op k: 0 + k */
-#define V_WRONG 16   /* elements outside the bound: 16 + k */
-#define V_HASH 32    /* result hash: 32 + k */
-#define V_RATIO 48   /* largest err / bound, as a double: 48 + k */
-#define V_ITERS 64   /* K_LOOP: allreduces completed */
-#define V_FAIL_T 65  /* h_now() when a ring call failed */
-#define V_STRANGER 80 /* K_STRANGER: what the stranger saw, 80 + S_* */
-#define MAX_OPS 8
-
-enum kind {
-    K_CHECK, /* the ops, each checked against the exact sum */
-    K_LOOP,  /* allreduce `count` floats again and again; h_ready after the first */
-    K_SIZE,  /* one allreduce of `count` floats; rank odd_rank uses odd_count */
-    K_GPUDIRECT, /* register `count` floats of CUDA device memory (a dma-buf), then drop it */
-    K_STRANGER, /* K_CHECK, after a stranger probed rank 0's bootstrap port (last rank forks it) */
-};
-
-typedef struct vop {
-    size_t count;
-    ring_op_t op;
-} vop_t;
-
-typedef struct vcase {
-    enum kind kind;
-    const char *codec;
-    uint64_t seed;
-    int nops;
-    vop_t ops[MAX_OPS];
-    size_t count;      /* K_LOOP, K_SIZE */
-    int max_iters;     /* K_LOOP */
-    double max_time;   /* K_LOOP, seconds */
-    int odd_rank;      /* K_SIZE */
-    size_t odd_count;  /* K_SIZE */
-} vcase_t;
+#include "verbs_rank.h"
 
 /* ---- RDMA devices and their packet counters (rdma_devices.c) --------------- */
 
@@ -99,200 +63,15 @@ static void read_counters(long long *c)
     rdma_counters_read(devs, ndevs, c);
 }
 
-/* ---- values ------------------------------------------------------------ */
+/* ---- parent side ------------------------------------------------------- */
 
-/* gradient-like: [-1, 1) times 2^-4..2^3, so |x| < 8 */
-static float gen(uint64_t seed, int op, int rank, size_t i)
-{
-    uint64_t h = mix64(mix64(seed * 31 + (uint64_t)op * 1009 + (uint64_t)rank) ^ i);
-    double u = (double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-
-    return (float)(u * ldexp(1.0, (int)(h & 7) - 4));
-}
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *b = p;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
-/* unit roundoff of what travels */
-static double codec_u(const char *codec)
-{
-    if (strcmp(codec, "fp16") == 0)
-        return ldexp(1, -11);
-    if (strcmp(codec, "bf16") == 0)
-        return ldexp(1, -8);
-    return 0;
-}
+#define SECRET "0123456789abcdef-t-verbs" /* the job's secret (secret_cases) */
 
 /* bytes per element on the wire */
 static size_t codec_size(const char *codec)
 {
     return strcmp(codec, "none") == 0 ? 4 : 2;
 }
-
-/* ---- the ranks --------------------------------------------------------- */
-
-static int fail_at(ring_status_t st, const char *what)
-{
-    h_put_double(V_FAIL_T, h_now());
-    return h_fail(st, what);
-}
-
-static int check_ops(int rank, int n, ring_comm_t *comm, const vcase_t *c)
-{
-    double u = codec_u(c->codec);
-
-    for (int k = 0; k < c->nops; k++) {
-        const vop_t *o = &c->ops[k];
-        float *buf = malloc((o->count + 1) * sizeof(float));
-        size_t wrong = 0;
-        double worst = 0, bmax = 8.0 * n; /* |x| < 8: a bound of every chunk's bound */
-        ring_status_t st;
-
-        if (buf == NULL)
-            return fail_at(RING_ERR_NO_MEMORY, "malloc");
-        for (size_t i = 0; i < o->count; i++)
-            buf[i] = gen(c->seed, k, rank, i);
-        st = ring_allreduce(comm, buf, buf, o->count, RING_FLOAT32, o->op);
-        h_put(V_STATUS + k, (uint64_t)st);
-        if (st != RING_OK) {
-            free(buf);
-            return fail_at(st, "ring_allreduce");
-        }
-        h_put(V_HASH + k, hash_bytes(buf, o->count * sizeof(float)));
-        for (size_t i = 0; i < o->count; i++) {
-            double s = 0, a = 0, tol, err;
-
-            for (int r = 0; r < n; r++) {
-                double x = gen(c->seed, k, r, i);
-                s += x;
-                a += fabs(x);
-            }
-            tol = n * (u + ldexp(1, -24)) * a + n * ldexp(1, -39) * bmax;
-            if (o->op == RING_AVG) {
-                s /= n;
-                tol = tol / n + ldexp(1, -24) * a / n;
-            }
-            tol = tol * 1.0001 + 1e-38;
-            err = fabs((double)buf[i] - s);
-            if (!(err <= tol))
-                wrong++;
-            if (err / tol > worst)
-                worst = err / tol;
-        }
-        h_put(V_WRONG + k, wrong);
-        h_put_double(V_RATIO + k, worst);
-        free(buf);
-    }
-    return 0;
-}
-
-/* ---- a stranger on rank 0's bootstrap port (K_STRANGER, stranger_probe.c) -- */
-
-#define SECRET "0123456789abcdef-t-verbs"
-
-/* The last rank, before it opens its communicator: a stranger process probes
- * rank 0's port (rank 0 listens, waiting for this rank) and reports here. */
-static int stranger_first(const ring_config_t *cfg)
-{
-    char peers[256];
-    const char *colon;
-    uint64_t res[S_COUNT];
-
-    snprintf(peers, sizeof(peers), "%s", cfg->peers != NULL ? cfg->peers : "");
-    peers[strcspn(peers, ",")] = '\0';
-    colon = strrchr(peers, ':');
-    if (stranger_probe_port(colon != NULL ? atoi(colon + 1) : 0, cfg->job_id, res) != 0)
-        return -1;
-    for (int i = 0; i < S_COUNT; i++)
-        h_put(V_STRANGER + i, res[i]);
-    return 0;
-}
-
-static int v_child(int rank, int n, const ring_config_t *cfg, void *arg)
-{
-    const vcase_t *c = arg;
-    ring_comm_t *comm = NULL;
-    ring_status_t st;
-    size_t count = c->count;
-    float *buf = NULL;
-    int code = 0;
-
-    if (c->kind == K_STRANGER && rank == n - 1 && stranger_first(cfg) != 0)
-        return fail_at(RING_ERR_IO, "the stranger process");
-    st = ring_comm_open(cfg, &comm);
-    if (st != RING_OK)
-        return fail_at(st, "ring_comm_open");
-    switch (c->kind) {
-    case K_CHECK:
-    case K_STRANGER:
-        code = check_ops(rank, n, comm, c);
-        break;
-    case K_SIZE:
-    case K_LOOP:
-        if (c->kind == K_SIZE && rank == c->odd_rank)
-            count = c->odd_count;
-        buf = malloc(count * sizeof(float));
-        if (buf == NULL) {
-            code = fail_at(RING_ERR_NO_MEMORY, "malloc");
-            break;
-        }
-        for (size_t i = 0; i < count; i++)
-            buf[i] = 1.0f;
-        if (c->kind == K_SIZE) {
-            st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_SUM);
-            if (st != RING_OK)
-                code = fail_at(st, "ring_allreduce");
-            else
-                h_msg("the allreduce of %zu floats succeeded although the counts differ", count);
-        } else {
-            double until = h_now() + c->max_time;
-            int i;
-
-            for (i = 0; i < c->max_iters && h_now() < until; i++) {
-                st = ring_allreduce(comm, buf, buf, count, RING_FLOAT32, RING_AVG);
-                if (st != RING_OK) {
-                    code = fail_at(st, "ring_allreduce");
-                    break;
-                }
-                if (i == 0)
-                    h_ready();
-            }
-            h_put(V_ITERS, (uint64_t)i);
-            if (code == 0)
-                h_msg("finished %d allreduces without an error", i);
-        }
-        break;
-    case K_GPUDIRECT: {
-        void *dev = NULL;
-
-        if (ring_cuda_malloc(count * sizeof(float), &dev) != 0) {
-            code = fail_at(RING_ERR_NO_MEMORY, "cudaMalloc");
-            break;
-        }
-        st = ring_comm_register(comm, dev, count * sizeof(float));
-        if (st != RING_OK)
-            code = fail_at(st, "ring_comm_register of device memory");
-        else if ((st = ring_comm_deregister(comm, dev)) != RING_OK)
-            code = fail_at(st, "ring_comm_deregister of device memory");
-        else
-            h_msg("registered and deregistered %zu bytes of device memory", count * 4);
-        (void)ring_cuda_free(dev);
-        break;
-    }
-    }
-    free(buf);
-    ring_comm_close(comm);
-    return code;
-}
-
-/* ---- parent side ------------------------------------------------------- */
 
 static h_run_t the_run;
 static long long cnt_before[RDMA_MAX_DEVS], cnt_after[RDMA_MAX_DEVS];
@@ -306,7 +85,10 @@ static const h_run_t *run_ring(int n, const vcase_t *c, const char *tp, const h_
 {
     h_setting_t settings[12];
     int ns = 0;
-    h_spec_t sp;
+    h_ring_spec_t rs = {.n = n, .fn = v_child, .arg = (void *)c, .settings = settings,
+                        .timeout = timeout, .connect_timeout = connect_timeout,
+                        .actions = act, .nactions = nact, .budget = budget, .grace = 5,
+                        .run = &the_run};
 
     settings[ns++] = (h_setting_t){-1, "transport", tp};
     if (c->codec != NULL)
@@ -314,32 +96,10 @@ static const h_run_t *run_ring(int n, const vcase_t *c, const char *tp, const h_
     for (int i = 0; extra != NULL && extra[i].name != NULL && ns < 11; i++)
         settings[ns++] = extra[i];
     settings[ns] = (h_setting_t){0, NULL, NULL};
-    memset(&sp, 0, sizeof(sp));
-    sp.n = n;
-    sp.settings = settings;
-    sp.timeout = timeout;
-    sp.connect_timeout = connect_timeout;
-    sp.actions = act;
-    sp.nactions = nact;
-    sp.fn = v_child;
-    sp.arg = (void *)c;
-    sp.child_timeout = budget;
-    sp.deadline = budget + 5;
     read_counters(cnt_before);
-    if (h_run(&sp, &the_run) != 0)
-        bail("harness: %s", the_run.error);
+    h_run_ring(&rs);
     read_counters(cnt_after);
     return &the_run;
-}
-
-/* exit code of a rank as a number, or -100 - signal, -200 hung */
-static int outcome(const h_result_t *r)
-{
-    if (r->hung)
-        return -200;
-    if (!r->exited)
-        return -100 - r->signo;
-    return r->code;
 }
 
 static int like_re(const char *text, const char *pattern, const char *fmt, ...)
@@ -425,8 +185,8 @@ static void run_check(const char *label, int n, const vcase_t *c, const h_settin
     for (int r = 0; r < n; r++) {
         char d[96];
 
-        all_ok &= outcome(&run->r[r]) == 0;
-        if (!ok(outcome(&run->r[r]) == 0, "%s: rank %d exits 0 (%s)", label, r,
+        all_ok &= h_outcome(&run->r[r]) == 0;
+        if (!ok(h_outcome(&run->r[r]) == 0, "%s: rank %d exits 0 (%s)", label, r,
                 h_describe(&run->r[r], d, sizeof(d))))
             h_diag(run);
     }
@@ -464,7 +224,7 @@ static void add_op(vcase_t *c, size_t count, ring_op_t op)
 static int rank_status_in(const h_run_t *run, int rank, int want1, int want2, const char *label)
 {
     char d[96];
-    int got = outcome(&run->r[rank]);
+    int got = h_outcome(&run->r[rank]);
 
     if (!ok(got == want1 || got == want2, "%s: rank %d fails with %s%s%s (%s)", label, rank,
             ring_status_str((ring_status_t)want1), want2 != want1 ? " or " : "",
@@ -584,7 +344,7 @@ static void secret_cases(void)
         for (int r = 0; r < 2; r++) {
             char d[96];
 
-            if (!ok(outcome(&run->r[r]) > 0 && run->r[r].t_end < 8.0 + 10.0,
+            if (!ok(h_outcome(&run->r[r]) > 0 && run->r[r].t_end < 8.0 + 10.0,
                     "%s: rank %d fails, by the 8 s start-up timeout at the latest (%s at %.2f s)",
                     refused_name[k], r, h_describe(&run->r[r], d, sizeof(d)), run->r[r].t_end))
                 h_diag(run);
@@ -701,11 +461,11 @@ int main(void)
         add_op(&c, (1u << 18) + 7, RING_SUM);
         run_ring(4, &c, "tcp", NULL, "20s", NULL, 0, 240);
         for (int r = 0; r < 4; r++)
-            all &= outcome(&the_run.r[r]) == 0;
+            all &= h_outcome(&the_run.r[r]) == 0;
         h_tcp = h_val(&the_run.r[0], V_HASH, 1);
         run_ring(4, &c, transport, NULL, "20s", NULL, 0, 240);
         for (int r = 0; r < 4; r++)
-            all &= outcome(&the_run.r[r]) == 0;
+            all &= h_outcome(&the_run.r[r]) == 0;
         h_v = h_val(&the_run.r[0], V_HASH, 2);
         if (!ok(all && h_tcp == h_v, "N=4 fp32 262151 floats: %s gives the same bits as tcp",
                 transport))
@@ -723,7 +483,7 @@ int main(void)
     {
         static const h_setting_t none[] = {{0, NULL, NULL}};
         const h_run_t *run = run_ring(2, &c, "auto", none, "20s", NULL, 0, 120);
-        int good = outcome(&run->r[0]) == 0 && outcome(&run->r[1]) == 0 &&
+        int good = h_outcome(&run->r[0]) == 0 && h_outcome(&run->r[1]) == 0 &&
                    h_val(&run->r[0], V_WRONG, 1) == 0 && h_val(&run->r[1], V_WRONG, 1) == 0;
         long long sent = 0;
 
@@ -738,7 +498,7 @@ int main(void)
     if (ndevs >= 2) {
         h_setting_t one[] = {{-1, "ib-dev", devs[1].name}, {0, NULL, NULL}};
         const h_run_t *run = run_ring(2, &c, transport, one, "20s", NULL, 0, 120);
-        int good = outcome(&run->r[0]) == 0 && outcome(&run->r[1]) == 0;
+        int good = h_outcome(&run->r[0]) == 0 && h_outcome(&run->r[1]) == 0;
         int only = grew(1) > 0;
 
         for (int d = 0; d < ndevs; d++)
@@ -758,7 +518,7 @@ int main(void)
         for (int r = 0; r < 2; r++) {
             char d[96];
 
-            if (!ok(outcome(&run->r[r]) > 0 && run->r[r].t_end < 10.0,
+            if (!ok(h_outcome(&run->r[r]) > 0 && run->r[r].t_end < 10.0,
                     "ib-dev=mlx5_99 (no such device): rank %d fails at once (%s at %.2f s)", r,
                     h_describe(&run->r[r], d, sizeof(d)), run->r[r].t_end))
                 h_diag(run);
@@ -774,7 +534,7 @@ int main(void)
         for (int r = 0; r < 2; r++) {
             char d[96];
 
-            if (!ok(outcome(&run->r[r]) == 0, "GPUDirect: rank %d registers 4 MiB of device "
+            if (!ok(h_outcome(&run->r[r]) == 0, "GPUDirect: rank %d registers 4 MiB of device "
                     "memory with ibv_reg_dmabuf_mr (%s)", r,
                     h_describe(&run->r[r], d, sizeof(d))))
                 h_diag(run);
@@ -792,7 +552,7 @@ int main(void)
         for (int r = 0; r < 2; r++) {
             char d[96];
 
-            if (!ok(outcome(&run->r[r]) > 0 && run->r[r].t_end < 15.0,
+            if (!ok(h_outcome(&run->r[r]) > 0 && run->r[r].t_end < 15.0,
                     "rank 0 on verbs, rank 1 on tcp: rank %d fails at once (%s at %.2f s)", r,
                     h_describe(&run->r[r], d, sizeof(d)), run->r[r].t_end))
                 h_diag(run);
