@@ -148,14 +148,16 @@ PyObject *ringpy_comm_broadcast_start(ringpy_comm_t *self, PyObject *args, PyObj
 PyObject *ringpy_comm_allgather_start(ringpy_comm_t *self, PyObject *args, PyObject *kw);
 PyObject *ringpy_comm_barrier_start(ringpy_comm_t *self, PyObject *unused);
 
+/* ---- ext_comm_state.c: what a Comm's users check and change of its state ---- */
 /* -1 with ringd's "not initialized" error when comm is closed. */
 int ringpy_comm_check_open(const ringpy_comm_t *comm);
 /* As check_open, and -1 with InvalidError while an SSP session owns the ring. */
 int ringpy_comm_check_free(const ringpy_comm_t *comm);
+/* Close comm's open SSP session (comm->ssp, not NULL) with the GIL released: the SSP
+ * object is closing, or the Comm is (the session's engine thread must stop first). */
+void ringpy_comm_end_session(ringpy_comm_t *comm);
 
 /* ---- ext_ssp.c: a bounded-staleness session over a Comm ---- */
 extern PyTypeObject ringpy_ssp_type;
-/* Close comm's open session (GIL released): the Comm is closing. */
-void ringpy_ssp_close_session(ringpy_comm_t *comm);
 
 #endif /* RINGPY_EXT_H */

@@ -4,23 +4,13 @@
  * Opening blocks until the ring is up (bounded by connect-timeout) with the
  * GIL released. Every later call into the communicator takes self->lock
  * without the GIL (ext.h says why in that order); the collectives that start
- * requests are in collectives.c, the requests in request.c.
+ * requests are in ext_collectives.c, the requests in ext_request.c, and what
+ * those and the SSP session check of a Comm (open, free) in ext_comm_state.c.
  */
 #include "ext.h"
 
 #include <stdio.h>
 #include <string.h>
-
-int ringpy_comm_check_open(const ringpy_comm_t *comm)
-{
-    if (comm->comm != NULL)
-        return 0;
-    ringpy_raise(RING_ERR_INVALID,
-                 "the communicator is closed (ringd.shutdown() was called): call ringd.init() "
-                 "first",
-                 RINGPY_IN_CALL);
-    return -1;
-}
 
 static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
@@ -30,11 +20,14 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     ring_comm_t *comm = NULL;
     ring_status_t st;
     char msg[RINGPY_MSG_MAX] = "";
+    char word[8] = "";
     int thread_on;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!:Comm", kwlist, &ringpy_config_type, &cfg))
         return NULL;
-    thread_on = strcmp(cfg->cfg->progress_thread, "on") == 0;
+    /* by name, as a binding reads a config (config.h): not the struct's field */
+    thread_on = ring_config_get(cfg->cfg, "progress-thread", word, sizeof(word)) == RING_OK &&
+                strcmp(word, "on") == 0;
     self = (ringpy_comm_t *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -79,7 +72,7 @@ static void comm_close_now(ringpy_comm_t *self)
 {
     Py_BEGIN_ALLOW_THREADS
     if (self->ssp != NULL)
-        ringpy_ssp_close_session(self); /* its engine thread uses the ring: stop it first */
+        ringpy_comm_end_session(self); /* its engine thread uses the ring: stop it first */
     pthread_rwlock_wrlock(&self->closing);
     pthread_mutex_lock(&self->lock);
     ring_comm_close(self->comm); /* cancels what is still pending */
@@ -106,19 +99,6 @@ static PyObject *comm_close(ringpy_comm_t *self, PyObject *unused)
     if (self->comm != NULL)
         comm_close_now(self);
     Py_RETURN_NONE;
-}
-
-int ringpy_comm_check_free(const ringpy_comm_t *comm)
-{
-    if (ringpy_comm_check_open(comm) < 0)
-        return -1;
-    if (comm->ssp == NULL)
-        return 0;
-    ringpy_raise(RING_ERR_INVALID,
-                 "an SSP session owns the communicator (its rounds run on it): finish and "
-                 "close the session before other collectives",
-                 RINGPY_IN_CALL);
-    return -1;
 }
 
 /* One of the communicator's strings, read under the lock. */

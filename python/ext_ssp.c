@@ -272,21 +272,12 @@ static PyObject *ssp_stats(ringpy_ssp_t *self, PyObject *unused)
                          (unsigned long long)st.fresh_cut);
 }
 
-/* Close the session (the engine stops after its current round); with the GIL released. */
-void ringpy_ssp_close_session(ringpy_comm_t *comm)
-{
-    ring_ssp_t *s = comm->ssp;
-
-    comm->ssp = NULL;
-    ring_ssp_close(s);
-}
-
 static void ssp_close_now(ringpy_ssp_t *self)
 {
     if (self->s != NULL && self->comm->ssp == self->s) {
         ringpy_comm_t *comm = self->comm;
         Py_BEGIN_ALLOW_THREADS
-        ringpy_ssp_close_session(comm);
+        ringpy_comm_end_session(comm);
         Py_END_ALLOW_THREADS
     }
     self->s = NULL;
