@@ -91,7 +91,7 @@ static ring_status_t comm_place(ring_comm_t *comm)
     comm->topo.order = malloc((size_t)comm->size * sizeof(*comm->topo.order));
     if (comm->topo.order == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
-    if (strcmp(comm->cfg.ring_order, "rank") == 0)
+    if (comm->cfg.ring_order == RING_CFG_ORDER_RANK)
         ring_order_by_rank(comm->size, comm->topo.order);
     else if (ring_order_by_host((const char *const *)comm->topo.hosts, comm->size, comm->topo.order) != 0)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
@@ -104,7 +104,8 @@ static ring_status_t comm_place(ring_comm_t *comm)
                         comm->topo.order_desc, sizeof(comm->topo.order_desc));
     ring_peer_format(&comm->topo.peers[comm->topo.left_rank], comm->topo.left_addr, sizeof(comm->topo.left_addr));
     ring_peer_format(&comm->topo.peers[comm->topo.right_rank], comm->topo.right_addr, sizeof(comm->topo.right_addr));
-    ring_log(RING_LOG_INFO, "ring order (%s): %s", comm->cfg.ring_order, comm->topo.order_desc);
+    ring_log(RING_LOG_INFO, "ring order (%s): %s",
+             comm->cfg.ring_order == RING_CFG_ORDER_RANK ? "rank" : "host", comm->topo.order_desc);
     return RING_OK;
 }
 
@@ -118,19 +119,19 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
                                .ib_timeout = cfg->ib_timeout,
                                .ib_retry_count = cfg->ib_retry_count,
                                .host_id = cfg->host_id};
-    int level = ring_log_level_parse(cfg->log_level);
-    char why[512], one_host[300];
+    int level = (int)cfg->log_level;
+    char why[512], one_host[300], word[16];
 
     RING_CHECK(ring_config_validate(cfg));
     RING_CHECK(ring_config_copy(&comm->cfg, cfg));
     RING_CHECK(ring_auth_key_load(cfg, &comm->auth_key));
     ring_comm_tp_lend(comm, &params);
-    comm->auth_encrypt = strcmp(cfg->auth, "encrypt") == 0;
-    comm->auth_frames = strcmp(cfg->auth, "frames") == 0 || comm->auth_encrypt;
+    comm->auth_encrypt = cfg->auth == RING_CFG_AUTH_ENCRYPT;
+    comm->auth_frames = cfg->auth == RING_CFG_AUTH_FRAMES || comm->auth_encrypt;
     if (comm->auth_frames && !comm->auth_key.on)
         return ring_error_set(RING_ERR_INVALID, "--auth %s (RING_AUTH) needs the job's secret: "
                               "give --secret-file FILE or RING_SECRET_FILE (ring-launch makes one)",
-                              cfg->auth);
+                              comm->auth_encrypt ? "encrypt" : "frames");
     comm->hdr_bytes = RING_FRAME_BYTES + (comm->auth_frames ? RING_FRAME_TRAILER_BYTES : 0);
     if (comm->auth_frames && (comm->macs = ring_frame_macs_new()) == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for --auth frames");
@@ -140,7 +141,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     comm->rank = cfg->rank;
     comm->size = cfg->world_size;
     comm->nchannels = cfg->channels;
-    if (strcmp(cfg->autotune, "on") == 0 && cfg->world_size > 1) {
+    if (cfg->autotune && cfg->world_size > 1) {
         if (ring_autotune_parse(cfg->autotune_chunks, cfg->autotune_channels, &comm->tune.space,
                                 why, sizeof(why)) != 0)
             return ring_error_set(RING_ERR_INVALID, "%s", why);
@@ -150,14 +151,15 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         comm->cfg.chunk_bytes = comm->tune.space.max_chunk;
     }
     comm->nstreams = cfg->tcp_streams;
-    comm->codec = strcmp(cfg->codec, "fp16") == 0   ? RING_CODEC_FP16
-                  : strcmp(cfg->codec, "bf16") == 0 ? RING_CODEC_BF16
-                                                    : RING_CODEC_NONE;
-    comm->fp16_scaling = strcmp(cfg->fp16_scaling, "off") != 0;
-    comm->lz4_mode = strcmp(cfg->lz4, "on") == 0 ? 1 : strcmp(cfg->lz4, "auto") == 0 ? 2 : 0;
-    comm->error_feedback = strcmp(cfg->error_feedback, "on") == 0;
+    comm->codec = cfg->codec == RING_CFG_CODEC_FP16   ? RING_CODEC_FP16
+                  : cfg->codec == RING_CFG_CODEC_BF16 ? RING_CODEC_BF16
+                                                      : RING_CODEC_NONE;
+    comm->fp16_scaling = cfg->fp16_scaling != 0;
+    comm->lz4_mode = cfg->lz4 == RING_CFG_LZ4_ON ? 1 : cfg->lz4 == RING_CFG_LZ4_AUTO ? 2 : 0;
+    comm->error_feedback = cfg->error_feedback != 0;
     comm->kops = ring_codec_ops();
-    ring_log(RING_LOG_INFO, "codec %s, kernels %s", cfg->codec, ring_codec_ops_choice());
+    (void)ring_config_get(cfg, "codec", word, sizeof(word));
+    ring_log(RING_LOG_INFO, "codec %s, kernels %s", word, ring_codec_ops_choice());
     RING_CHECK(ring_tl_open(comm)); /* hook: timeline.c, --timeline (a bad path fails here) */
     RING_CHECK(ring_coll_comm_alloc(comm));
     if (comm->size == 1) {
@@ -167,17 +169,18 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     }
     (void)ring_config_one_host(cfg, one_host, sizeof(one_host));
     params.one_host_why = one_host;
-    comm->tp_ops = ring_tp_choose(cfg->transport, &params, why, sizeof(why));
+    (void)ring_config_get(cfg, "transport", word, sizeof(word));
+    comm->tp_ops = ring_tp_choose(word, &params, why, sizeof(why));
     if (comm->tp_ops == NULL)
         return ring_error_set(RING_ERR_UNSUPPORTED, "transport '%s' is not in this build (it has: %s)",
-                              cfg->transport, ring_tp_names());
+                              word, ring_tp_names());
     /* auto with RDMA: peers on this host still meet in shared memory (verbs.c) */
-    params.verbs_local_shm = strcmp(cfg->transport, "auto") == 0 &&
-                             strcmp(comm->tp_ops->name, "verbs") == 0;
+    params.verbs_local_shm = cfg->transport == RING_CFG_TRANSPORT_AUTO &&
+                             comm->tp_ops->kind == RING_TP_VERBS;
     comm->tp_ops = ring_fault_wrap(comm->tp_ops); /* RING_FAULT, tests only: fault_inject.c */
     if (why[0] != '\0' || params.verbs_local_shm)
         ring_log(RING_LOG_INFO, "transport auto: %s%s%s",
-                 strcmp(comm->tp_ops->name, "shm") == 0
+                 comm->tp_ops->kind == RING_TP_SHM
                      ? "shm (shared memory with peers on this host, tcp to others)"
                  : !params.verbs_local_shm ? "tcp"
                  : cfg->rate_limit_bps > 0
@@ -215,8 +218,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     if (comm->algo.direct == NULL)
         RING_CHECK(ring_rd_open(comm, ring_comm_open, ring_comm_close));
     /* rd_fit.c, --rd-fit: where rd stops paying on this ring, measured */
-    if (comm->algo.rd != NULL && strcmp(comm->cfg.algo, "auto") == 0 &&
-        strcmp(comm->cfg.rd_fit, "on") == 0)
+    if (comm->algo.rd != NULL && comm->cfg.algo == RING_CFG_ALGO_AUTO &&
+        comm->cfg.rd_fit)
         RING_CHECK(ring_rd_fit(comm));
     /* their set-up allgathers were not the user's: the user's first call is round 0 */
     comm->requests.next_round = 0;
@@ -240,7 +243,7 @@ ring_status_t ring_comm_open(const ring_config_t *cfg, ring_comm_t **comm_p)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a communicator");
     comm->fail.mismatch.rank = -1;
     status = comm_setup(comm, cfg);
-    if (status == RING_OK && comm->size > 1 && strcmp(cfg->progress_thread, "on") == 0)
+    if (status == RING_OK && comm->size > 1 && cfg->progress_thread)
         status = ring_progress_start(comm);
     if (status != RING_OK) {
         comm_free(comm);

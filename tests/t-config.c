@@ -242,13 +242,13 @@ static void test_defaults(void)
     ring_config_init(&cfg);
     ok(cfg.rank == -1 && cfg.world_size == 0, "defaults: rank -1 and world size 0 (not set)");
     ok(cfg.peers != NULL && strcmp(cfg.peers, "") == 0, "defaults: empty peer list");
-    ok(strcmp(cfg.transport, "auto") == 0 && cfg.chunk_bytes == 262144 && cfg.channels == 1 &&
+    ok(cfg.transport == RING_CFG_TRANSPORT_AUTO && cfg.chunk_bytes == 262144 && cfg.channels == 1 &&
            cfg.tcp_streams == 1 && cfg.tcp_sockbuf == 0,
        "defaults: transport auto, chunk 256K, 1 channel, 1 stream, autotuned socket buffers");
     ok(cfg.timeout_s == 30 && cfg.connect_timeout_s == 120 && cfg.spin_us == 1000,
        "defaults: timeout 30 s, connect timeout 120 s, spin 1000 us");
     ok(cfg.port_lo == 29500 && cfg.port_hi == 29500 && strcmp(cfg.bind, "") == 0 &&
-           strcmp(cfg.job_id, "0") == 0 && strcmp(cfg.log_level, "none") == 0,
+           strcmp(cfg.job_id, "0") == 0 && cfg.log_level == RING_CFG_LOG_NONE,
        "defaults: port 29500, bind \"\", job id \"0\", log level none");
     text = capture_print(&cfg);
     for (size_t i = 0; i < NTABLE; i++) {
@@ -292,9 +292,9 @@ static void test_set(void)
     ok(ring_config_set(&cfg, "job-id", "exp-12", RING_SRC_API) == RING_OK &&
            strcmp(cfg.job_id, "exp-12") == 0 &&
            ring_config_set(&cfg, "transport", "tcp", RING_SRC_API) == RING_OK &&
-           strcmp(cfg.transport, "tcp") == 0 &&
+           cfg.transport == RING_CFG_TRANSPORT_TCP &&
            ring_config_set(&cfg, "log-level", "debug", RING_SRC_API) == RING_OK &&
-           strcmp(cfg.log_level, "debug") == 0 &&
+           cfg.log_level == RING_CFG_LOG_DEBUG &&
            ring_config_set(&cfg, "channels", "16", RING_SRC_API) == RING_OK && cfg.channels == 16,
        "set job-id, transport tcp, log-level debug, channels 16");
 
@@ -416,18 +416,18 @@ static void test_env(void)
     /* RING_DEBUG is a shorthand for RING_LOG_LEVEL=debug, which wins when set */
     setenv("RING_DEBUG", "1", 1);
     ring_config_init(&cfg);
-    ok(ring_config_load_env(&cfg) == RING_OK && strcmp(cfg.log_level, "debug") == 0,
+    ok(ring_config_load_env(&cfg) == RING_OK && cfg.log_level == RING_CFG_LOG_DEBUG,
        "RING_DEBUG=1 means log level debug");
     ring_config_free(&cfg);
     setenv("RING_LOG_LEVEL", "warn", 1);
     ring_config_init(&cfg);
-    ok(ring_config_load_env(&cfg) == RING_OK && strcmp(cfg.log_level, "warn") == 0,
+    ok(ring_config_load_env(&cfg) == RING_OK && cfg.log_level == RING_CFG_LOG_WARN,
        "RING_LOG_LEVEL=warn wins over RING_DEBUG=1");
     ring_config_free(&cfg);
     unsetenv("RING_LOG_LEVEL");
     setenv("RING_DEBUG", "0", 1);
     ring_config_init(&cfg);
-    ok(ring_config_load_env(&cfg) == RING_OK && strcmp(cfg.log_level, "none") == 0,
+    ok(ring_config_load_env(&cfg) == RING_OK && cfg.log_level == RING_CFG_LOG_NONE,
        "RING_DEBUG=0 leaves logging off");
     ring_config_free(&cfg);
     unset_table_env();
@@ -535,16 +535,16 @@ static void test_switches(void)
     ring_config_init(&cfg);
     i = 1;
     ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 2 &&
-           strcmp(cfg.autotune, "on") == 0,
+           cfg.autotune == 1,
        "\"--autotune\" alone is on (one argument)");
     ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 3 &&
-           strcmp(cfg.autotune, "off") == 0,
+           cfg.autotune == 0,
        "\"--no-autotune\" is off");
     ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 5 &&
-           strcmp(cfg.autotune, "off") == 0,
+           cfg.autotune == 0,
        "\"--autotune off\" still takes its value (two arguments)");
     ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 6 &&
-           strcmp(cfg.autotune, "on") == 0,
+           cfg.autotune == 1,
        "\"--autotune=yes\": the usual spellings of on, stored as on");
     st = ring_config_parse_arg(&cfg, 10, argv, &i);
     ok(st == RING_ERR_UNSUPPORTED && i == 6, "\"--no-codec\": codec is no switch, not ours");
@@ -554,7 +554,7 @@ static void test_switches(void)
        "\"--no-autotune=on\" is an error that says so: %s", ring_last_error());
     i = 8;
     ok(ring_config_parse_arg(&cfg, 10, argv, &i) == RING_OK && i == 9 &&
-           strcmp(cfg.autotune, "on") == 0,
+           cfg.autotune == 1,
        "\"--autotune --rank\": the next flag is not taken as its value");
     {
         char *text = capture_print(NULL);

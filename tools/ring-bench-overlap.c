@@ -220,15 +220,17 @@ static void ov_header(ring_comm_t *comm, const bench_opts_t *o, const ring_confi
                       const ov_work_t *w, const ov_host_t *h)
 {
     int n = ring_comm_size(comm);
+    char codec[16];
 
     if (o->csv) {
         printf("bytes,progress_thread,compute_ms,allreduce_ms,step_ms,compute_in_step_ms,"
                "step_over_max,hidden,wrong,cores,peers_on_host\n");
         return;
     }
+    (void)ring_config_get(cfg, "codec", codec, sizeof(codec));
     printf("# ring-bench --overlap (ringd %s): %d peers, transport %s, chunk %zu, channels %d, "
            "codec %s; %d timed steps per row after %d untimed\n", ring_version(), n,
-           ring_comm_transport(comm), cfg->chunk_bytes, cfg->channels, cfg->codec,
+           ring_comm_transport(comm), cfg->chunk_bytes, cfg->channels, codec,
            o->iters > 0 ? o->iters : OV_STEPS_DEFAULT, o->warmup);
     printf("# step = ring_allreduce_start + compute + ring_request_wait; compute = %dx%d float "
            "matrix products on the calling thread, %.2f GFLOP/s alone on rank 0\n", OV_DIM,

@@ -409,7 +409,7 @@ static int bench_size(ring_comm_t *comm, const bench_opts_t *o, size_t want_byte
 
 /*
  * ring-bench --sweep ARGS: the sweep is a driver that starts many rings
- * (tools/ring-sweep, a script); exec it with the remaining arguments. It
+ * (tools/experiments/ring-sweep, a script); exec it with the remaining arguments. It
  * is looked for in $RING_SWEEP, next to this program, in the source tree's
  * tools/ (an uninstalled build), then on PATH.
  */
@@ -435,7 +435,7 @@ static int run_sweep(int argc, char **argv)
     execv(RING_TOOLS_DIR "/ring-sweep", argv + 1);
 #endif
     execvp("ring-sweep", argv + 1);
-    fprintf(stderr, "ring-bench: --sweep needs the ring-sweep script (tools/ring-sweep; set "
+    fprintf(stderr, "ring-bench: --sweep needs the ring-sweep script (tools/experiments/ring-sweep; set "
                     "RING_SWEEP=/path/to/ring-sweep): %s\n", strerror(errno));
     return 2;
 }
@@ -522,9 +522,9 @@ int main(int argc, char **argv)
         goto out;
     }
     /* -c: integer sums are exact in fp32; fp16 and bf16 round them after the average */
-    o.tolerance = strcmp(cfg.codec, "fp16") == 0   ? 0.002 * cfg.world_size
-                  : strcmp(cfg.codec, "bf16") == 0 ? 0.016 * cfg.world_size
-                                                   : 1e-5;
+    o.tolerance = cfg.codec == RING_CFG_CODEC_FP16   ? 0.002 * cfg.world_size
+                  : cfg.codec == RING_CFG_CODEC_BF16 ? 0.016 * cfg.world_size
+                                                     : 1e-5;
     if (o.overlap) {
         rc = bench_overlap(&o, &cfg);
         goto out;
@@ -571,8 +571,11 @@ int main(int argc, char **argv)
         if (o.csv) {
             printf("bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,wrong,coll\n");
         } else {
-            char what[64];
+            char what[64], codec[16], lz4[16];
             int exact = o.coll == BENCH_BROADCAST || o.coll == BENCH_ALLGATHER;
+
+            (void)ring_config_get(&cfg, "codec", codec, sizeof(codec));
+            (void)ring_config_get(&cfg, "lz4", lz4, sizeof(lz4));
             if (o.coll == BENCH_BROADCAST)
                 snprintf(what, sizeof(what), "broadcast from rank %d", o.root);
             else if (exact)
@@ -583,7 +586,7 @@ int main(int argc, char **argv)
             printf("# ring-bench (ringd %s): %s, %d peers, transport %s, chunk %zu, channels %d, "
                    "streams %d, codec %s, lz4 %s, %s, sparsity %g%s%s\n", ring_version(), what,
                    cfg.world_size, ring_comm_transport(comm), cfg.chunk_bytes, cfg.channels,
-                   cfg.tcp_streams, cfg.codec, cfg.lz4,
+                   cfg.tcp_streams, codec, lz4,
                    o.inplace || o.coll == BENCH_BROADCAST ? "in place" : "out of place",
                    o.sparsity, o.sparse_shared ? " (shared)" : "",
                    o.device >= 0 ? ", buffers in GPU memory" : "");
@@ -617,7 +620,10 @@ int main(int argc, char **argv)
     }
     if (cfg.rank == 0 && !o.csv) {
         ring_comm_stats_t st;
+        char algo[16];
+
         ring_comm_get_stats(comm, &st);
+        (void)ring_config_get(&cfg, "algo", algo, sizeof(algo));
         printf("# rank 0 sent %llu data frames, %llu of them lz4; payload %.1f MB on the wire "
                "for %.1f MB encoded (%.2fx)\n", (unsigned long long)st.frames_sent,
                (unsigned long long)st.frames_lz4, st.payload_bytes / 1e6, st.raw_bytes / 1e6,
@@ -625,7 +631,7 @@ int main(int argc, char **argv)
         printf("# %llu of %llu allreduces ran as recursive doubling (up to %llu bytes), %llu "
                "as direct (--algo %s)\n", (unsigned long long)st.rd_allreduces,
                (unsigned long long)st.allreduces, (unsigned long long)st.rd_max_bytes,
-               (unsigned long long)st.direct_allreduces, cfg.algo);
+               (unsigned long long)st.direct_allreduces, algo);
     }
     rc = failed ? 1 : 0;
     if (failed && cfg.rank == 0)

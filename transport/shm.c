@@ -543,6 +543,7 @@ static void shm_ep_close(ring_tp_ep_t *ep)
 const ring_tp_ops_t ring_shm_ops = {
     .size = sizeof(ring_tp_ops_t),
     .name = "shm",
+    .kind = RING_TP_SHM,
     .init = shm_init,
     .fini = shm_fini,
     .listen = shm_listen,

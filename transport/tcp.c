@@ -369,6 +369,7 @@ static void tcp_ep_close(ring_tp_ep_t *ep)
 const ring_tp_ops_t ring_tcp_ops = {
     .size = sizeof(ring_tp_ops_t),
     .name = "tcp",
+    .kind = RING_TP_TCP,
     .init = tcp_init,
     .fini = tcp_fini,
     .listen = tcp_listen,

@@ -135,6 +135,7 @@ static void tp_fill_defaults(void)
 
         dst->size = sizeof(*dst);
         dst->name = src->name;
+        dst->kind = src->kind;
         TP_FILL(dst, src, init);
         TP_FILL(dst, src, fini);
         TP_FILL(dst, src, listen);

@@ -165,9 +165,19 @@ typedef struct ring_tp_params {
     int verbs_local_shm;
 } ring_tp_params_t;
 
+/* Which transport an ops table is, for the engine's tests (name is for messages and
+ * records); each transport's table sets it. */
+typedef enum ring_tp_kind {
+    RING_TP_NONE = 0,       /* the registry's defaults */
+    RING_TP_TCP,
+    RING_TP_SHM,
+    RING_TP_VERBS
+} ring_tp_kind_t;
+
 struct ring_tp_ops {
     size_t size;            /* sizeof(ring_tp_ops_t), lets the table grow */
     const char *name;
+    ring_tp_kind_t kind;
 
     ring_status_t (*init)(const ring_tp_params_t *params, ring_tp_t **tp_p);
     void (*fini)(ring_tp_t *tp);

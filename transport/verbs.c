@@ -643,6 +643,7 @@ int ring_verbs_probe(const ring_tp_params_t *params, char *why, size_t whylen)
 const ring_tp_ops_t ring_verbs_ops = {
     .size = sizeof(ring_tp_ops_t),
     .name = "verbs",
+    .kind = RING_TP_VERBS,
     .init = vb_init,
     .fini = vb_fini,
     .listen = vb_listen,

@@ -34,22 +34,85 @@ typedef enum ring_config_source {
     RING_SRC_LAUNCHER    /* a launcher's variables (ringd/launch.h), below RING_* ones */
 } ring_config_source_t;
 
+/*
+ * The choices of the enumerated settings. Each field of ring_config_t below
+ * that holds one is an int-sized enum whose values are the positions of the
+ * setting's words ("auto|tcp|shm|verbs": RING_CFG_TRANSPORT_AUTO is 0), parsed
+ * once from the words by ring_config_set, the RING_* variables and the flags.
+ * Read and write them as words by name with ring_config_get and
+ * ring_config_set (what --print-config shows), or compare the fields with
+ * these. The on/off settings are ints: 1 on, 0 off.
+ */
+typedef enum ring_cfg_transport {    /* --transport auto|tcp|shm|verbs */
+    RING_CFG_TRANSPORT_AUTO = 0,
+    RING_CFG_TRANSPORT_TCP,
+    RING_CFG_TRANSPORT_SHM,
+    RING_CFG_TRANSPORT_VERBS
+} ring_cfg_transport_t;
+
+typedef enum ring_cfg_codec {        /* --codec none|fp16|bf16 */
+    RING_CFG_CODEC_NONE = 0,
+    RING_CFG_CODEC_FP16,
+    RING_CFG_CODEC_BF16
+} ring_cfg_codec_t;
+
+typedef enum ring_cfg_lz4 {          /* --lz4 off|on|auto */
+    RING_CFG_LZ4_OFF = 0,
+    RING_CFG_LZ4_ON,
+    RING_CFG_LZ4_AUTO
+} ring_cfg_lz4_t;
+
+typedef enum ring_cfg_hier {         /* --hierarchical auto|on|off */
+    RING_CFG_HIER_AUTO = 0,
+    RING_CFG_HIER_ON,
+    RING_CFG_HIER_OFF
+} ring_cfg_hier_t;
+
+typedef enum ring_cfg_algo {         /* --algo auto|ring|rd|direct */
+    RING_CFG_ALGO_AUTO = 0,
+    RING_CFG_ALGO_RING,
+    RING_CFG_ALGO_RD,
+    RING_CFG_ALGO_DIRECT
+} ring_cfg_algo_t;
+
+typedef enum ring_cfg_auth {         /* --auth connect|frames|encrypt */
+    RING_CFG_AUTH_CONNECT = 0,
+    RING_CFG_AUTH_FRAMES,
+    RING_CFG_AUTH_ENCRYPT
+} ring_cfg_auth_t;
+
+typedef enum ring_cfg_log {          /* --log-level none|error|warn|info|debug|trace */
+    RING_CFG_LOG_NONE = 0,
+    RING_CFG_LOG_ERROR,
+    RING_CFG_LOG_WARN,
+    RING_CFG_LOG_INFO,
+    RING_CFG_LOG_DEBUG,
+    RING_CFG_LOG_TRACE
+} ring_cfg_log_t;
+
+typedef enum ring_cfg_order {        /* --ring-order host|rank */
+    RING_CFG_ORDER_HOST = 0,
+    RING_CFG_ORDER_RANK
+} ring_cfg_order_t;
+
 typedef struct ring_config {
     int rank;                 /* this peer's rank, 0..world_size-1 */
     int world_size;           /* number of peers in the ring */
     char *peers;              /* "host:port,host:port,..." one entry per rank (owned) */
-    char transport[16];       /* "auto", "tcp", "shm" or "verbs" */
-    char codec[8];            /* "none", "fp16" or "bf16": what travels on the wire */
-    char fp16_scaling[4];     /* "on" or "off": a power-of-two scale per fp16 chunk */
-    char lz4[8];              /* "off", "on" or "auto": lz4 on encoded chunks */
-    char error_feedback[4];   /* "off" or "on" */
-    char progress_thread[4];  /* "on": a thread advances requests (comm.h, Threads) */
-    char hierarchical[8];     /* "auto", "on" or "off": local + cross rings (src/core/hier.c) */
+    ring_cfg_transport_t transport; /* auto (default), tcp, shm or verbs */
+    ring_cfg_codec_t codec;   /* none (default), fp16 or bf16: what travels on the wire */
+    int fp16_scaling;         /* 1 (default): a power-of-two scale per fp16 chunk */
+    ring_cfg_lz4_t lz4;       /* off (default), on or auto: lz4 on encoded chunks */
+    int error_feedback;       /* 1: keep what encoding lost for the next call; default 0 */
+    int progress_thread;      /* 1: a thread advances requests (comm.h, Threads); default 0 */
+    ring_cfg_hier_t hierarchical; /* auto (default), on or off: local + cross rings
+                               * (src/algo/hier.c) */
     size_t hier_min_bytes;    /* smaller allreduces stay on the flat ring */
-    char algo[8];             /* "auto", "ring" or "rd": recursive doubling (src/core/rd.c) */
+    ring_cfg_algo_t algo;     /* auto (default), ring, rd: recursive doubling
+                               * (src/algo/rd.c), or direct (src/algo/direct.c) */
     size_t rd_max_bytes;      /* algo auto: the largest allreduce rd takes */
-    char rd_fit[4];           /* "on": at start-up rd may take up to 16x that (rd_fit.c);
-                               * default "off" */
+    int rd_fit;               /* 1: at start-up rd may take up to 16x that (rd_fit.c);
+                               * default 0 */
     size_t chunk_bytes;       /* bytes per ring chunk on the wire */
     int channels;             /* independent rings over disjoint parts of a buffer */
     int tcp_streams;          /* TCP connections per neighbour and channel */
@@ -62,20 +125,22 @@ typedef struct ring_config {
     char job_id[RING_CONFIG_STR_MAX]; /* peers of one job must agree on it */
     char secret_file[RING_CONFIG_STR_MAX]; /* the job's secret, in a file ("" = none) */
     char secret[RING_CONFIG_STR_MAX]; /* or as text (never printed) */
-    char auth[8];             /* "connect" or "frames": also a MAC on every frame */
-    char log_level[16];       /* error|warn|info|debug|trace */
+    ring_cfg_auth_t auth;     /* connect (default); frames: also a MAC on every frame;
+                               * encrypt: also encrypted payloads */
+    ring_cfg_log_t log_level; /* none (default), error, warn, info, debug or trace */
     double rate_limit_bps;    /* send cap per TCP connection, bytes/s; 0 = unlimited */
     char ib_dev[RING_CONFIG_STR_MAX]; /* verbs: RING_IB_HCA device list, "" = all */
     int gid_index;            /* verbs: GID table index, -1 = an IPv4-mapped RoCE v2 GID */
     int ib_timeout;           /* verbs: QP ACK timeout exponent (4.096 us x 2^N) */
     int ib_retry_count;       /* verbs: retransmissions before a write fails */
     char rendezvous[RING_CONFIG_STR_MAX]; /* "tcp://HOST:PORT", "file:///DIR" or "" (peers) */
-    char ring_order[8];       /* "host": peers of a host adjacent, or "rank" */
+    ring_cfg_order_t ring_order; /* host (default): peers of a host adjacent, or rank */
     char host_id[RING_CONFIG_STR_MAX]; /* groups peers for ring order instead of the host name */
     char iface[RING_CONFIG_STR_MAX]; /* RING_SOCKET_IFNAME: interfaces tcp may use */
     char timeline[RING_CONFIG_STR_MAX]; /* trace-event JSON file, {rank} replaced; "" = off */
     int timeline_max_events;  /* the timeline stops after this many events */
-    char autotune[4];         /* "on": time chunk sizes x channels at start-up, keep the best */
+    int autotune;             /* 1: time chunk sizes x channels at start-up, keep the best;
+                               * default 0 */
     char autotune_chunks[RING_CONFIG_STR_MAX];   /* "64K,256K,1M" */
     char autotune_channels[RING_CONFIG_STR_MAX]; /* "1,2,4" */
     size_t autotune_bytes;    /* buffer size of each timed allreduce */
@@ -102,8 +167,10 @@ void ring_config_delete(ring_config_t *cfg);
 
 /*
  * The effective value of setting name as text, as --print-config shows it
- * ("fp16", "1048576", "30"), into buf. RING_ERR_UNSUPPORTED for an unknown
- * name, RING_ERR_INVALID when buf is too small.
+ * ("fp16", "1048576", "30"), into buf: a choice as its word ("fp16" for
+ * RING_CFG_CODEC_FP16), an on/off setting as "on" or "off".
+ * RING_ERR_UNSUPPORTED for an unknown name, RING_ERR_INVALID when buf is too
+ * small.
  */
 RING_API
 ring_status_t ring_config_get(const ring_config_t *cfg, const char *name, char *buf, size_t len);

@@ -72,7 +72,7 @@ static size_t align64(size_t n)
 /* Whether every peer runs on this host over shared memory. */
 static int one_host(const ring_comm_t *comm, char *why, size_t len)
 {
-    if (strcmp(comm->tp_ops->name, "shm") != 0) {
+    if (comm->tp_ops->kind != RING_TP_SHM) {
         snprintf(why, len, "the transport is %s, not shm", comm->tp_ops->name);
         return 0;
     }
@@ -163,11 +163,11 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
     struct ring_direct *d;
     char name[DIRECT_NAME_BYTES] = "", why[300] = "";
     int root = comm->topo.order[0], ok = 1, *oks = NULL, bad = -1;
-    int forced = strcmp(comm->cfg.algo, "direct") == 0;
+    int forced = comm->cfg.algo == RING_CFG_ALGO_DIRECT;
     unsigned char nonce[RING_AUTH_NONCE_BYTES];
     ring_status_t st;
 
-    if (comm->size < 2 || (!forced && strcmp(comm->cfg.algo, "auto") != 0))
+    if (comm->size < 2 || (!forced && comm->cfg.algo != RING_CFG_ALGO_AUTO))
         return RING_OK;
     if (!one_host(comm, why, sizeof(why))) {
         if (!forced)

@@ -111,7 +111,7 @@ static const ring_sub_owner_t hier_owner = {"hierarchical allreduce", "--hierarc
 ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
                              ring_sub_close_fn close_fn)
 {
-    const char *mode = comm->cfg.hierarchical;
+    ring_cfg_hier_t mode = comm->cfg.hierarchical;
     int *host_of = NULL, *local_of = NULL, *ports = NULL, *members = NULL;
     int my_ports[2], hosts = 0, local_size = 0, n = 0;
     ring_port_hold_t ph = {0};
@@ -120,7 +120,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     ring_status_t st = RING_OK;
     struct ring_hier *h;
 
-    if (strcmp(mode, "off") == 0 || (strcmp(mode, "auto") == 0 && comm->size < 4))
+    if (mode == RING_CFG_HIER_OFF || (mode == RING_CFG_HIER_AUTO && comm->size < 4))
         return RING_OK;
     host_of = calloc((size_t)comm->size, sizeof(int));
     local_of = calloc((size_t)comm->size, sizeof(int));
@@ -134,7 +134,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
         goto out;
     }
     if (group_ranks(comm, host_of, local_of, &hosts, &local_size, why, sizeof(why)) != 0) {
-        if (strcmp(mode, "on") == 0)
+        if (mode == RING_CFG_HIER_ON)
             st = ring_error_set(RING_ERR_INVALID, "--hierarchical on: %s (or use --hierarchical "
                                 "auto or off)", why);
         else
@@ -162,8 +162,8 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
      * cross ring keeps auto); not under a bandwidth cap, which only tcp keeps */
     st = ring_sub_open(comm, &hier_owner, open_fn, &h->local, "local ring", members, n,
                        h->local_rank, ports, 2, 0, tag,
-                       strcmp(comm->cfg.transport, "auto") == 0 && comm->cfg.rate_limit_bps <= 0
-                           ? local_shm : NULL);
+                       comm->cfg.transport == RING_CFG_TRANSPORT_AUTO &&
+                               comm->cfg.rate_limit_bps <= 0 ? local_shm : NULL);
     if (st != RING_OK)
         goto out;
     n = 0;
@@ -178,7 +178,7 @@ ring_status_t ring_hier_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     cross_tp[1] = ring_comm_transport(comm);
     st = ring_sub_open(comm, &hier_owner, open_fn, &h->cross, "cross ring", members, n,
                        h->host_index, ports, 2, 1, tag,
-                       strcmp(comm->cfg.transport, "auto") == 0 ? cross_tp : NULL);
+                       comm->cfg.transport == RING_CFG_TRANSPORT_AUTO ? cross_tp : NULL);
     if (st != RING_OK)
         goto out;
     ring_log(RING_LOG_INFO, "hierarchical allreduce: %d hosts x %d peers (local ring over %s, "

@@ -158,9 +158,9 @@ static int rd_pays(int size)
     return most < 2 * (size - 1);
 }
 
-static enum rd_algo rd_algo_of(const char *name)
+static enum rd_algo rd_algo_of(ring_cfg_algo_t algo)
 {
-    return strcmp(name, "ring") == 0 ? RD_RING : strcmp(name, "rd") == 0 ? RD_FORCED : RD_AUTO;
+    return algo == RING_CFG_ALGO_RING ? RD_RING : algo == RING_CFG_ALGO_RD ? RD_FORCED : RD_AUTO;
 }
 
 

@@ -13,13 +13,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include <ringd/config.h>
-
 #include "opt_table.h"
 #include "suggest.h"
 #include "parse.h"
 
-/* indexed by ring_config_source_t */
+/* indexed by ring_opt_source_t */
 static const char *const source_names[] = {"default", "environment", "flag", "api", "launcher"};
 
 const char *ring_opt_source_name(unsigned source)
@@ -60,7 +58,7 @@ static int word_index(const char *list, const char *word)
     return -1;
 }
 
-static void word_at(const char *list, int idx, char *buf, size_t len)
+void ring_opt_word(const char *list, int idx, char *buf, size_t len)
 {
     const char *p = list;
 
@@ -154,10 +152,11 @@ static int apply_word(const ring_opt_t *e, char *field, const char *v, char *err
         return bad(e, v, why, err, errlen);
     }
     if (e->type == RING_OPT_CHOICE) {
-        *(int *)field = k;
+        /* on/off in either order: 1 on, 0 off, as a SWITCH */
+        *(int *)field = ring_opt_is_switch(e) ? k == word_index(e->unit, "on") : k;
         return 0;
     }
-    word_at(e->unit, k, field, e->size);
+    ring_opt_word(e->unit, k, field, e->size);
     return 0;
 }
 
@@ -267,7 +266,7 @@ int ring_opt_defaults(const ring_opt_table_t *t, void *settings, char *err, size
         /* defaults are parsed like user input; a failure is a bug in the table */
         if (ring_opt_apply(t, &t->entries[i], settings, t->entries[i].defval, err, errlen) != 0)
             rc = -1;
-        source_of(t, settings)[i] = RING_SRC_DEFAULT;
+        source_of(t, settings)[i] = RING_OPT_SRC_DEFAULT;
     }
     return rc;
 }
@@ -281,7 +280,7 @@ int ring_opt_load_env(const ring_opt_table_t *t, void *settings, char *err, size
             continue;
         if (ring_opt_apply(t, &t->entries[i], settings, v, err, errlen) != 0)
             return -1;
-        source_of(t, settings)[i] = RING_SRC_ENV;
+        source_of(t, settings)[i] = RING_OPT_SRC_ENV;
     }
     return 0;
 }
@@ -347,7 +346,7 @@ int ring_opt_parse_arg(const ring_opt_table_t *t, void *settings, int argc, char
     }
     if (ring_opt_apply(t, e, settings, value, err, errlen) != 0)
         return -1;
-    source_of(t, settings)[e - t->entries] = RING_SRC_FLAG;
+    source_of(t, settings)[e - t->entries] = RING_OPT_SRC_FLAG;
     return 1;
 }
 
@@ -379,7 +378,12 @@ void ring_opt_format(const ring_opt_table_t *t, const ring_opt_t *e, const void 
         break;
     case RING_OPT_RATE: ring_format_rate(*(const double *)field, buf, len); break;
     case RING_OPT_SECRET: snprintf(buf, len, "%s", field[0] != '\0' ? "(set)" : ""); break;
-    case RING_OPT_CHOICE: word_at(e->unit, *(const int *)field, buf, len); break;
+    case RING_OPT_CHOICE:
+        if (ring_opt_is_switch(e))
+            snprintf(buf, len, "%s", *(const int *)field ? "on" : "off");
+        else
+            ring_opt_word(e->unit, *(const int *)field, buf, len);
+        break;
     case RING_OPT_SWITCH: snprintf(buf, len, "%s", *(const int *)field ? "on" : "off"); break;
     case RING_OPT_CUSTOM:
         if (t->format != NULL)
@@ -408,7 +412,7 @@ void ring_opt_print_help_with(const ring_opt_table_t *t, const void *settings, F
         const char *def = e->defval;
 
         /* a program that changed a default (ringd's fp16) shows its own */
-        if (source != NULL && source[i] == RING_SRC_DEFAULT) {
+        if (source != NULL && source[i] == RING_OPT_SRC_DEFAULT) {
             ring_opt_format(t, e, settings, value, sizeof(value));
             def = value;
         }

@@ -7,7 +7,7 @@
  * the error for a bad value, --help and --print-config.
  *
  * An entry describes one field of a settings struct (offset, size); the
- * struct keeps an `unsigned char source[]` (ring_config_source_t values) at
+ * struct keeps an `unsigned char source[]` (ring_opt_source_t values) at
  * the table's source_offset, so --print-config can say where each value came
  * from. Defaults are text, parsed like user input.
  */
@@ -16,6 +16,16 @@
 
 #include <stddef.h>
 #include <stdio.h>
+
+/* Where a value came from: the values of the public ring_config_source_t
+ * (ringd/config.h, whose RING_SRC_* bootstrap/config.c checks against these). */
+typedef enum ring_opt_source {
+    RING_OPT_SRC_DEFAULT = 0,
+    RING_OPT_SRC_ENV,
+    RING_OPT_SRC_FLAG,
+    RING_OPT_SRC_API,
+    RING_OPT_SRC_LAUNCHER
+} ring_opt_source_t;
 
 typedef enum ring_opt_type {
     RING_OPT_INT,      /* int within min..max */
@@ -28,7 +38,8 @@ typedef enum ring_opt_type {
     RING_OPT_STRING,   /* char[size] */
     RING_OPT_SECRET,   /* char[size], never shown: "(set)" or "" */
     RING_OPT_WORD,     /* char[size]: one of the '|'-separated words of unit */
-    RING_OPT_CHOICE,   /* int: the index of the value among the '|'-separated words of unit */
+    RING_OPT_CHOICE,   /* int: the index of the value among the '|'-separated words of unit;
+                        * words exactly on and off (either order): 1 on, 0 off */
     RING_OPT_SWITCH,   /* int 1/0: on/off (also 1/0, yes/no, true/false) */
     RING_OPT_CUSTOM    /* the table's parse and format functions, which tell entries by name */
 } ring_opt_type_t;
@@ -72,7 +83,7 @@ int ring_opt_is_switch(const ring_opt_t *e);
 int ring_opt_apply(const ring_opt_table_t *t, const ring_opt_t *e, void *settings,
                    const char *value, char *err, size_t errlen);
 
-/* Every entry's default, every source RING_SRC_DEFAULT: 0, or -1 (a bug in the table). */
+/* Every entry's default, every source RING_OPT_SRC_DEFAULT: 0, or -1 (a bug in the table). */
 int ring_opt_defaults(const ring_opt_table_t *t, void *settings, char *err, size_t errlen);
 
 /* The table's RING_* variables that are set: 0, or -1 with err. */
@@ -89,6 +100,10 @@ int ring_opt_env_known(const ring_opt_table_t *t, const char *var, size_t len);
 int ring_opt_parse_arg(const ring_opt_table_t *t, void *settings, int argc, char **argv,
                        int *i, char *err, size_t errlen);
 
+/* Word idx (from 0) of the '|'-separated words ("" past the last) into buf, as the
+ * engine shows a CHOICE: for a RING_OPT_CUSTOM entry that stores one as an int. */
+void ring_opt_word(const char *words, int idx, char *buf, size_t len);
+
 /* The value as --print-config shows it (and ring_config_get returns it). */
 void ring_opt_format(const ring_opt_table_t *t, const ring_opt_t *e, const void *settings,
                      char *buf, size_t len);
@@ -96,7 +111,7 @@ void ring_opt_format(const ring_opt_table_t *t, const ring_opt_t *e, const void 
 /* --help: every entry with its placeholder, doc, variable and default. */
 void ring_opt_print_help(const ring_opt_table_t *t, FILE *out);
 /* The same, with the values of settings that still have their default (source
- * RING_SRC_DEFAULT) shown as the default: a program that sets its own defaults. */
+ * RING_OPT_SRC_DEFAULT) shown as the default: a program that sets its own defaults. */
 void ring_opt_print_help_with(const ring_opt_table_t *t, const void *settings, FILE *out);
 
 /* --print-config: name, value, (where from, variable). detail, when not NULL, adds
@@ -111,7 +126,7 @@ void ring_opt_print(const ring_opt_table_t *t, const void *settings, FILE *out,
 int ring_opt_closest(const ring_opt_table_t *t, const char *word, const char *const *extra_flags,
                      const char *const *extra_env, char *buf, size_t len);
 
-/* The source names, indexed by ring_config_source_t. */
+/* The source names, indexed by ring_opt_source_t. */
 const char *ring_opt_source_name(unsigned source);
 
 #endif /* RING_OPT_TABLE_H */

@@ -36,7 +36,7 @@ static const ring_opt_t config_table[] = {
     {"peers", "RING_PEERS", RING_OPT_CUSTOM, "", "host[:port],...", FIELD(peers), 0, 0,
      "address of every peer, in rank order; IPv6 as [addr]:port; a missing port is taken "
      "from --port"},
-    {"transport", "RING_TRANSPORT", RING_OPT_WORD, "auto", "auto|tcp|shm|verbs",
+    {"transport", "RING_TRANSPORT", RING_OPT_CHOICE, "auto", "auto|tcp|shm|verbs",
      FIELD(transport), 0, 0,
      "how peers exchange data: verbs (RDMA: InfiniBand or RoCE), tcp, or shm (shared memory "
      "between peers on one host, tcp to the others); auto = verbs when this build has it and "
@@ -60,7 +60,7 @@ static const ring_opt_t config_table[] = {
      "how peers find each other instead of --peers: tcp://HOST:PORT = rank 0 serves a small "
      "store on PORT of HOST (its own host), file:///DIR = files in a directory every peer "
      "shares; a launcher's MASTER_ADDR or Slurm node list sets it (see --print-env)"},
-    {"ring-order", "RING_RING_ORDER", RING_OPT_WORD, "host", "host|rank", FIELD(ring_order), 0,
+    {"ring-order", "RING_RING_ORDER", RING_OPT_CHOICE, "host", "host|rank", FIELD(ring_order), 0,
      0, "order of the ring: host = the peers of one host next to each other (the ring crosses "
         "each host boundary once), in rank order within a host; rank = rank order"},
     {"host-id", "RING_HOST_ID", RING_OPT_STRING, "", "NAME", FIELD(host_id), 0, 0,
@@ -72,7 +72,7 @@ static const ring_opt_t config_table[] = {
      "tcp: interfaces whose addresses peers publish at a rendezvous, as NCCL_SOCKET_IFNAME: "
      "name prefixes, '=' first for exact names, '^' first to exclude; empty = every interface "
      "but lo and docker*, or lo when every peer is on one host"},
-    {"autotune", "RING_AUTOTUNE", RING_OPT_WORD, "off", "off|on", FIELD(autotune), 0, 0,
+    {"autotune", "RING_AUTOTUNE", RING_OPT_CHOICE, "off", "off|on", FIELD(autotune), 0, 0,
      "at start-up, time allreduces of --autotune-bytes with every chunk size of "
      "--autotune-chunks and channel count of --autotune-channels on the real ring, and keep "
      "the fastest (rank 0's timing decides; the choice is logged); --chunk-size and "
@@ -84,16 +84,16 @@ static const ring_opt_t config_table[] = {
      "autotune: the channel counts to try; the ring connects the largest"},
     {"autotune-bytes", "RING_AUTOTUNE_BYTES", RING_OPT_SIZE, "16M", "bytes", FIELD(autotune_bytes),
      0, 0, "autotune: the buffer of each timed allreduce (1 warm-up + 3 timed per candidate)"},
-    {"codec", "RING_CODEC", RING_OPT_WORD, "none", "none|fp16|bf16", FIELD(codec), 0, 0,
+    {"codec", "RING_CODEC", RING_OPT_CHOICE, "none", "none|fp16|bf16", FIELD(codec), 0, 0,
      "what a gradient travels as: fp32 (none), or fp16/bf16 with fp32 accumulation"},
-    {"lz4", "RING_LZ4", RING_OPT_WORD, "off", "off|on|auto", FIELD(lz4), 0, 0,
+    {"lz4", "RING_LZ4", RING_OPT_CHOICE, "off", "off|on|auto", FIELD(lz4), 0, 0,
      "compress each encoded chunk with lz4 (sent raw when it does not shrink); auto stops "
      "trying on a tensor whose chunks do not shrink and retries now and then"},
-    {"progress-thread", "RING_PROGRESS_THREAD", RING_OPT_WORD, "off", "off|on",
+    {"progress-thread", "RING_PROGRESS_THREAD", RING_OPT_CHOICE, "off", "off|on",
      FIELD(progress_thread), 0, 0,
      "a thread inside libringd advances started requests while the caller computes (the "
      "Python package turns it on); every call then takes the communicator's lock"},
-    {"hierarchical", "RING_HIERARCHICAL", RING_OPT_WORD, "auto", "auto|on|off",
+    {"hierarchical", "RING_HIERARCHICAL", RING_OPT_CHOICE, "auto", "auto|on|off",
      FIELD(hierarchical), 0, 0,
      "hierarchical allreduce for several peers per host on several hosts: the peers of a host "
      "reduce-scatter (over shm), each allreduces its slice with one peer per other host, the "
@@ -101,7 +101,7 @@ static const ring_opt_t config_table[] = {
     {"hier-min-bytes", "RING_HIER_MIN_BYTES", RING_OPT_SIZE, "1M", "bytes",
      FIELD(hier_min_bytes), 0, 0,
      "hierarchical: allreduces smaller than this stay on the flat ring"},
-    {"algo", "RING_ALGO", RING_OPT_WORD, "auto", "auto|ring|rd|direct", FIELD(algo), 0, 0,
+    {"algo", "RING_ALGO", RING_OPT_CHOICE, "auto", "auto|ring|rd|direct", FIELD(algo), 0, 0,
      "the allreduce algorithm: ring (2(N-1) steps, each moving 1/N of the buffer), rd = "
      "recursive doubling over pairs of peers (log2 N steps moving the whole buffer, plus 2 "
      "when N is not a power of two: latency-bound small buffers), direct = every peer on one "
@@ -116,16 +116,16 @@ static const ring_opt_t config_table[] = {
      "form; --algo rd takes every size); with --rd-fit on, rd's limit may grow at start-up"},
     /* off by default: with it on, the training daemon over tcp ran 20 % slower in
      * interleaved runs (4 peers on 2 cores), for a reason not found yet */
-    {"rd-fit", "RING_RD_FIT", RING_OPT_WORD, "off", "on|off", FIELD(rd_fit), 0, 0,
+    {"rd-fit", "RING_RD_FIT", RING_OPT_CHOICE, "off", "on|off", FIELD(rd_fit), 0, 0,
      "with --algo auto, when rd runs (not direct): at start-up time rd against the ring at "
      "2, 4, 8 and 16 times --rd-max-bytes and let rd take allreduces up to the largest size "
      "at which it was faster at every size up to it (rank 0's times decide, for every peer; "
      "logged at info; at most about 0.1 s); off: rd takes exactly up to --rd-max-bytes"},
-    {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_WORD, "off", "off|on",
+    {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_CHOICE, "off", "off|on",
      FIELD(error_feedback), 0, 0,
      "keep what this peer's encoding lost and add it to its next contribution to the same "
      "tensor id (fp16/bf16 only)"},
-    {"fp16-scaling", "RING_FP16_SCALING", RING_OPT_WORD, "on", "on|off", FIELD(fp16_scaling), 0,
+    {"fp16-scaling", "RING_FP16_SCALING", RING_OPT_CHOICE, "on", "on|off", FIELD(fp16_scaling), 0,
      0, "scale every fp16 chunk by a power of two (2^-100..2^100) chosen from its largest value, "
         "so sums up to 8.3e34 do not overflow (beyond: RING_ERR_NONFINITE) and sums down to "
         "4.8e-35 keep fp16's precision; below, only steps of 4.7e-38 remain, and fp32 "
@@ -164,7 +164,7 @@ static const ring_opt_t config_table[] = {
     {"secret", "RING_SECRET", RING_OPT_SECRET, "", "TEXT", FIELD(secret), 0, 0,
      "the job's secret as text instead of a file (prefer --secret-file: the environment of a "
      "process can be read by its user's other processes); never printed"},
-    {"auth", "RING_AUTH", RING_OPT_WORD, "connect", "connect|frames|encrypt", FIELD(auth), 0,
+    {"auth", "RING_AUTH", RING_OPT_CHOICE, "connect", "connect|frames|encrypt", FIELD(auth), 0,
      0,
      "with a secret: 'connect' proves it when each connection opens; 'frames' also puts a "
      "tag (GMAC, AES-256-GCM) on every frame and checks it before using a byte, so frames "
@@ -191,6 +191,25 @@ static const ring_opt_t config_table[] = {
 #define CONFIG_COUNT (sizeof(config_table) / sizeof(config_table[0]))
 
 _Static_assert(CONFIG_COUNT <= sizeof(((ring_config_t *)0)->source), "source[] too small");
+/* the engine stores a CHOICE as an int, and the sources as its own twin of the public ones */
+#define INT_SIZED(_t) (sizeof(_t) == sizeof(int))
+_Static_assert(INT_SIZED(ring_cfg_transport_t) && INT_SIZED(ring_cfg_codec_t) &&
+               INT_SIZED(ring_cfg_lz4_t) && INT_SIZED(ring_cfg_hier_t) &&
+               INT_SIZED(ring_cfg_algo_t) && INT_SIZED(ring_cfg_auth_t) &&
+               INT_SIZED(ring_cfg_log_t) && INT_SIZED(ring_cfg_order_t),
+               "a choice field is not an int");
+_Static_assert((int)RING_SRC_DEFAULT == RING_OPT_SRC_DEFAULT &&
+               (int)RING_SRC_ENV == RING_OPT_SRC_ENV && (int)RING_SRC_FLAG == RING_OPT_SRC_FLAG &&
+               (int)RING_SRC_API == RING_OPT_SRC_API &&
+               (int)RING_SRC_LAUNCHER == RING_OPT_SRC_LAUNCHER,
+               "the sources differ from the engine's");
+/* --log-level's words are log.h's levels, in order */
+_Static_assert((int)RING_CFG_LOG_NONE == RING_LOG_NONE &&
+               (int)RING_CFG_LOG_ERROR == RING_LOG_ERROR &&
+               (int)RING_CFG_LOG_WARN == RING_LOG_WARN && (int)RING_CFG_LOG_INFO == RING_LOG_INFO &&
+               (int)RING_CFG_LOG_DEBUG == RING_LOG_DEBUG &&
+               (int)RING_CFG_LOG_TRACE == RING_LOG_TRACE,
+               "the log levels differ from log.h's");
 
 static int config_custom_parse(void *settings, const ring_opt_t *e, const char *value,
                                char *why, size_t len);
@@ -267,20 +286,24 @@ static void ports_format(const void *settings, const ring_opt_t *e, char *buf, s
         snprintf(buf, len, "%d-%d", cfg->port_lo, cfg->port_hi);
 }
 
+/* log.h's words (any case, "warning", a digit 0..5), stored as the level */
 static int loglevel_parse(void *settings, const ring_opt_t *e, const char *value, char *why,
                           size_t len)
 {
-    if (ring_log_level_parse(value) < 0) {
+    int level = ring_log_level_parse(value);
+
+    (void)e;
+    if (level < 0) {
         snprintf(why, len, "unknown log level");
         return -1;
     }
-    snprintf((char *)settings + e->offset, e->size, "%s", value);
+    ((ring_config_t *)settings)->log_level = (ring_cfg_log_t)level;
     return 0;
 }
 
-static void string_format(const void *settings, const ring_opt_t *e, char *buf, size_t len)
+static void loglevel_format(const void *settings, const ring_opt_t *e, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s", (const char *)settings + e->offset);
+    ring_opt_word(e->unit, (int)((const ring_config_t *)settings)->log_level, buf, len);
 }
 
 /* The table's three custom entries: peers (a heap string), port (a range), log-level. */
@@ -302,7 +325,7 @@ static void config_custom_format(const void *settings, const ring_opt_t *e, char
     else if (strcmp(e->name, "port") == 0)
         ports_format(settings, e, buf, len);
     else
-        string_format(settings, e, buf, len);
+        loglevel_format(settings, e, buf, len);
 }
 
 void ring_config_init(ring_config_t *cfg)
@@ -435,7 +458,7 @@ ring_status_t ring_config_load_env(ring_config_t *cfg)
     if (cfg->source[config_find("log-level") - config_table] == RING_SRC_DEFAULT) {
         const char *debug = getenv("RING_DEBUG");
         if (debug != NULL && *debug != '\0' && strcmp(debug, "0") != 0) {
-            snprintf(cfg->log_level, sizeof(cfg->log_level), "debug");
+            cfg->log_level = RING_CFG_LOG_DEBUG;
             cfg->source[config_find("log-level") - config_table] = RING_SRC_ENV;
         }
     }
@@ -575,7 +598,7 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
         if (ring_iface_spec_check(cfg->iface, why, sizeof(why)) != 0)
             return ring_error_set(RING_ERR_INVALID, "%s (--iface)", why);
     }
-    if (strcmp(cfg->autotune, "on") == 0) {
+    if (cfg->autotune) {
         ring_autotune_space_t sp;
         char bad[300];
 

@@ -50,8 +50,14 @@
 
 typedef struct ring_store ring_store_t;
 
+/* Which store an ops table is (where says it in words). */
+typedef enum ring_store_kind {
+    RING_STORE_TCP = 1,
+    RING_STORE_FILE
+} ring_store_kind_t;
+
 typedef struct ring_store_ops {
-    const char *kind;
+    ring_store_kind_t kind;
     ring_status_t (*set)(ring_store_t *s, const char *key, const char *value);
     /* Wait until key exists, at most until deadline (ring_now() time):
      * RING_ERR_TIMED_OUT then, without a message. */

@@ -157,7 +157,7 @@ static void file_close(ring_store_t *s, int clean)
     free(sf);
 }
 
-static const ring_store_ops_t store_file_ops = {"file", file_set, file_get, file_check,
+static const ring_store_ops_t store_file_ops = {RING_STORE_FILE, file_set, file_get, file_check,
                                                 file_close};
 
 ring_status_t ring_store_file_open(const char *dir, const char *job, int owner,

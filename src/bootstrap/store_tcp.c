@@ -185,7 +185,8 @@ static void tcp_close(ring_store_t *s, int clean)
     free(st);
 }
 
-static const ring_store_ops_t store_tcp_ops = {"tcp", tcp_set, tcp_get, tcp_check, tcp_close};
+static const ring_store_ops_t store_tcp_ops = {RING_STORE_TCP, tcp_set, tcp_get, tcp_check,
+                                                tcp_close};
 
 /* One connection attempt: a connected fd, or -1 with errno / a resolver error in err. */
 static int tcp_dial(const char *host, int port, double deadline, char *err, size_t errlen)

@@ -43,15 +43,15 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->streams = (uint32_t)comm->nstreams;
     /* autotuned: the chunk size is chosen later, together; 0 says so */
     h->chunk_bytes = comm->tune.on ? 0 : comm->cfg.chunk_bytes;
-    h->transport = strcmp(comm->tp_ops->name, "verbs") == 0 ? 2
-                   : strcmp(comm->tp_ops->name, "shm") == 0 ? 3 : 1;
+    h->transport = comm->tp_ops->kind == RING_TP_VERBS ? 2
+                   : comm->tp_ops->kind == RING_TP_SHM ? 3 : 1;
     h->codec = (uint8_t)comm->codec;
     h->fp16_scaling = (uint8_t)comm->fp16_scaling;
     h->auth_frames = (uint8_t)(comm->auth_encrypt ? 2 : comm->auth_frames);
-    h->algo = strcmp(comm->cfg.algo, "ring") == 0 ? 1 : strcmp(comm->cfg.algo, "rd") == 0 ? 2
-            : strcmp(comm->cfg.algo, "direct") == 0 ? 3 : 0;
+    h->algo = comm->cfg.algo == RING_CFG_ALGO_RING ? 1 : comm->cfg.algo == RING_CFG_ALGO_RD ? 2
+            : comm->cfg.algo == RING_CFG_ALGO_DIRECT ? 3 : 0;
     h->rd_max_bytes = comm->cfg.rd_max_bytes;
-    h->rd_fit = strcmp(comm->cfg.rd_fit, "on") == 0;
+    h->rd_fit = comm->cfg.rd_fit != 0;
     h->peers_hash = ring_hash_bytes(RING_HASH_INIT, peers, strlen(peers));
     h->settings_hash = handshake_settings_hash(h);
     snprintf(h->job_text, sizeof(h->job_text), "%s", comm->cfg.job_id);

@@ -175,7 +175,7 @@ static ring_status_t rdzv_gather(ring_comm_t *comm, rdzv_record_t *recs, double 
                                  double started)
 {
     ring_store_t *store = comm->rdzv.store;
-    int file = strcmp(store->ops->kind, "file") == 0;
+    int file = store->ops->kind == RING_STORE_FILE;
     char *text = malloc(RDZV_RECORD_MAX);
     ring_status_t st = RING_OK;
 
@@ -401,7 +401,7 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
     ring_status_t st;
 
     *changed = 0;
-    if (store == NULL || strcmp(store->ops->kind, "file") != 0)
+    if (store == NULL || store->ops->kind != RING_STORE_FILE)
         return RING_OK;
     if ((text = malloc(RDZV_RECORD_MAX)) == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the rendezvous");
@@ -432,7 +432,7 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
 
 int ring_rendezvous_file(const ring_comm_t *comm)
 {
-    return comm->rdzv.store != NULL && strcmp(comm->rdzv.store->ops->kind, "file") == 0;
+    return comm->rdzv.store != NULL && comm->rdzv.store->ops->kind == RING_STORE_FILE;
 }
 
 void ring_rendezvous_done(ring_comm_t *comm)

@@ -112,8 +112,10 @@ static void tl_path(const ring_comm_t *comm, char *out, size_t len)
 static void tl_write_metadata(ring_comm_t *comm)
 {
     const ring_config_t *cfg = &comm->cfg;
-    char host[256] = "", host_json[512], args[900];
+    char host[256] = "", host_json[512], args[900], codec[16], lz4[16];
 
+    (void)ring_config_get(cfg, "codec", codec, sizeof(codec));
+    (void)ring_config_get(cfg, "lz4", lz4, sizeof(lz4));
     if (gethostname(host, sizeof(host) - 1) != 0)
         snprintf(host, sizeof(host), "?");
     ring_trace_json_text(host, host_json, sizeof(host_json));
@@ -123,7 +125,7 @@ static void tl_write_metadata(ring_comm_t *comm)
     ring_trace_meta(&comm->tl->out, "process_sort_index", 0, args);
     snprintf(args, sizeof(args),
              "\"labels\":\"%d peers, codec %s, lz4 %s, %d channel%s, chunk %zu B\"",
-             comm->size, cfg->codec, cfg->lz4, comm->nchannels, comm->nchannels == 1 ? "" : "s",
+             comm->size, codec, lz4, comm->nchannels, comm->nchannels == 1 ? "" : "s",
              cfg->chunk_bytes);
     ring_trace_meta(&comm->tl->out, "process_labels", 0, args);
     for (int c = 0; c < comm->tl->nchannels; c++) {

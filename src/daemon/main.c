@@ -259,7 +259,11 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
     if (r.world > 1 && agree_settings(r.comm, opt, cfg, err, sizeof(err)) != 0)
         goto fail;
     if (r.rank == 0 && r.world > 1 && opt->progress != PROGRESS_OFF) {
-        printf("ringd: ring order (%s): %s\n", cfg->ring_order, ring_comm_ring_order(r.comm));
+        char order[16];
+
+        if (ring_config_get(cfg, "ring-order", order, sizeof(order)) != RING_OK)
+            snprintf(order, sizeof(order), "?");
+        printf("ringd: ring order (%s): %s\n", order, ring_comm_ring_order(r.comm));
         if (ring_comm_autotune_report(r.comm)[0] != '\0')
             printf("ringd: %s\n", ring_comm_autotune_report(r.comm));
     }

@@ -375,7 +375,7 @@ static int opt_given(const daemon_opts_t *o, const char *name)
 {
     const ring_opt_t *e = ring_opt_find(&opts, name, strlen(name));
 
-    return e != NULL && o->source[e - opt_table] != RING_SRC_DEFAULT;
+    return e != NULL && o->source[e - opt_table] != RING_OPT_SRC_DEFAULT;
 }
 
 /* Options that only one mode or workload reads: given elsewhere they would be

@@ -56,7 +56,7 @@ static void print_blas(FILE *out);
 void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out)
 {
     const ring_launch_t *l = &cfg->launch;
-    char src[300], num[16];
+    char src[300], num[16], order[16];
 
     fprintf(out, "# ringd %s: the launcher's variables (NAME VALUE (SOURCE))\n", ring_version());
     line(out, "launcher", l->launcher[0] ? l->launcher : "none", "");
@@ -87,7 +87,9 @@ void print_env(const daemon_opts_t *opt, const ring_config_t *cfg, FILE *out)
     line(out, "use-job-id", cfg->job_id, origin(cfg, "job-id", "RING_JOB_ID", l->job_var, src,
                                                 sizeof(src)));
     line(out, "use-role", opt->role == ROLE_EVALUATOR ? "evaluator" : "trainer", "");
-    line(out, "use-ring-order", cfg->ring_order,
+    if (ring_config_get(cfg, "ring-order", order, sizeof(order)) != RING_OK)
+        snprintf(order, sizeof(order), "?");
+    line(out, "use-ring-order", order,
          origin(cfg, "ring-order", "RING_RING_ORDER", "", src, sizeof(src)));
     if (cfg->host_id[0] != '\0')
         line(out, "use-host-id", cfg->host_id,

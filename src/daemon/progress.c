@@ -49,6 +49,14 @@ void progress_gradient_allreduces(uint64_t count)
     pg.gradient_allreduces = count;
 }
 
+/* The ring's codec as its word ("fp16"), as --print-config shows it. */
+static const char *codec_word(const run_t *r, char *buf, size_t len)
+{
+    if (ring_config_get(r->cfg, "codec", buf, len) != RING_OK)
+        snprintf(buf, len, "?");
+    return buf;
+}
+
 static void clear_bar(void)
 {
     if (pg.bar_drawn) {
@@ -61,6 +69,7 @@ void progress_start(const run_t *r)
 {
     const daemon_opts_t *o = r->opt;
     uint64_t per_epoch = shard_steps_per_epoch(&r->shard, o->batch_size);
+    char codec[16];
 
     memset(&pg, 0, sizeof(pg));
     pg.style = o->progress;
@@ -81,7 +90,8 @@ void progress_start(const run_t *r)
                r->w->shape, r->w->nparams, r->world, r->world > 1 ? "s" : "",
                r->comm != NULL && r->world > 1 ? " over " : "",
                r->comm != NULL && r->world > 1 ? ring_comm_transport(r->comm) : "",
-               r->cfg->codec, o->batch_size, per_epoch, r->step > 0 ? " (resumed)" : "");
+               codec_word(r, codec, sizeof(codec)), o->batch_size, per_epoch,
+               r->step > 0 ? " (resumed)" : "");
         fflush(stdout);
     }
 }
@@ -215,17 +225,18 @@ static void print_wire(const run_t *r, double wall)
                                                          : pg.gradient_allreduces;
     double fp32 = (double)allreduces * 2.0 * (r->world - 1) / r->world *
                   (double)r->w->nparams * 4;
-    char wire[32], wire32[32];
+    char wire[32], wire32[32], codec[16];
 
     human_bytes((double)r->wire_bytes, wire, sizeof(wire));
     human_bytes(fp32, wire32, sizeof(wire32));
     printf("  %-20s %s sent by rank %d (%.1f MB/s) in %" PRIu64 " gradient allreduce%s",
            "bytes on the wire", wire, r->rank, (double)r->wire_bytes / wall / 1e6, allreduces,
            allreduces == 1 ? "" : "s");
-    if (strcmp(r->cfg->codec, "none") == 0)
+    if (r->cfg->codec == RING_CFG_CODEC_NONE)
         printf(", fp32\n");
     else
-        printf("; in fp32 they would send ~%s: %s saved %.1f %%\n", wire32, r->cfg->codec,
+        printf("; in fp32 they would send ~%s: %s saved %.1f %%\n", wire32,
+               codec_word(r, codec, sizeof(codec)),
                fp32 > 0 ? 100 * (1 - (double)r->wire_bytes / fp32) : 0.0);
 }
 
@@ -235,7 +246,7 @@ void progress_summary(const run_t *r)
                                       "--max-time reached", "stopped by a signal",
                                       "a peer asked to stop (signal or --max-time)"};
     int lockstep = r->opt->mode == MODE_LOCKSTEP;
-    char mode[32], whose[24] = "";
+    char mode[32], whose[24] = "", codec[16];
     double wall = ring_now() - r->t_start, other;
 
     clear_bar();
@@ -254,7 +265,7 @@ void progress_summary(const run_t *r)
     if (!lockstep)
         snprintf(whose, sizeof(whose), " on rank %d", r->rank);
     printf("\n== ringd summary: %s, %d peer%s, codec %s, %s\n", r->w->shape, r->world,
-           r->world > 1 ? "s" : "", r->cfg->codec, mode);
+           r->world > 1 ? "s" : "", codec_word(r, codec, sizeof(codec)), mode);
     printf("  %-20s %s\n", "stopped", why[r->stop < 6 ? r->stop : 0]);
     printf("  %-20s %" PRIu64 "%s (this run %" PRIu64 "), epoch %" PRIu64 " of %ld, %" PRIu64
            " samples (all peers)\n", "steps", r->step, whose, r->step - r->start_step,

@@ -335,7 +335,7 @@ int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
                      char *path, size_t path_len, char *err, size_t errlen)
 {
     const daemon_opts_t *o = r->opt;
-    char why_write[DAEMON_ERR_MAX / 2];
+    char why_write[DAEMON_ERR_MAX / 2], codec[16];
     ckpt_state_t st;
 
     if (!all_finite(params, r->w->nparams) || !all_finite(velocity, r->w->nparams)) {
@@ -357,9 +357,11 @@ int checkpoint_state(run_t *r, const ckpt_pos_t *pos, const float *params,
     st.elapsed_s = training_time(r);
     snprintf(st.workload, sizeof(st.workload), "%s", o->workload);
     snprintf(st.shape, sizeof(st.shape), "%s", r->w->shape);
+    if (ring_config_get(r->cfg, "codec", codec, sizeof(codec)) != RING_OK)
+        snprintf(codec, sizeof(codec), "?");
     snprintf(st.settings, sizeof(st.settings),
              "lr=%g momentum=%g weight-decay=%g batch-size=%d world-size=%d codec=%s shuffle=%s",
-             o->lr, o->momentum, o->weight_decay, o->batch_size, r->world, r->cfg->codec,
+             o->lr, o->momentum, o->weight_decay, o->batch_size, r->world, codec,
              o->shuffle ? "on" : "off");
     st.nparams = r->w->nparams;
     st.params = (float *)params;
