@@ -1,16 +1,16 @@
-"""TAP: the alpha-beta fit of tools/ring_analysis (alphabeta.py), ported
+"""TAP: the alpha-beta fit of tools/experiments/ring_analysis (alphabeta.py), ported
 from tests/t-abfit.c when the C fit (tools/abfit.c, ring-abfit) was
 retired: known alpha and B come back from synthetic timings (exact, and
 with +-2 % deterministic noise within the stated standard errors),
 degenerate data are refused with a message that says why, the non-negative
 alpha option pins only a clearly negative alpha, and the CSV reader selects
 rows and names the line of anything malformed. Run by tests/analysis-fit.test
-with the interpreter tools/ring-analyze picks."""
+with the interpreter tools/experiments/ring-analyze picks."""
 
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tools"))
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tools", "experiments"))
 from ring_analysis import alphabeta as ab  # noqa: E402
 from ring_analysis.readers import DataError, NoRows  # noqa: E402
 from analysis_tap import done, ok  # noqa: E402

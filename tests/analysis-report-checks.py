@@ -1,4 +1,4 @@
-"""TAP: tools/ring_analysis's input and reports, and tools/ring-analyze's
+"""TAP: tools/experiments/ring_analysis's input and reports, and tools/experiments/ring-analyze's
 command line. Malformed JSON lines and CSV rows are refused naming the file
 and line (a peer's cut-off last line is not); one run's figures from
 ringd's metrics; bar charts keep no empty, unlabelled cluster and label a
@@ -10,7 +10,7 @@ a plot title never gives an alpha the fit calls unresolved; the
 saturation model is the fit's predict(); ring-analyze names the
 interpreters it tried, says what to install and exits 3 without a usable
 one (no traceback); fit's exit statuses. Run by tests/analysis-report.test
-with the interpreter tools/ring-analyze picks."""
+with the interpreter tools/experiments/ring-analyze picks."""
 
 import os
 import shutil
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-TOOLS = os.path.join(os.path.abspath(os.environ.get("top_srcdir", ".")), "tools")
+TOOLS = os.path.join(os.path.abspath(os.environ.get("top_srcdir", ".")), "tools", "experiments")
 sys.path.insert(0, TOOLS)
 from ring_analysis import alphabeta, charts, exp_report, readers, repeats  # noqa: E402
 from ring_analysis import saturation_report as sat  # noqa: E402

@@ -35,7 +35,7 @@ for v in $(compgen -e | grep '^RING_'); do
     unset "$v"
 done
 # ring-launch gives its ranks the BLAS kernels the CPU can run when OpenBLAS does
-# not know it (OPENBLAS_CORETYPE, tools/ring-launch.c); the same for ranks started
+# not know it (OPENBLAS_CORETYPE, tools/launch/ring-launch.c); the same for ranks started
 # by mpirun, srun or by hand, so that they compute the same bits (launchers.test
 # compares their parameters) and ring-launch's output has no line about it
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x "$D" ]; then

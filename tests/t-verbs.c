@@ -16,7 +16,7 @@
  * rdma_devices.c; what each rank does, verbs_rank.c).
  *
  * It needs an active RDMA device: on a host without one it prints
- * "1..0 # SKIP no active RDMA device (run under tools/rxe-vm)". tests/verbs.test
+ * "1..0 # SKIP no active RDMA device (run under tools/lab/rxe-vm)". tests/verbs.test
  * boots a QEMU guest with four Soft-RoCE devices (rxe0..rxe3, one per rank
  * with N=4) and runs it there. The bootstrap goes over 127.0.0.1 (harness.c),
  * the data over verbs.
@@ -395,7 +395,7 @@ int main(void)
     ndevs = rdma_devices_find(devs, RDMA_MAX_DEVS, why, sizeof(why));
     if (ndevs == 0) {
         printf("# %s\n", why);
-        skip_all("no active RDMA device (run under tools/rxe-vm)");
+        skip_all("no active RDMA device (run under tools/lab/rxe-vm)");
     }
     {
         char list[512] = "";

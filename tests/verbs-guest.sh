@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/verbs-guest.sh BUILDDIR SRCDIR - the verbs suite, run INSIDE the
-# tools/rxe-vm guest (tests/verbs.test boots it with --ndev 4), printing TAP:
+# tools/lab/rxe-vm guest (tests/verbs.test boots it with --ndev 4), printing TAP:
 #   1. the guest's rxe devices are active
 #   2. ib_write_bw rxe0 -> rxe1 (perftest, RC RDMA WRITE), 64 KiB and 16 MiB
 #      messages, 3 s each: the better one is the reference bandwidth

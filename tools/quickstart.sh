@@ -35,19 +35,19 @@ packages=(
     # the toolchain, the libraries ringd uses and its dataset
     build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev libjansson-dev
     libibverbs-dev libopenblas-dev libssl-dev dataset-fashion-mnist clang libclang-rt-14-dev
-    # what the tests call: ip, unshare, flock, pgrep (tools/netns-lab.sh and others),
+    # what the tests call: ip, unshare, flock, pgrep (tools/lab/netns-lab.sh and others),
     # python3 and iperf3 for tests/netns-lab.test (it skips its rate-cap check
     # without iperf3)
     iproute2 util-linux procps python3 iperf3
     # tests/man.test renders the man pages with man -l
     man-db
-    # tests/verbs.test: a QEMU guest with Soft-RoCE (see tools/rxe-vm)
+    # tests/verbs.test: a QEMU guest with Soft-RoCE (see tools/lab/rxe-vm)
     qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers librdmacm1
     ibverbs-utils perftest rdmacm-utils
-    # tests/launchers.test: mpirun, and a private Slurm started by tools/slurm-lab.sh
+    # tests/launchers.test: mpirun, and a private Slurm started by tools/lab/slurm-lab.sh
     openmpi-bin munge slurmctld slurmd slurm-client
     # the Python package and tests/python (for /usr/bin/python3); numpy and matplotlib
-    # for tools/ring-analyze (the experiments' tables and plots: ring-exp.test,
+    # for tools/experiments/ring-analyze (the experiments' tables and plots: ring-exp.test,
     # saturation.test, sweep.test, analysis-*.test)
     python3-numpy python3-torch python3-dev python3-matplotlib
     # tests/pip-install.test and the torch 2.x matrix: venvs, and a clean copy by git

@@ -25,7 +25,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 # also has ring-kernel-bench, a tool for developers of the kernels)
 PROGRAMS = ["ringd", "ring-launch", "ring-bench"]
 # shipped beside ring-bench, which runs it for --sweep (found next to its own path)
-PROGRAM_SCRIPTS = ["tools/ring-sweep"]
+PROGRAM_SCRIPTS = ["tools/experiments/ring-sweep"]
 EXTENSION_TARGET = "python/_ringd.la"
 # configure.ac's warnings (RING_WARN_CFLAGS), less the ones that only matter to developers
 WARN_CFLAGS = "-Wall -Wextra -Wno-unused-parameter"

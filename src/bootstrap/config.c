@@ -466,7 +466,7 @@ ring_status_t ring_config_load_env(ring_config_t *cfg)
 }
 
 /* Variables other parts of ringd read (RING_SHM_BYTES: transport/shm.c); not in this table, but not typos either
- * (RING_PYTHON*: tools/ring-analyze's interpreter, set around the experiment drivers). */
+ * (RING_PYTHON*: tools/experiments/ring-analyze's interpreter, set around the experiment drivers). */
 static const char *const known_other_env[] = {"RING_DEBUG", "RING_LOCAL_RANK", "RING_KERNEL",
                                               "RING_FAULT", "RING_TEST_SLOW", "RING_PYTHON",
                                               "RING_PYTHON_FALLBACK", "RING_SHM_BYTES",

@@ -1,8 +1,0 @@
-"""python3 -m ring_analysis, with tools/ on sys.path: the same as tools/ring-analyze
-(which also picks an interpreter with numpy and matplotlib)."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())
