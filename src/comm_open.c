@@ -54,7 +54,7 @@ static void comm_free(ring_comm_t *comm)
     ring_enc_comm_free(comm);
     ring_coll_comm_free(comm);
     ring_doctor_free(comm);   /* hook: doctor.c's requests, after the endpoints are closed */
-    ring_frame_macs_free(comm->macs);
+    ring_frame_macs_free(comm->auth.macs);
     if (comm->listener != NULL)
         comm->tp_ops->listener_close(comm->listener);
     ring_rendezvous_close(comm);
@@ -124,16 +124,16 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
 
     RING_CHECK(ring_config_validate(cfg));
     RING_CHECK(ring_config_copy(&comm->cfg, cfg));
-    RING_CHECK(ring_auth_key_load(cfg, &comm->auth_key));
+    RING_CHECK(ring_auth_key_load(cfg, &comm->auth.key));
     ring_comm_tp_lend(comm, &params);
-    comm->auth_encrypt = cfg->auth == RING_CFG_AUTH_ENCRYPT;
-    comm->auth_frames = cfg->auth == RING_CFG_AUTH_FRAMES || comm->auth_encrypt;
-    if (comm->auth_frames && !comm->auth_key.on)
+    comm->auth.encrypt = cfg->auth == RING_CFG_AUTH_ENCRYPT;
+    comm->auth.frames = cfg->auth == RING_CFG_AUTH_FRAMES || comm->auth.encrypt;
+    if (comm->auth.frames && !comm->auth.key.on)
         return ring_error_set(RING_ERR_INVALID, "--auth %s (RING_AUTH) needs the job's secret: "
                               "give --secret-file FILE or RING_SECRET_FILE (ring-launch makes one)",
-                              comm->auth_encrypt ? "encrypt" : "frames");
-    comm->hdr_bytes = RING_FRAME_BYTES + (comm->auth_frames ? RING_FRAME_TRAILER_BYTES : 0);
-    if (comm->auth_frames && (comm->macs = ring_frame_macs_new()) == NULL)
+                              comm->auth.encrypt ? "encrypt" : "frames");
+    comm->auth.hdr_bytes = RING_FRAME_BYTES + (comm->auth.frames ? RING_FRAME_TRAILER_BYTES : 0);
+    if (comm->auth.frames && (comm->auth.macs = ring_frame_macs_new()) == NULL)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for --auth frames");
     if (level > 0)
         ring_log_set_level((ring_log_level_t)level);
@@ -151,13 +151,13 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         comm->cfg.chunk_bytes = comm->tune.space.max_chunk;
     }
     comm->nstreams = cfg->tcp_streams;
-    comm->codec = cfg->codec == RING_CFG_CODEC_FP16   ? RING_CODEC_FP16
+    comm->enc.codec = cfg->codec == RING_CFG_CODEC_FP16   ? RING_CODEC_FP16
                   : cfg->codec == RING_CFG_CODEC_BF16 ? RING_CODEC_BF16
                                                       : RING_CODEC_NONE;
-    comm->fp16_scaling = cfg->fp16_scaling != 0;
-    comm->lz4_mode = cfg->lz4 == RING_CFG_LZ4_ON ? 1 : cfg->lz4 == RING_CFG_LZ4_AUTO ? 2 : 0;
-    comm->error_feedback = cfg->error_feedback != 0;
-    comm->kops = ring_codec_ops();
+    comm->enc.fp16_scaling = cfg->fp16_scaling != 0;
+    comm->enc.lz4_mode = cfg->lz4 == RING_CFG_LZ4_ON ? 1 : cfg->lz4 == RING_CFG_LZ4_AUTO ? 2 : 0;
+    comm->enc.error_feedback = cfg->error_feedback != 0;
+    comm->enc.kops = ring_codec_ops();
     (void)ring_config_get(cfg, "codec", word, sizeof(word));
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", word, ring_codec_ops_choice());
     RING_CHECK(ring_tl_open(comm)); /* hook: timeline.c, --timeline (a bad path fails here) */
@@ -191,9 +191,9 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         comm->channels[c].index = c;
         RING_CHECK(ring_enc_channel_alloc(comm, &comm->channels[c]));
         comm->channels[c].stage = malloc(RING_WINDOW * comm->cfg.chunk_bytes);
-        if (comm->auth_encrypt)
+        if (comm->auth.encrypt)
             comm->channels[c].cipher = malloc(RING_WINDOW * comm->cfg.chunk_bytes);
-        if (comm->channels[c].stage == NULL || (comm->auth_encrypt && comm->channels[c].cipher == NULL))
+        if (comm->channels[c].stage == NULL || (comm->auth.encrypt && comm->channels[c].cipher == NULL))
             return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d staging chunks of %zu "
                                   "bytes", RING_WINDOW, comm->cfg.chunk_bytes);
     }

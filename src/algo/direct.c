@@ -376,7 +376,7 @@ static ring_status_t direct_progress(ring_comm_t *comm, ring_request_t *req, int
     if (!finished)
         return RING_OK;
     /* every peer holds the same bits: each finds the same non-finite values */
-    (void)comm->kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
+    (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
     req->nonfinite = nonfinite;
     comm->stats.direct_allreduces++;
     d->req = NULL;

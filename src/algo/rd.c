@@ -552,7 +552,7 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         *moved_p += 1;
     }
     /* every peer holds the same bits: each finds the same non-finite values */
-    (void)comm->kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
+    (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
     req->nonfinite = nonfinite;
     comm->stats.rd_allreduces++;
     rd->req = NULL;

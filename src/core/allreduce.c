@@ -35,7 +35,7 @@ void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch)
     ring_slot_t *slot = &ch->back;
 
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = comm->hdr_bytes;
+    slot->req.iov[0].iov_len = comm->auth.hdr_bytes;
     slot->req.iovcnt = 1;
     slot->posted = comm->tp_ops->post_recv(ch->right[0], &slot->req) == RING_OK;
 }
@@ -89,7 +89,7 @@ static void request_begin(ring_comm_t *comm, ring_request_t *req)
             memcpy(req->recvbuf, req->sendbuf, req->count * ring_dtype_size(req->dtype));
         if (reduces && req->dtype == RING_FLOAT32 && req->count > 0) {
             int nonfinite = 0;
-            (void)comm->kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
+            (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
             req->nonfinite = nonfinite;
         } else if (reduces && (req->dtype == RING_FLOAT16 || req->dtype == RING_BFLOAT16)) {
             /* the same promise for half-precision buffers (it held for fp32 only) */
@@ -194,15 +194,15 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
         src = elem_ptr(sf.own ? req->sendbuf : req->recvbuf, ch, req, &sf.range);
     }
     /* --auth encrypt: the payload goes out encrypted, from this slot's own buffer */
-    cipher = comm->auth_encrypt && f.payload_bytes > 0
+    cipher = comm->auth.encrypt && f.payload_bytes > 0
                  ? ch->cipher + (size_t)(q % RING_WINDOW) * comm->cfg.chunk_bytes : NULL;
     if (cipher != NULL)
         f.flags |= RING_FRAME_SEALED;
     ring_frame_encode(&f, slot->hdr);
     ep = ch->right[q % (uint32_t)comm->nstreams];
-    if (comm->macs != NULL)
+    if (comm->auth.macs != NULL)
         RING_TL_TIMED(comm, ch, RING_TL_MAC, f.payload_bytes,
-                      (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, src, cipher,
+                      (void)ring_frame_macs_seal(comm->auth.macs, ep, slot->hdr, src, cipher,
                                                  f.payload_bytes));
     if (cipher != NULL)
         src = cipher;
@@ -211,7 +211,7 @@ static ring_status_t channel_post_send(ring_comm_t *comm, ring_channel_t *ch,
     comm->stats.raw_bytes += sf.range.len * ring_enc_elem_bytes(comm, req);
     comm->stats.frames_lz4 += (f.flags & RING_FRAME_LZ4) != 0;
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = comm->hdr_bytes;
+    slot->req.iov[0].iov_len = comm->auth.hdr_bytes;
     slot->req.iov[1].iov_base = (void *)src;
     slot->req.iov[1].iov_len = f.payload_bytes;
     slot->req.iovcnt = 2;
@@ -231,7 +231,7 @@ static ring_status_t channel_post_recv(ring_comm_t *comm, ring_channel_t *ch,
     ring_sched_recv_frame(&ch->sched, q, &sf);
     bytes = sf.range.len * ring_enc_elem_bytes(comm, req);
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = comm->hdr_bytes;
+    slot->req.iov[0].iov_len = comm->auth.hdr_bytes;
     /* reduce-scatter (and anything encoded) lands in a staging chunk; fp32
      * allgather straight in the result */
     slot->req.iov[1].iov_base = sf.reduce || req->wire != RING_CODEC_NONE
@@ -258,7 +258,7 @@ static void reduce_f32(ring_comm_t *comm, const ring_channel_t *ch, ring_request
     /* an inf or NaN anywhere in the inputs (or an overflow) shows in the owner's sum */
     if (sf->last_reduce) {
         int nonfinite = 0;
-        (void)comm->kops->absmax_f32(dst, sf->range.len, &nonfinite);
+        (void)comm->enc.kops->absmax_f32(dst, sf->range.len, &nonfinite);
         req->nonfinite |= nonfinite;
     }
 }
@@ -349,7 +349,7 @@ static ring_status_t channel_progress(ring_comm_t *comm, ring_channel_t *ch, rin
         const ring_tp_req_t *in = &ch->recv[ch->recvs_done % RING_WINDOW].req;
 
         RING_TL_TIMED(comm, ch, RING_TL_RECV,
-                      in->bytes > comm->hdr_bytes ? in->bytes - comm->hdr_bytes : 0,
+                      in->bytes > comm->auth.hdr_bytes ? in->bytes - comm->auth.hdr_bytes : 0,
                       status = channel_retire_recv(comm, ch, req, ch->recvs_done));
         RING_CHECK(status);
         ch->recvs_done++;
@@ -434,7 +434,7 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     }
     if (ring_frame_decode(ch->back.hdr, &f) != 0 ||
         ring_slot_tag_ok(comm, ch->right[0], &ch->back) != 0) {
-        if (comm->macs != NULL)
+        if (comm->auth.macs != NULL)
             return ring_comm_fail_tag(comm, req, ring_comm_current_step(comm), comm->topo.right_rank,
                                       "a notice on the back channel");
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->topo.right_rank,
@@ -530,7 +530,7 @@ static ring_status_t probe_read_answers(ring_comm_t *comm, ring_request_t *req)
                     continue; /* the transport fails every later receive on ep */
                 /* the answer may follow on the same connection: room for a header */
                 slot->req.iov[0].iov_base = slot->hdr;
-                slot->req.iov[0].iov_len = comm->hdr_bytes;
+                slot->req.iov[0].iov_len = comm->auth.hdr_bytes;
                 slot->req.iovcnt = 1;
                 slot->posted = comm->tp_ops->post_recv(ep, &slot->req) == RING_OK;
             }

@@ -57,8 +57,8 @@ ring_codec_t ring_enc_wire(const ring_comm_t *comm, const ring_request_t *req)
 {
     ring_dtype_t dtype = req->dtype;
 
-    if (comm->codec != RING_CODEC_NONE && !req->exact)
-        return comm->codec;
+    if (comm->enc.codec != RING_CODEC_NONE && !req->exact)
+        return comm->enc.codec;
     return dtype == RING_FLOAT16 ? RING_CODEC_FP16
            : dtype == RING_BFLOAT16 ? RING_CODEC_BF16
                                     : RING_CODEC_NONE;
@@ -110,7 +110,7 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
      * deregistered before it moves; no send of an earlier request is in flight now */
     if (ch->tx != NULL)
         (void)comm->tp_ops->dereg_mem(comm->tp, ch->tx);
-    if (ch->zbuf != NULL && comm->lz4_mode != 0)
+    if (ch->zbuf != NULL && comm->enc.lz4_mode != 0)
         (void)comm->tp_ops->dereg_mem(comm->tp, ch->zbuf);
     tx = realloc(ch->tx, want * chunk);
     if (tx != NULL)
@@ -118,18 +118,18 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
     meta = realloc(ch->tx_meta, want * sizeof(*meta));
     if (meta != NULL)
         ch->tx_meta = meta;
-    if (comm->lz4_mode != 0) {
+    if (comm->enc.lz4_mode != 0) {
         zbuf = realloc(ch->zbuf, want * ch->zcap);
         if (zbuf != NULL)
             ch->zbuf = zbuf;
     }
-    if (tx == NULL || meta == NULL || (comm->lz4_mode != 0 && zbuf == NULL))
+    if (tx == NULL || meta == NULL || (comm->enc.lz4_mode != 0 && zbuf == NULL))
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %zu encoded chunks of %zu "
                               "bytes", want, chunk);
     ch->tx_slots = want;
     /* registration only saves a copy: a failure is logged and sends are copied */
     if (comm->tp_ops->reg_mem(comm->tp, ch->tx, want * chunk) != RING_OK ||
-        (comm->lz4_mode != 0 && comm->tp_ops->reg_mem(comm->tp, ch->zbuf, want * ch->zcap) != RING_OK))
+        (comm->enc.lz4_mode != 0 && comm->tp_ops->reg_mem(comm->tp, ch->zbuf, want * ch->zcap) != RING_OK))
         ring_log(RING_LOG_DEBUG, "%s", ring_last_error());
     return RING_OK;
 }
@@ -148,7 +148,7 @@ void ring_enc_channel_free(ring_channel_t *ch)
 void ring_enc_comm_free(ring_comm_t *comm)
 {
     for (int i = 0; i < RING_EF_TENSORS; i++)
-        free(comm->residuals[i].r);
+        free(comm->enc.residuals[i].r);
 }
 
 /* The residual of a tensor id: found, or made (zeroed) on its first use; NULL
@@ -160,16 +160,16 @@ static ring_status_t enc_residual(ring_comm_t *comm, const ring_request_t *req, 
 
     *r_p = NULL;
     for (int i = 0; i < RING_EF_TENSORS && slot == NULL; i++)
-        if (comm->residuals[i].r != NULL && comm->residuals[i].tensor_id == req->tensor_id)
-            slot = &comm->residuals[i];
+        if (comm->enc.residuals[i].r != NULL && comm->enc.residuals[i].tensor_id == req->tensor_id)
+            slot = &comm->enc.residuals[i];
     if (slot != NULL && slot->count == req->count) {
         *r_p = slot->r;
         return RING_OK;
     }
     if (slot == NULL)
         for (int i = 0; i < RING_EF_TENSORS && slot == NULL; i++)
-            if (comm->residuals[i].r == NULL)
-                slot = &comm->residuals[i];
+            if (comm->enc.residuals[i].r == NULL)
+                slot = &comm->enc.residuals[i];
     if (slot == NULL) {
         ring_log(RING_LOG_WARN, "error feedback keeps %d tensors; tensor id %u goes without",
                  RING_EF_TENSORS, req->tensor_id);
@@ -189,7 +189,7 @@ static ring_status_t enc_residual(ring_comm_t *comm, const ring_request_t *req, 
 
 static ring_lz4_track_t *enc_lz4_track(ring_comm_t *comm, uint32_t tensor_id)
 {
-    ring_lz4_track_t *t = &comm->lz4_track[tensor_id % RING_LZ4_TRACKS];
+    ring_lz4_track_t *t = &comm->enc.lz4_track[tensor_id % RING_LZ4_TRACKS];
 
     if (!t->used || t->tensor_id != tensor_id)
         *t = (ring_lz4_track_t){.tensor_id = tensor_id, .used = 1};
@@ -202,9 +202,9 @@ ring_status_t ring_enc_request_begin(ring_comm_t *comm, ring_request_t *req)
     req->lz4 = NULL;
     if (req->wire == RING_CODEC_NONE)
         return RING_OK;
-    if (comm->lz4_mode == 2)
+    if (comm->enc.lz4_mode == 2)
         req->lz4 = enc_lz4_track(comm, req->tensor_id);
-    return comm->error_feedback ? enc_residual(comm, req, &req->residual) : RING_OK;
+    return comm->enc.error_feedback ? enc_residual(comm, req, &req->residual) : RING_OK;
 }
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -218,7 +218,7 @@ int ring_enc_choose_exp(const ring_comm_t *comm, const ring_request_t *req, floa
 {
     int e;
 
-    if (req->wire != RING_CODEC_FP16 || !comm->fp16_scaling || !(bound > 0) || isinf(bound))
+    if (req->wire != RING_CODEC_FP16 || !comm->enc.fp16_scaling || !(bound > 0) || isinf(bound))
         return 0;
     (void)frexpf(bound, &e); /* bound < 2^e */
     e -= ENC_HEADROOM_EXP;
@@ -290,9 +290,9 @@ static const float *enc_local(const ring_comm_t *comm, ring_channel_t *ch,
     if (req->dtype == RING_FLOAT32)
         return (const float *)req->sendbuf + at;
     if (req->dtype == RING_FLOAT16)
-        comm->kops->decode_f16(ch->local32, half, 1.0f, sf->range.len);
+        comm->enc.kops->decode_f16(ch->local32, half, 1.0f, sf->range.len);
     else
-        comm->kops->decode_bf16(ch->local32, half, 1.0f, sf->range.len);
+        comm->enc.kops->decode_bf16(ch->local32, half, 1.0f, sf->range.len);
     return ch->local32;
 }
 
@@ -317,11 +317,11 @@ static void enc_result_store(const ring_comm_t *comm, ring_channel_t *ch, ring_r
     size_t n = sf->range.len;
 
     if (req->dtype == RING_FLOAT16) {
-        comm->kops->encode_f16(half, ch->result32, 1.0f, n);
+        comm->enc.kops->encode_f16(half, ch->result32, 1.0f, n);
         for (size_t i = 0; i < n && !req->nonfinite; i++)
             req->nonfinite = (half[i] & 0x7fffu) >= ENC_F16_INF;
     } else if (req->dtype == RING_BFLOAT16) {
-        comm->kops->encode_bf16(half, ch->result32, 1.0f, n);
+        comm->enc.kops->encode_bf16(half, ch->result32, 1.0f, n);
         for (size_t i = 0; i < n && !req->nonfinite; i++)
             req->nonfinite = (half[i] & 0x7f80u) == 0x7f80u;
     }
@@ -362,7 +362,7 @@ static void enc_compress(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *
     int raw = (int)meta->bytes, packed;
 
     meta->lz4 = meta->in_zbuf = 0;
-    if (comm->lz4_mode == 0 || raw == 0)
+    if (comm->enc.lz4_mode == 0 || raw == 0)
         return;
     if (t != NULL && t->skip > 0) {
         t->skip--; /* auto: not shrinking lately; try again after a pause */
@@ -436,7 +436,7 @@ void ring_enc_meta_set(ring_tx_meta_t *meta, int e, float bound, size_t n)
 void ring_enc_first(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                     const ring_sched_frame_t *sf, uint32_t q)
 {
-    const ring_codec_ops_t *k = comm->kops;
+    const ring_codec_ops_t *k = comm->enc.kops;
     float local_scale;
     const float *local = enc_local_values(comm, ch, req, sf, &local_scale);
     size_t n = sf->range.len;
@@ -509,7 +509,7 @@ ring_status_t ring_enc_received(ring_comm_t *comm, ring_channel_t *ch, const rin
 ring_status_t ring_enc_combine(ring_comm_t *comm, ring_channel_t *ch, ring_request_t *req,
                                const ring_sched_frame_t *sf, uint32_t q, const ring_frame_t *f)
 {
-    const ring_codec_ops_t *k = comm->kops;
+    const ring_codec_ops_t *k = comm->enc.kops;
     float *result = enc_result(ch, req, sf);
     uint32_t next = q + (uint32_t)ch->sched.nchunks; /* the same chunk, one step later */
     int last_step = 2 * (comm->size - 1) - 1;

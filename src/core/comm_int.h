@@ -208,15 +208,19 @@ struct ring_comm {
     ring_tp_t *tp;
     ring_tp_listener_t *listener;
     int nchannels, nstreams;
-    ring_codec_t codec;
-    int fp16_scaling;
-    int lz4_mode;                          /* 0 off, 1 on, 2 auto */
-    int error_feedback;
-    const ring_codec_ops_t *kops;          /* conversion kernels for this CPU */
-    ring_lz4_track_t lz4_track[RING_LZ4_TRACKS];
+    /* codec_pipeline.c: the fp16/bf16 codec (its settings parsed at open) and
+     * its state per tensor id */
+    struct {
+        ring_codec_t codec;
+        int fp16_scaling;
+        int lz4_mode;                      /* 0 off, 1 on, 2 auto */
+        int error_feedback;
+        const ring_codec_ops_t *kops;      /* conversion kernels for this CPU */
+        ring_lz4_track_t lz4_track[RING_LZ4_TRACKS];
+        ring_residual_t residuals[RING_EF_TENSORS];
+    } enc;
     ring_comm_stats_t stats;
     ring_timeline_t *tl;                   /* timeline.c: --timeline; NULL when off */
-    ring_residual_t residuals[RING_EF_TENSORS];
     /* collectives.c */
     struct {
         void *scratch;                     /* reduce-scatter's partial sums, grow-only */
@@ -234,14 +238,17 @@ struct ring_comm {
     } requests;
     int open_done;                         /* ring_comm_open's set-up is over */
     ring_fail_state_t fail;                /* fail.c's */
-    ring_auth_key_t auth_key;              /* auth.c: the job's secret (auth_key.on = 0: none) */
-    ring_auth_party_t boot_party;          /* the verbs bootstrap's guard: this rank calling
+    /* the job's secret and what it protects: loaded at open, the keys of each
+     * connection made by connect.c (frame_mac.c's tags) */
+    struct {
+        ring_auth_key_t key;               /* auth.c: the secret (key.on = 0: none) */
+        ring_auth_party_t boot_party;      /* the verbs bootstrap's guard: this rank calling
                                             * its right neighbour (connect.c fills it in) */
-    int auth_frames;                       /* --auth frames or encrypt: a MAC on every frame
-                                            * (frame_mac.c) */
-    int auth_encrypt;                      /* --auth encrypt: data payloads encrypted too */
-    ring_frame_macs_t *macs;               /* ... its keys per connection, NULL when off */
-    size_t hdr_bytes;                      /* a frame's header: 64, + the trailer with macs */
+        int frames;                        /* --auth frames or encrypt: a MAC on every frame */
+        int encrypt;                       /* --auth encrypt: data payloads encrypted too */
+        ring_frame_macs_t *macs;           /* ... its keys per connection, NULL when off */
+        size_t hdr_bytes;                  /* a frame's header: 64, + the trailer with macs */
+    } auth;
     /* src/algo: each algorithm's state (written by its own files), and the tables
      * src/comm_open.c installs, through which the engine calls them (algo.h):
      * ops[RING_ALGO_HIER], [RING_ALGO_DIRECT], [RING_ALGO_RD]; NULL when off */

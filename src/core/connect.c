@@ -91,13 +91,13 @@ static ring_status_t connect_start(connect_state_t *cs, int i)
     RING_CHECK(comm->tp_ops->connect(comm->tp, right->host, right->port, &hc->ep));
     hc->state = 1;
     hc->started = ring_now();
-    hc->authing = comm->auth_key.on;
+    hc->authing = comm->auth.key.on;
     if (hc->authing) { /* the hello waits until the neighbour has proven the secret */
         ring_auth_party_t me;
 
         /* this rank calls its right neighbour on this channel and stream: the
          * neighbour refuses a challenge that names another (a relay) */
-        ring_auth_party_init(&me, &comm->auth_key, comm->cfg.job_id, RING_AUTH_FOR_RING,
+        ring_auth_party_init(&me, &comm->auth.key, comm->cfg.job_id, RING_AUTH_FOR_RING,
                              comm->rank, comm->topo.right_rank);
         me.channel = (uint16_t)(i / comm->nstreams);
         me.stream = (uint16_t)(i % comm->nstreams);
@@ -282,8 +282,8 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     }
     if (st != RING_OK) /* an earlier run's address, now another job's port? */
         return connect_stranger(cs, hc, now, st);
-    if (comm->macs != NULL) /* --auth frames, encrypt: this connection's keys, from its handshake */
-        RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &hc->auth.hs, 1));
+    if (comm->auth.macs != NULL) /* --auth frames, encrypt: this connection's keys, from its handshake */
+        RING_CHECK(ring_frame_macs_attach(comm->auth.macs, hc->ep, &hc->auth.hs, 1));
     ring_auth_hs_wipe(&hc->auth.hs);
     comm->channels[i / comm->nstreams].right[i % comm->nstreams] = hc->ep;
     hc->state = 2;
@@ -373,7 +373,7 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
     }
     /* the hello must be the connection's that proved the secret: a peer that
      * proved it calls as rank r on channel c cannot say it is another */
-    if (comm->auth_key.on &&
+    if (comm->auth.key.on &&
         ((int32_t)theirs.rank != hc->auth.hs.their_rank ||
          theirs.channel != hc->auth.hs.channel || theirs.stream != hc->auth.hs.stream)) {
         ring_log_security("refused a connection from %s: it proved the secret as rank %d "
@@ -419,8 +419,8 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         connect_flush_reply(comm, hc);
         return status;
     }
-    if (comm->macs != NULL) /* --auth frames, encrypt: this connection's keys, from its handshake */
-        RING_CHECK(ring_frame_macs_attach(comm->macs, hc->ep, &hc->auth.hs, 0));
+    if (comm->auth.macs != NULL) /* --auth frames, encrypt: this connection's keys, from its handshake */
+        RING_CHECK(ring_frame_macs_attach(comm->auth.macs, hc->ep, &hc->auth.hs, 0));
     ring_auth_hs_wipe(&hc->auth.hs);
     ch = &comm->channels[theirs.channel];
     ch->left[theirs.stream] = hc->ep;
@@ -472,13 +472,13 @@ static ring_status_t connect_accept_new(connect_state_t *cs, double now)
         cs->in[slot].ep = ep;
         cs->in[slot].state = 1;
         cs->in[slot].started = now;
-        cs->in[slot].authing = comm->auth_key.on;
+        cs->in[slot].authing = comm->auth.key.on;
         if (cs->in[slot].authing) {
             ring_auth_party_t me;
 
             /* any rank that proves the secret and calls this one; its hello must
              * then agree with what it proved (connect_in_progress) */
-            ring_auth_party_init(&me, &comm->auth_key, comm->cfg.job_id, RING_AUTH_FOR_RING,
+            ring_auth_party_init(&me, &comm->auth.key, comm->cfg.job_id, RING_AUTH_FOR_RING,
                                  comm->rank, RING_AUTH_NO_RANK);
             RING_CHECK(ring_auth_begin(&cs->in[slot].auth, &me, comm->tp_ops, ep, 1));
         } else {
@@ -569,7 +569,7 @@ static void warn_open_to_strangers(const ring_comm_t *comm, const char *bind)
     static int said;
     struct in_addr a4;
 
-    if (said || comm->auth_key.on || strcmp(bind, "::1") == 0 || strcmp(bind, "lo") == 0 ||
+    if (said || comm->auth.key.on || strcmp(bind, "::1") == 0 || strcmp(bind, "lo") == 0 ||
         strcmp(bind, "localhost") == 0 ||
         (inet_pton(AF_INET, bind, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127))
         return;
@@ -643,7 +643,7 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
         bind = "";
     warn_open_to_strangers(comm, bind);
     /* a verbs bootstrap's guard calls the right neighbour too (tp_lend.c) */
-    ring_auth_party_init(&comm->boot_party, &comm->auth_key, comm->cfg.job_id,
+    ring_auth_party_init(&comm->auth.boot_party, &comm->auth.key, comm->cfg.job_id,
                          RING_AUTH_FOR_VERBS_BOOT, comm->rank, comm->topo.right_rank);
     /* a rendezvous listened already, to publish its port */
     if (comm->listener == NULL)

@@ -47,7 +47,7 @@ int ring_dev_codec_takes(const ring_comm_t *comm, const ring_request_t *req)
 
     /* error feedback keeps its residual on the host: such requests are staged */
     return req->coll == RING_COLL_ALLREDUCE && req->dev_send && req->dev_recv &&
-           req->dtype == RING_FLOAT32 && comm->size > 1 && !comm->error_feedback &&
+           req->dtype == RING_FLOAT32 && comm->size > 1 && !comm->enc.error_feedback &&
            (wire == RING_CODEC_FP16 || wire == RING_CODEC_BF16);
 }
 

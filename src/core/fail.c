@@ -103,10 +103,10 @@ int ring_ctrl_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep, const
     if (ep == NULL || (slot->posted && !slot->req.done))
         return 0;
     ring_frame_encode(f, slot->hdr);
-    if (comm->macs != NULL)
-        (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, NULL, NULL, 0);
+    if (comm->auth.macs != NULL)
+        (void)ring_frame_macs_seal(comm->auth.macs, ep, slot->hdr, NULL, NULL, 0);
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = comm->hdr_bytes;
+    slot->req.iov[0].iov_len = comm->auth.hdr_bytes;
     slot->req.iovcnt = 1;
     /* ahead of the data this peer gives up; a CLOSE comes after all of it */
     slot->req.urgent = f->type == RING_FRAME_ABORT || f->type == RING_FRAME_WAITING;

@@ -52,20 +52,20 @@ int ring_slot_tag_ok(ring_comm_t *comm, const ring_tp_ep_t *ep, const ring_slot_
     ring_frame_t f;
     int sealed;
 
-    if (comm->macs == NULL)
+    if (comm->auth.macs == NULL)
         return 0;
-    if (slot->req.status != RING_OK || slot->req.bytes < comm->hdr_bytes ||
+    if (slot->req.status != RING_OK || slot->req.bytes < comm->auth.hdr_bytes ||
         ring_frame_decode(slot->hdr, &f) != 0)
         return -1; /* cut short or too large: it cannot be checked, so it is not believed */
-    payload = slot->req.bytes - comm->hdr_bytes;
+    payload = slot->req.bytes - comm->auth.hdr_bytes;
     if (payload > 0 && (slot->req.iovcnt < 2 || payload > slot->req.iov[1].iov_len))
         return -1;
     /* --auth encrypt: every data payload comes encrypted (the flag is under the tag);
      * it is decrypted in place here, once its tag checks */
     sealed = f.type == RING_FRAME_DATA && (f.flags & RING_FRAME_SEALED) != 0;
-    if (comm->auth_encrypt && f.type == RING_FRAME_DATA && payload > 0 && !sealed)
+    if (comm->auth.encrypt && f.type == RING_FRAME_DATA && payload > 0 && !sealed)
         return -1;
-    return ring_frame_macs_open(comm->macs, ep, slot->hdr,
+    return ring_frame_macs_open(comm->auth.macs, ep, slot->hdr,
                                 payload > 0 ? slot->req.iov[1].iov_base : NULL, payload, sealed);
 }
 
@@ -111,7 +111,7 @@ static ring_status_t frame_error(ring_comm_t *comm, ring_channel_t *ch, ring_req
     }
     if (f.type != RING_FRAME_DATA || f.channel != ch->index || f.step != sf->step ||
         f.chunk != (uint32_t)sf->chunk || f.payload_bytes != expect ||
-        slot->req.status != RING_OK || slot->req.bytes != comm->hdr_bytes + expect)
+        slot->req.status != RING_OK || slot->req.bytes != comm->auth.hdr_bytes + expect)
         return ring_comm_fail_peer(comm, req, &fault,
                                    "{peer} sent frame type %u channel %u step %u chunk %u of %u "
                                    "bytes; expected channel %d step %d chunk %d of %zu bytes",
@@ -133,13 +133,13 @@ ring_status_t ring_frame_check(ring_comm_t *comm, ring_channel_t *ch, ring_reque
         f.type == RING_FRAME_DATA && ring_frame_matches_call(req, &f) && f.channel == ch->index &&
         f.step == sf->step && f.chunk == (uint32_t)sf->chunk &&
         !(f.flags & RING_FRAME_NOTICE) &&
-        slot->req.bytes == comm->hdr_bytes + f.payload_bytes &&
+        slot->req.bytes == comm->auth.hdr_bytes + f.payload_bytes &&
         (f.payload_bytes == expect ||
          ((f.flags & RING_FRAME_LZ4) && req->wire != RING_CODEC_NONE &&
           f.payload_bytes > 0 && f.payload_bytes < expect))) {
         int tag = 0;
 
-        if (comm->macs != NULL) /* --auth frames: before a byte of it is used */
+        if (comm->auth.macs != NULL) /* --auth frames: before a byte of it is used */
             RING_TL_TIMED(comm, ch, RING_TL_MAC, f.payload_bytes,
                           tag = ring_slot_tag_ok(comm, ep, slot));
         if (tag == 0) {

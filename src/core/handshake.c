@@ -45,9 +45,9 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->chunk_bytes = comm->tune.on ? 0 : comm->cfg.chunk_bytes;
     h->transport = comm->tp_ops->kind == RING_TP_VERBS ? 2
                    : comm->tp_ops->kind == RING_TP_SHM ? 3 : 1;
-    h->codec = (uint8_t)comm->codec;
-    h->fp16_scaling = (uint8_t)comm->fp16_scaling;
-    h->auth_frames = (uint8_t)(comm->auth_encrypt ? 2 : comm->auth_frames);
+    h->codec = (uint8_t)comm->enc.codec;
+    h->fp16_scaling = (uint8_t)comm->enc.fp16_scaling;
+    h->auth_frames = (uint8_t)(comm->auth.encrypt ? 2 : comm->auth.frames);
     h->algo = comm->cfg.algo == RING_CFG_ALGO_RING ? 1 : comm->cfg.algo == RING_CFG_ALGO_RD ? 2
             : comm->cfg.algo == RING_CFG_ALGO_DIRECT ? 3 : 0;
     h->rd_max_bytes = comm->cfg.rd_max_bytes;

@@ -164,9 +164,9 @@ static ring_status_t rdzv_open_store(ring_comm_t *comm, const ring_rdzv_url_t *u
         return ring_store_file_open(url->path, cfg->job_id, cfg->rank == 0, &comm->rdzv.store);
     if (cfg->rank == 0)
         RING_CHECK(ring_store_server_start(url->host, url->port, cfg->job_id, cfg->world_size,
-                                           &comm->auth_key,
+                                           &comm->auth.key,
                                            &comm->rdzv.store_server));
-    return ring_store_tcp_open(url->host, url->port, cfg->job_id, &comm->auth_key, deadline,
+    return ring_store_tcp_open(url->host, url->port, cfg->job_id, &comm->auth.key, deadline,
                                &comm->rdzv.store);
 }
 

@@ -413,7 +413,7 @@ void ring_tl_request_end(ring_comm_t *comm, const ring_request_t *req, ring_stat
     tl_size_text(bytes, size, sizeof(size));
     snprintf(name, sizeof(name), "allreduce tensor %u %s %s%s", req->tensor_id, size,
              comm->size > 1 ? tl_codec_name(req->wire) : "local",
-             comm->lz4_mode != 0 && req->wire != RING_CODEC_NONE ? "+lz4" : "");
+             comm->enc.lz4_mode != 0 && req->wire != RING_CODEC_NONE ? "+lz4" : "");
     for (int c = 0; c < tl->req_channels && comm->tl != NULL; c++) {
         const ring_channel_t *ch = &comm->channels[c];
 

@@ -53,9 +53,9 @@ void ring_comm_tp_lend(ring_comm_t *comm, ring_tp_params_t *params)
     /* the guard's context is this peer's party: its job and rank now, the rank
      * it calls once the ring's order is known (connect.c); the other hooks need
      * none */
-    ring_auth_party_init(&comm->boot_party, &comm->auth_key, comm->cfg.job_id,
+    ring_auth_party_init(&comm->auth.boot_party, &comm->auth.key, comm->cfg.job_id,
                          RING_AUTH_FOR_VERBS_BOOT, comm->cfg.rank, RING_AUTH_NO_RANK);
-    ring_auth_guard_lend(&comm->boot_party, &params->hooks);
+    ring_auth_guard_lend(&comm->auth.boot_party, &params->hooks);
     params->hooks.foreign_bytes = lend_foreign_bytes;
     params->hooks.is_device_ptr = lend_is_device_ptr;
     params->hooks.dmabuf_fd = lend_dmabuf_fd;

@@ -6,7 +6,7 @@
 
 #include "comm_int.h"
 
-/* tp_lend.c: the hooks the transport gets in params (after comm->auth_key is loaded) */
+/* tp_lend.c: the hooks the transport gets in params (after comm->auth.key is loaded) */
 void ring_comm_tp_lend(ring_comm_t *comm, ring_tp_params_t *params);
 
 #endif /* RING_TP_LEND_H */

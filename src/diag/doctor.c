@@ -363,10 +363,10 @@ static void doctor_post_send(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t 
     ring_frame_encode(f, slot->hdr);
     /* --auth frames (and encrypt: the doctor's probes carry no training data, so
      * they are tagged, not encrypted) */
-    if (comm->macs != NULL)
-        (void)ring_frame_macs_seal(comm->macs, ep, slot->hdr, payload, NULL, bytes);
+    if (comm->auth.macs != NULL)
+        (void)ring_frame_macs_seal(comm->auth.macs, ep, slot->hdr, payload, NULL, bytes);
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = comm->hdr_bytes;
+    slot->req.iov[0].iov_len = comm->auth.hdr_bytes;
     slot->req.iov[1].iov_base = (void *)payload;
     slot->req.iov[1].iov_len = bytes;
     slot->req.iovcnt = bytes > 0 ? 2 : 1;
@@ -379,7 +379,7 @@ static void doctor_post_recv(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t 
                              size_t bytes)
 {
     slot->req.iov[0].iov_base = slot->hdr;
-    slot->req.iov[0].iov_len = comm->hdr_bytes;
+    slot->req.iov[0].iov_len = comm->auth.hdr_bytes;
     slot->req.iov[1].iov_base = payload;
     slot->req.iov[1].iov_len = bytes;
     slot->req.iovcnt = bytes > 0 ? 2 : 1;
@@ -610,7 +610,7 @@ static ring_status_t doctor_take_burst(ring_comm_t *comm, const ring_frame_t *b)
             RING_CHECK(doctor_wait_recv(comm, slot, d->recv_ep[r % nslots], comm->topo.left_rank,
                                         comm->cfg.timeout_s, "to send the rest of a burst", &f));
             if (f.step != DOC_DATA || f.round != b->round || f.chunk != r ||
-                f.payload_bytes != len || slot->req.bytes != comm->hdr_bytes + len) {
+                f.payload_bytes != len || slot->req.bytes != comm->auth.hdr_bytes + len) {
                 char expected[96];
                 snprintf(expected, sizeof(expected), "DATA seq %llu frame %u of %zu bytes",
                          (unsigned long long)b->round, r, len);
@@ -655,7 +655,7 @@ static ring_status_t doctor_receive(ring_comm_t *comm, int expect, double first_
             RING_CHECK(doctor_reply(comm, DOC_PONG, f.round, 0));
         } else if (f.step == DOC_BURST) {
             RING_CHECK(doctor_take_burst(comm, &f));
-        } else if (f.step == expect && d->ctl.req.bytes == comm->hdr_bytes + d->vec_bytes &&
+        } else if (f.step == expect && d->ctl.req.bytes == comm->auth.hdr_bytes + d->vec_bytes &&
                    f.count == (uint64_t)comm->size) {
             return RING_OK;
         } else {
