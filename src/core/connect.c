@@ -11,7 +11,6 @@
  */
 #include "ring_build.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include "handshake.h"
 #include "le.h"
 #include "log.h"
+#include "one_host.h"
 #include "rendezvous.h"
 #include "verbs_record.h"
 
@@ -567,11 +567,8 @@ static ring_status_t connect_timeout_error(connect_state_t *cs)
 static void warn_open_to_strangers(const ring_comm_t *comm, const char *bind)
 {
     static int said;
-    struct in_addr a4;
 
-    if (said || comm->auth.key.on || strcmp(bind, "::1") == 0 || strcmp(bind, "lo") == 0 ||
-        strcmp(bind, "localhost") == 0 ||
-        (inet_pton(AF_INET, bind, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127))
+    if (said || comm->auth.key.on || ring_bind_is_loopback(bind))
         return;
     said = 1;
     fprintf(stderr, "ringd[rank %d]: listening on %s without a secret: anyone who can reach "
@@ -639,7 +636,7 @@ ring_status_t ring_connect_ring(ring_comm_t *comm)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory connecting the ring");
     cs->comm = comm;
     cs->culprit = -1;
-    if (strcmp(bind, "*") == 0)
+    if (ring_bind_is_any(bind))
         bind = "";
     warn_open_to_strangers(comm, bind);
     /* a verbs bootstrap's guard calls the right neighbour too (tp_lend.c) */

@@ -61,7 +61,7 @@ static int rdzv_store_is_loopback(const ring_rdzv_url_t *url)
  * default rule's address from the start: its peers are on several hosts as a rule). */
 static int rdzv_loopback_first(const ring_config_t *cfg, const ring_rdzv_url_t *url)
 {
-    return url->kind == RING_RDZV_FILE && (cfg->bind[0] == '\0' || strcmp(cfg->bind, "*") == 0) &&
+    return url->kind == RING_RDZV_FILE && (cfg->bind[0] == '\0' || ring_bind_is_any(cfg->bind)) &&
            cfg->iface[0] == '\0';
 }
 
@@ -78,7 +78,7 @@ static ring_status_t rdzv_listen(ring_comm_t *comm, const ring_rdzv_url_t *url,
     int n = 0, lo = 0, hi = 0;
     ring_status_t st = RING_ERR_IO;
 
-    if (cfg->bind[0] != '\0' && strcmp(cfg->bind, "*") != 0) {
+    if (cfg->bind[0] != '\0' && !ring_bind_is_any(cfg->bind)) {
         char spec[RING_CONFIG_STR_MAX + 2];
         snprintf(spec, sizeof(spec), "=%s", cfg->bind);
         /* an interface name stands for its addresses, anything else for itself */
