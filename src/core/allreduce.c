@@ -444,8 +444,7 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (f.type == RING_FRAME_ABORT && !comm->open_done && (f.channel & RING_ABORT_AFTER_OPEN)) {
         /* the right neighbour is past the set-up: what it owed this peer's is on its
          * way (the other connection); fail once the set-up is over */
-        comm->fail.abort_deferred = f;
-        comm->fail.abort_deferred_valid = 1;
+        ring_comm_defer_abort(comm, &f);
         return RING_OK;
     }
     if (f.type == RING_FRAME_DATA && (f.flags & RING_FRAME_NOTICE) &&

@@ -114,6 +114,12 @@ int ring_ctrl_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep, const
     return 1;
 }
 
+void ring_comm_defer_abort(ring_comm_t *comm, const ring_frame_t *f)
+{
+    comm->fail.abort_deferred = *f;
+    comm->fail.abort_deferred_valid = 1;
+}
+
 void ring_abort_flush(ring_comm_t *comm)
 {
     double until = ring_now() + NOTICE_LINGER_S;

@@ -35,6 +35,9 @@ void ring_ctrl_fill(const ring_comm_t *comm, const ring_request_t *req, ring_fra
 int ring_ctrl_post(ring_comm_t *comm, ring_slot_t *slot, ring_tp_ep_t *ep, const ring_frame_t *f);
 /* Give the ABORTs posted on abort_left/abort_right a moment (0.2 s) to leave. */
 void ring_abort_flush(ring_comm_t *comm);
+/* An ABORT of a user's call that came during the set-up: kept, and applied
+ * once the set-up is over (comm_open.c: the first call fails with it). */
+void ring_comm_defer_abort(ring_comm_t *comm, const ring_frame_t *f);
 const char *ring_rank_addr(const ring_comm_t *comm, int rank, char *buf, size_t len);
 ring_request_t *ring_comm_active_request(ring_comm_t *comm);
 int ring_comm_current_step(const ring_comm_t *comm);
