@@ -51,13 +51,10 @@
 #include "algo.h"
 #include "auth.h"
 #include "clock.h"
-#include "codec_pipeline.h"
 #include "direct.h"
 #include "direct_int.h"
-#include "fail.h"
 #include "log.h"
 #include "reduce.h"
-#include "timeline.h"
 
 #define DIRECT_NAME_BYTES 48
 #define DIRECT_WAIT_MS 1 /* a waiting peer looks at the boards at least this often */

@@ -2,7 +2,6 @@
 #ifndef RING_DIRECT_H
 #define RING_DIRECT_H
 
-#include "comm_int.h"
 
 /*
  * After the ring is up, with --algo direct or auto, when every peer runs on

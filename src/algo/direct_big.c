@@ -20,10 +20,10 @@
 
 #include <string.h>
 
+#include "algo.h"
 #include "clock.h"
 #include "direct_int.h"
 #include "reduce.h"
-#include "timeline.h"
 
 /* Our slice of a piece of n floats: [lo, hi), cut at 64-byte boundaries. */
 static void slice_of(const ring_comm_t *comm, size_t n, size_t *lo, size_t *hi)

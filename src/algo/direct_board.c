@@ -20,10 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "clock.h"
-#include "collectives.h"
 #include "direct_int.h"
-#include "fail.h"
 
 /* looks at the counters before a sleep: a few microseconds (one reads N lines) */
 #define DIRECT_SLEEP_LOOKS 64

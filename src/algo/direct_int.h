@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm_int.h"
 
 #define DIRECT_MAGIC 0x52444932u /* "RDI2" */
 #define DIRECT_WHY_BYTES 1024 /* comm->fail.error_msg */

@@ -24,9 +24,6 @@
 #include <string.h>
 
 #include "algo.h"
-#include "allreduce.h"
-#include "comm_int.h"
-#include "fail.h"
 #include "hier.h"
 #include "log.h"
 #include "subcomm.h"

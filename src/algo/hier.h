@@ -2,7 +2,7 @@
 #ifndef RING_HIER_H
 #define RING_HIER_H
 
-#include "comm_int.h"
+#include "algo.h"
 #include "subcomm.h"
 
 /*

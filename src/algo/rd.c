@@ -38,12 +38,7 @@
 #include <string.h>
 
 #include "algo.h"
-#include "allreduce.h"
 #include "clock.h"
-#include "codec_pipeline.h"
-#include "collectives.h"
-#include "comm_int.h"
-#include "fail.h"
 #include "log.h"
 #include "rd.h"
 #include "reduce.h"

@@ -2,7 +2,7 @@
 #ifndef RING_RD_H
 #define RING_RD_H
 
-#include "comm_int.h"
+#include "algo.h"
 #include "subcomm.h"
 
 /*

@@ -28,8 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "algo.h"
 #include "clock.h"
-#include "comm_int.h"
 #include "log.h"
 #include "rd.h"
 

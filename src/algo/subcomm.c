@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fail.h"
+#include "algo.h"
 #include "log.h"
 #include "subcomm.h"
 #include "transport.h"

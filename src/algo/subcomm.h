@@ -8,7 +8,6 @@
 #ifndef RING_SUBCOMM_H
 #define RING_SUBCOMM_H
 
-#include "comm_int.h"
 
 typedef ring_status_t (*ring_sub_open_fn)(const ring_config_t *cfg, ring_comm_t **comm_p);
 typedef void (*ring_sub_close_fn)(ring_comm_t *comm);

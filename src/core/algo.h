@@ -1,10 +1,12 @@
 /*
  * algo.h - the table through which the engine runs an algorithm other than the
  * ring (src/algo: hier.c, direct.c, rd.c), and what such an algorithm may call on the
- * engine: it includes the engine modules' headers it needs (fail.h to fail
- * naming a peer, allreduce.h to progress, collectives.h, codec_pipeline.h's
- * ring_enc_wire, timeline.h's spans) and nothing reaches back up by name:
- * src/comm_open.c installs the tables in comm->algo.ops.
+ * engine: the engine modules' headers it includes (fail.h to fail naming a
+ * peer, allreduce.h to progress, collectives.h, codec_pipeline.h's
+ * ring_enc_wire, requests.h, timeline.h's spans). A file in src/algo includes
+ * no other header of src/core (tools/dev/check-layers.py checks it), and
+ * nothing reaches back up by name: src/comm_open.c installs the tables in
+ * comm->algo.ops.
  */
 #ifndef RING_ALGO_H
 #define RING_ALGO_H
@@ -15,6 +17,7 @@
 #include "collectives.h"
 #include "codec_pipeline.h"
 #include "requests.h"
+#include "timeline.h"
 
 /* An algorithm other than the ring, run over sub-communicators (hier.c, rd.c);
  * the engine calls it through comm->algo.ops (it sits above the engine, which
