@@ -8,7 +8,7 @@
 #                              AddressSanitizer + UBSan, a clang -Werror build that is
 #                              also the fuzzing build (tests/fuzz, FUZZ_SECONDS each), and
 #                              make distcheck with CUDA and verbs off; the verbs suite
-#                              in a QEMU guest (tests/verbs.test) runs in the gcc pass only
+#                              in a QEMU guest (tests/lab/verbs.test) runs in the gcc pass only
 #
 # Environment: JOBS (make -j, default: number of cores), BUILD_ROOT (default:
 # ./_build), SKIP_APT=1 (do not call apt-get), SKIP_ASAN=1, SKIP_CLANG=1,
@@ -36,21 +36,21 @@ packages=(
     build-essential autoconf automake libtool pkg-config liblz4-dev zlib1g-dev libjansson-dev
     libibverbs-dev libopenblas-dev libssl-dev dataset-fashion-mnist clang libclang-rt-14-dev
     # what the tests call: ip, unshare, flock, pgrep (tools/lab/netns-lab.sh and others),
-    # python3 and iperf3 for tests/netns-lab.test (it skips its rate-cap check
+    # python3 and iperf3 for tests/lab/netns-lab.test (it skips its rate-cap check
     # without iperf3)
     iproute2 util-linux procps python3 iperf3
-    # tests/man.test renders the man pages with man -l
+    # tests/scripts/man.test renders the man pages with man -l
     man-db
-    # tests/verbs.test: a QEMU guest with Soft-RoCE (see tools/lab/rxe-vm)
+    # tests/lab/verbs.test: a QEMU guest with Soft-RoCE (see tools/lab/rxe-vm)
     qemu-system-x86 busybox-static cpio kmod xz-utils ibverbs-providers librdmacm1
     ibverbs-utils perftest rdmacm-utils
-    # tests/launchers.test: mpirun, and a private Slurm started by tools/lab/slurm-lab.sh
+    # tests/lab/launchers.test: mpirun, and a private Slurm started by tools/lab/slurm-lab.sh
     openmpi-bin munge slurmctld slurmd slurm-client
     # the Python package and tests/python (for /usr/bin/python3); numpy and matplotlib
     # for tools/experiments/ring-analyze (the experiments' tables and plots: ring-exp.test,
     # saturation.test, sweep.test, analysis-*.test)
     python3-numpy python3-torch python3-dev python3-matplotlib
-    # tests/pip-install.test and the torch 2.x matrix: venvs, and a clean copy by git
+    # tests/scripts/pip-install.test and the torch 2.x matrix: venvs, and a clean copy by git
     python3-venv git
 )
 
@@ -135,7 +135,7 @@ fi
 status=0
 configure_build "$build_root/gcc" --enable-werror || status=1
 [ $status = 0 ] && run_suite "gcc -Werror" "$build_root/gcc"
-# tests/verbs.test boots a QEMU guest (a few minutes under TCG), and the pip tests build
+# tests/lab/verbs.test boots a QEMU guest (a few minutes under TCG), and the pip tests build
 # ringd in venvs: once, in the gcc pass
 export RING_SKIP_VM=1 RING_SKIP_PIP=1
 

@@ -10,7 +10,7 @@
 #define RINGD_STATUS_H
 
 /* What libringd exports: the declarations marked RING_API, nothing else (the
- * library is built with -fvisibility=hidden; tests/exports.test checks it). */
+ * library is built with -fvisibility=hidden; tests/scripts/exports.test checks it). */
 #if defined(__GNUC__) && !defined(RING_API)
 #define RING_API __attribute__((visibility("default")))
 #elif !defined(RING_API)

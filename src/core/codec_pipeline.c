@@ -16,7 +16,7 @@
  * is clamped to -100..100 (ENC_EXP_LIMIT): chunks bounded below 2^-86 keep the
  * scale 2^-100, where fp16's subnormal step is 2^-124 (partial sums up to
  * 2^-125 encode as 0), and a partial sum from 65520 * 2^100 is inf (reported
- * as non-finite). docs/codec.md states the bound; tests/t-codec-range.c.
+ * as non-finite). docs/codec.md states the bound; tests/ring/t-codec-range.c.
  * Optional: lz4 on each encoded chunk (sent raw when it does not shrink),
  * and error feedback (what this peer's encodings lost is added to its next
  * contribution to the same tensor).

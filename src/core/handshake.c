@@ -15,7 +15,7 @@
 
 /* Over every setting, those the hello carries too, but not the peer list's
  * hash: that is compared on its own (and a test's proxy may stand in for a
- * peer in one list, tests/t-auth-splice.c). */
+ * peer in one list, tests/ring/t-auth-splice.c). */
 static uint64_t handshake_settings_hash(const ring_hello_t *h)
 {
     uint64_t v = RING_HASH_INIT;

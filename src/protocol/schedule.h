@@ -1,6 +1,6 @@
 /*
  * schedule.h - the ring schedule as pure functions: which part of the buffer
- * goes where at each step. No I/O; tested exhaustively in tests/t-sched.c.
+ * goes where at each step. No I/O; tested exhaustively in tests/unit/t-sched.c.
  *
  * A channel's elements are split into N segments (block distribution: the
  * lengths differ by at most one aligned block) and every segment into the

@@ -207,7 +207,7 @@ def codec_checks(t, ringd, np, codec):
 def fp16_range_checks(t, ringd, np, world):
     """What --fp16-scaling promises (README, docs/codec.md): sums within about 4.8e-35..8.3e34
     keep fp16 precision (the scale is clamped to 2^-100..2^100); a larger finite sum reports
-    NONFINITE. Below 4.8e-35, where the clamp leaves steps of 2^-124: tests/t-codec-range.c."""
+    NONFINITE. Below 4.8e-35, where the clamp leaves steps of 2^-124: tests/ring/t-codec-range.c."""
     for big in (1e34, 1e-30):
         x = np.full(1000, big / world, np.float32)
         ringd.allreduce(x)

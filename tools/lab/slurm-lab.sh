@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # slurm-lab.sh - a throw-away single-node Slurm on localhost (munged + slurmctld
-# + slurmd), for tests that need a real `srun -n N` (tests/launchers.test).
+# + slurmd), for tests that need a real `srun -n N` (tests/lab/launchers.test).
 #
 #   eval "$(tools/lab/slurm-lab.sh start)"   # start; prints export SLURM_LAB_DIR=... SLURM_CONF=...
 #   tools/lab/slurm-lab.sh run -- -n 4 CMD   # srun -n 4 CMD on that cluster, under timeout

@@ -10,7 +10,7 @@
 # Each --share DIR is mounted read-write at the same path (needed for
 # anything under /tmp, which is a fresh tmpfs in the guest).  COMMAND's
 # stdout/stderr are streamed to this script's stdout/stderr.
-# Adapted from the team's measured recipe (rdma-lab); tests/verbs.test uses it.
+# Adapted from the team's measured recipe (rdma-lab); tests/lab/verbs.test uses it.
 #
 # Options:
 #   --share DIR      share DIR read-write at the same path (repeatable; a DIR
