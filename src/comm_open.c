@@ -93,7 +93,8 @@ static ring_status_t comm_place(ring_comm_t *comm)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
     if (comm->cfg.ring_order == RING_CFG_ORDER_RANK)
         ring_order_by_rank(comm->size, comm->topo.order);
-    else if (ring_order_by_host((const char *const *)comm->topo.hosts, comm->size, comm->topo.order) != 0)
+    else if (ring_order_by_host((const char *const *)comm->topo.hosts, comm->size,
+                                comm->topo.order) != 0)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", comm->size);
     for (int p = 0; p < comm->size; p++)
         if (comm->topo.order[p] == comm->rank)
@@ -102,8 +103,10 @@ static ring_status_t comm_place(ring_comm_t *comm)
     comm->topo.right_rank = comm->topo.order[(comm->topo.pos + 1) % comm->size];
     ring_order_describe((const char *const *)comm->topo.hosts, comm->topo.order, comm->size,
                         comm->topo.order_desc, sizeof(comm->topo.order_desc));
-    ring_peer_format(&comm->topo.peers[comm->topo.left_rank], comm->topo.left_addr, sizeof(comm->topo.left_addr));
-    ring_peer_format(&comm->topo.peers[comm->topo.right_rank], comm->topo.right_addr, sizeof(comm->topo.right_addr));
+    ring_peer_format(&comm->topo.peers[comm->topo.left_rank], comm->topo.left_addr,
+                     sizeof(comm->topo.left_addr));
+    ring_peer_format(&comm->topo.peers[comm->topo.right_rank], comm->topo.right_addr,
+                     sizeof(comm->topo.right_addr));
     ring_log(RING_LOG_INFO, "ring order (%s): %s",
              comm->cfg.ring_order == RING_CFG_ORDER_RANK ? "rank" : "host", comm->topo.order_desc);
     return RING_OK;
@@ -193,7 +196,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         comm->channels[c].stage = malloc(RING_WINDOW * comm->cfg.chunk_bytes);
         if (comm->auth.encrypt)
             comm->channels[c].cipher = malloc(RING_WINDOW * comm->cfg.chunk_bytes);
-        if (comm->channels[c].stage == NULL || (comm->auth.encrypt && comm->channels[c].cipher == NULL))
+        if (comm->channels[c].stage == NULL ||
+            (comm->auth.encrypt && comm->channels[c].cipher == NULL))
             return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d staging chunks of %zu "
                                   "bytes", RING_WINDOW, comm->cfg.chunk_bytes);
     }

@@ -76,7 +76,8 @@ static int one_host(const ring_comm_t *comm, char *why, size_t len)
     for (int r = 1; r < comm->size; r++)
         if (comm->topo.hosts == NULL || strcmp(comm->topo.hosts[r], comm->topo.hosts[0]) != 0) {
             snprintf(why, len, "rank %d runs on %s, rank 0 on %s", r,
-                     comm->topo.hosts ? comm->topo.hosts[r] : "?", comm->topo.hosts ? comm->topo.hosts[0] : "?");
+                     comm->topo.hosts ? comm->topo.hosts[r] : "?",
+                     comm->topo.hosts ? comm->topo.hosts[0] : "?");
             return 0;
         }
     return 1;
@@ -408,8 +409,11 @@ static void direct_on_fail(ring_comm_t *comm)
     b->culprit = comm->fail.error_culprit;
     b->other = (direct_call_t){
         .rank = comm->fail.error == RING_ERR_MISMATCH ? comm->fail.mismatch.rank : -1,
-        .coll = (uint32_t)comm->fail.mismatch.coll, .tensor_id = comm->fail.mismatch.tensor_id,
-        .dtype = comm->fail.mismatch.dtype, .op = comm->fail.mismatch.op, .count = comm->fail.mismatch.count};
+        .coll = (uint32_t)comm->fail.mismatch.coll,
+        .tensor_id = comm->fail.mismatch.tensor_id,
+        .dtype = comm->fail.mismatch.dtype,
+        .op = comm->fail.mismatch.op,
+        .count = comm->fail.mismatch.count};
     b->own = (direct_call_t){.rank = req != NULL ? comm->rank : -1};
     if (req != NULL) {
         b->own.coll = (uint32_t)req->coll;

@@ -339,7 +339,8 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
         return ring_comm_fail_from_frame(comm, &f, other);
     }
     if (culprit < 0)
-        return ring_sub_fail(comm, &rd_owner, pair, pc->fail.error != RING_OK ? pc->fail.error : RING_ERR_REMOTE);
+        return ring_sub_fail(comm, &rd_owner, pair,
+                             pc->fail.error != RING_OK ? pc->fail.error : RING_ERR_REMOTE);
     return ring_comm_fail_peer(comm, comm->algo.rd->req,
                                &(ring_fault_t){.status = pc->fail.error, .culprit = culprit,
                                                .step = -1},
@@ -364,7 +365,8 @@ static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
 
     if (comm->fail.error != RING_OK)
         return comm->fail.error; /* the pair's failure already failed the ring */
-    if (pc->fail.error != RING_ERR_MISMATCH || pc->fail.mismatch.rank < 0 || pc->fail.mismatch.rank > 1 ||
+    if (pc->fail.error != RING_ERR_MISMATCH || pc->fail.mismatch.rank < 0 ||
+        pc->fail.mismatch.rank > 1 ||
         pc->fail.mismatch.coll != (kind == RD_SWAP ? RING_COLL_ALLGATHER : RING_COLL_BROADCAST))
         return rd_pair_left(comm, pair);
     peer = pair->members[pc->fail.mismatch.rank];

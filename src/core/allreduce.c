@@ -435,8 +435,8 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
     if (ring_frame_decode(ch->back.hdr, &f) != 0 ||
         ring_slot_tag_ok(comm, ch->right[0], &ch->back) != 0) {
         if (comm->auth.macs != NULL)
-            return ring_comm_fail_tag(comm, req, ring_comm_current_step(comm), comm->topo.right_rank,
-                                      "a notice on the back channel");
+            return ring_comm_fail_tag(comm, req, ring_comm_current_step(comm),
+                                      comm->topo.right_rank, "a notice on the back channel");
         ring_fault_t fault = {.status = RING_ERR_PROTOCOL, .culprit = comm->topo.right_rank,
                               .step = ring_comm_current_step(comm)};
         return ring_comm_fail_peer(comm, req, &fault, "{peer} sent garbage on its back channel");
@@ -464,7 +464,8 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
         return status;
     }
     if (pending)
-        return ring_comm_fail_closed(comm, req, ring_comm_current_step(comm), comm->topo.right_rank);
+        return ring_comm_fail_closed(comm, req, ring_comm_current_step(comm),
+                                     comm->topo.right_rank);
     return RING_OK;
 }
 
@@ -514,7 +515,8 @@ static ring_status_t probe_read_answers(ring_comm_t *comm, ring_request_t *req)
                     continue;
                 slot->posted = 0;
                 if (broken)
-                    return ring_comm_fail_link(comm, req, step, comm->topo.left_rank, ep, &slot->req);
+                    return ring_comm_fail_link(comm, req, step, comm->topo.left_rank, ep,
+                                               &slot->req);
                 if (slot->req.bytes < RING_FRAME_BYTES || ring_frame_decode(slot->hdr, &f) != 0)
                     continue;
                 if (f.type != RING_FRAME_DATA && ring_slot_tag_ok(comm, ep, slot) != 0)
@@ -559,7 +561,8 @@ int ring_comm_progress(ring_comm_t *comm)
         request_begin(comm, req);
         moved++;
     }
-    if (comm->fail.error != RING_OK || check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
+    if (comm->fail.error != RING_OK ||
+        check_back_channel(comm, ring_comm_active_request(comm)) != RING_OK)
         goto failed;
     if (comm->fail.timeout_probe_deadline != 0) {
         if (probe_read_answers(comm, ring_comm_active_request(comm)) != RING_OK ||

@@ -129,7 +129,8 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
     ch->tx_slots = want;
     /* registration only saves a copy: a failure is logged and sends are copied */
     if (comm->tp_ops->reg_mem(comm->tp, ch->tx, want * chunk) != RING_OK ||
-        (comm->enc.lz4_mode != 0 && comm->tp_ops->reg_mem(comm->tp, ch->zbuf, want * ch->zcap) != RING_OK))
+        (comm->enc.lz4_mode != 0 &&
+         comm->tp_ops->reg_mem(comm->tp, ch->zbuf, want * ch->zcap) != RING_OK))
         ring_log(RING_LOG_DEBUG, "%s", ring_last_error());
     return RING_OK;
 }

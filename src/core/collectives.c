@@ -153,8 +153,8 @@ ring_status_t ring_barrier_start(ring_comm_t *comm, ring_request_t **req_p)
 {
     RING_CHECK(check_comm("ring_barrier_start", comm, req_p));
     /* every barrier may use the same bytes: requests run one after the other */
-    return ring_allgather_start(comm, comm->coll.barrier_bytes + comm->rank, comm->coll.barrier_bytes, 1,
-                                RING_BARRIER_TENSOR_ID, req_p);
+    return ring_allgather_start(comm, comm->coll.barrier_bytes + comm->rank,
+                                comm->coll.barrier_bytes, 1, RING_BARRIER_TENSOR_ID, req_p);
 }
 
 /* (the request pointer is read after the start call, never as its sibling argument) */

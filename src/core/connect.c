@@ -152,7 +152,8 @@ static ring_status_t connect_right_moved(ring_comm_t *comm, int *moved)
     if (!*moved)
         return RING_OK;
     snprintf(was, sizeof(was), "%s", comm->topo.right_addr);
-    ring_peer_format(&comm->topo.peers[comm->topo.right_rank], comm->topo.right_addr, sizeof(comm->topo.right_addr));
+    ring_peer_format(&comm->topo.peers[comm->topo.right_rank], comm->topo.right_addr,
+                     sizeof(comm->topo.right_addr));
     ring_log(RING_LOG_WARN, "rank %d's rendezvous record changed from %s to %s (the first was "
              "an earlier run's: give each run its own --job-id)", comm->topo.right_rank, was,
              comm->topo.right_addr);
@@ -282,7 +283,8 @@ static ring_status_t connect_out_progress(connect_state_t *cs, int i, double now
     }
     if (st != RING_OK) /* an earlier run's address, now another job's port? */
         return connect_stranger(cs, hc, now, st);
-    if (comm->auth.macs != NULL) /* --auth frames, encrypt: this connection's keys, from its handshake */
+    /* --auth frames, encrypt: this connection's keys, from its handshake */
+    if (comm->auth.macs != NULL)
         RING_CHECK(ring_frame_macs_attach(comm->auth.macs, hc->ep, &hc->auth.hs, 1));
     ring_auth_hs_wipe(&hc->auth.hs);
     comm->channels[i / comm->nstreams].right[i % comm->nstreams] = hc->ep;
@@ -419,7 +421,8 @@ static ring_status_t connect_in_progress(connect_state_t *cs, int i, double now)
         connect_flush_reply(comm, hc);
         return status;
     }
-    if (comm->auth.macs != NULL) /* --auth frames, encrypt: this connection's keys, from its handshake */
+    /* --auth frames, encrypt: this connection's keys, from its handshake */
+    if (comm->auth.macs != NULL)
         RING_CHECK(ring_frame_macs_attach(comm->auth.macs, hc->ep, &hc->auth.hs, 0));
     ring_auth_hs_wipe(&hc->auth.hs);
     ch = &comm->channels[theirs.channel];
@@ -536,8 +539,8 @@ static ring_status_t connect_timeout_error(connect_state_t *cs)
                               "start-up: timed out after %g s connecting to rank %d (%s): "
                               "authentication failed %d time(s), last: %s; does every peer "
                               "have the same --secret-file (RING_SECRET_FILE)?",
-                              comm->cfg.connect_timeout_s, comm->topo.right_rank, comm->topo.right_addr,
-                              cs->auth_failed_out, cs->auth_why);
+                              comm->cfg.connect_timeout_s, comm->topo.right_rank,
+                              comm->topo.right_addr, cs->auth_failed_out, cs->auth_why);
     if (cs->nout >= total && cs->auth_failed_in > 0)
         return ring_error_set(RING_ERR_TIMED_OUT,
                               "start-up: timed out after %g s waiting for rank %d (%s) to connect "
@@ -547,14 +550,14 @@ static ring_status_t connect_timeout_error(connect_state_t *cs)
                               comm->topo.left_rank, comm->topo.left_addr, cs->accepted, total,
                               cs->auth_failed_in, cs->auth_why);
     if (cs->nout < total)
-        return ring_error_set(RING_ERR_TIMED_OUT,
-                              "start-up: timed out after %g s connecting to rank %d (%s): %s; is "
-                              "rank %d running, and is that its address in RING_PEERS?",
-                              comm->cfg.connect_timeout_s, comm->topo.right_rank, comm->topo.right_addr,
-                              cs->last_refusal == RING_OK
-                                  ? "no answer"
-                                  : ring_tp_cause(cs->last_refusal, cs->last_errno),
-                              comm->topo.right_rank);
+        return ring_error_set(
+            RING_ERR_TIMED_OUT,
+            "start-up: timed out after %g s connecting to rank %d (%s): %s; is "
+            "rank %d running, and is that its address in RING_PEERS?",
+            comm->cfg.connect_timeout_s, comm->topo.right_rank, comm->topo.right_addr,
+            cs->last_refusal == RING_OK ? "no answer"
+                                        : ring_tp_cause(cs->last_refusal, cs->last_errno),
+            comm->topo.right_rank);
     return ring_error_set(RING_ERR_TIMED_OUT,
                           "start-up: timed out after %g s waiting for rank %d (%s) to connect "
                           "(%d of %d connections arrived); is rank %d running with the same "
@@ -592,7 +595,8 @@ static void connect_tell_mismatch(connect_state_t *cs, double deadline)
     ring_comm_t *comm = cs->comm;
     int total = comm->nchannels * comm->nstreams;
     double now = ring_now(), until = now + RING_TELL_LINGER_S;
-    int told_left = comm->topo.left_rank == cs->culprit, told_right = comm->topo.right_rank == cs->culprit;
+    int told_left = comm->topo.left_rank == cs->culprit,
+        told_right = comm->topo.right_rank == cs->culprit;
     ring_frame_t f;
 
     if (until > deadline)
@@ -614,7 +618,8 @@ static void connect_tell_mismatch(connect_state_t *cs, double deadline)
             told_left = connect_in_progress(cs, i, now) == RING_ERR_MISMATCH;
         /* once all its connections are up (a neighbour reads frames only then) */
         if (!told_right && cs->nout == total)
-            told_right = ring_ctrl_post(comm, &comm->fail.abort_right, comm->channels[0].right[0], &f);
+            told_right =
+                ring_ctrl_post(comm, &comm->fail.abort_right, comm->channels[0].right[0], &f);
         if (!told_left && cs->accepted == total && replies_sent(cs))
             told_left = ring_ctrl_post(comm, &comm->fail.abort_left, comm->channels[0].left[0], &f);
         comm->tp_ops->wait(comm->tp, 10);

@@ -125,8 +125,9 @@ void ring_abort_flush(ring_comm_t *comm)
     double until = ring_now() + NOTICE_LINGER_S;
 
     /* best effort: give the notices a moment to leave, never wait for a dead peer */
-    while (ring_now() < until && ((comm->fail.abort_right.posted && !comm->fail.abort_right.req.done) ||
-                                  (comm->fail.abort_left.posted && !comm->fail.abort_left.req.done))) {
+    while (ring_now() < until &&
+           ((comm->fail.abort_right.posted && !comm->fail.abort_right.req.done) ||
+            (comm->fail.abort_left.posted && !comm->fail.abort_left.req.done))) {
         if (comm->tp_ops->progress(comm->tp) == 0)
             comm->tp_ops->wait(comm->tp, 5);
     }

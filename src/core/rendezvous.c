@@ -409,17 +409,20 @@ ring_status_t ring_rendezvous_refresh(ring_comm_t *comm, int rank, int *changed)
     /* a record that is missing, unreadable or of other settings: keep what we
      * have, and leave the thread's last error alone (the caller's may be set) */
     st = store->ops->get(store, key, text, RDZV_RECORD_MAX, ring_now());
-    if (st == RING_OK && ring_rdzv_record_parse(text, &rec, why, sizeof(why)) == 0 && rec.world == comm->size &&
-        strcmp(rec.transport, comm->tp_ops->name) == 0 &&
+    if (st == RING_OK && ring_rdzv_record_parse(text, &rec, why, sizeof(why)) == 0 &&
+        rec.world == comm->size && strcmp(rec.transport, comm->tp_ops->name) == 0 &&
         (pick = rdzv_pick(&rec, comm->rdzv.all_local)) != NULL &&
-        (rec.port != comm->topo.peers[rank].port || strcmp(pick, comm->topo.peers[rank].host) != 0)) {
+        (rec.port != comm->topo.peers[rank].port ||
+         strcmp(pick, comm->topo.peers[rank].host) != 0)) {
         if (strcmp(rec.group, comm->topo.hosts[rank]) != 0) {
             free(text);
-            return ring_error_set(RING_ERR_MISMATCH, "rendezvous %s: rank %d's record changed "
+            return ring_error_set(RING_ERR_MISMATCH,
+                                  "rendezvous %s: rank %d's record changed "
                                   "from host %s to %s after this peer read it: one of them is "
                                   "from an earlier run of job '%s' (a crashed run leaves its "
                                   "files): give each run its own --job-id, or empty the "
-                                  "directory", store->where, rank, comm->topo.hosts[rank], rec.group,
+                                  "directory",
+                                  store->where, rank, comm->topo.hosts[rank], rec.group,
                                   comm->cfg.job_id);
         }
         snprintf(comm->topo.peers[rank].host, sizeof(comm->topo.peers[rank].host), "%s", pick);

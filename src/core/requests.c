@@ -159,7 +159,8 @@ static ring_status_t request_error(const ring_request_t *req)
                               "round %llu (tensor id %u): the inputs of at least one peer hold "
                               "inf or NaN, or a sum overflowed%s; the result is not finite",
                               (unsigned long long)req->round, req->tensor_id,
-                              req->comm->enc.codec == RING_CODEC_FP16 && !req->comm->enc.fp16_scaling
+                              req->comm->enc.codec == RING_CODEC_FP16 &&
+                                      !req->comm->enc.fp16_scaling
                                   ? " (fp16 without scaling overflows above 65504: try "
                                     "--fp16-scaling on)"
                                   : "");

@@ -439,8 +439,8 @@ static ring_status_t doctor_burst(ring_comm_t *comm, size_t bytes, double *secs_
     RING_CHECK(doctor_answer(comm, DOC_ACK, seq, "to acknowledge a burst"));
     *secs_p = ring_now() - t0;
     for (uint32_t w = 0; w < nslots; w++)
-        RING_CHECK(doctor_wait_send(comm, data_slot(comm, 1, w), d->send_ep[w], comm->topo.right_rank,
-                                    "to take the burst's data"));
+        RING_CHECK(doctor_wait_send(comm, data_slot(comm, 1, w), d->send_ep[w],
+                                    comm->topo.right_rank, "to take the burst's data"));
     return doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->topo.right_rank,
                             "to take a burst");
 }
@@ -473,8 +473,8 @@ static ring_status_t doctor_pings(ring_comm_t *comm)
         doctor_post_send(comm, &d->out, comm->channels[0].right[0], &f, NULL, 0);
         RING_CHECK(doctor_answer(comm, DOC_PONG, d->seq, "to answer a ping"));
         rtt = ring_now() - t0;
-        RING_CHECK(doctor_wait_send(comm, &d->out, comm->channels[0].right[0], comm->topo.right_rank,
-                                    "to take a ping"));
+        RING_CHECK(doctor_wait_send(comm, &d->out, comm->channels[0].right[0],
+                                    comm->topo.right_rank, "to take a ping"));
         if (d->nrtt < DOCTOR_LAPS * DOCTOR_PINGS)
             d->rtt[d->nrtt++] = rtt;
         if (d->nrtt == 1 || rtt < d->rtt_min)
@@ -718,8 +718,10 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
         return ring_error_set(RING_ERR_INVALID, "ring doctor: bursts of %zu bytes; it takes "
                               "4 KiB to 64 GiB", bytes);
     if (comm->requests.count > 0)
-        return ring_error_set(RING_ERR_INVALID, "ring doctor: %u allreduces started and not "
-                              "waited for; the doctor runs between allreduces", comm->requests.count);
+        return ring_error_set(RING_ERR_INVALID,
+                              "ring doctor: %u allreduces started and not "
+                              "waited for; the doctor runs between allreduces",
+                              comm->requests.count);
     if (comm->size == 1) {
         memset(edges, 0, sizeof(*edges));
         ring_doctor_names(comm, 0, edges[0].from_host, edges[0].from_addr);

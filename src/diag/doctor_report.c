@@ -22,7 +22,8 @@ static int cmp_double(const void *a, const void *b)
 
 void ring_doctor_names(const ring_comm_t *comm, int rank, char *host, char *addr)
 {
-    snprintf(host, RING_DOCTOR_NAME_MAX, "%s", comm->topo.hosts != NULL ? comm->topo.hosts[rank] : "?");
+    snprintf(host, RING_DOCTOR_NAME_MAX, "%s",
+             comm->topo.hosts != NULL ? comm->topo.hosts[rank] : "?");
     if (comm->topo.peers != NULL)
         ring_peer_format(&comm->topo.peers[rank], addr, RING_DOCTOR_NAME_MAX);
     else

@@ -64,7 +64,8 @@ typedef enum ring_frame_type {
     RING_FRAME_DATA = 1,
     RING_FRAME_ABORT = 2,
     RING_FRAME_CLOSE = 3,
-    RING_FRAME_DOCTOR = 4, /* the ring doctor's measurements (diag/doctor.c), before any allreduce */
+    RING_FRAME_DOCTOR =
+        4, /* the ring doctor's measurements (diag/doctor.c), before any allreduce */
     RING_FRAME_WAITING = 5 /* fail.c: "I wait too", only to a right neighbour that asked */
 } ring_frame_type_t;
 
