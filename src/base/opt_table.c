@@ -271,6 +271,28 @@ int ring_opt_defaults(const ring_opt_table_t *t, void *settings, char *err, size
     return rc;
 }
 
+int ring_opt_check_choices(const ring_opt_table_t *t, const void *settings, char *err,
+                           size_t errlen)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        const ring_opt_t *e = &t->entries[i];
+        const char *words = e->type == RING_OPT_SWITCH ? "off|on" : e->unit;
+        int v, n = 1;
+
+        if (e->type != RING_OPT_CHOICE && e->type != RING_OPT_SWITCH)
+            continue;
+        for (const char *p = words; *p != '\0'; p++)
+            n += *p == '|';
+        v = *(const int *)((const char *)settings + e->offset);
+        if (v < 0 || v >= n) {
+            snprintf(err, errlen, "--%s (%s) holds %d, which is none of its %d values (%s)",
+                     e->name, e->env, v, n, words);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int ring_opt_load_env(const ring_opt_table_t *t, void *settings, char *err, size_t errlen)
 {
     for (size_t i = 0; i < t->count; i++) {

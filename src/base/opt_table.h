@@ -86,6 +86,11 @@ int ring_opt_apply(const ring_opt_table_t *t, const ring_opt_t *e, void *setting
 /* Every entry's default, every source RING_OPT_SRC_DEFAULT: 0, or -1 (a bug in the table). */
 int ring_opt_defaults(const ring_opt_table_t *t, void *settings, char *err, size_t errlen);
 
+/* Every CHOICE and SWITCH field holds one of its values (a program may have
+ * written the int itself): 0, or -1 with err naming the first that does not. */
+int ring_opt_check_choices(const ring_opt_table_t *t, const void *settings, char *err,
+                           size_t errlen);
+
 /* The table's RING_* variables that are set: 0, or -1 with err. */
 int ring_opt_load_env(const ring_opt_table_t *t, void *settings, char *err, size_t errlen);
 

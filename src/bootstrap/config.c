@@ -531,6 +531,17 @@ ring_status_t ring_config_parse_arg(ring_config_t *cfg, int argc, char **argv, i
 
 ring_status_t ring_config_validate(const ring_config_t *cfg)
 {
+    char err[512];
+
+    /* the choices are ints a program may have written itself (config.h's enums) */
+    if (ring_opt_check_choices(&config_opts, cfg, err, sizeof(err)) != 0)
+        return ring_error_set(RING_ERR_INVALID, "%s: set a choice by its word with "
+                              "ring_config_set, or to one of config.h's RING_CFG_* values", err);
+    if ((int)cfg->log_level < RING_CFG_LOG_NONE || cfg->log_level > RING_CFG_LOG_TRACE)
+        return ring_error_set(RING_ERR_INVALID, "--log-level (RING_LOG_LEVEL) holds %d, which "
+                              "is none of its 6 values (none|error|warn|info|debug|trace): set "
+                              "it by its word with ring_config_set, or to a RING_CFG_LOG_* value",
+                              (int)cfg->log_level);
     if (cfg->world_size < 1)
         return ring_error_set(RING_ERR_INVALID,
                               "world size not set: use --world-size N or RING_WORLD_SIZE "

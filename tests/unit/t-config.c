@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ringd/comm.h>
 #include <ringd/config.h>
 #include <ringd/status.h>
 
@@ -610,6 +611,47 @@ static void test_validate(void)
            "ring_config_validate rejects 2 peers for world size 3");
     like(ring_last_error(), "2 entries but the world size is 3", "... and says so");
     ring_config_free(&cfg);
+
+    /* the typed choices: a program can write any int into them, and the library
+     * indexes tables by them (the transport's kind, the codec): out of range is
+     * refused before anything uses it, naming the setting and its words */
+    ring_config_init(&cfg);
+    cfg.world_size = 1;
+    cfg.rank = 0;
+    is_int(ring_config_validate(&cfg), RING_OK, "a ring of one with the defaults is fine");
+    cfg.codec = (ring_cfg_codec_t)7;
+    ok(ring_config_validate(&cfg) == RING_ERR_INVALID &&
+           strstr(ring_last_error(), "--codec (RING_CODEC) holds 7") != NULL &&
+           strstr(ring_last_error(), "none|fp16|bf16") != NULL,
+       "cfg.codec = 7 is refused, naming --codec and its words");
+    cfg.codec = RING_CFG_CODEC_BF16;
+    cfg.transport = (ring_cfg_transport_t)-1;
+    ok(ring_config_validate(&cfg) == RING_ERR_INVALID &&
+           strstr(ring_last_error(), "--transport (RING_TRANSPORT) holds -1") != NULL,
+       "cfg.transport = -1 is refused");
+    cfg.transport = RING_CFG_TRANSPORT_VERBS + 1;
+    is_int(ring_config_validate(&cfg), RING_ERR_INVALID, "cfg.transport one past verbs is refused");
+    cfg.transport = RING_CFG_TRANSPORT_SHM;
+    cfg.fp16_scaling = 2;
+    ok(ring_config_validate(&cfg) == RING_ERR_INVALID &&
+           strstr(ring_last_error(), "--fp16-scaling") != NULL,
+       "an on/off setting holding 2 is refused");
+    cfg.fp16_scaling = 0;
+    cfg.log_level = (ring_cfg_log_t)6;
+    ok(ring_config_validate(&cfg) == RING_ERR_INVALID &&
+           strstr(ring_last_error(), "--log-level (RING_LOG_LEVEL) holds 6") != NULL,
+       "cfg.log_level = 6 is refused");
+    cfg.log_level = RING_CFG_LOG_TRACE;
+    is_int(ring_config_validate(&cfg), RING_OK, "every choice at a valid value: fine again");
+    {
+        ring_comm_t *comm = NULL;
+
+        cfg.algo = (ring_cfg_algo_t)4;
+        ok(ring_comm_open(&cfg, &comm) == RING_ERR_INVALID && comm == NULL &&
+               strstr(ring_last_error(), "--algo") != NULL,
+           "ring_comm_open refuses cfg.algo = 4 before it opens anything");
+    }
+    ring_config_free(&cfg);
 }
 
 static void test_help(void)
@@ -634,7 +676,7 @@ static void test_help(void)
 
 int main(void)
 {
-    plan(88);
+    plan(96);
     test_parse_size();     /* 4 */
     test_parse_duration(); /* 2 */
     test_parse_long();     /* 2 */
