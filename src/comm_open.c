@@ -112,6 +112,11 @@ static ring_status_t comm_place(ring_comm_t *comm)
     return RING_OK;
 }
 
+/* --transport's choice, as the transport registry knows it (auto: it chooses) */
+static const ring_tp_kind_t tp_kinds[] = {
+    [RING_CFG_TRANSPORT_AUTO] = RING_TP_NONE, [RING_CFG_TRANSPORT_TCP] = RING_TP_TCP,
+    [RING_CFG_TRANSPORT_SHM] = RING_TP_SHM, [RING_CFG_TRANSPORT_VERBS] = RING_TP_VERBS};
+
 static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
 {
     ring_tp_params_t params = {.sockbuf = cfg->tcp_sockbuf,
@@ -172,11 +177,12 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     }
     (void)ring_config_one_host(cfg, one_host, sizeof(one_host));
     params.one_host_why = one_host;
-    (void)ring_config_get(cfg, "transport", word, sizeof(word));
-    comm->tp_ops = ring_tp_choose(word, &params, why, sizeof(why));
-    if (comm->tp_ops == NULL)
+    comm->tp_ops = ring_tp_choose(tp_kinds[cfg->transport], &params, why, sizeof(why));
+    if (comm->tp_ops == NULL) {
+        (void)ring_config_get(cfg, "transport", word, sizeof(word));
         return ring_error_set(RING_ERR_UNSUPPORTED, "transport '%s' is not in this build (it has: %s)",
                               word, ring_tp_names());
+    }
     /* auto with RDMA: peers on this host still meet in shared memory (verbs.c) */
     params.verbs_local_shm = cfg->transport == RING_CFG_TRANSPORT_AUTO &&
                              comm->tp_ops->kind == RING_TP_VERBS;

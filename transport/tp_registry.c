@@ -164,32 +164,41 @@ const ring_tp_ops_t *ring_tp_find(const char *name)
     return NULL;
 }
 
+const ring_tp_ops_t *ring_tp_find_kind(ring_tp_kind_t kind)
+{
+    pthread_once(&tp_filled_once, tp_fill_defaults);
+    for (size_t i = 0; tp_builtin[i] != NULL; i++)
+        if (kind != RING_TP_NONE && tp_filled[i].kind == kind)
+            return &tp_filled[i];
+    return NULL;
+}
+
 const char *ring_tp_names(void)
 {
     return RING_HAVE_VERBS ? "tcp, shm, verbs" : "tcp, shm";
 }
 
-const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *params,
+const ring_tp_ops_t *ring_tp_choose(ring_tp_kind_t asked, const ring_tp_params_t *params,
                                     char *why, size_t whylen)
 {
     why[0] = '\0';
-    if (strcmp(name, "auto") != 0)
-        return ring_tp_find(name);
+    if (asked != RING_TP_NONE)
+        return ring_tp_find_kind(asked);
 #if RING_HAVE_VERBS
     /* within one host shared memory beats a loop through the HCA (NCCL, Open MPI) */
     if (params->one_host_why != NULL && params->one_host_why[0] != '\0' &&
         params->rate_limit_bps <= 0) {
         snprintf(why, whylen, "%s: shared memory is faster there than the RDMA device (use "
                  "--transport verbs to run it)", params->one_host_why);
-        return ring_tp_find("shm");
+        return ring_tp_find_kind(RING_TP_SHM);
     }
     if (ring_verbs_probe(params, why, whylen))
-        return ring_tp_find("verbs");
+        return ring_tp_find_kind(RING_TP_VERBS);
 #else
     snprintf(why, whylen, "this build has no verbs transport (configure found no libibverbs)");
 #endif
     /* a bandwidth cap is tcp's (token_bucket.c): shared memory would ignore it */
     if (params->rate_limit_bps > 0)
-        return ring_tp_find("tcp");
-    return ring_tp_find("shm");
+        return ring_tp_find_kind(RING_TP_TCP);
+    return ring_tp_find_kind(RING_TP_SHM);
 }

@@ -168,7 +168,7 @@ typedef struct ring_tp_params {
 /* Which transport an ops table is, for the engine's tests (name is for messages and
  * records); each transport's table sets it. */
 typedef enum ring_tp_kind {
-    RING_TP_NONE = 0,       /* the registry's defaults */
+    RING_TP_NONE = 0,       /* none yet: for ring_tp_choose, choose one (auto) */
     RING_TP_TCP,
     RING_TP_SHM,
     RING_TP_VERBS
@@ -220,6 +220,8 @@ struct ring_tp_ops {
 
 /* Transports compiled into this build, NULL-terminated; defaults filled in. */
 const ring_tp_ops_t *ring_tp_find(const char *name);
+/* The same by kind: NULL when this build lacks it (verbs) or for RING_TP_NONE. */
+const ring_tp_ops_t *ring_tp_find_kind(ring_tp_kind_t kind);
 const char *ring_tp_names(void);
 
 /* Human text for a failed request: "connection reset", "connection closed"... */
@@ -229,14 +231,14 @@ const char *ring_tp_ep_cause(const ring_tp_ops_t *ops, const ring_tp_ep_t *ep,
                              const ring_tp_req_t *req);
 
 /*
- * Which transport the communicator runs: "tcp", "shm" or "verbs" as asked,
- * or for "auto" verbs when this build has it, an active RDMA port exists and
+ * Which transport the communicator runs: the kind asked (--transport tcp, shm
+ * or verbs), or for RING_TP_NONE (auto) verbs when this build has it, an active RDMA port exists and
  * params->one_host_why is empty, else shm (shared memory with the peers on
  * this host, tcp to the others), or tcp under a bandwidth cap. *why says why
- * auto did not choose verbs ("" when it did). NULL when the name is unknown
- * or not in this build.
+ * auto did not choose verbs ("" when it did). NULL when the kind asked is
+ * not in this build.
  */
-const ring_tp_ops_t *ring_tp_choose(const char *name, const ring_tp_params_t *params,
+const ring_tp_ops_t *ring_tp_choose(ring_tp_kind_t asked, const ring_tp_params_t *params,
                                     char *why, size_t whylen);
 
 #endif /* RING_TRANSPORT_H */

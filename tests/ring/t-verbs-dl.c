@@ -53,7 +53,7 @@ typedef struct finding {
     char why[4][1024];
     int probe;                 /* ring_verbs_probe */
     char probe_why[1024];
-    char chose[16];            /* ring_tp_choose("auto") */
+    char chose[16];            /* ring_tp_choose(RING_TP_NONE): auto */
     char choose_why[1024];
     int ndev;                  /* rdma_devices_find */
     char dev_why[1024];
@@ -91,7 +91,7 @@ static void find(finding_t *f)
         snprintf(f->why[i], sizeof(f->why[i]), "%s", l[i].why);
     }
     f->probe = ring_verbs_probe(&params, f->probe_why, sizeof(f->probe_why));
-    ops = ring_tp_choose("auto", &params, f->choose_why, sizeof(f->choose_why));
+    ops = ring_tp_choose(RING_TP_NONE, &params, f->choose_why, sizeof(f->choose_why));
     snprintf(f->chose, sizeof(f->chose), "%s", ops != NULL ? ops->name : "none");
     f->ndev = rdma_devices_find(devs, RDMA_MAX_DEVS, f->dev_why, sizeof(f->dev_why));
 }
@@ -158,7 +158,7 @@ static int ring_main(int rank, int n, const ring_config_t *cfg, void *arg)
         ring_tp_params_t params = {.rank = rank, .ib_dev = "", .gid_index = -1,
                                    .one_host_why = "", .rate_limit_bps = 1.25e9};
 
-        (void)ring_tp_choose("auto", &params, why, sizeof(why));
+        (void)ring_tp_choose(RING_TP_NONE, &params, why, sizeof(why));
     }
     for (int i = 0; i < 1000; i++)
         x[i] = (float)(rank + 1);
