@@ -171,9 +171,10 @@ typedef struct ring_fail_state {
 } ring_fail_state_t;
 
 /*
- * The communicator. Its members are grouped by the file that writes them:
- * a sub-struct named after its owner is written there (and at open, by
- * src/comm_open.c) and only read elsewhere.
+ * The communicator. Its members are grouped by the files that write them:
+ * a group is written there (and at open and close, by src/comm_open.c) and
+ * only read elsewhere; tools/dev/check-layers.py's OWNERS holds the same list
+ * and tests/scripts/layers.test fails on a write anywhere else.
  */
 struct ring_comm {
     ring_config_t cfg;
@@ -198,7 +199,7 @@ struct ring_comm {
         int all_local;                     /* the rendezvous chose loopback addresses */
         struct ring_store_server *store_server; /* rank 0's tcp store, up until close */
     } rdzv;
-    /* src/diag/autotune.c: --autotune */
+    /* src/diag/autotune.c: --autotune (its candidates parsed at open) */
     struct {
         int on;                            /* the hello says chunk 0 */
         ring_autotune_space_t space;       /* its candidates */
@@ -208,8 +209,8 @@ struct ring_comm {
     ring_tp_t *tp;
     ring_tp_listener_t *listener;
     int nchannels, nstreams;
-    /* codec_pipeline.c: the fp16/bf16 codec (its settings parsed at open) and
-     * its state per tensor id */
+    /* codec_pipeline.c and device_codec.c: the fp16/bf16 codec (its settings
+     * parsed at open) and its state per tensor id */
     struct {
         ring_codec_t codec;
         int fp16_scaling;
@@ -221,7 +222,7 @@ struct ring_comm {
     } enc;
     ring_comm_stats_t stats;
     ring_timeline_t *tl;                   /* timeline.c: --timeline; NULL when off */
-    /* collectives.c */
+    /* collectives.c and coll_plan.c */
     struct {
         void *scratch;                     /* reduce-scatter's partial sums, grow-only */
         size_t scratch_bytes;
@@ -229,7 +230,9 @@ struct ring_comm {
     } coll;
     ring_dev_t *dev;                       /* device.h: made at the first CUDA buffer */
     ring_channel_t channels[RING_MAX_CHANNELS];
-    /* requests.c: requests run first-in first-out from a fixed ring of slots */
+    /* requests.c: requests run first-in first-out from a fixed ring of slots;
+     * allreduce.c (the engine) counts those that finish. A slot's contents are
+     * its request's, filled by its call and run by the engine. */
     struct {
         ring_request_t slots[RING_MAX_REQUESTS];
         unsigned head, count;

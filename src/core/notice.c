@@ -126,6 +126,15 @@ ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f)
     return RING_OK;
 }
 
+int ring_notice_take_early(ring_comm_t *comm, uint64_t *round_p)
+{
+    if (!comm->notice.early_valid)
+        return 0;
+    comm->notice.early_valid = 0;
+    *round_p = comm->notice.early.round;
+    return 1;
+}
+
 ring_status_t ring_notice_begin(ring_comm_t *comm, ring_request_t *req)
 {
     if (!comm->open_done || !comm->notice.early_valid || comm->notice.early.round > req->round)

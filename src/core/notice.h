@@ -14,5 +14,9 @@ void ring_notice_idle(ring_comm_t *comm, ring_request_t *req);
 ring_status_t ring_notice_received(ring_comm_t *comm, const ring_frame_t *f);
 /* notice.c: req begins (its algorithm chosen): check a notice that came early */
 ring_status_t ring_notice_begin(ring_comm_t *comm, ring_request_t *req);
+/* notice.c: take the notice that came early, if one did (1, its round in
+ * *round_p; it is gone then), for a caller that will not run that call (the
+ * doctor, which the neighbour's user call never reaches); 0 when none came */
+int ring_notice_take_early(ring_comm_t *comm, uint64_t *round_p);
 
 #endif /* RING_NOTICE_H */

@@ -74,6 +74,7 @@
 #include "frame_check.h"
 #include "le.h"
 #include "log.h"
+#include "notice.h"
 
 #define DOCTOR_MIN_BYTES ((size_t)4 << 10)
 #define DOCTOR_MAX_BYTES ((size_t)1 << 36)
@@ -705,6 +706,7 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
 {
     doctor_t *d;
     ring_status_t status;
+    uint64_t early_round;
     double t0 = ring_now();
 
     if (comm == NULL || edges == NULL)
@@ -746,13 +748,12 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
     comm->doctor.state = d;
     memset(comm->channels[0].stage, 0, comm->cfg.chunk_bytes); /* what the bursts carry */
     comm->doctor.running = 1;
-    if (comm->notice.early_valid) {
+    if (ring_notice_take_early(comm, &early_round)) {
         /* the right neighbour's notice (notice.c) came while ring_comm_open's set-up
          * calls still ran here, and was kept for a user's call: it waits in an
          * allreduce, and no frame of the doctor's will ever come from it */
-        comm->notice.early_valid = 0;
         d->sending = 1; /* the edge to it */
-        status = doctor_fail_data(comm, comm->topo.right_rank, comm->notice.early.round);
+        status = doctor_fail_data(comm, comm->topo.right_rank, early_round);
     } else
         status = doctor_run(comm);
     comm->doctor.running = 0;

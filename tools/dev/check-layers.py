@@ -13,13 +13,21 @@ extension (python/ext_*.c, the objects of python/_ringd.la):
               "objects read:" says how many sources had objects, by folder.
   includes    include-rule violations: who may include whom, by folder
               (the table ALLOWED below, and docs/internals.md).
+  owners      writes to a group of struct ring_comm (comm->fail.error = ...,
+              comm->requests.head++) outside the files that own it (the table
+              OWNERS below, and src/core/comm_int.h): assignments and
+              increments of a communicator's group, not calls that fill one
+              through a pointer.
   largest     the longest source files outside tests/ (the bar: 800 lines).
   duplicates  runs of 6 or more identical lines (blank lines and lone braces
               skipped) that appear in two places.
 
 With --edges it also lists, inside each circle, every edge and the symbols
 that make it (what to move to break the circle).
-With --strict it exits 1 when there is a circle or an include violation.
+With --strict it exits 1 when there is a circle, an include violation or an
+owner violation. With --self-test it plants an include that breaks a rule and a
+write outside a group's owner in copies of sources (in memory), and exits 1
+unless the checks find exactly those.
 Only Python's standard library and binutils' nm are needed.
 """
 import collections
@@ -213,7 +221,14 @@ ALLOWED = [
 ]
 
 
-def include_violations():
+def source_text(src, planted):
+    """A source's text: planted[relative path] when the self-test planted one."""
+    if planted and rel(src) in planted:
+        return planted[rel(src)]
+    return open(src, encoding="utf-8", errors="replace").read()
+
+
+def include_violations(planted=None):
     # the -I folders of Makefile.am's AM_CPPFLAGS, in its order
     search = ["include", "src", "src/base", "src/bootstrap", "src/protocol", "src/core",
               "src/algo", "src/ssp", "src/diag", "transport", "kernels"]
@@ -223,7 +238,7 @@ def include_violations():
         rule = next((allowed for prefix, allowed in ALLOWED if r.startswith(prefix)), None)
         if rule is None:
             continue
-        text = open(src, encoding="utf-8", errors="replace").read()
+        text = source_text(src, planted)
         for inc in INCLUDE.findall(text):
             target = resolve(inc, src, search)
             if target is None:
@@ -234,6 +249,72 @@ def include_violations():
             bad.append((r, t, "%s may include only %s and include/ringd/" % (
                 os.path.dirname(r) + "/", ", ".join(rule))))
     return bad
+
+
+# ---- who writes which group of struct ring_comm ----------------------------------
+
+# The files that write each group (src/core/comm_int.h says the same); src/comm_open.c,
+# which opens and frees the communicator, may write them all. A request slot's
+# contents (requests.slots[i].x) are the request's, written by whoever runs it.
+OWNERS = {
+    "fail": ["src/core/fail.c"],
+    "topo": ["src/core/rendezvous.c", "src/core/connect.c"],
+    "rdzv": ["src/core/rendezvous.c"],
+    "tune": ["src/diag/autotune.c"],
+    "enc": ["src/core/codec_pipeline.c", "src/core/device_codec.c"],
+    "auth": ["src/core/connect.c"],
+    "coll": ["src/core/collectives.c", "src/core/coll_plan.c"],
+    "requests": ["src/core/requests.c", "src/core/allreduce.c"],
+    "algo": ["src/algo/"],
+    "doctor": ["src/diag/doctor.c"],
+    "notice": ["src/core/notice.c"],
+}
+OWNER_ALL = "src/comm_open.c"
+# comm->GROUP.member... followed by an assignment or an increment, or ++/-- before it;
+# the communicator is `comm`, `pc`, or a `->comm`/`.comm` member
+_COMM = r"(?:\b(?:comm|pc)|(?:->|\.)comm)->"
+_MEMBER = r"(%s)\.(\w+)(?:\[[^]\n]*\]|\.\w+|->\w+)*" % "|".join(OWNERS)
+WRITE = re.compile(_COMM + _MEMBER + r"\s*(?:[-+*/|&^]?=(?!=)|\+\+|--)|(?:\+\+|--)\s*" +
+                   _COMM + _MEMBER)
+
+
+def owner_violations(planted=None):
+    bad = []
+    for src in source_files():
+        r = rel(src)
+        if not r.startswith("src/") or not r.endswith(".c") or r == OWNER_ALL:
+            continue
+        text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"),
+                      source_text(src, planted), flags=re.S)
+        for m in WRITE.finditer(text):
+            group, member = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            if group == "requests" and member == "slots":
+                continue
+            if not r.startswith(tuple(OWNERS[group])):
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append((r, line, group, ", ".join(OWNERS[group])))
+    return bad
+
+
+def self_test():
+    """The checks find what is planted (so a clean run means something)."""
+    planted = {
+        "src/algo/rd_fit.c": source_text(os.path.join(TOP, "src/algo/rd_fit.c"), None)
+        + '\n#include "frame_check.h"\n',
+        "src/core/allreduce.c": source_text(os.path.join(TOP, "src/core/allreduce.c"), None)
+        + "\nstatic void planted(ring_comm_t *comm) { comm->fail.error = RING_OK; }\n"
+        + "static void planted2(ring_comm_t *comm) { ++comm->notice.early_valid; }\n",
+    }
+    inc = [b for b in include_violations(planted) if b[0] == "src/algo/rd_fit.c"]
+    own = [b for b in owner_violations(planted) if b[0] == "src/core/allreduce.c"]
+    clean = len(include_violations()) == 0 and len(owner_violations()) == 0
+    good = (len(inc) == 1 and inc[0][1] == "src/core/frame_check.h" and
+            sorted(b[2] for b in own) == ["fail", "notice"])
+    print("self-test: %s (planted: an include of src/core/frame_check.h in src/algo/rd_fit.c, "
+          "found %d; writes to comm->fail and comm->notice in src/core/allreduce.c, found %d; "
+          "the tree without them: %s)" % ("ok" if good else "FAILED", len(inc), len(own),
+                                          "clean" if clean else "not clean"))
+    return 0 if good else 1
 
 
 # ---- sizes and duplicates --------------------------------------------------------
@@ -288,6 +369,8 @@ def main():
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if len(sys.argv) >= 2 else 2
+    if sys.argv[1] == "--self-test":
+        return self_test()
     build = sys.argv[1]
     strict = "--strict" in sys.argv[2:]
     files, groups, graph, why = circles(build)
@@ -306,13 +389,18 @@ def main():
     print("include-rule violations: %d" % len(bad))
     for src, t, why in bad:
         print("  %s includes %s: %s" % (src, t, why))
+    owned = owner_violations()
+    print("owner violations: %d" % len(owned))
+    for src, line, group, owners in owned:
+        print("  %s:%d writes comm->%s, which only %s (and %s) may write" % (
+            src, line, group, owners, OWNER_ALL))
     big = largest()
     print("largest files: " + ", ".join("%s %d" % (f, n) for n, f in big))
     runs = duplicate_runs()
     print("runs of >= %d duplicated lines: %d" % (RUN, len(runs)))
     for f, a, b in runs:
         print("  %s:%d-%d" % (f, a, b))
-    if strict and (groups or bad):
+    if strict and (groups or bad or owned):
         return 1
     return 0
 
