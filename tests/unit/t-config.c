@@ -565,6 +565,48 @@ static void test_switches(void)
     ring_config_free(&cfg);
 }
 
+/* The choices are ints in the struct and words at the API: every word of every
+ * choice set by name reads back as itself, and a log level's other spellings
+ * read back as its word (docs/configuration.md). */
+static void test_choice_words(void)
+{
+    static const char *const choices[][2] = {
+        {"transport", "auto|tcp|shm|verbs"}, {"ring-order", "host|rank"}, {"autotune", "off|on"},
+        {"codec", "none|fp16|bf16"}, {"lz4", "off|on|auto"}, {"progress-thread", "off|on"},
+        {"hierarchical", "auto|on|off"}, {"algo", "auto|ring|rd|direct"}, {"rd-fit", "on|off"},
+        {"error-feedback", "off|on"}, {"fp16-scaling", "on|off"},
+        {"auth", "connect|frames|encrypt"}, {"log-level", "none|error|warn|info|debug|trace"}};
+    ring_config_t cfg;
+    char got[32], word[32];
+    int bad = 0, words = 0;
+
+    ring_config_init(&cfg);
+    for (size_t i = 0; i < sizeof(choices) / sizeof(choices[0]); i++)
+        for (const char *p = choices[i][1]; *p != '\0'; p += *p == '|') {
+            size_t n = strcspn(p, "|");
+
+            snprintf(word, sizeof(word), "%.*s", (int)n, p);
+            p += n;
+            words++;
+            if (ring_config_set(&cfg, choices[i][0], word, RING_SRC_API) != RING_OK ||
+                ring_config_get(&cfg, choices[i][0], got, sizeof(got)) != RING_OK ||
+                strcmp(got, word) != 0) {
+                diag("%s %s read back as '%s'", choices[i][0], word, got);
+                bad++;
+            }
+        }
+    ok(bad == 0 && words == 38, "every word of the 13 choices (%d words) reads back as itself",
+       words);
+    ok(ring_config_set(&cfg, "log-level", "WARNING", RING_SRC_API) == RING_OK &&
+           ring_config_get(&cfg, "log-level", got, sizeof(got)) == RING_OK &&
+           strcmp(got, "warn") == 0 && cfg.log_level == RING_CFG_LOG_WARN &&
+           ring_config_set(&cfg, "log-level", "3", RING_SRC_API) == RING_OK &&
+           ring_config_get(&cfg, "log-level", got, sizeof(got)) == RING_OK &&
+           strcmp(got, "info") == 0,
+       "a log level typed WARNING reads back as warn, and 3 as info");
+    ring_config_free(&cfg);
+}
+
 static void test_validate(void)
 {
     ring_config_t cfg;
@@ -676,7 +718,7 @@ static void test_help(void)
 
 int main(void)
 {
-    plan(96);
+    plan(98);
     test_parse_size();     /* 4 */
     test_parse_duration(); /* 2 */
     test_parse_long();     /* 2 */
@@ -687,6 +729,7 @@ int main(void)
     test_env();            /* 19 */
     test_parse_arg();      /* 11 */
     test_switches();
+    test_choice_words();   /* 2 */
     test_validate();
     test_help();           /* 3 */
     return done_testing();
