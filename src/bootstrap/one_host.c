@@ -7,7 +7,6 @@
  */
 #include "ring_build.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +28,7 @@ int ring_bind_is_any(const char *bind)
 
 int ring_bind_is_loopback(const char *bind)
 {
-    struct in_addr a4;
-
-    return strcmp(bind, "::1") == 0 || strcmp(bind, "lo") == 0 ||
-           strcmp(bind, "localhost") == 0 ||
-           (inet_pton(AF_INET, bind, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127);
+    return strcmp(bind, "lo") == 0 || ring_host_is_loopback(bind);
 }
 
 int ring_config_one_host(const ring_config_t *cfg, char *why, size_t len)

@@ -9,9 +9,9 @@
 /* 127.0.0.0/8, ::1 or "localhost". */
 int ring_host_is_loopback(const char *host);
 
-/* What a --bind value says: "*" is every address; a loopback bind is ::1,
- * "localhost", the interface "lo" or an address in 127.0.0.0/8. The engine
- * asks these instead of comparing the setting's words itself. */
+/* What a --bind value says: "*" is every address; a loopback bind is a
+ * loopback host (above) or the interface "lo". The engine asks these instead
+ * of comparing the setting's words itself. */
 int ring_bind_is_any(const char *bind);
 int ring_bind_is_loopback(const char *bind);
 
