@@ -23,6 +23,7 @@
 #include "fault_inject.h"
 #include "hier.h"
 #include "log.h"
+#include "neighbour_probe.h"
 #include "one_host.h"
 #include "progress_thread.h"
 #include "rd.h"
@@ -65,6 +66,8 @@ static void comm_free(ring_comm_t *comm)
     free(comm->topo.hosts);
     free(comm->topo.order);
     free(comm->topo.peers);
+    free(comm->elastic.parent);
+    ring_probe_free(comm->elastic.probe); /* after the endpoints it listened on */
     ring_config_free(&comm->cfg);
     free(comm);
 }

@@ -21,5 +21,6 @@
 #include <ringd/config.h>
 #include <ringd/comm.h>
 #include <ringd/ssp.h>
+#include <ringd/elastic.h>
 
 #endif /* RINGD_RINGD_H */

@@ -66,7 +66,8 @@ typedef struct ring_auth_key {
 typedef enum ring_auth_purpose {
     RING_AUTH_FOR_RING = 1,        /* a ring connection, left neighbour to right */
     RING_AUTH_FOR_STORE = 2,       /* a client of the tcp rendezvous store */
-    RING_AUTH_FOR_VERBS_BOOT = 3   /* a verbs bootstrap connection */
+    RING_AUTH_FOR_VERBS_BOOT = 3,  /* a verbs bootstrap connection */
+    RING_AUTH_FOR_AGREE = 4        /* the survivors' agreement after a failure (elastic/agree.c) */
 } ring_auth_purpose_t;
 
 /*

@@ -36,6 +36,7 @@ static const char *purpose_name(unsigned p)
     case RING_AUTH_FOR_RING: return "a ring connection";
     case RING_AUTH_FOR_STORE: return "the rendezvous store";
     case RING_AUTH_FOR_VERBS_BOOT: return "a verbs bootstrap connection";
+    case RING_AUTH_FOR_AGREE: return "the survivors' agreement";
     default: return "an unknown purpose";
     }
 }

@@ -267,6 +267,16 @@ struct ring_comm {
         struct ring_doctor *state;
         int running;
     } doctor;
+    /* src/elastic/shrink.c: where a shrunk communicator came from */
+    struct {
+        uint32_t generation;               /* shrinks since the job's first ring */
+        int *parent;                       /* parent[rank]: the rank in the ring it was
+                                            * shrunk from; NULL when not shrunk */
+        int shrunk;                        /* this one was shrunk into another */
+        struct ring_probe *probe;          /* neighbour_probe.c's receives on this comm's
+                                            * endpoints: freed after they are closed */
+        char report[320];                  /* ring_comm_shrink_report */
+    } elastic;
     /* progress_thread.c: the progress thread and its lock, NULL when off */
     struct ring_progress *progress;
     /* notice.c: our notice to the left neighbour, and the right neighbour's

@@ -1,0 +1,81 @@
+/*
+ * ringd/elastic.h - going on without a lost peer: shrink the ring in place.
+ *
+ * When a peer dies (SIGKILL, a crashed host) or stops answering (SIGSTOP, a
+ * hung GPU) every other peer's communicator fails within the timeout with a
+ * message naming it (comm.h, Errors). ring_comm_shrink then gives the
+ * survivors a new communicator without it, in well under a second after a
+ * crash, with no process restarted and no central process involved.
+ *
+ * What a failure leaves (any communicator, shrunk or not):
+ * - The failed call and every request started on the communicator fail with
+ *   the same sticky status; each request must still be waited for once
+ *   (ring_request_wait returns at once). recvbuf of a failed allreduce is
+ *   undefined: some chunks may hold partial sums. An in-place allreduce
+ *   (sendbuf == recvbuf) has therefore lost its input: keep a copy of what
+ *   you cannot recompute (ringd.torch's elastic state does, at each commit).
+ * - Safe afterwards: ring_request_wait on its requests, ring_comm_shrink
+ *   (once), the getters (rank, size, transport, stats, ring_last_error) and
+ *   ring_comm_close. Everything else returns the sticky error.
+ *
+ * Agreement. The survivors must all end up with the same new ring even
+ * when two peers die at once and a survivor knows of one only, or a peer
+ * dies during the shrink. They agree peer to peer: each survivor calls the
+ * next peer on the old ring that it does not count lost, their hellos carry
+ * what each counts lost and every survivor adopts what it hears, so the ring
+ * of survivors closes over the union; then a token from every member goes
+ * once round it, and a member whose own token came back has seen exactly
+ * the tokens every other member saw, and decides the same. A change during
+ * that (another loss) starts a new round. A peer that is not known lost but
+ * does not take part within the timeout setting counts as lost; any peer
+ * counted lost by anyone is out, and is told so if it calls. With the job's
+ * secret every connection of the agreement proves it first and every
+ * message carries a tag, so a stranger can neither vote nor listen.
+ * Then the survivors open the new ring among themselves over the same
+ * transport, settings and secret (the hello checks them as at start-up).
+ * The agreement and the new ring are bounded by 2 x timeout + connect-timeout.
+ *
+ * The new communicator. Ranks are renumbered 0..k-1 in the old ring's
+ * order (ring_comm_parent_rank says who was who); its settings are the old
+ * one's, with what the autotuner chose kept and not measured again.
+ * Nothing else carries over: no request, no error feedback residual; the
+ * round counter starts at 0 on every member. It can itself be shrunk.
+ */
+#ifndef RINGD_ELASTIC_H
+#define RINGD_ELASTIC_H
+
+#include <ringd/comm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * After comm failed naming a lost peer (RING_ERR_REMOTE, RING_ERR_TIMED_OUT
+ * or RING_ERR_IO with a rank), agree with the other survivors on who is
+ * left and open the ring among them into *new_comm_p. Every survivor calls
+ * it. comm must then only be closed (ring_comm_close), after or before
+ * using the new one. Errors: RING_ERR_INVALID when comm has not failed, its
+ * failure names no lost peer (a mismatch: shrinking would not cure it), or
+ * it was shrunk already; RING_ERR_REMOTE when the others count this peer
+ * lost (it answered too late): it must leave; RING_ERR_TIMED_OUT naming
+ * what it waited for.
+ */
+RING_API
+ring_status_t ring_comm_shrink(ring_comm_t *comm, ring_comm_t **new_comm_p);
+
+/* The rank, in the communicator comm was shrunk from, of comm's rank `rank`;
+ * -1 when comm was not made by ring_comm_shrink or rank is out of range. */
+RING_API
+int ring_comm_parent_rank(const ring_comm_t *comm, int rank);
+
+/* How comm came to be, for logs and summaries: "shrunk from 4 to 3 peers
+ * (lost rank 2 of the old ring) in 0.041 s: agreement 0.012 s, 1 round";
+ * "" when comm was not made by a shrink. */
+RING_API
+const char *ring_comm_shrink_report(const ring_comm_t *comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RINGD_ELASTIC_H */
