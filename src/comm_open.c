@@ -172,8 +172,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     (void)ring_config_get(cfg, "codec", word, sizeof(word));
     ring_log(RING_LOG_INFO, "codec %s, kernels %s", word, ring_codec_ops_choice());
     RING_CHECK(ring_tl_open(comm)); /* hook: timeline.c, --timeline (a bad path fails here) */
-    RING_CHECK(ring_coll_comm_alloc(comm));
     if (comm->size == 1) {
+        RING_CHECK(ring_coll_comm_alloc(comm));
         comm->tp_ops = ring_tp_find("tcp");
         comm->topo.left_rank = comm->topo.right_rank = comm->topo.pos = 0;
         return RING_OK; /* a ring of one needs no peers, no sockets and no RDMA device */
@@ -212,15 +212,17 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     }
     RING_CHECK(comm->tp_ops->init(&params, &comm->tp));
     if (ring_config_uses_rendezvous(cfg))
-        RING_CHECK(ring_rendezvous(comm));
+        RING_CHECK(ring_rendezvous(comm)); /* --elastic: or it joins a running ring */
     else
         RING_CHECK(comm_static_peers(comm));
+    RING_CHECK(ring_coll_comm_alloc(comm)); /* sized by the ring: a joiner learnt it just now */
     RING_CHECK(comm_place(comm));
     /* frame headers live in the channels' slots: registered, they need no copy either */
     if (comm->tp_ops->reg_mem(comm->tp, comm->channels, sizeof(comm->channels)) != RING_OK)
         ring_log(RING_LOG_DEBUG, "%s", ring_last_error());
     RING_CHECK(ring_connect_ring(comm));
     ring_channel_post_back(comm, &comm->channels[0]);
+    ring_rendezvous_mark_running(comm); /* --elastic: a peer started later joins it */
     if (comm->tune.on)
         RING_CHECK(ring_autotune(comm));
     /* hook: hier.c, --hierarchical; it opens its rings with what we lend it */
@@ -256,6 +258,9 @@ ring_status_t ring_comm_open(const ring_config_t *cfg, ring_comm_t **comm_p)
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for a communicator");
     comm->fail.mismatch.rank = -1;
     status = comm_setup(comm, cfg);
+    /* a joiner: the members check the new ring with a barrier (elastic/grow.c) */
+    if (status == RING_OK && comm->rdzv.joined)
+        status = ring_barrier(comm);
     if (status == RING_OK && comm->size > 1 && cfg->progress_thread)
         status = ring_progress_start(comm);
     if (status != RING_OK) {

@@ -105,6 +105,8 @@ typedef struct ring_config {
     ring_cfg_lz4_t lz4;       /* off (default), on or auto: lz4 on encoded chunks */
     int error_feedback;       /* 1: keep what encoding lost for the next call; default 0 */
     int progress_thread;      /* 1: a thread advances requests (comm.h, Threads); default 0 */
+    int elastic;              /* 1: peers may join a running ring through its rendezvous
+                               * store (ringd/elastic.h); default 0 */
     ring_cfg_hier_t hierarchical; /* auto (default), on or off: local + cross rings
                                * (src/algo/hier.c) */
     size_t hier_min_bytes;    /* smaller allreduces stay on the flat ring */

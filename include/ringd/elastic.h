@@ -40,6 +40,22 @@
  * one's, with what the autotuner chose kept and not measured again.
  * Nothing else carries over: no request, no error feedback residual; the
  * round counter starts at 0 on every member. It can itself be shrunk.
+ *
+ * Growing. A ring opened with the elastic setting (--elastic on,
+ * RING_ELASTIC=on) at a rendezvous store keeps the store up. A peer started
+ * later with the same job, store and settings (a replacement, or one more)
+ * finds the ring running there and asks to join: its ring_comm_open waits
+ * (up to connect-timeout) until the members call ring_comm_grow, at a commit
+ * point the application chooses (ringd: a step boundary). The joiner then
+ * has the last ranks; it has no state: the application sends it (ringd
+ * broadcasts parameters and optimizer state from rank 0). A joiner is held
+ * to the same secret (the store's handshake, then the ring's) and the same
+ * settings as the members: one whose settings differ is turned away, told
+ * which setting (its ring_comm_open fails with RING_ERR_MISMATCH), and the
+ * ring goes on as it was; so does it when a joiner dies before the new ring
+ * is up. The tcp store lives in the process of the ring's first rank 0:
+ * when that process is lost no peer can join any more (the file store has
+ * no such owner).
  */
 #ifndef RINGD_ELASTIC_H
 #define RINGD_ELASTIC_H
@@ -74,6 +90,24 @@ int ring_comm_parent_rank(const ring_comm_t *comm, int rank);
  * "" when comm was not made by a shrink. */
 RING_API
 const char *ring_comm_shrink_report(const ring_comm_t *comm);
+
+/*
+ * A commit point of an elastic ring (a collective: every member calls it at
+ * the same point, with no request in flight): admit the peers waiting at the
+ * rendezvous store. *new_comm_p is comm itself when nobody waits (the cost: a
+ * broadcast of 8 bytes); else a new communicator in which the members keep
+ * their ranks 0..k-1 and the joiners follow, and comm must then only be
+ * closed. A failure of comm (a member lost) returns its sticky error: shrink.
+ * RING_ERR_INVALID when comm is not elastic.
+ */
+RING_API
+ring_status_t ring_comm_grow(ring_comm_t *comm, ring_comm_t **new_comm_p);
+
+/* 1 when this peer joined a running ring (its ring_comm_open was admitted by a
+ * grow): it has no state yet. After a grow, ring_comm_parent_rank is the
+ * member's rank before the grow, -1 for a joiner. */
+RING_API
+int ring_comm_joined(const ring_comm_t *comm);
 
 #ifdef __cplusplus
 }

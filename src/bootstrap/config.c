@@ -93,6 +93,9 @@ static const ring_opt_t config_table[] = {
      FIELD(progress_thread), 0, 0,
      "a thread inside libringd advances started requests while the caller computes (the "
      "Python package turns it on); every call then takes the communicator's lock"},
+    {"elastic", "RING_ELASTIC", RING_OPT_CHOICE, "off", "off|on", FIELD(elastic), 0, 0,
+     "the ring may change: the rendezvous store stays up, and a peer started later with the "
+     "same rendezvous joins the running ring at its next ring_comm_grow (ringd/elastic.h)"},
     {"hierarchical", "RING_HIERARCHICAL", RING_OPT_CHOICE, "auto", "auto|on|off",
      FIELD(hierarchical), 0, 0,
      "hierarchical allreduce for several peers per host on several hosts: the peers of a host "
@@ -609,6 +612,10 @@ ring_status_t ring_config_validate(const ring_config_t *cfg)
         if (ring_iface_spec_check(cfg->iface, why, sizeof(why)) != 0)
             return ring_error_set(RING_ERR_INVALID, "%s (--iface)", why);
     }
+    if (cfg->elastic && cfg->autotune)
+        return ring_error_set(RING_ERR_INVALID, "--elastic on cannot be combined with --autotune "
+                              "on: a peer that joins later could not take part in what the "
+                              "founders measured; give --chunk-size and --channels instead");
     if (cfg->autotune) {
         ring_autotune_space_t sp;
         char bad[300];

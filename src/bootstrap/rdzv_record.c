@@ -124,3 +124,62 @@ int ring_rdzv_record_parse(char *text, rdzv_record_t *rec, char *why, size_t len
         snprintf(rec->group, sizeof(rec->group), "%s", rec->host);
     return 0;
 }
+
+int ring_rdzv_admit_parse(char *text, rdzv_admit_t *a, char *why, size_t len)
+{
+    char *save = NULL, *line;
+    int have = 0;
+    long v;
+
+    memset(a, 0, sizeof(*a));
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        char *val = strchr(line, ' ');
+        if (val == NULL)
+            break;
+        *val++ = '\0';
+        if (strcmp(line, "ringd-admit") == 0) {
+            if (strcmp(val, "1") != 0) {
+                snprintf(why, len, "admission version %s (this ringd speaks 1)", val);
+                return -1;
+            }
+            have |= 1;
+        } else if (strcmp(line, "status") == 0) {
+            a->ok = strcmp(val, "ok") == 0;
+            have |= a->ok || strcmp(val, "refused") == 0 ? 2 : 0;
+        } else if (strcmp(line, "why") == 0) {
+            snprintf(a->why, sizeof(a->why), "%s", val);
+        } else if (strcmp(line, "generation") == 0 && ring_parse_long(val, &v) == 0 && v > 0 &&
+                   v < (1L << 30)) {
+            a->generation = (unsigned)v;
+            have |= 4;
+        } else if (strcmp(line, "world") == 0 && ring_parse_long(val, &v) == 0 && v > 1 &&
+                   v <= 65536) {
+            a->world = (int)v;
+            have |= 8;
+        } else if (strcmp(line, "rank") == 0 && ring_parse_long(val, &v) == 0 && v >= 0 &&
+                   v < 65536) {
+            a->rank = (int)v;
+            have |= 16;
+        } else if (strcmp(line, "peers") == 0) {
+            a->peers = val;
+            have |= 32;
+        }
+    }
+    if ((have & 3) != 3 || (a->ok && (have != 63 || a->rank >= a->world))) {
+        snprintf(why, len, "not a ringd admission (from another program, or garbled)");
+        return -1;
+    }
+    return 0;
+}
+
+int ring_rdzv_admit_format(const rdzv_admit_t *a, char *buf, size_t len)
+{
+    int n;
+
+    if (!a->ok)
+        n = snprintf(buf, len, "ringd-admit 1\nstatus refused\nwhy %s\n", a->why);
+    else
+        n = snprintf(buf, len, "ringd-admit 1\nstatus ok\ngeneration %u\nworld %d\nrank %d\n"
+                     "peers %s\n", a->generation, a->world, a->rank, a->peers);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}

@@ -47,4 +47,31 @@ int ring_rdzv_record_parse(char *text, rdzv_record_t *rec, char *why, size_t len
 /* The record as text, for the store. */
 void ring_rdzv_record_format(const rdzv_record_t *rec, char *buf, size_t len);
 
+/*
+ * A running elastic ring's answer to a peer that asked to join (elastic/grow.c
+ * writes it under "admit/<the joiner's nonce>", core/rdzv_join.c reads it):
+ *
+ *   ringd-admit 1
+ *   status ok            (or "refused", with "why TEXT")
+ *   generation 3
+ *   world 5
+ *   rank 4
+ *   peers h:p,h:p,...    (the new ring, in rank order, exactly as its hello hashes it)
+ */
+#define RDZV_ADMIT_WHY 512
+typedef struct rdzv_admit {
+    int ok;
+    unsigned generation;
+    int world, rank;
+    char *peers;                 /* points into the parsed text */
+    char why[RDZV_ADMIT_WHY];
+} rdzv_admit_t;
+
+/* Parse an admission read from a store (untrusted: fuzzed); text is cut up in
+ * place. 0, or -1 with what is wrong in why. */
+int ring_rdzv_admit_parse(char *text, rdzv_admit_t *a, char *why, size_t len);
+/* The admission as text (peers may be long: buf of len bytes). 0, or -1 when it
+ * does not fit. */
+int ring_rdzv_admit_format(const rdzv_admit_t *a, char *buf, size_t len);
+
 #endif /* RING_RDZV_RECORD_H */

@@ -93,7 +93,9 @@ ring_status_t ring_store_tcp_open_fd(int fd, const char *where, const char *job,
 /* The server side: listen on host:port (host's address when it is this
  * machine's, e.g. loopback only for 127.0.0.1; else every address) and serve
  * job's keys in a thread until ring_store_server_stop, or until all world
- * peers' clients said hello and left (bounds: store_server.c). With a key, a client must prove the
+ * peers' clients said hello and left (bounds: store_server.c). world < 0:
+ * an elastic ring of -world peers for now, which others may join later: it
+ * serves until stopped, with room for 4 x -world peers. With a key, a client must prove the
  * secret before anything else: one that cannot is dropped, told nothing. */
 typedef struct ring_store_server ring_store_server_t;
 ring_status_t ring_store_server_start(const char *host, int port, const char *job, int world,

@@ -656,7 +656,11 @@ ring_status_t ring_store_server_new(const char *job, int world, const ring_auth_
     /* the store has no rank, and serves whoever proves the secret for it */
     ring_auth_party_init(&srv->party, &srv->key, job, RING_AUTH_FOR_STORE, RING_AUTH_NO_RANK,
                          RING_AUTH_NO_RANK);
+    /* elastic (world < 0): peers join later, so it never stops on its own, and it
+     * holds room for four times as many (each join leaves two keys) */
     srv->world = world;
+    if (world < 0)
+        world = -4 * world;
     srv->max_clients = 2 * (size_t)(world > 0 ? world : 1) + 16;
     srv->max_keys = 4 * (size_t)(world > 0 ? world : 1) + 64;
     srv->listen_fd = srv->stop_pipe[0] = srv->stop_pipe[1] = -1;

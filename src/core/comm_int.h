@@ -198,6 +198,8 @@ struct ring_comm {
         struct ring_store *store;
         int all_local;                     /* the rendezvous chose loopback addresses */
         struct ring_store_server *store_server; /* rank 0's tcp store, up until close */
+        char url[RING_CONFIG_STR_MAX];     /* where the store is (--rendezvous), "" none */
+        int joined;                        /* rdzv_join.c: this peer joined a running ring */
     } rdzv;
     /* src/diag/autotune.c: --autotune (its candidates parsed at open) */
     struct {
@@ -267,12 +269,13 @@ struct ring_comm {
         struct ring_doctor *state;
         int running;
     } doctor;
-    /* src/elastic/shrink.c: where a shrunk communicator came from */
+    /* src/elastic (shrink.c, grow.c) and rdzv_join.c: how the ring came to be */
     struct {
         uint32_t generation;               /* shrinks since the job's first ring */
         int *parent;                       /* parent[rank]: the rank in the ring it was
                                             * shrunk from; NULL when not shrunk */
         int shrunk;                        /* this one was shrunk into another */
+        uint32_t next_slot;                /* grow.c: the first join slot not read yet */
         struct ring_probe *probe;          /* neighbour_probe.c's receives on this comm's
                                             * endpoints: freed after they are closed */
         char report[320];                  /* ring_comm_shrink_report */

@@ -57,6 +57,14 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     snprintf(h->job_text, sizeof(h->job_text), "%s", comm->cfg.job_id);
 }
 
+void ring_hello_for_join(ring_hello_t *h, uint32_t rank)
+{
+    h->world_size = 0;
+    h->peers_hash = 0;
+    h->rank = rank;
+    h->settings_hash = handshake_settings_hash(h);
+}
+
 /* The settings a hello carries, in the order they are checked (the first one
  * that differs is named, and sent in a start-up ABORT's detail by its number). */
 enum hello_field {

@@ -50,6 +50,8 @@
 #include "rendezvous.h"
 #include "store.h"
 
+#define RDZV_ELASTIC_PROBE_S 0.3 /* is a store served already? (loopback or LAN: plenty) */
+
 /* The store is reached over loopback: every peer is on this host. */
 static int rdzv_store_is_loopback(const ring_rdzv_url_t *url)
 {
@@ -162,10 +164,16 @@ static ring_status_t rdzv_open_store(ring_comm_t *comm, const ring_rdzv_url_t *u
 
     if (url->kind == RING_RDZV_FILE)
         return ring_store_file_open(url->path, cfg->job_id, cfg->rank == 0, &comm->rdzv.store);
+    /* elastic: a rank 0 started after the ring is up (a replacement) finds the store
+     * served already, by the ring's rank 0, and joins (rdzv_join.c) */
+    if (cfg->rank == 0 && cfg->elastic &&
+        ring_store_tcp_open(url->host, url->port, cfg->job_id, &comm->auth.key,
+                            ring_now() + RDZV_ELASTIC_PROBE_S, &comm->rdzv.store) == RING_OK)
+        return RING_OK;
     if (cfg->rank == 0)
-        RING_CHECK(ring_store_server_start(url->host, url->port, cfg->job_id, cfg->world_size,
-                                           &comm->auth.key,
-                                           &comm->rdzv.store_server));
+        RING_CHECK(ring_store_server_start(url->host, url->port, cfg->job_id,
+                                           cfg->elastic ? -cfg->world_size : cfg->world_size,
+                                           &comm->auth.key, &comm->rdzv.store_server));
     return ring_store_tcp_open(url->host, url->port, cfg->job_id, &comm->auth.key, deadline,
                                &comm->rdzv.store);
 }
@@ -343,6 +351,15 @@ ring_status_t ring_rendezvous(ring_comm_t *comm)
     st = rdzv_open_store(comm, &url, deadline);
     if (st != RING_OK)
         goto out;
+    snprintf(comm->rdzv.url, sizeof(comm->rdzv.url), "%s", cfg->rendezvous);
+    if (cfg->elastic) { /* a ring of this job runs already: join it */
+        int running = 0;
+        st = comm->rdzv.store->ops->check(comm->rdzv.store, RDZV_RUNNING_KEY, &running);
+        if (st == RING_OK && running) {
+            st = ring_rendezvous_join(comm, &mine, deadline);
+            goto out;
+        }
+    }
     ring_rdzv_record_format(&mine, text, sizeof(text));
     snprintf(key, sizeof(key), "rank/%d", comm->rank);
     st = comm->rdzv.store->ops->set(comm->rdzv.store, key, text);
@@ -381,7 +398,8 @@ out:
     /* this peer has what it needs from a tcp store (rank 0 keeps serving the
      * others); a file store stays open until the ring is up, for refreshes,
      * and rank 0's until close, when it cleans up */
-    if (comm->rdzv.store != NULL && (st != RING_OK || url.kind != RING_RDZV_FILE)) {
+    if (comm->rdzv.store != NULL &&
+        (st != RING_OK || (url.kind != RING_RDZV_FILE && !cfg->elastic))) {
         comm->rdzv.store->ops->close(comm->rdzv.store, 0);
         comm->rdzv.store = NULL;
     }
@@ -442,7 +460,8 @@ void ring_rendezvous_done(ring_comm_t *comm)
 {
     /* rank 0's client of its own tcp store leaves too: once every peer's has, the
      * store ends (a file store's owner keeps its store to clean up at close) */
-    if (comm->rdzv.store != NULL && (comm->rank != 0 || comm->rdzv.store_server != NULL)) {
+    if (comm->rdzv.store != NULL && !comm->cfg.elastic &&
+        (comm->rank != 0 || comm->rdzv.store_server != NULL)) {
         comm->rdzv.store->ops->close(comm->rdzv.store, 0);
         comm->rdzv.store = NULL;
     }
@@ -455,4 +474,39 @@ void ring_rendezvous_close(ring_comm_t *comm)
     comm->rdzv.store = NULL;
     ring_store_server_stop(comm->rdzv.store_server, NULL);
     comm->rdzv.store_server = NULL;
+}
+
+void ring_rendezvous_mark_running(ring_comm_t *comm)
+{
+    /* a key another client set is refused: a ring that grew or shrank keeps the first */
+    if (comm->cfg.elastic && comm->rdzv.store != NULL && comm->rank == 0 && !comm->rdzv.joined &&
+        comm->rdzv.store->ops->set(comm->rdzv.store, RDZV_RUNNING_KEY, "1") != RING_OK)
+        ring_log(RING_LOG_DEBUG, "rendezvous: %s", ring_last_error());
+}
+
+void ring_rendezvous_hand_over(ring_comm_t *from, ring_comm_t *to)
+{
+    to->rdzv.store = from->rdzv.store;
+    to->rdzv.store_server = from->rdzv.store_server;
+    to->rdzv.all_local = from->rdzv.all_local;
+    snprintf(to->rdzv.url, sizeof(to->rdzv.url), "%s", from->rdzv.url);
+    from->rdzv.store = NULL;
+    from->rdzv.store_server = NULL;
+}
+
+ring_status_t ring_rendezvous_reconnect(ring_comm_t *comm)
+{
+    ring_rdzv_url_t url;
+    char why[300];
+
+    if (comm->rdzv.url[0] == '\0' || ring_rdzv_url_parse(comm->rdzv.url, &url, why,
+                                                         sizeof(why)) != 0)
+        return ring_error_set(RING_ERR_INVALID, "this ring met at no rendezvous store");
+    if (comm->rdzv.store != NULL)
+        comm->rdzv.store->ops->close(comm->rdzv.store, 0);
+    comm->rdzv.store = NULL;
+    if (url.kind == RING_RDZV_FILE)
+        return ring_store_file_open(url.path, comm->cfg.job_id, 0, &comm->rdzv.store);
+    return ring_store_tcp_open(url.host, url.port, comm->cfg.job_id, &comm->auth.key,
+                               ring_now() + RDZV_ELASTIC_PROBE_S, &comm->rdzv.store);
 }

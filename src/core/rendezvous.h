@@ -42,4 +42,19 @@ void ring_rendezvous_done(struct ring_comm *comm);
 /* Stop the store this peer serves (rank 0), remove the job's files. */
 void ring_rendezvous_close(struct ring_comm *comm);
 
+/* --elastic: the key a ring's rank 0 sets once it is up; a peer that finds it joins */
+#define RDZV_RUNNING_KEY "elastic/ring"
+
+/* rdzv_join.c: this peer met the store of a running elastic ring (mine: its
+ * record, listening already): ask to join, wait for the answer until
+ * deadline, and fill comm's rank, size, peers and hosts from it. */
+ring_status_t ring_rendezvous_join(struct ring_comm *comm, const rdzv_record_t *mine,
+                                   double deadline);
+/* --elastic, once the ring is up: rank 0 marks the job's ring as running. */
+void ring_rendezvous_mark_running(struct ring_comm *comm);
+/* A shrink or a grow: the store (and the server rank 0 runs) goes with the new ring. */
+void ring_rendezvous_hand_over(struct ring_comm *from, struct ring_comm *to);
+/* Open the store again (a tcp store drops a client idle for minutes). */
+ring_status_t ring_rendezvous_reconnect(struct ring_comm *comm);
+
 #endif /* RING_RENDEZVOUS_H */

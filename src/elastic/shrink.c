@@ -19,6 +19,7 @@
 #include "neighbour_probe.h"
 #include "one_host.h"
 #include "progress_thread.h"
+#include "rendezvous.h"
 
 #define RING_SHRINK_PROBE_S 0.02 /* a dead neighbour's close is there at once */
 
@@ -161,6 +162,8 @@ static ring_status_t shrink_attempt(ring_comm_t *comm, ring_agree_params_t *p, d
     }
     nc->elastic.parent = parent;
     nc->elastic.generation = p->generation;
+    nc->elastic.next_slot = comm->elastic.next_slot;
+    ring_rendezvous_hand_over(comm, nc); /* --elastic: joiners still find the ring */
     shrink_report(nc, comm, &res, t0);
     *nc_p = nc;
     return RING_OK;

@@ -262,8 +262,8 @@ def include_violations(planted=None):
 # contents (requests.slots[i].x) are the request's, written by whoever runs it.
 OWNERS = {
     "fail": ["src/core/fail.c"],
-    "topo": ["src/core/rendezvous.c", "src/core/connect.c"],
-    "rdzv": ["src/core/rendezvous.c"],
+    "topo": ["src/core/rendezvous.c", "src/core/rdzv_join.c", "src/core/connect.c"],
+    "rdzv": ["src/core/rendezvous.c", "src/core/rdzv_join.c"],
     "tune": ["src/diag/autotune.c"],
     "enc": ["src/core/codec_pipeline.c", "src/core/device_codec.c"],
     "auth": ["src/core/connect.c"],
@@ -272,7 +272,7 @@ OWNERS = {
     "algo": ["src/algo/"],
     "doctor": ["src/diag/doctor.c"],
     "notice": ["src/core/notice.c"],
-    "elastic": ["src/elastic/shrink.c"],
+    "elastic": ["src/elastic/shrink.c", "src/elastic/grow.c", "src/core/rdzv_join.c"],
 }
 OWNER_ALL = "src/comm_open.c"
 # comm->GROUP.member... followed by an assignment or an increment, or ++/-- before it;
