@@ -109,6 +109,21 @@ ring_status_t ring_comm_grow(ring_comm_t *comm, ring_comm_t **new_comm_p);
 RING_API
 int ring_comm_joined(const ring_comm_t *comm);
 
+/*
+ * The rendezvous store of an elastic job served by a launcher, so that it
+ * outlives every rank (ring-launch --elastic does this): cfg's rendezvous
+ * (tcp://HOST:PORT), job id, secret and world size (bounds: it holds room
+ * for 4 x that many peers) are the ranks'. It serves in a thread until
+ * ring_rendezvous_server_stop. The ranks' rank 0 finds it served and does
+ * not serve one itself.
+ */
+typedef struct ring_rendezvous_server ring_rendezvous_server_t;
+RING_API
+ring_status_t ring_rendezvous_server_start(const ring_config_t *cfg,
+                                           ring_rendezvous_server_t **srv_p);
+RING_API
+void ring_rendezvous_server_stop(ring_rendezvous_server_t *srv);
+
 #ifdef __cplusplus
 }
 #endif

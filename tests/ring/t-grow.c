@@ -36,6 +36,7 @@ typedef struct gcase {
     int expect_join;         /* the joiner gets in */
     const char *why;         /* a joiner turned away: its error names this */
     const h_setting_t *settings;
+    int launcher_store;      /* the parent serves the store (ring_rendezvous_server_start) */
 } gcase_t;
 
 static char store_url[64];
@@ -209,7 +210,20 @@ static void run_case(const gcase_t *c, int n)
                         .settings = set, .timeout = "2s", .connect_timeout = "8s",
                         .actions = c->kill_rank >= 0 ? &kill : NULL,
                         .nactions = c->kill_rank >= 0, .budget = 25, .grace = 3, .run = &run};
-    if (h_run_ring(&rs) == NULL)
+    ring_rendezvous_server_t *srv = NULL;
+    if (c->launcher_store) {
+        ring_config_t scfg;
+        ring_config_init(&scfg);
+        (void)ring_config_set(&scfg, "rendezvous", store_url, RING_SRC_API);
+        (void)ring_config_set(&scfg, "job-id", "t-grow", RING_SRC_API);
+        scfg.world_size = c->founders;
+        if (ring_rendezvous_server_start(&scfg, &srv) != RING_OK)
+            diag("%s: cannot serve the store: %s", c->label, ring_last_error());
+        ring_config_free(&scfg);
+    }
+    h_run_t *done = h_run_ring(&rs);
+    ring_rendezvous_server_stop(srv);
+    if (done == NULL)
         return;
     for (int r = 0; r < c->founders; r++) {
         if (r == c->kill_rank)
@@ -254,12 +268,15 @@ static const h_setting_t same_secret[] = {{-1, "secret", "one secret for all, 32
 int main(void)
 {
     const gcase_t cases[] = {
-        {"a fifth peer joins four", 4, -1, 0, 1, NULL, NULL},
-        {"a replacement joins after rank 2 was lost", 4, 2, 0, 1, NULL, NULL},
-        {"with a secret and --auth frames", 4, -1, 0, 1, NULL, same_secret},
-        {"a joiner with another codec", 4, -1, 0, 0, "codec (RING_CODEC) differs", other_codec},
-        {"a joiner with another secret", 4, -1, 0, 0, "secret", other_secret},
-        {"a joiner that dies before the new ring is up", 4, -1, 1, 0, NULL, NULL},
+        {"a fifth peer joins four", 4, -1, 0, 1, NULL, NULL, 0},
+        {"rank 0 lost, the launcher serves the store: a replacement joins", 4, 0, 0, 1, NULL,
+         NULL, 1},
+        {"a replacement joins after rank 2 was lost", 4, 2, 0, 1, NULL, NULL, 0},
+        {"with a secret and --auth frames", 4, -1, 0, 1, NULL, same_secret, 0},
+        {"a joiner with another codec", 4, -1, 0, 0, "codec (RING_CODEC) differs", other_codec,
+         0},
+        {"a joiner with another secret", 4, -1, 0, 0, "secret", other_secret, 0},
+        {"a joiner that dies before the new ring is up", 4, -1, 1, 0, NULL, NULL, 0},
     };
     int nc = (int)(sizeof(cases) / sizeof(cases[0]));
 
