@@ -354,7 +354,12 @@ static void on_hello_in(agree_t *a, agree_link_t **lp, const ring_agree_msg_t *m
         link_linger(a, lp);
         return;
     }
-    link_free(a, &a->left); /* lost by now, or the same rank calling again */
+    if (a->left != NULL && a->left->rank != from) { /* it is lost by now: tell it so */
+        agree_send(a, a->left, RING_AGREE_REJECT, a->round, a->p->me, RING_AGREE_EXCLUDED,
+                   a->lost);
+        link_linger(a, &a->left);
+    }
+    link_free(a, &a->left); /* (or the same rank, calling again) */
     agree_send(a, l, RING_AGREE_HELLO, a->round, a->p->me, 0, a->lost);
     l->state = LINK_UP;
     a->left = l;
@@ -374,7 +379,15 @@ static void accept_new(agree_t *a, double now)
         for (int i = 0; i < AGREE_PENDING && slot < 0; i++)
             if (a->pending[i] == NULL)
                 slot = i;
-        if (slot < 0 || (l = link_new(now, -1, 1)) == NULL) {
+        if (slot < 0) { /* full of connections that said nothing yet: drop the oldest, so
+                         * idle strangers cannot lock a survivor out */
+            slot = 0;
+            for (int i = 1; i < AGREE_PENDING; i++)
+                if (a->pending[i]->since < a->pending[slot]->since)
+                    slot = i;
+            link_free(a, &a->pending[slot]);
+        }
+        if ((l = link_new(now, -1, 1)) == NULL) {
             a->ops->ep_close(ep);
             continue;
         }
@@ -417,6 +430,10 @@ static void pending_step(agree_t *a, agree_link_t **lp, double now)
     ring_agree_msg_t m;
     char why[300];
 
+    if (now - l->since > AGREE_HELLO_WAIT_S && !(l->state == LINK_HELLO && l->rreq.done)) {
+        link_free(a, lp); /* said nothing (or proved nothing) in time */
+        return;
+    }
     if (l->state == LINK_AUTH) {
         ring_auth_state_t as = ring_auth_step(&l->auth);
         if (as == RING_AUTH_FAILED) {
@@ -429,11 +446,8 @@ static void pending_step(agree_t *a, agree_link_t **lp, double now)
         }
         return;
     }
-    if (!l->rreq.done) {
-        if (now - l->since > AGREE_HELLO_WAIT_S)
-            link_free(a, lp);
+    if (!l->rreq.done)
         return;
-    }
     /* a ring connection of a survivor that has decided and opens the new ring
      * lands here too: it is closed, and its connector tries again */
     if (link_read(a, l, &m, why, sizeof(why)) != 0 || m.type != RING_AGREE_HELLO) {
@@ -668,9 +682,14 @@ static ring_status_t agree_run(agree_t *a, ring_agree_result_t *res)
     }
     if (a->fail != RING_OK)
         return a->fail;
-    /* our last DONE: a moment to leave before the close */
-    for (double until = ring_now() + AGREE_LINGER_S;
-         ring_now() < until && a->right != NULL && link_reap_sends(a->right);) {
+    /* our last DONE, and the REJECTs telling ranks that they are out: a moment
+     * to leave before the close (a rank that is out and not told would wait) */
+    for (double until = ring_now() + AGREE_LINGER_S; ring_now() < until;) {
+        int busy = a->right != NULL && link_reap_sends(a->right);
+        for (int i = 0; i < AGREE_PENDING; i++)
+            busy |= a->closing[i] != NULL && link_reap_sends(a->closing[i]);
+        if (!busy)
+            break;
         a->ops->wait(a->tp, 5);
         a->ops->progress(a->tp);
     }

@@ -1,7 +1,7 @@
 /* fuzz-text.c - libFuzzer: the text ringd reads from its environment and its
  * stores, which a user or a stranger writes: the first byte picks the parser
  * (RING_PEERS, a Slurm hostlist, TF_CONFIG, a rendezvous record, a
- * rendezvous URL), the rest is the text. */
+ * rendezvous URL, an elastic ring's admission), the rest is the text. */
 #include "ring_build.h"
 
 #include <stdint.h>
@@ -26,10 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data + 1, size - 1);
     text[size - 1] = '\0';
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0: {
         ring_peer_addr_t *addrs = NULL;
-        if (ring_peers_parse(text, 1 + data[0] / 5 % 8, 29500, 29600, &addrs) == RING_OK)
+        if (ring_peers_parse(text, 1 + data[0] / 6 % 8, 29500, 29600, &addrs) == RING_OK)
             free(addrs);
         break;
     }
@@ -49,6 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 3: {
         rdzv_record_t rec;
         (void)ring_rdzv_record_parse(text, &rec, why, sizeof(why));
+        break;
+    }
+    case 5: {
+        rdzv_admit_t a;
+        (void)ring_rdzv_admit_parse(text, &a, why, sizeof(why));
         break;
     }
     default: {
