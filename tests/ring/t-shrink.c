@@ -212,6 +212,9 @@ static void run_case(const scase_t *c)
          c->label, worst, shrinks, shrinks == 1 ? "" : "s");
 }
 
+static const h_setting_t tcp_ring_fp16[] = {{-1, "transport", "tcp"}, {-1, "algo", "ring"},
+                                            {-1, "codec", "fp16"}, {0}};
+static const h_setting_t progress_thread[] = {{-1, "progress-thread", "on"}, {0}};
 static const h_setting_t secret[] = {{-1, "secret", "t-shrink's job secret"},
                                      {-1, "auth", "frames"}, {0}};
 
@@ -252,6 +255,14 @@ int main(void)
         cases[nc] = (scase_t){labels[nc], 5, {1}, 1, SIGKILL, 0, 4, after[ms], "2s", NULL};
         nc++;
     }
+    /* the flat ring over tcp, fp16 on the wire (on one host --algo auto takes the
+     * shared segment), and with the progress thread that the Python package runs */
+    cases[nc++] = (scase_t){"tcp, --algo ring, fp16: SIGKILL rank 1 of 4", 4, {1}, 1, SIGKILL, 0,
+                            -1, 0, "5s", tcp_ring_fp16};
+    cases[nc++] = (scase_t){"tcp, --algo ring, fp16: SIGSTOP rank 2 of 4", 4, {2}, 1, SIGSTOP, 0,
+                            -1, 0, "1.5s", tcp_ring_fp16};
+    cases[nc++] = (scase_t){"--progress-thread on: SIGKILL rank 3 of 5", 5, {3}, 1, SIGKILL, 0,
+                            -1, 0, "5s", progress_thread};
     cases[nc++] = (scase_t){"with the job's secret and --auth frames: rank 1 of 4", 4, {1}, 1,
                             SIGKILL, 0, -1, 0, "5s", secret};
     int nplan = 0;
