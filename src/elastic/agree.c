@@ -53,6 +53,7 @@ typedef struct agree {
     char auth_job[RING_CONFIG_STR_MAX + 32];
     size_t msg_bytes, set_bytes;
     unsigned char lost[RING_AGREE_SET_BYTES];
+    unsigned char answered[RING_AGREE_SET_BYTES]; /* ranks that said hello to us here */
     /* the right neighbour: whom we call, since when, and the link. Links live on
      * the heap and move by pointer: the transport holds their requests. */
     agree_link_t *right;
@@ -66,6 +67,7 @@ typedef struct agree {
     int need_own;
     unsigned char seen[RING_AGREE_SET_BYTES], heard[RING_AGREE_SET_BYTES];
     int decided;
+    double decided_at;
     unsigned char members[RING_AGREE_SET_BYTES], done_from[RING_AGREE_SET_BYTES];
     int rounds;
     int finished;
@@ -262,14 +264,34 @@ static void send_own_token(agree_t *a)
     a->need_own = 0;
 }
 
-static void decide(agree_t *a, const unsigned char *members)
+/* Decided (by our round, or told by a member that decided): say so both ways,
+ * with the members, so a member whose own round cannot close any more (a
+ * member lost after others decided) learns the decision all the same. */
+static void decide(agree_t *a, const unsigned char *members, uint32_t round)
 {
     memcpy(a->members, members, sizeof(a->members));
     a->decided = 1;
+    a->decided_at = ring_now();
+    a->round = round;
     memset(a->done_from, 0, sizeof(a->done_from));
     ring_agree_set_add(a->done_from, a->p->me);
     if (link_up(a->right))
-        agree_send(a, a->right, RING_AGREE_DONE, a->round, a->p->me, 0, NULL);
+        agree_send(a, a->right, RING_AGREE_DONE, round, a->p->me, 0, members);
+    if (link_up(a->left))
+        agree_send(a, a->left, RING_AGREE_DONE, round, a->p->me, 0, members);
+}
+
+/* A member's decision reached us: ours too when we are in it; else we are out. */
+static void adopt(agree_t *a, const ring_agree_msg_t *m, int from)
+{
+    if (!ring_agree_set_has(m->set, a->p->me)) {
+        if (a->fail == RING_OK)
+            a->fail = ring_error_set(RING_ERR_REMOTE, "shrink: rank %d and the other survivors "
+                                     "decided without this peer (it answered too late): it must "
+                                     "leave the ring", from);
+        return;
+    }
+    decide(a, m->set, m->round);
 }
 
 /* Our own token came back: every member's token of this round has passed here. */
@@ -292,7 +314,7 @@ static void round_complete(agree_t *a)
                 ring_agree_set_add(a->lost, r);
         return;
     }
-    decide(a, a->seen);
+    decide(a, a->seen, a->round);
 }
 
 static void on_token(agree_t *a, const ring_agree_msg_t *m)
@@ -324,11 +346,13 @@ static void on_token(agree_t *a, const ring_agree_msg_t *m)
 
 static void on_done(agree_t *a, const ring_agree_msg_t *m)
 {
+    if (!a->decided)
+        adopt(a, m, (int)m->origin);
     if (!a->decided || m->round != a->round || (int)m->origin == a->p->me)
         return;
     ring_agree_set_add(a->done_from, (int)m->origin);
     if (link_up(a->right))
-        agree_send(a, a->right, RING_AGREE_DONE, m->round, (int)m->origin, 0, NULL);
+        agree_send(a, a->right, RING_AGREE_DONE, m->round, (int)m->origin, 0, m->set);
 }
 
 /* A connection that called us said hello: take it as our left, or turn it away. */
@@ -338,11 +362,15 @@ static void on_hello_in(agree_t *a, agree_link_t **lp, const ring_agree_msg_t *m
     int from = (int)m->origin;
 
     l->rank = from;
+    ring_agree_set_add(a->answered, from);
     if (a->decided || is_lost(a, from)) {
+        /* decided: the members go with it (a late member adopts the decision) */
         agree_send(a, l, RING_AGREE_REJECT, a->round, a->p->me,
-                   a->decided ? RING_AGREE_DECIDED : RING_AGREE_EXCLUDED, a->lost);
-        ring_log(RING_LOG_INFO, "shrink: turned rank %d away (%s)", from,
-                 a->decided ? "the survivors have decided" : "it is counted lost");
+                   a->decided ? RING_AGREE_DECIDED : RING_AGREE_EXCLUDED,
+                   a->decided ? a->members : a->lost);
+        if (!a->decided || !ring_agree_set_has(a->members, from))
+            ring_log(RING_LOG_INFO, "shrink: turned rank %d away (%s)", from,
+                     a->decided ? "the survivors decided without it" : "it is counted lost");
         link_linger(a, lp);
         return;
     }
@@ -460,6 +488,12 @@ static void pending_step(agree_t *a, agree_link_t **lp, double now)
 
 static void right_retry(agree_t *a, double now)
 {
+    /* it was in the agreement and now refuses or closes: it died (a member that
+     * ends its agreement has decided, and so have we by then) */
+    if (ring_agree_set_has(a->answered, a->target)) {
+        ring_log(RING_LOG_INFO, "shrink: rank %d went away during the agreement", a->target);
+        ring_agree_set_add(a->lost, a->target);
+    }
     link_free(a, &a->right);
     a->retry_at = now + a->backoff;
     a->backoff = a->backoff * 2 > 0.25 ? 0.25 : a->backoff * 2;
@@ -467,11 +501,12 @@ static void right_retry(agree_t *a, double now)
 
 static void right_rejected(agree_t *a, int want, const ring_agree_msg_t *m)
 {
-    a->fail = ring_error_set(RING_ERR_REMOTE, "shrink: rank %d %s", want,
-                             m->detail == RING_AGREE_DECIDED
-                                 ? "and the other survivors decided without this peer (it "
-                                   "came too late): it must leave the ring"
-                                 : "counts this peer lost: the ring goes on without it");
+    if (m->detail == RING_AGREE_DECIDED) { /* its set is the decision: ours, if we are in it */
+        adopt(a, m, want);
+        return;
+    }
+    a->fail = ring_error_set(RING_ERR_REMOTE, "shrink: rank %d counts this peer lost: the ring "
+                             "goes on without it", want);
 }
 
 /* Start calling rank want (its time to answer runs from when we first tried). */
@@ -524,7 +559,7 @@ static void right_step(agree_t *a, double now)
         if (!a->decided) {
             unsigned char alone[RING_AGREE_SET_BYTES] = {0};
             ring_agree_set_add(alone, a->p->me);
-            decide(a, alone);
+            decide(a, alone, a->round);
         }
         return;
     }
@@ -546,11 +581,18 @@ static void right_step(agree_t *a, double now)
     bad = link_read(a, l, &m, why, sizeof(why)) != 0;
     if (!bad && m.type == RING_AGREE_REJECT) {
         right_rejected(a, want, &m);
+        if (a->decided) /* the decision came with it: the link is done */
+            link_free(a, &a->right);
+        return;
+    }
+    if (!bad && l->state == LINK_UP && m.type == RING_AGREE_DONE) {
+        on_done(a, &m); /* a decision, flooding back against the ring's direction */
+        link_post_recv(a, l);
         return;
     }
     if (!bad && l->state == LINK_UP)
         snprintf(why, sizeof(why), "an unexpected message");
-    if (l->state == LINK_UP) { /* it never sends on this link after its hello: a close */
+    if (l->state == LINK_UP) { /* it sends nothing else on this link: a close */
         if (!a->decided) {
             ring_log(RING_LOG_INFO, "shrink: rank %d went away during the agreement (%s)", want,
                      why);
@@ -564,6 +606,7 @@ static void right_step(agree_t *a, double now)
         return;
     }
     absorb(a, m.set, want);
+    ring_agree_set_add(a->answered, want);
     l->state = LINK_UP;
     link_post_recv(a, l);
     new_round(a, a->round + 1); /* a new ring: a new round */
@@ -577,9 +620,7 @@ static void left_step(agree_t *a)
 
     while (link_up(a->left) && l->rreq.done) {
         if (link_read(a, l, &m, why, sizeof(why)) != 0) {
-            /* our left is gone: its own left calls us next, or it was decided */
-            if (a->decided)
-                a->finished = 1;
+            /* our left is gone: its own left calls us next */
             ring_log(RING_LOG_DEBUG, "shrink: left rank %d: %s", l->rank, why);
             link_free(a, &a->left);
             return;
@@ -647,9 +688,11 @@ static void agree_step(agree_t *a, double now)
         (void)link_reap_sends(a->right);
     if (a->left != NULL)
         (void)link_reap_sends(a->left);
-    /* decided: done once every member has decided too (their DONEs came round),
-     * or when the ring comes apart (a member that closes has decided as well) */
-    if (a->decided && (all_done(a) || a->target == a->p->me || !link_up(a->right)))
+    /* decided: done once every member has decided too (their DONEs came round);
+     * until then (at most a timeout: a member lost after the decision never
+     * says so) we stay, to tell the decision to a member that calls late */
+    if (a->decided && (all_done(a) || a->target == a->p->me ||
+                       now - a->decided_at > a->p->answer_timeout_s))
         a->finished = 1;
 }
 
