@@ -100,11 +100,19 @@ typedef struct ringpy_comm {
     pthread_rwlock_t closing; /* read: a wait outside lock; write: close */
     int rank, size;
     int threaded;          /* libringd's progress thread runs (progress-thread on) */
+    int thread_on;         /* the progress-thread setting (a shrunk or grown ring keeps it) */
     unsigned live;         /* requests started and not yet waited for */
     ring_ssp_t *ssp;       /* an open SSP session owns the ring (ext_ssp.c), or NULL */
 } ringpy_comm_t;
 
 extern PyTypeObject ringpy_comm_type;
+
+/* ---- ext_elastic.c: shrink (and grow) the ring in place (ringd/elastic.h) ---- */
+PyObject *ringpy_comm_shrink(ringpy_comm_t *self, PyObject *unused);
+PyObject *ringpy_comm_grow(ringpy_comm_t *self, PyObject *unused);
+PyObject *ringpy_comm_parent_rank(ringpy_comm_t *self, PyObject *arg);
+PyObject *ringpy_comm_get_shrink_report(ringpy_comm_t *self, void *closure);
+PyObject *ringpy_comm_get_joined(ringpy_comm_t *self, void *closure);
 
 /* ---- ext_request.c: one started collective and the buffers it uses ---- */
 typedef struct ringpy_request {
@@ -156,6 +164,10 @@ int ringpy_comm_check_free(const ringpy_comm_t *comm);
 /* Close comm's open SSP session (comm->ssp, not NULL) with the GIL released: the SSP
  * object is closing, or the Comm is (the session's engine thread must stop first). */
 void ringpy_comm_end_session(ringpy_comm_t *comm);
+/* A Comm of type with its locks made and no communicator yet (NULL with an error). */
+ringpy_comm_t *ringpy_comm_alloc(PyTypeObject *type);
+/* Give self the open communicator comm (its rank, size, and whether a thread drives it). */
+void ringpy_comm_adopt(ringpy_comm_t *self, ring_comm_t *comm, int thread_on);
 
 /* ---- ext_ssp.c: a bounded-staleness session over a Comm ---- */
 extern PyTypeObject ringpy_ssp_type;

@@ -28,24 +28,9 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     /* by name, as a binding reads a config (config.h): not the struct's field */
     thread_on = ring_config_get(cfg->cfg, "progress-thread", word, sizeof(word)) == RING_OK &&
                 strcmp(word, "on") == 0;
-    self = (ringpy_comm_t *)type->tp_alloc(type, 0);
+    self = ringpy_comm_alloc(type);
     if (self == NULL)
         return NULL;
-    if (pthread_mutex_init(&self->lock, NULL) != 0) {
-        Py_TYPE(self)->tp_free((PyObject *)self);
-        return PyErr_NoMemory();
-    }
-    if (pthread_cond_init(&self->done, NULL) != 0) {
-        pthread_mutex_destroy(&self->lock);
-        Py_TYPE(self)->tp_free((PyObject *)self);
-        return PyErr_NoMemory();
-    }
-    if (pthread_rwlock_init(&self->closing, NULL) != 0) {
-        pthread_cond_destroy(&self->done);
-        pthread_mutex_destroy(&self->lock);
-        Py_TYPE(self)->tp_free((PyObject *)self);
-        return PyErr_NoMemory();
-    }
     Py_INCREF(cfg); /* nobody frees it while the GIL is released */
     Py_BEGIN_ALLOW_THREADS
     st = ring_comm_open(cfg->cfg, &comm);
@@ -57,12 +42,7 @@ static PyObject *comm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         Py_DECREF(self);
         return ringpy_raise(st, msg, RINGPY_IN_OPEN);
     }
-    self->comm = comm;
-    self->rank = ring_comm_rank(comm);
-    self->size = ring_comm_size(comm);
-    /* comm.h: the setting starts the thread; a ring of one has none (nothing to drive),
-     * and its waits must keep the mutex */
-    self->threaded = thread_on && self->size > 1;
+    ringpy_comm_adopt(self, comm, thread_on);
     return (PyObject *)self;
 }
 
@@ -265,6 +245,17 @@ static PyMethodDef comm_methods[] = {
      "rank (allgatherv)"},
     {"barrier_start", (PyCFunction)ringpy_comm_barrier_start, METH_NOARGS,
      "barrier_start() -> Request"},
+    {"shrink", (PyCFunction)ringpy_comm_shrink, METH_NOARGS,
+     "shrink() -> Comm: after a call failed naming a lost peer, every survivor calls it; the "
+     "new ring of the survivors, renumbered 0..k-1 in ring order (ring_comm_shrink). This "
+     "one must then only be closed (its requests still wait, failing at once)."},
+    {"parent_rank", (PyCFunction)ringpy_comm_parent_rank, METH_O,
+     "parent_rank(rank) -> the rank `rank` had in the ring this one was shrunk (or grown) "
+     "from; -1 when it was not, or for a peer that joined (ring_comm_parent_rank)."},
+    {"grow", (PyCFunction)ringpy_comm_grow, METH_NOARGS,
+     "grow() -> Comm: at a commit point of an elastic ring every member calls it, with no "
+     "request in flight; itself when nobody joined, else the ring with the joiners after "
+     "the members (ring_comm_grow), and this one must then only be closed."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -275,6 +266,10 @@ static PyGetSetDef comm_getset[] = {
     {"live", (getter)comm_get_live, NULL, "requests started and not waited for", NULL},
     {"threaded", (getter)comm_get_threaded, NULL,
      "True when libringd's progress thread drives the requests", NULL},
+    {"shrink_report", (getter)ringpy_comm_get_shrink_report, NULL,
+     "how this ring came to be (ring_comm_shrink_report): '' unless made by shrink()", NULL},
+    {"joined", (getter)ringpy_comm_get_joined, NULL,
+     "True when this peer joined a running ring (ring_comm_joined): it has no state yet", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

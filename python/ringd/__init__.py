@@ -16,7 +16,8 @@ torchrun: ringd.init() reads RING_*, Open MPI, Slurm, torchrun and TF_CONFIG
 variables (see ringd.launcher()). Without a launcher it makes a ring of one.
 Failures raise a ringd.Error naming the peer (PeerError, TimeoutError,
 MismatchError, NonFiniteError, ConfigError, ...); a dead peer makes every
-other peer raise within the timeout setting.
+other peer raise within the timeout setting, and ringd.elastic lets the
+survivors shrink the ring and train on (docs/elastic.md).
 """
 
 from . import _ringd
@@ -28,6 +29,8 @@ from ._runtime import (Handle, allgather, allgather_async, allreduce, allreduce_
                        barrier_async, broadcast, broadcast_async, config, init, is_initialized,
                        launcher, local_rank, local_size, rank, reduce_scatter,
                        reduce_scatter_async, shutdown, size, stats)
+
+from . import elastic  # ringd.elastic: train on when a peer is lost (docs/elastic.md)
 
 __version__ = _ringd.version()
 

@@ -32,10 +32,11 @@ from .process_group import ProcessGroupRingd, register_backend
 from . import process_group as _process_group
 from .. import _runtime
 from .ssp import SSP
+from . import elastic
 
 register_backend()
 _runtime._rendezvous_finders.append(_process_group._rendezvous_through_default_group)
 
 __all__ = ["Compression", "DistributedOptimizer", "broadcast_parameters",
            "broadcast_optimizer_state", "broadcast_object", "allreduce_hook", "HookState",
-           "ProcessGroupRingd", "register_backend", "SSP"]
+           "ProcessGroupRingd", "register_backend", "SSP", "elastic"]
