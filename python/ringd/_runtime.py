@@ -137,6 +137,29 @@ def _require(what):
     return _comm
 
 
+def take_ring(what):
+    """ringd.elastic: the process's communicator, with the handles started on it finished
+    first (a failed ring's fail at once, and keep their error in the handle)."""
+    with _cond:
+        comm = _require(what)
+        batch = list(_pending)
+        for h in batch:
+            h._claimed = True
+        _pending.clear()
+    for h in batch:
+        h._complete()
+    return comm
+
+
+def replace_comm(old, new):
+    """ringd.elastic: new is the process's communicator from here on (every call looks it up
+    when it runs: the torch objects follow); old is closed."""
+    global _comm
+    with _cond:
+        _comm = new
+    old.close()
+
+
 def _start(what, start, finish, sync=None):
     """Start a request (start() -> _ringd.Request) and return its Handle; with
     MAX_REQUESTS outstanding, finish the oldest first."""

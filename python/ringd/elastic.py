@@ -86,24 +86,11 @@ _swap_lock = threading.Lock()  # one change of the process's ring at a time
 
 
 def _take_ring(what):
-    """The process's communicator, with the handles started on it finished (a failed ring's
-    fail at once, and keep their error in the handle)."""
-    with _runtime._cond:
-        comm = _runtime._require(what)
-        batch = list(_runtime._pending)
-        for h in batch:
-            h._claimed = True
-        _runtime._pending.clear()
-    for h in batch:
-        h._complete()
-    return comm
+    return _runtime.take_ring(what)
 
 
 def _install(old, new):
-    """new is the process's ring from here on; old is closed."""
-    with _runtime._cond:
-        _runtime._comm = new
-    old.close()
+    _runtime.replace_comm(old, new)
 
 
 def _lost_ranks(old_size, new):

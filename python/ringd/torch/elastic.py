@@ -33,7 +33,6 @@ import torch
 from .. import elastic as _elastic
 from .. import _runtime
 from .optimizer import broadcast_object, broadcast_parameters
-from ._buckets import InFlight
 
 run = _elastic.run
 
@@ -46,29 +45,12 @@ def _is_distributed(optimizer):
 
 
 def _drop_in_flight(opt):
-    """Forget opt's allreduces on the old ring (they failed, or were finished) and the
-    backward pass they belonged to; with staleness, start the warm-up again."""
-    opt._in_flight = InFlight()
-    opt._reset_backward()
-    opt._synced = False
-    opt._launched = {}
-    opt._used_sets = [None] * (opt._staleness + 1)
-    if opt._staleness > 0:
-        opt._step_id = 0  # the pipeline refills: warm-up steps are lockstep
+    opt._elastic_reset()
 
 
 def _align_plan(opt, synced):
-    """After sync every peer holds rank 0's fusion-bucket plan; when rank 0 had none yet
-    (it lost the ring before its first step ended) every peer drops its own and plans
-    again after the next step, together."""
     extra = synced.get("ringd") if isinstance(synced, dict) else None
-    plan = extra.get("bucket_plan") if isinstance(extra, dict) else None
-    if plan is None and (opt._planned or opt._step_id > 0):
-        opt._make_buckets(list(reversed(opt._params)))
-        opt._plan = None
-        opt._planned = False
-        opt._step_id = 0
-        opt._reset_backward()
+    opt._elastic_align(extra.get("bucket_plan") if isinstance(extra, dict) else None)
 
 
 class TorchState(_elastic.State):

@@ -407,6 +407,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         view = self._views.get(p)
         return view is not None and p.grad is not None and p.grad.data_ptr() == view.data_ptr()
 
+    def _elastic_reset(self):
+        """ringd.elastic: forget the allreduces on the old ring (they failed, or were
+        finished) and the backward pass they belonged to; with staleness, start the
+        warm-up again."""
+        self._in_flight = InFlight()
+        self._reset_backward()
+        self._synced = False
+        self._launched = {}
+        self._used_sets = [None] * (self._staleness + 1)
+        if self._staleness > 0:
+            self._step_id = 0  # the pipeline refills: warm-up steps are lockstep
+
+    def _elastic_align(self, plan):
+        """ringd.elastic, after a sync: every peer holds rank 0's fusion-bucket plan; when
+        rank 0 had none yet (it lost the ring before its first step ended) every peer drops
+        its own and plans again after the next step, together."""
+        if plan is None and (self._planned or self._step_id > 0):
+            self._make_buckets(list(reversed(self._params)))
+            self._plan = None
+            self._planned = False
+            self._step_id = 0
+            self._reset_backward()
+
     def synchronize(self):
         """Wait for this step's averages and put them in .grad (lockstep only), e.g. to
         clip them; step() then only updates."""
