@@ -21,6 +21,10 @@ static const char launch_usage_text[] =
     "                   -- PROGRAM [ARGS...]\n"
     "       ring-launch --nnodes N --node-rank R --nproc-per-node P\n"
     "                   --rendezvous tcp://HOST:PORT [OPTIONS] -- PROGRAM [ARGS...]\n"
+    "       ring-launch --elastic MIN:MAX [--max-restarts K] -n N [OPTIONS]\n"
+    "                   -- PROGRAM [ARGS...]\n"
+    "       ring-launch --serve-store tcp://HOST:PORT [--job-id ID]\n"
+    "                   [--secret-file FILE] [-n N] [--timeout SECS]\n"
     "       ring-launch --merge-timeline OUT IN...\n"
     "       ring-launch --help | --version\n";
 
@@ -80,7 +84,40 @@ static const char launch_help_text[] =
     "                  again, up to K times (torchrun's --max-restarts; default\n"
     "                  0). ringd with --checkpoint-dir resumes from its newest\n"
     "                  valid checkpoint. Not after --timeout or a signal to the\n"
-    "                  launcher\n"
+    "                  launcher. With --elastic: start a replacement for a lost\n"
+    "                  rank instead, up to K in all (ELASTIC JOBS below)\n"
+    "  --elastic MIN:MAX\n"
+    "                  an elastic job (torchrun's notation): a rank that dies\n"
+    "                  does not stop the others, which go on without it while\n"
+    "                  at least MIN are left (libringd shrinks their ring:\n"
+    "                  ring_comm_shrink, ringd --elastic), and a replacement\n"
+    "                  (--max-restarts) joins the running ring. The ranks meet\n"
+    "                  at a rendezvous store that ring-launch serves itself, so\n"
+    "                  that it outlives every rank: on --host (default\n"
+    "                  127.0.0.1) and a free port, or at --rendezvous\n"
+    "                  tcp://HOST:PORT (across nodes, node 0's ring-launch\n"
+    "                  serves it); file:///DIR needs no server, but --host\n"
+    "                  (where a joiner listens). 1 <= MIN <= MAX <= 65535, and\n"
+    "                  the job's ranks (-n, or --nnodes x --nproc-per-node)\n"
+    "                  within MIN..MAX. Not with --hosts: a fixed peer list has\n"
+    "                  no store to join through\n"
+    "  --serve-store tcp://HOST:PORT\n"
+    "                  serve only the rendezvous store of an elastic job, with\n"
+    "                  no PROGRAM, until SIGINT or SIGTERM (exit 0) or --timeout\n"
+    "                  (exit 124): for ranks that another launcher starts (srun\n"
+    "                  steps, Kubernetes pods) with RING_RENDEZVOUS=tcp://HOST:PORT,\n"
+    "                  RING_ELASTIC=on and the same RING_JOB_ID and secret, so\n"
+    "                  that a replacement can join after any rank is lost, rank\n"
+    "                  0 too. HOST is an address of this host, or a name\n"
+    "                  (then every address: a Service's name in a pod)\n"
+    "  --job-id ID     with --serve-store: the ranks' RING_JOB_ID (default\n"
+    "                  $RING_JOB_ID; one of the two is needed)\n"
+    "  --secret-file FILE\n"
+    "                  with --serve-store: the ranks' secret (default\n"
+    "                  $RING_SECRET_FILE, else $RING_SECRET; without one the\n"
+    "                  store admits anyone who reaches it, and says so). With\n"
+    "                  --serve-store, -n N is the most ranks of the job: the\n"
+    "                  store holds room for 4 x N peers (default 16)\n"
     "  --bind-to core|none\n"
     "                  core: pin this node's rank i to the i-th CPU ringd may\n"
     "                  use (its affinity mask), as mpirun does for up to one\n"
@@ -121,8 +158,14 @@ static const char launch_help_text[] =
     "                   IPv6 hosts are bracketed: [::1]:4000 (not with\n"
     "                   --rendezvous, which removes a RING_PEERS of the caller's)\n"
     "  RING_RENDEZVOUS  --rendezvous's URL; RING_BIND --host; RING_PORT --base-port\n"
-    "                   + the local rank (only with --rendezvous)\n"
+    "                   + the local rank (only with --rendezvous or --elastic)\n"
     "  RING_TIMELINE    FILE.{rank}.part, with --timeline FILE\n"
+    "  RING_ELASTIC, RINGD_ELASTIC\n"
+    "                   with --elastic MIN:MAX: RING_ELASTIC=on (libringd keeps\n"
+    "                   the store and admits joiners) and RINGD_ELASTIC=MIN:MAX\n"
+    "                   (ringd's --elastic), so that PROGRAM ringd needs no flag;\n"
+    "                   RING_RENDEZVOUS the store's URL (no RING_PEERS) and\n"
+    "                   RING_JOB_ID the job id it serves (the caller's when set)\n"
     "  RING_SECRET_FILE\n"
     "                   a file holding a fresh random secret for this run, so\n"
     "                   that the ranks' connections are authenticated: mode\n"
@@ -173,31 +216,59 @@ static const char launch_help_text[] =
     "  Its stdout and stderr are relayed line by line to the launcher's\n"
     "  stdout and stderr, prefixed \"[RANK] \". When a rank exits non-zero\n"
     "  or is killed, the others get SIGTERM, then SIGKILL after the grace\n"
-    "  period. A rank stopped by a signal (SIGSTOP: state T in /proc, for\n"
-    "  any process of its group) cannot act on SIGTERM: it gets SIGKILL at\n"
-    "  once, and is named as the likely cause, since its peers time out on\n"
-    "  it and the first rank to fail is one of them. SIGINT and SIGTERM\n"
-    "  sent to the launcher are forwarded to every rank, and the launcher\n"
-    "  exits once all ranks are gone, with their status: 0 when every rank\n"
-    "  stopped cleanly (ringd finishes its step, checkpoints and exits 0),\n"
-    "  128+SIG when one died of the signal.\n"
+    "  period (with --elastic: ELASTIC JOBS). A rank stopped by a signal\n"
+    "  (SIGSTOP: state T in /proc, for any process of its group) cannot\n"
+    "  act on SIGTERM: it gets SIGKILL at once, and is named as the likely\n"
+    "  cause, since its peers time out on it and the first rank to fail is\n"
+    "  one of them. SIGINT and SIGTERM sent to the launcher are forwarded\n"
+    "  to every rank, and the launcher exits once all ranks are gone, with\n"
+    "  their status: 0 when every rank stopped cleanly (ringd finishes its\n"
+    "  step, checkpoints and exits 0), 128+SIG when one died of the signal.\n"
     "  Across nodes each ring-launch supervises its own ranks; the other\n"
     "  nodes' ranks fail within their --timeout, naming the lost peer.\n"
+    "\nELASTIC JOBS\n"
+    "  With --elastic MIN:MAX a rank that exits non-zero or is killed while\n"
+    "  no rank has finished yet is lost: a line says so (\"rank 2 (pid 4242)\n"
+    "  lost: killed by signal 9 (Killed); 3 ranks still running\"), nobody\n"
+    "  is stopped, and while --max-restarts K allows (K replacements in all)\n"
+    "  a replacement starts in its place with its environment (the same\n"
+    "  RING_RANK; a line says so) and joins the ring at its next grow\n"
+    "  (ring_comm_grow; ringd: a step boundary). Its output is prefixed\n"
+    "  \"[2 r1] \" (rank 2's first replacement). When fewer than MIN ranks\n"
+    "  are left and no replacement may start, the others are stopped as\n"
+    "  without --elastic and the job fails, naming MIN. A rank stopped by a\n"
+    "  signal (SIGSTOP) is not replaced: its peers time out on it and go\n"
+    "  on; once every other rank has exited it gets SIGKILL and counts as\n"
+    "  lost. A replacement alone left running --grace (at least 1 s) after\n"
+    "  the others finished came too late to join (in lockstep the members\n"
+    "  finish together): it is stopped and counts as lost. The job ends\n"
+    "  when every rank has exited. A rank that fails after another exited\n"
+    "  0 is not lost but failed, as without --elastic.\n"
+    "  Across nodes each ring-launch counts its own ranks (MIN is for the\n"
+    "  ranks, ringd --elastic, to enforce). --timeout and signals to the\n"
+    "  launcher end every rank as without --elastic. A replacement writes\n"
+    "  the --timeline part of the rank it replaces.\n"
     "\nEXIT STATUS\n"
     "  0        every rank exited 0, also when they stopped after SIGINT or\n"
     "           SIGTERM to the launcher (as srun: the status is the ranks')\n"
     "  N        the first rank that failed exited with status N, or was\n"
     "           killed by signal SIG (N = 128+SIG); a rank that cannot\n"
     "           execute PROGRAM exits 127\n"
-    "  1        the launcher itself failed (ports, pipes, fork)\n"
+    "  1        the launcher itself failed (ports, pipes, fork, the store);\n"
+    "           with --elastic: fewer than MIN ranks exited 0\n"
     "  2        bad usage\n"
     "  124      --timeout expired\n"
+    "  With --elastic, 0 when at least MIN ranks exited 0 and no rank failed\n"
+    "  after the first had finished, however many were lost; when too few\n"
+    "  were left, the status of the rank whose loss left them (137: SIGKILL)\n"
     "\nEXAMPLES\n"
     "  ring-launch -n 4 -- ring-bench -b 1M -e 1M\n"
     "  ring-launch -n 2 --host ::1 --timeout 60 -- ./ring-test\n"
     "  ring-launch -n 3 --base-port 9000 -- sh -c 'echo $RING_PEERS'\n"
     "  ring-launch -n 2 -- python3 train.py   (init_process_group(\"gloo\"))\n"
     "  ring-launch -n 4 --timeline trace.json -- ring-bench -e 64M\n"
+    "  ring-launch -n 4 --elastic 2:4 --max-restarts 1 -- ringd --workload fmnist-mlp\n"
+    "  ring-launch --serve-store tcp://10.0.0.1:29400 --job-id train1 -n 4\n"
     "  ring-launch --nnodes 2 --node-rank 0 --nproc-per-node 4 \\\n"
     "      --rendezvous tcp://10.0.0.1:29400 -- ringd --workload fmnist-mlp\n"
     "      (and --node-rank 1 on the second node)\n"
@@ -250,6 +321,86 @@ static const char *launch_opt_take(int argc, char **argv, int *i,
 
 static void launch_cpus_find(struct launch_opts *o);
 
+#define LAUNCH_ELASTIC_MAX 65535    /* as ringd's --elastic and libringd's ranks */
+
+/* --elastic MIN:MAX (launch-elastic.c supervises such a job) */
+static void launch_elastic_parse(struct launch_opts *o, const char *v)
+{
+    char *end;
+    long lo, hi = 0;
+    int bad;
+
+    errno = 0;
+    lo = strtol(v, &end, 10);
+    bad = end == v || *end != ':' || end[1] == '\0';
+    if (!bad) {
+        const char *from = end + 1;
+
+        hi = strtol(from, &end, 10);
+        bad = end == from || *end != '\0';
+    }
+    if (bad || errno != 0)
+        launch_usage_die("--elastic '%s': expected MIN:MAX, the fewest and the most ranks the "
+                         "job may run with (torchrun's notation, e.g. --elastic 2:4)", v);
+    if (lo < 1)
+        launch_usage_die("--elastic %s: MIN must be at least 1 (a ring of one rank)", v);
+    if (hi > LAUNCH_ELASTIC_MAX)
+        launch_usage_die("--elastic %s: MAX must be at most %d", v, LAUNCH_ELASTIC_MAX);
+    if (lo > hi)
+        launch_usage_die("--elastic %s: MIN %ld is above MAX %ld", v, lo, hi);
+    o->elastic_min = lo;
+    o->elastic_max = hi;
+}
+
+static void launch_elastic_check(const struct launch_opts *o)
+{
+    long world = launch_world_size(o);
+
+    if (o->job_id || o->secret_file)
+        launch_usage_die("--job-id and --secret-file go with --serve-store; the ranks read "
+                         "RING_JOB_ID and RING_SECRET_FILE from the environment");
+    if (!o->elastic_min)
+        return;
+    if (o->nhosts > 0)
+        launch_usage_die("--elastic needs a rendezvous store, where a replacement joins the "
+                         "ring, and --hosts gives the ranks a fixed peer list instead (ranks "
+                         "in other network namespaces could not reach a store on this host): "
+                         "leave --hosts out (--host ADDR says where the ranks and the store "
+                         "listen)");
+    if (o->rendezvous && strncmp(o->rendezvous, "file://", 7) == 0 && !o->host_given)
+        launch_usage_die("--elastic with --rendezvous %s: give --host ADDR too, where the ranks "
+                         "listen (their RING_BIND): a replacement that joins through a file "
+                         "store must say where it listens", o->rendezvous);
+    if (world < o->elastic_min || world > o->elastic_max)
+        launch_usage_die("--elastic %ld:%ld: the job starts %ld rank%s (%s), outside MIN..MAX: "
+                         "give %s between %ld and %ld", o->elastic_min, o->elastic_max, world,
+                         world == 1 ? "" : "s", o->nnodes > 1 ? "--nnodes x --nproc-per-node"
+                                                              : "-n",
+                         o->nnodes > 1 ? "a world" : "-n", o->elastic_min, o->elastic_max);
+}
+
+static int launch_serve_check(const struct launch_opts *o)
+{
+    struct launch_rdzv rv;
+    char why[400];
+
+    if (!o->serve_store)
+        return 0;
+    if (o->argv)
+        launch_usage_die("--serve-store serves the store alone and runs no PROGRAM: start the "
+                         "ranks elsewhere (srun, pods) with RING_RENDEZVOUS=%s",
+                         o->serve_store);
+    if (o->elastic_min || o->rendezvous || o->nnodes || o->nproc_per_node || o->nhosts ||
+        o->exec_prefix || o->timeline)
+        launch_usage_die("--serve-store takes -n, --job-id, --secret-file and --timeout only");
+    if (launch_rdzv_parse(o->serve_store, &rv, why, sizeof(why)) != 0 || rv.port == 0)
+        launch_usage_die("--serve-store '%s': expected tcp://HOST:PORT, where the ranks' "
+                         "RING_RENDEZVOUS points (a file:/// store needs no server)",
+                         o->serve_store);
+    return 1;
+}
+
+
 void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
 {
     const char *v;
@@ -291,6 +442,16 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
             o->node_rank = (long)launch_num_parse(v, "--node-rank", 0, LAUNCH_MAX_RANKS - 1, 1);
         } else if ((v = launch_opt_take(argc, argv, &i, "--rendezvous"))) {
             o->rendezvous = v;
+        } else if ((v = launch_opt_take(argc, argv, &i, "--elastic"))) {
+            launch_elastic_parse(o, v);
+        } else if ((v = launch_opt_take(argc, argv, &i, "--serve-store"))) {
+            o->serve_store = v;
+        } else if ((v = launch_opt_take(argc, argv, &i, "--job-id"))) {
+            if (*v == '\0')
+                launch_usage_die("--job-id needs the ranks' job id (RING_JOB_ID), not ''");
+            o->job_id = v;
+        } else if ((v = launch_opt_take(argc, argv, &i, "--secret-file"))) {
+            o->secret_file = v;
         } else if ((v = launch_opt_take(argc, argv, &i, "--hosts"))) {
             char why[256];
             if (launch_hosts_parse(o, v, why, sizeof(why)) != 0)
@@ -321,12 +482,15 @@ void launch_opts_parse(int argc, char **argv, struct launch_opts *o)
                              : "missing '--' before PROGRAM '%s'", a);
         }
     }
+    if (launch_serve_check(o))
+        return;     /* --serve-store: none of the rest applies */
     {
         char why[512];
 
         if (launch_nodes_check(o, why, sizeof(why)) != 0)
             launch_usage_die("%s", why);
     }
+    launch_elastic_check(o);
     if (!o->argv || !o->argv[0])
         launch_usage_die(o->argv ? "missing PROGRAM after '--'"
                          : "missing '--' followed by PROGRAM");

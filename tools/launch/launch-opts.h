@@ -12,7 +12,15 @@
 struct launch_opts {
     long n, base_port;            /* ranks on this node; base_port 0 = probe free ports */
     double grace, timeout;        /* seconds; timeout 0 = none */
-    long max_restarts;            /* restart every rank after a failure, up to this often */
+    long max_restarts;            /* restart every rank after a failure, up to this often;
+                                   * with --elastic: start a replacement for a lost rank,
+                                   * up to this many in all */
+    long elastic_min, elastic_max;/* --elastic MIN:MAX; 0 and 0 when off */
+    char *elastic_store;          /* tcp://HOST:PORT of the store ring-launch serves for
+                                   * --elastic without --rendezvous (malloc), or NULL */
+    const char *serve_store;      /* --serve-store tcp://HOST:PORT: serve only that */
+    const char *job_id;           /* --job-id (with --serve-store), or NULL */
+    const char *secret_file;      /* --secret-file (with --serve-store), or NULL */
     const char *host;
     int host_given;               /* --host: with a rendezvous, RING_BIND of the ranks */
     long nnodes, node_rank;       /* torchrun-style: this node's ranks are node_rank*n + 0..n-1;

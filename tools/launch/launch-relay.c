@@ -19,6 +19,13 @@
 
 static char launch_out[LAUNCH_LINE_MAX + 32];
 
+int launch_prefix_format(char *buf, size_t len, long rank, int gen)
+{
+    int n = gen > 0 ? snprintf(buf, len, "[%ld r%d] ", rank, gen)
+                    : snprintf(buf, len, "[%ld] ", rank);
+    return n < 0 ? 0 : n >= (int)len ? (int)len - 1 : n;
+}
+
 void launch_relay_init(struct launch_relay *rl, int prefix)
 {
     *rl = (struct launch_relay){ .prefix = prefix, .tty_line = { .fresh = 1 } };
@@ -58,14 +65,14 @@ static void launch_tty_line_yield(struct launch_relay *rl, int out_fd)
 }
 
 /* One write per line keeps lines of different ranks from interleaving. */
-static void launch_line_emit(struct launch_relay *rl, int out_fd, long rank, const char *p,
-                             size_t len, int add_nl)
+static void launch_line_emit(struct launch_relay *rl, int out_fd, long rank, int gen,
+                             const char *p, size_t len, int add_nl)
 {
     size_t off = 0;
 
     launch_tty_line_yield(rl, out_fd);
     if (rl->prefix)
-        off = (size_t)snprintf(launch_out, 32, "[%ld] ", rank);
+        off = (size_t)launch_prefix_format(launch_out, 32, rank, gen);
     memcpy(launch_out + off, p, len);
     off += len;
     if (add_nl && rl->prefix)
@@ -81,7 +88,7 @@ static void launch_tty_relay(struct launch_relay *rl, struct launch_stream *s, l
     size_t off = 0, used, n;
 
     if (rl->prefix)
-        snprintf(prefix, sizeof(prefix), "[%ld] ", rank);
+        launch_prefix_format(prefix, sizeof(prefix), rank, s->gen);
     while (off < s->len) {
         n = launch_tty_rewrite(&rl->tty_line, prefix, s->buf + off, s->len - off, final,
                                launch_out, sizeof(launch_out), &used);
@@ -103,7 +110,7 @@ void launch_stream_close(struct launch_relay *rl, struct launch_stream *s, long 
     if (s->tty)
         launch_tty_relay(rl, s, rank, 1);
     else if (s->len > 0)
-        launch_line_emit(rl, s->out_fd, rank, s->buf, s->len, 1);
+        launch_line_emit(rl, s->out_fd, rank, s->gen, s->buf, s->len, 1);
     s->len = 0;
     if (close(s->fd) != 0)
         perror("ring-launch: close");
@@ -129,13 +136,13 @@ void launch_stream_read(struct launch_relay *rl, struct launch_stream *s, long r
         return;
     }
     while ((nl = memchr(p, '\n', s->len - (size_t)(p - s->buf)))) {
-        launch_line_emit(rl, s->out_fd, rank, p, (size_t)(nl - p) + 1, 0);
+        launch_line_emit(rl, s->out_fd, rank, s->gen, p, (size_t)(nl - p) + 1, 0);
         p = nl + 1;
     }
     s->len -= (size_t)(p - s->buf);
     memmove(s->buf, p, s->len);
     if (s->len == LAUNCH_LINE_MAX) {
-        launch_line_emit(rl, s->out_fd, rank, s->buf, s->len, 1);
+        launch_line_emit(rl, s->out_fd, rank, s->gen, s->buf, s->len, 1);
         s->len = 0;
     }
 }

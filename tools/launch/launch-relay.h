@@ -14,6 +14,7 @@ struct launch_stream {
     size_t len;                   /* bytes of an unfinished line in buf (a pty: of a cut \r\e[K) */
     char *buf;
     int tty;                      /* fd is the master of the rank's pseudo-terminal */
+    int gen;                      /* --elastic: 0, or k for the rank's k-th replacement */
 };
 
 struct launch_relay {
@@ -22,6 +23,10 @@ struct launch_relay {
     const struct launch_stream *tty;  /* the pty's stream, relayed as it comes, or NULL */
     struct launch_tty_line tty_line;  /* where its output stands on the terminal */
 };
+
+/* The line prefix of a rank's output into buf: "[RANK] ", or "[RANK rK] " for its
+ * k-th replacement (--elastic); its length. */
+int launch_prefix_format(char *buf, size_t len, long rank, int gen);
 
 /* A relay for this run: ring-launch's terminals looked up once. */
 void launch_relay_init(struct launch_relay *rl, int prefix);

@@ -10,7 +10,9 @@
  * also gets torchrun's variables (launch-torch.c) and the path of the job's
  * secret (launch-secret.c). Across nodes, one ring-launch per node, its ranks
  * meet the others' at a rendezvous (launch-nodes.c). With --timeline it
- * merges the ranks' trace-event files once they have exited (timeline-merge.c). */
+ * merges the ranks' trace-event files once they have exited (timeline-merge.c).
+ * With --elastic a lost rank stops nobody and may be replaced (launch-elastic.c),
+ * and the ranks meet at a store ring-launch serves (launch-store.c). */
 #ifdef HAVE_CONFIG_H
 #include "ring_build.h"
 #endif
@@ -33,6 +35,8 @@
 #include <cblas.h>
 
 #include "blas_core.h"
+#include "launch-elastic.h"
+#include "launch-job.h"
 #include "launch-nodes.h"
 #include "launch-opts.h"
 #include "launch-ports.h"
@@ -41,28 +45,12 @@
 #include "launch-relay.h"
 #include "launch-secret.h"
 #include "launch-stopped.h"
+#include "launch-store.h"
 #include "launch-torch.h"
 #include "timeline-merge.h"
 
 #define LAUNCH_DRAIN_MS 2000      /* grandchildren may hold pipes open */
 #define LAUNCH_KILL_WAIT_MS 5000  /* after SIGKILL, give up eventually */
-
-struct launch_child {
-    pid_t pid;
-    int running;
-    int stopped;        /* stopped by a signal when the job was torn down: killed at once */
-    struct launch_stream io[2];
-};
-
-struct launch_state {
-    struct launch_opts opt;
-    struct launch_child *kids;
-    long running, first_rank, others_stopped;  /* first_rank -1: none */
-    int first_status, timed_out, got_signal, killed, abandoned, spawn_failed;
-    long long timeout_at, stop_at, kill_at, drain_until, signal_at;
-    struct launch_relay relay;
-    struct launch_torch torch;  /* MASTER_ADDR and MASTER_PORT of this attempt */
-};
 
 static int launch_sigpipe[2] = { -1, -1 };
 static sigset_t launch_sigset;    /* the signals we catch */
@@ -134,7 +122,10 @@ static int launch_fd_prepare(int fd, int nonblock)
 static int launch_child_pty(struct launch_state *st, long i, int p[2])
 {
     static int warned;
-    int cols = st->opt.prefix ? (int)snprintf(NULL, 0, "[%ld] ", launch_global_rank(&st->opt, i))
+    char prefix[32];
+    int cols = st->opt.prefix ? launch_prefix_format(prefix, sizeof(prefix),
+                                                     launch_global_rank(&st->opt, i),
+                                                     st->kids[i].gen)
                               : 0;
 
     if (!st->opt.tty || launch_global_rank(&st->opt, i) != 0 || !st->relay.out_tty[1])
@@ -163,7 +154,7 @@ static int launch_child_spawn(struct launch_state *st, long i, const char *peers
                      launch_fd_prepare(p[k][1], 0) != 0))
             goto fail;
         c->io[k] = (struct launch_stream){ .fd = p[k][0], .out_fd = k + 1, .tty = tty,
-                                           .buf = malloc(LAUNCH_LINE_MAX) };
+                                           .gen = c->gen, .buf = malloc(LAUNCH_LINE_MAX) };
         if (!c->io[k].buf)
             goto fail;
         if (tty)
@@ -278,6 +269,17 @@ static void launch_child_record(struct launch_state *st, long rank, int status)
 {
     st->kids[rank].running = 0;
     st->running--;
+    if (st->opt.elastic_min > 0) {    /* a lost rank: the others go on */
+        enum launch_elastic_act act = launch_elastic_record(st, rank, status);
+
+        if (act == LAUNCH_EL_REPLACE)
+            act = launch_elastic_replaced(st, rank,
+                                          launch_child_spawn(st, rank, st->peers) == 0);
+        if (act == LAUNCH_EL_STOP)
+            launch_stop_begin(st, SIGTERM);
+        if (act != LAUNCH_EL_FAIL)
+            return;
+    }
     if (st->first_rank >= 0 || (WIFEXITED(status) && !WEXITSTATUS(status)))
         return;
     st->first_rank = rank;
@@ -332,6 +334,8 @@ static void launch_signals_handle(struct launch_state *st)
 static int launch_deadlines_check(struct launch_state *st, long long now)
 {
     long long next = now + LAUNCH_POLL_MS;
+    if (st->opt.elastic_min > 0 && launch_elastic_late(st, now))
+        launch_stop_begin(st, SIGTERM);     /* replacements the ended ring never took */
     if (st->timeout_at && !st->stop_at && st->running > 0) {
         if (now >= st->timeout_at) {
             fprintf(stderr, "ring-launch: timed out after %g s; killing all "
@@ -425,6 +429,10 @@ static int launch_result_report(const struct launch_state *st)
 {
     int status = st->first_status;
     long r = st->first_rank;
+    if (st->opt.elastic_min > 0 && !st->spawn_failed && !st->timed_out && !st->got_signal &&
+        !st->abandoned && (status = launch_elastic_report(st)) >= 0)
+        return status;
+    status = st->first_status;
     if (st->spawn_failed || st->timed_out) {
         launch_stopped_report(st);
         return st->spawn_failed ? 1 : 124;
@@ -625,6 +633,8 @@ static int launch_attempt(struct launch_state *st)
         /* while the ranks' ports are held, so that MASTER_PORT is none of them */
         int torch_fd = launch_torch_prepare(&st->opt, &st->torch);
 
+        st->peers = peers;
+
         launch_ranks_start(st, probe_fds, torch_fd, peers);
         if (launch_job_run(st) != 0) {
             fputs("ring-launch: out of memory\n", stderr);
@@ -708,6 +718,10 @@ int main(int argc, char **argv)
     launch_opts_parse(argc, argv, &opt);
     if (opt.merge)
         return launch_merge_only(opt.merge);
+    if (opt.serve_store)
+        return launch_store_serve_only(&opt);
+    if (launch_store_port_pick(&opt) != 0)
+        return 1;   /* it said why */
     if (launch_timeline_prepare(&opt) != 0) {
         fputs("ring-launch: out of memory\n", stderr);
         return 1;
@@ -731,20 +745,27 @@ int main(int argc, char **argv)
         free(opt.hosts_text);
         return 1;
     }
+    /* --elastic: the store the ranks meet at, served here so that it outlives them */
+    if (launch_store_start(&opt) != 0) {
+        launch_secret_remove();
+        return 1;
+    }
     for (long attempt = 0;; attempt++) {
-        struct launch_state st = { .first_rank = -1, .opt = opt };
+        struct launch_state st = { .first_rank = -1, .opt = opt, .el = { .below_rank = -1 } };
 
         rc = launch_attempt(&st);
         /* torchrun's --max-restarts: a rank failed, so every rank starts again
          * (ringd resumes from its newest checkpoint); never after a signal or
-         * --timeout, which ask the job to end */
+         * --timeout, which ask the job to end; with --elastic it counted
+         * replacements instead */
         if (rc == 0 || attempt >= opt.max_restarts || st.got_signal || st.timed_out ||
-            st.spawn_failed)
+            st.spawn_failed || opt.elastic_min > 0)
             break;
         fprintf(stderr, "ring-launch: restarting all %ld ranks (restart %ld of %ld); a program "
                 "that checkpoints resumes from its newest checkpoint\n", opt.n, attempt + 1,
                 opt.max_restarts);
     }
+    launch_store_stop();
     launch_secret_remove();     /* the ranks are gone: nobody reads it any more */
     /* after the ranks: a failed job's timeline shows where it stopped */
     if (opt.timeline && launch_timeline_merge(&opt) != 0 && rc == 0)
@@ -752,5 +773,6 @@ int main(int argc, char **argv)
     free(opt.timeline_parts);
     free(opt.hosts);
     free(opt.hosts_text);
+    free(opt.elastic_store);
     return rc;
 }
