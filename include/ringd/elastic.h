@@ -102,6 +102,10 @@ const char *ring_comm_shrink_report(const ring_comm_t *comm);
  */
 RING_API
 ring_status_t ring_comm_grow(ring_comm_t *comm, ring_comm_t **new_comm_p);
+/* The same, admitting no more than max_size peers in all (0: no limit): a joiner
+ * beyond that is turned away, told that the ring is full. */
+RING_API
+ring_status_t ring_comm_grow_upto(ring_comm_t *comm, int max_size, ring_comm_t **new_comm_p);
 
 /* 1 when this peer joined a running ring (its ring_comm_open was admitted by a
  * grow): it has no state yet. After a grow, ring_comm_parent_rank is the

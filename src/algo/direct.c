@@ -393,7 +393,7 @@ static ring_status_t direct_fail_timeout(ring_comm_t *comm, ring_request_t *req,
         return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = -1,
                                                     .sys_errno = ETIMEDOUT, .step = -1},
                               "direct allreduce: timed out after %.0f s", waited);
-    p = ring_direct_lagging(comm, d->wait_ctr, d->wait_want);
+    p = ring_direct_culprit(comm, NULL);
     return ring_direct_timed_out(comm, p >= 0 ? p : comm->topo.pos);
 }
 
@@ -427,6 +427,13 @@ static void direct_on_fail(ring_comm_t *comm)
     ring_direct_ring(comm->algo.direct);
 }
 
+/* Every progress pass: alive, whatever this peer runs (ring_direct_check_wait). */
+static void direct_tick(ring_comm_t *comm)
+{
+    atomic_store_explicit(&comm->algo.direct->boards[comm->topo.pos].alive_us,
+                          (uint64_t)(ring_now() * 1e6), memory_order_relaxed);
+}
+
 static int direct_busy(const ring_comm_t *comm)
 {
     return comm->algo.direct != NULL && comm->algo.direct->req != NULL;
@@ -452,4 +459,5 @@ static const ring_algo_ops_t direct_ops = {
     .notice = 1,
     .needs_every_peer = 1,
     .on_fail = direct_on_fail,
+    .tick = direct_tick,
 };

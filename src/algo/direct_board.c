@@ -203,9 +203,43 @@ ring_status_t ring_direct_check_wait(ring_comm_t *comm, int place)
                                    "before closing");
     }
     now = ring_now();
-    if (now - last_move(comm->algo.direct, now) > comm->cfg.timeout_s)
-        return ring_direct_timed_out(comm, place);
+    if (now - last_move(comm->algo.direct, now) > comm->cfg.timeout_s) {
+        int fresh = 0, culprit = ring_direct_culprit(comm, &fresh);
+
+        /* every peer we wait for is alive, stuck in a call of its own (waiting for
+         * the one that stopped, which its own timeout will name): wait on, up to
+         * DIRECT_PATIENCE timeouts, rather than blame a live peer */
+        if (fresh && now - last_move(comm->algo.direct, now) <
+                         DIRECT_PATIENCE * comm->cfg.timeout_s)
+            return RING_OK;
+        return ring_direct_timed_out(comm, culprit >= 0 ? culprit : place);
+    }
     return RING_OK;
+}
+
+int ring_direct_culprit(ring_comm_t *comm, int *fresh_p)
+{
+    struct ring_direct *d = comm->algo.direct;
+    uint64_t now_us = (uint64_t)(ring_now() * 1e6), oldest = UINT64_MAX;
+    int culprit = -1;
+
+    /* of the places we wait for, the one whose last sign of life is oldest */
+    for (int p = 0; p < comm->size; p++) {
+        uint64_t have = atomic_load_explicit(&d->boards[p].ctr[d->wait_ctr].v,
+                                             memory_order_acquire);
+        uint64_t alive = atomic_load_explicit(&d->boards[p].alive_us, memory_order_relaxed);
+
+        if (p == comm->topo.pos || have >= d->wait_want)
+            continue;
+        if (culprit < 0 || alive < oldest) {
+            culprit = p;
+            oldest = alive;
+        }
+    }
+    if (fresh_p != NULL) /* it made a progress pass within half a timeout */
+        *fresh_p = culprit >= 0 && oldest <= now_us &&
+                   now_us - oldest < (uint64_t)(comm->cfg.timeout_s * 0.5e6);
+    return culprit;
 }
 
 int ring_direct_same_call(const direct_slot_hdr_t *h, const ring_request_t *req)

@@ -48,7 +48,11 @@ typedef struct direct_board {
      * ABORTs of the peers that relay it carry the call that differs from theirs */
     direct_call_t own, other;
     int32_t mm_cause;             /* comm->fail.mismatch.cause */
-    char pad2[60];
+    /* microseconds of the monotonic clock at its last progress pass, whatever it
+     * ran (direct.c's tick): a peer that waits here on it tells one stuck in
+     * another call (fresh) from one that stopped (stale) */
+    _Atomic uint64_t alive_us;
+    char pad2[48];
 } direct_board_t;
 
 /* What a slot holds: the call, then its buffer (or a piece of it: off, in floats). */
@@ -128,6 +132,12 @@ void ring_direct_sleep(ring_comm_t *comm, int timeout_ms);
 /* The first peer (in place order) whose counter c is below want, or -1; notes what
  * this peer waits for. */
 int ring_direct_lagging(ring_comm_t *comm, enum direct_counter c, uint64_t want);
+/* Of the places the last ring_direct_lagging waits for, the one whose last sign of
+ * life (its heartbeat) is oldest; *fresh_p (may be NULL): 1 when even that one made
+ * a progress pass within half a timeout (alive, stuck in a call of its own). -1: none. */
+int ring_direct_culprit(ring_comm_t *comm, int *fresh_p);
+/* timeouts a peer waits on the segment for peers that are all alive but stuck */
+#define DIRECT_PATIENCE 3
 /* Some peer's comm failed (its board says so): fail ours with its words. */
 ring_status_t ring_direct_relay_failure(ring_comm_t *comm);
 /* Nothing moved for the timeout: name the peer at place this one waits for. */

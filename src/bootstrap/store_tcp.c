@@ -189,6 +189,18 @@ static const ring_store_ops_t store_tcp_ops = {RING_STORE_TCP, tcp_set, tcp_get,
                                                 tcp_close};
 
 /* One connection attempt: a connected fd, or -1 with errno / a resolver error in err. */
+/* A connection to a port of this host that nobody listens on can meet itself (TCP's
+ * simultaneous open, when the kernel picks the same port as the source): 1 then. */
+static int tcp_self_connected(int fd)
+{
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof(me), pl = sizeof(peer);
+
+    return getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+           getpeername(fd, (struct sockaddr *)&peer, &pl) == 0 && ml == pl &&
+           memcmp(&me, &peer, ml) == 0;
+}
+
 static int tcp_dial(const char *host, int port, double deadline, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
@@ -218,6 +230,8 @@ static int tcp_dial(const char *host, int port, double deadline, char *err, size
         } else {
             errno = 0;
         }
+        if (errno == 0 && tcp_self_connected(fd))
+            errno = ECONNREFUSED; /* nobody listens: the kernel joined us to ourselves */
         if (errno != 0) {
             e = errno;
             close(fd);

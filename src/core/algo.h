@@ -50,6 +50,9 @@ typedef struct ring_algo_ops {
     /* 1: while busy, it waits for every peer (direct.c), so a neighbour whose
      * connection closes fails the call at once, not when the ring needs it */
     int needs_every_peer;
+    /* NULL, or: called on every progress pass, whatever runs (direct.c: a
+     * heartbeat on its board) */
+    void (*tick)(ring_comm_t *comm);
 } ring_algo_ops_t;
 
 #endif /* RING_ALGO_H */

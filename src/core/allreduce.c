@@ -417,7 +417,6 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
 
     if (!ch->back.posted || !ch->back.req.done)
         return RING_OK;
-    ch->back.posted = 0;
     /* a ring call's frames must reach the right neighbour (rd.c and direct.c
      * calls send it nothing, and it may have closed once done with them) */
     for (int c = 0; req != NULL && req->algo == NULL && c < comm->nchannels; c++)
@@ -428,10 +427,14 @@ static ring_status_t check_back_channel(ring_comm_t *comm, ring_request_t *req)
          * communicator sent CLOSE once done with the call: not this branch) */
         if (!pending && !(req != NULL && req->algo != NULL && req->algo->needs_every_peer &&
                           req->algo->busy(comm)))
-            return RING_OK; /* reported when an allreduce needs that connection */
+            return RING_OK; /* reported when a call needs that connection: the slot stays
+                             * as it is, to be looked at again then (a direct allreduce
+                             * that begins after the loss would otherwise wait a timeout) */
+        ch->back.posted = 0;
         return ring_comm_fail_link(comm, req, ring_comm_current_step(comm), comm->topo.right_rank,
                          ch->right[0], &ch->back.req);
     }
+    ch->back.posted = 0;
     if (ring_frame_decode(ch->back.hdr, &f) != 0 ||
         ring_slot_tag_ok(comm, ch->right[0], &ch->back) != 0) {
         if (comm->auth.macs != NULL)
@@ -551,6 +554,9 @@ int ring_comm_progress(ring_comm_t *comm)
      * or its waiters never wake */
     if (comm->fail.error != RING_OK)
         goto failed;
+    for (int a = 0; a < RING_ALGO_HOOKS; a++) /* hook: direct.c's heartbeat */
+        if (comm->algo.ops[a] != NULL && comm->algo.ops[a]->tick != NULL)
+            comm->algo.ops[a]->tick(comm);
     if (comm->size > 1) /* hook: timeline.c; a pass that moved nothing was a wait */
         RING_TL_TIMED(comm, NULL, moved > 0 ? RING_TL_IO : RING_TL_WAIT, 0,
                       moved = comm->tp_ops->progress(comm->tp));

@@ -81,10 +81,6 @@ ring_status_t ring_rendezvous_join(ring_comm_t *comm, const rdzv_record_t *mine,
     ring_status_t st;
     int slot = -1;
 
-    if (mine->provisional)
-        return ring_error_set(RING_ERR_INVALID, "rendezvous %s: to join a running ring from a "
-                              "file store, say where this peer listens (--bind or --iface)",
-                              store->where);
     ring_hello_fill(comm, 0, 0, &h);
     ring_hello_for_join(&h, 0);
     ring_hello_encode(&h, hello);

@@ -80,6 +80,10 @@ static void grow_compare(const ring_comm_t *comm, const char *hex, uint32_t rank
     ring_hello_fill(comm, 0, 0, &mine);
     ring_hello_for_join(&mine, rank);
     theirs.rank = rank;
+    if (comm->size == 1) { /* a ring of one runs no transport: the setting decides, later */
+        mine.transport = theirs.transport;
+        ring_hello_for_join(&mine, rank);
+    }
     if (ring_hello_check(comm, &mine, &theirs, "asking to join") != RING_OK)
         snprintf(why, len, "%s", ring_last_error());
 }
@@ -102,8 +106,9 @@ static int grow_addr(const ring_comm_t *comm, const rdzv_record_t *rec, char *bu
     return 0;
 }
 
-/* Rank 0: read the join slots from next_slot on; the admissible ones in js. */
-static void grow_collect(ring_comm_t *comm, grow_head_t *head, grow_joiner_t *js)
+/* Rank 0: read the join slots from next_slot on; the admissible ones in js, at most
+ * room of them (the rest are turned away: the ring is full). */
+static void grow_collect(ring_comm_t *comm, int room, grow_head_t *head, grow_joiner_t *js)
 {
     ring_store_t *store = comm->rdzv.store;
     char key[64], hex[2 * RING_HELLO_BYTES + 8], text[RDZV_RECORD_MAX], why[1024];
@@ -134,7 +139,14 @@ static void grow_collect(ring_comm_t *comm, grow_head_t *head, grow_joiner_t *js
             ring_rdzv_record_parse(text, &rec, why, sizeof(why)) != 0)
             continue; /* not a ringd record: nobody to answer */
         grow_compare(comm, hex, (uint32_t)(comm->size + (int)head->count), why, sizeof(why));
-        if (why[0] == '\0' && strcmp(rec.transport, comm->tp_ops->name) != 0)
+        if (why[0] == '\0' && rec.provisional && !comm->rdzv.all_local)
+            snprintf(why, sizeof(why), "it listens on loopback only (a file store, and neither "
+                     "--bind nor --iface), and the ring spans several hosts: start it with "
+                     "--bind or --iface");
+        if (why[0] == '\0' && (int)head->count >= room)
+            snprintf(why, sizeof(why), "the ring is full: it has %d peers and takes at most %d "
+                     "(ringd --elastic MIN:MAX)", comm->size, comm->size + room);
+        if (why[0] == '\0' && comm->size > 1 && strcmp(rec.transport, comm->tp_ops->name) != 0)
             snprintf(why, sizeof(why), "it runs the %s transport, the ring %s (--transport)",
                      rec.transport, comm->tp_ops->name);
         if (why[0] != '\0') {
@@ -230,6 +242,11 @@ static ring_status_t grow_agree(ring_comm_t *comm, int mine_ok, int *all_ok)
 
 ring_status_t ring_comm_grow(ring_comm_t *comm, ring_comm_t **new_comm_p)
 {
+    return ring_comm_grow_upto(comm, 0, new_comm_p);
+}
+
+ring_status_t ring_comm_grow_upto(ring_comm_t *comm, int max_size, ring_comm_t **new_comm_p)
+{
     double t0 = ring_now();
     grow_head_t head = {0, 0};
     grow_joiner_t js[GROW_MAX];
@@ -249,7 +266,7 @@ ring_status_t ring_comm_grow(ring_comm_t *comm, ring_comm_t **new_comm_p)
                               "it with --elastic on (RING_ELASTIC=on) and a rendezvous store");
     memset(js, 0, sizeof(js));
     if (comm->rank == 0)
-        grow_collect(comm, &head, js);
+        grow_collect(comm, max_size > 0 ? max_size - comm->size : GROW_MAX, &head, js);
     if (comm->size > 1)
         RING_CHECK(ring_broadcast(comm, &head, sizeof(head), 0));
     comm->elastic.next_slot = head.next_slot;

@@ -149,8 +149,13 @@ static int grow_child(int rank, int n, const ring_config_t *cfg, void *arg)
             state_step(p, (int)one * 1000 + after++);
             continue;
         }
-        if ((st = ring_comm_grow(comm, &nc)) != RING_OK)
-            return h_fail(st, "grow");
+        if ((st = ring_comm_grow(comm, &nc)) != RING_OK) { /* a member lost: shrink */
+            if ((st = ring_comm_shrink(comm, &nc)) != RING_OK)
+                return h_fail(st, "shrink after a grow failed");
+            ring_comm_close(comm);
+            comm = nc;
+            continue;
+        }
         if (nc != comm) {
             grows++;
             ring_comm_close(comm);
@@ -171,19 +176,23 @@ static int grow_child(int rank, int n, const ring_config_t *cfg, void *arg)
 
 /* ---- parent ----------------------------------------------------------- */
 
+/* A free port below the kernel's ephemeral range (as the harness picks the ranks'),
+ * so no outgoing connection takes it as its source port. */
 static int free_port(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    for (int tries = 0; tries < 200; tries++) {
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        int fd = socket(AF_INET, SOCK_STREAM, 0), port = 10000 + rand() % 20000, ok;
 
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)port);
+        ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            return port;
+    }
+    return 29999;
 }
 
 static void run_case(const gcase_t *c, int n)
@@ -281,6 +290,7 @@ int main(void)
     int nc = (int)(sizeof(cases) / sizeof(cases[0]));
 
     signal(SIGPIPE, SIG_IGN);
+    srand((unsigned)getpid());
     plan(nc * 3);
     for (int i = 0; i < nc; i++)
         run_case(&cases[i], cases[i].founders + 1);
