@@ -169,7 +169,7 @@ int agree_root_end(ring_comm_t *comm, int failed, const char *why, const char *w
         else
             snprintf(err, errlen, "%s, the last exchange with rank 0: %s", where,
                      ring_last_error());
-        return -1;
+        return failed ? -1 : 1;
     }
     if (flag == 0.0f)
         return 0;

@@ -9,6 +9,7 @@
  *   run_eval.c   a run's evaluations: a snapshot in the background, or in-line
  *   eval_thread.c the background evaluator: a thread with its own workload
  *   evaluator.c  the continuous evaluator (--role evaluator)
+ *   elastic.c    --elastic: a lost peer shrinks the lockstep ring, which trains on
  *   resume.c     start-up state: newest valid checkpoint, broadcast from rank 0
  *   progress.c   what rank 0 prints: bar or lines, and the summary table
  *   metrics.c    one JSON line per step
@@ -83,7 +84,16 @@ typedef struct run {
     float *peer_wait;         /* lockstep: every peer's idle time in allreduces (world floats) */
     int params_dirty;         /* resume: a corrupt checkpoint was partly read into params */
     int aside_pending;        /* --no-resume: the earlier run's checkpoints wait in previous-run */
+
+    /* lockstep's collective steps outside a training step, and --elastic (elastic.c) */
+    struct elastic *el;       /* --elastic: the ring's changes (NULL: off) */
+    int eval_owed;            /* an in-line evaluation (--eval-sync) is due before the next step */
+    int final_done;           /* the final evaluation is done */
+    int force_final;          /* after a change: the final evaluation is done whatever test_step says */
+    int changes;              /* changes of the ring so far (an evaluation redone is not shown twice) */
 } run_t;
+
+typedef struct elastic elastic_t;
 
 /* train.c: the whole life of a trainer after the ring is open. 0, or -1 with err. */
 int train_run(run_t *r, char *err, size_t errlen);
@@ -93,6 +103,8 @@ int ssp_run(run_t *r, char *err, size_t errlen);
 
 /* resume.c: load (rank 0) and broadcast the starting state; fills r->step... and params. */
 int resume_start(run_t *r, char *err, size_t errlen);
+/* resume.c: rank 0's counters, parameters and momentum onto every peer (a ring that grew). */
+int resume_share_state(run_t *r, char *err, size_t errlen);
 
 /* checkpointing and evaluation at the current state (rank 0 only). */
 int run_checkpoint(run_t *r, int final, char *err, size_t errlen);
@@ -124,7 +136,8 @@ int run_eval_poll(run_t *r, char *err, size_t errlen);
 int run_evaluate(run_t *r, char *err, size_t errlen);
 /* lockstep in-line: every peer evaluates its share of the test set, then an exact allreduce
  * of the sums, so no peer waits on rank 0 for a whole evaluation (which may outlast
- * --timeout); rank 0 first waits for its background evaluations, as run_evaluate does */
+ * --timeout); rank 0 first waits for its background evaluations, as run_evaluate does.
+ * 1 (with err) when the allreduce failed: the ring failed, --elastic may shrink it */
 int run_evaluate_shared(run_t *r, char *err, size_t errlen);
 /* Stop the background evaluator (bounded wait; a warning on stderr if it would not end). */
 void run_eval_close(run_t *r);
@@ -150,7 +163,7 @@ int agree_root_failure(ring_comm_t *comm, const char *why, char *err, size_t err
  * final checkpoint: one exact allreduce tells every peer whether rank 0 failed
  * (failed, with why: only rank 0's count), and if it did every peer stops with its
  * message (agree_root_failure; where prefixes the other peers' messages, "step 40").
- * 0, or -1 with err. */
+ * 0, -1 with err, or 1 with err when the allreduce failed (the ring failed). */
 int agree_root_end(ring_comm_t *comm, int failed, const char *why, const char *where,
                    char *err, size_t errlen);
 
@@ -188,6 +201,8 @@ void progress_start(const run_t *r);
 void progress_step(run_t *r);
 void progress_line(const run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void progress_summary(const run_t *r);
+/* this peer became rank 0 (--elastic, rank 0 was lost): it prints from now on */
+void progress_chatty(const run_t *r);
 /* every peer's idle time in allreduces, naming the one the others wait for */
 void progress_peer_wait(const run_t *r, const float *wait);
 

@@ -19,6 +19,7 @@
 #include <cblas.h>
 
 #include "daemon/daemon.h"
+#include "daemon/elastic.h"
 
 extern char **environ;
 
@@ -136,6 +137,38 @@ static int spin_flag_given(int argc, char **argv)
     return 0;
 }
 
+/* The ring's RING_* variables. libringd's RING_ELASTIC is on|off (a ring that peers may
+ * join); ringd's --elastic MIN:MAX is RINGD_ELASTIC: say so to whoever mixed them up. */
+static ring_status_t load_ring_env(ring_config_t *cfg)
+{
+    const char *v = getenv("RING_ELASTIC");
+    ring_status_t st = ring_config_load_env(cfg);
+
+    if (st != RING_OK && v != NULL && strchr(v, ':') != NULL)
+        fprintf(stderr, "ringd: RING_ELASTIC=%s: ringd's --elastic MIN:MAX is RINGD_ELASTIC; "
+                "RING_ELASTIC is libringd's on|off\n", v);
+    return st;
+}
+
+/* --elastic MIN:MAX against the ring it starts with. 0, or 2 (said why). */
+static int check_elastic(const daemon_opts_t *opt, ring_config_t *cfg)
+{
+    if (opt->elastic_min <= 0 || opt->role != ROLE_TRAINER)
+        return 0;
+    if (cfg->world_size > 0 &&
+        (cfg->world_size < opt->elastic_min || cfg->world_size > opt->elastic_max)) {
+        fprintf(stderr, "ringd: --elastic %d:%d: the ring starts with %d peer%s, outside MIN:MAX "
+                "(give a MIN at most and a MAX at least the world size)\n", opt->elastic_min,
+                opt->elastic_max, cfg->world_size, cfg->world_size > 1 ? "s" : "");
+        return 2;
+    }
+    /* a ring that peers may join: libringd keeps the rendezvous store up (unless the
+     * caller set libringd's own setting) */
+    if (ring_config_source(cfg, "elastic") == RING_SRC_DEFAULT)
+        (void)ring_config_set(cfg, "elastic", "on", RING_SRC_DEFAULT);
+    return 0;
+}
+
 /* Settings from defaults, environment and argv. 0, 1 (exit 0 now), or 2 (usage error). */
 static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config_t *cfg,
                           int *print_config, int *print_env_only)
@@ -146,7 +179,7 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
     ring_config_init(cfg);
     ringd_ring_defaults(cfg);
     daemon_opts_init(opt);
-    if (ring_config_load_env(cfg) != RING_OK) {
+    if (load_ring_env(cfg) != RING_OK) {
         fprintf(stderr, "ringd: %s\n", ring_last_error());
         return 2;
     }
@@ -223,6 +256,8 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
     /* said once (rank 0, or alone): settings this mode or workload would not read */
     if (cfg->rank <= 0 && daemon_opts_ignored(opt, err, sizeof(err)) > 0)
         fprintf(stderr, "ringd: warning: %s; ignored\n", err);
+    if (check_elastic(opt, cfg) != 0)
+        return 2;
     if (opt->role == ROLE_TRAINER && ring_config_validate(cfg) != RING_OK) {
         fprintf(stderr, "ringd: %s\n", ring_last_error());
         return 2;
@@ -234,6 +269,12 @@ static int parse_settings(int argc, char **argv, daemon_opts_t *opt, ring_config
         return 2;
     }
     return 0;
+}
+
+/* a peer admitted into a running ring (--elastic): no start-up exchanges */
+static int joiner(const run_t *r)
+{
+    return ring_comm_joined(r->comm);
 }
 
 static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
@@ -256,7 +297,12 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
         fprintf(stderr, "ringd[rank %d]: %s\n", r.rank, ring_last_error());
         return 1;
     }
-    if (r.world > 1 && agree_settings(r.comm, opt, cfg, err, sizeof(err)) != 0)
+    if (ring_comm_joined(r.comm)) { /* admitted into a running ring: elastic_joined */
+        r.rank = ring_comm_rank(r.comm);
+        r.world = ring_comm_size(r.comm);
+        r.chatty = opt->log_all;
+    }
+    if (r.world > 1 && !joiner(&r) && agree_settings(r.comm, opt, cfg, err, sizeof(err)) != 0)
         goto fail;
     if (r.rank == 0 && r.world > 1 && opt->progress != PROGRESS_OFF) {
         char order[16];
@@ -267,7 +313,7 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
         if (ring_comm_autotune_report(r.comm)[0] != '\0')
             printf("ringd: %s\n", ring_comm_autotune_report(r.comm));
     }
-    if (opt->doctor || opt->doctor_only) {
+    if ((opt->doctor || opt->doctor_only) && !joiner(&r)) {
         /* before the first allreduce: every peer runs it at the same point */
         int d = doctor_main(opt, r.comm, r.rank);
         if (d == 1 || opt->doctor_only) {
@@ -286,9 +332,10 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
                  "peers)", r.w->ntrain, r.world);
         goto fail;
     }
-    if (metrics_open(opt, r.rank, &r.metrics, err, sizeof(err)) != 0)
+    if (metrics_open(opt, r.rank, &r.metrics, err, sizeof(err)) != 0 ||
+        elastic_open(&r, err, sizeof(err)) != 0)
         goto fail;
-    if (resume_start(&r, err, sizeof(err)) != 0)
+    if (!joiner(&r) && resume_start(&r, err, sizeof(err)) != 0)
         goto fail;
     if (run_eval_open(&r, err, sizeof(err)) != 0)
         goto fail;
@@ -310,6 +357,7 @@ fail:
     fprintf(stderr, "ringd[rank %d]: error: %s\n", r.rank, err);
 out:
     run_eval_close(&r);
+    elastic_close(&r);
     ring_comm_close(r.comm);
     if (r.metrics != NULL)
         fclose(r.metrics);

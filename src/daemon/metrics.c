@@ -22,6 +22,14 @@
  * Eval line: {"type":"eval","step":S,"epoch":E,"time":T,"loss":L,"accuracy":A}
  *   step, epoch, time: those of the parameters evaluated (a background
  *   evaluation's line comes later, when its result does).
+ * Membership line (--elastic, elastic.c writes it when the next step completed):
+ *   {"type":"membership","rank","step","time","unix_time","from","to","lost":[...],
+ *   "lost_at_start":[...],"joined","lost_s","detect_s","shrink_s","redo_s",
+ *   "rolled_forward"}: the ring went from `from` to `to` peers after `step` steps; lost:
+ *   the old ring's ranks (their ranks at start beside); lost_s: from the start of the
+ *   failed call to the next completed step (unix_time: then), its parts: until the
+ *   failure was seen, the shrink, the rest; rolled_forward: the interrupted step's
+ *   update came from a survivor that had finished it.
  * Final line: {"type":"final","rank":R,"step":S,"params_fnv1a64":"HEX"}: a hash
  *   of the parameters' bytes, equal on every peer of a lockstep ring.
  */

@@ -198,6 +198,16 @@ static const ring_opt_t opt_table[] = {
     {"doctor-only", "RING_DOCTOR_ONLY", RING_OPT_SWITCH, "off", "on|off", OFIELD(doctor_only), 0, 0,
      "run the ring doctor (as --doctor) and exit without training: 0, or 3 when it found a "
      "slow edge"},
+    {"elastic", "RINGD_ELASTIC", RING_OPT_CUSTOM, "off", "MIN:MAX|off", OFIELD(elastic_min), 1,
+     65535,
+     "lockstep: when peers are lost (killed, hung past --timeout) the others go on without "
+     "them while at least MIN remain: they shrink the ring, finish the interrupted step, "
+     "re-split the rest of the epoch's samples among themselves and train on, without a "
+     "restart or a checkpoint; MAX is the most peers the ring may hold (torchrun's "
+     "notation; ring-launch --elastic sets RINGD_ELASTIC). Every change is reported (rank 0's "
+     "lines, the summary, the metrics). Not "
+     "with --mode bounded or async (docs/training.md, Elastic training); off = a lost peer "
+     "stops every peer"},
     {"doctor-bytes", "RING_DOCTOR_BYTES", RING_OPT_SIZE, "8M", "SIZE", OFIELD(doctor_bytes), 4096, 0,
      "the ring doctor's bursts (binary K/M/G; fewer bytes on an edge too slow to move them in "
      "0.2 s)"},
@@ -245,6 +255,43 @@ static int parse_every(const char *v, every_t *e)
     return ring_parse_duration(v, &e->seconds) == 0 && e->seconds > 0 ? 0 : -1;
 }
 
+/* --elastic MIN:MAX (torchrun's --nnodes notation), or off */
+static int parse_elastic(daemon_opts_t *o, const ring_opt_t *e, const char *v, char *why,
+                         size_t len)
+{
+    long lo, hi;
+    char *end;
+
+    if (v[0] == '\0' || strcmp(v, "off") == 0) {
+        o->elastic_min = o->elastic_max = 0;
+        return 0;
+    }
+    errno = 0;
+    lo = strtol(v, &end, 10);
+    if (end == v || *end != ':' || errno != 0 || end[1] == '\0') {
+        snprintf(why, len, "not two whole numbers MIN:MAX, the fewest and the most peers the "
+                 "ring may have (e.g. 2:4)");
+        return -1;
+    }
+    hi = strtol(end + 1, &end, 10);
+    if (*end != '\0' || errno != 0) {
+        snprintf(why, len, "not two whole numbers MIN:MAX (e.g. 2:4)");
+        return -1;
+    }
+    if (lo < e->min || hi > e->max) {
+        snprintf(why, len, "MIN must be at least %ld (a ring of %ld peer%s) and MAX at most %ld",
+                 e->min, e->min, e->min == 1 ? "" : "s", e->max);
+        return -1;
+    }
+    if (lo > hi) {
+        snprintf(why, len, "MIN %ld is above MAX %ld", lo, hi);
+        return -1;
+    }
+    o->elastic_min = (int)lo;
+    o->elastic_max = (int)hi;
+    return 0;
+}
+
 /* RING_OPT_CUSTOM entries: the widths, conv pair, every-N, straggler and jitter forms. */
 static int custom_parse(void *settings, const ring_opt_t *e, const char *v, char *why,
                         size_t len)
@@ -266,6 +313,8 @@ static int custom_parse(void *settings, const ring_opt_t *e, const char *v, char
         snprintf(why, len, "not two positive numbers A,B");
         return -1;
     }
+    if (strcmp(e->name, "elastic") == 0)
+        return parse_elastic(o, e, v, why, len);
     if (strcmp(e->name, "straggler") != 0 && strcmp(e->name, "jitter") != 0) {
         if (parse_every(v, (every_t *)field) == 0)
             return 0;
@@ -324,6 +373,11 @@ static void custom_format(const void *settings, const ring_opt_t *e, char *buf, 
             snprintf(buf, len, "%s", "");
         else
             snprintf(buf, len, "%d:%g", o->straggler_rank, o->straggler_factor);
+    } else if (strcmp(e->name, "elastic") == 0) {
+        if (o->elastic_min <= 0)
+            snprintf(buf, len, "off");
+        else
+            snprintf(buf, len, "%d:%d", o->elastic_min, o->elastic_max);
     } else if (strcmp(e->name, "jitter") == 0) {
         if (o->jitter_p <= 0)
             snprintf(buf, len, "%s", "");
@@ -447,6 +501,14 @@ int daemon_opts_validate(const daemon_opts_t *o, char *err, size_t errlen)
                  "add --mode bounded (or leave out --staleness%s)", o->staleness,
                  o->mode == MODE_ASYNC ? "async" : "lockstep",
                  o->mode == MODE_ASYNC ? "; async has no bound" : "");
+        return -1;
+    }
+    if (o->elastic_min > 0 && o->mode != MODE_LOCKSTEP) {
+        snprintf(err, errlen, "--elastic %d:%d works with --mode lockstep only, and the mode is "
+                 "%s: when a peer is lost, rounds of stale steps are in flight and the "
+                 "survivors have applied different ones, so there is no step to go on from "
+                 "that every survivor holds; use --mode lockstep (the default) with --elastic",
+                 o->elastic_min, o->elastic_max, o->mode == MODE_ASYNC ? "async" : "bounded");
         return -1;
     }
     if (o->role == ROLE_EVALUATOR && o->checkpoint_dir[0] == '\0') {

@@ -84,6 +84,8 @@ typedef struct daemon_opts {
     int doctor;               /* --doctor: the ring doctor before training */
     int doctor_only;          /* --doctor-only: the ring doctor, no training */
     size_t doctor_bytes;      /* its bursts */
+    int elastic_min, elastic_max; /* --elastic MIN:MAX (lockstep): train on while >= MIN
+                               * peers remain; 0:0 = off (a lost peer stops the run) */
     unsigned char source[64]; /* where each option's value came from (ring_config_source_t) */
 } daemon_opts_t;
 

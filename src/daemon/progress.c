@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "daemon/daemon.h"
+#include "daemon/elastic.h"
 #include "daemon/progress.h"
 
 static struct {
@@ -94,6 +95,15 @@ void progress_start(const run_t *r)
                r->step > 0 ? " (resumed)" : "");
         fflush(stdout);
     }
+}
+
+void progress_chatty(const run_t *r)
+{
+    if (pg.style != PROGRESS_OFF || !r->chatty || r->opt->progress == PROGRESS_OFF)
+        return;
+    pg.style = r->opt->progress;
+    if (pg.style == PROGRESS_AUTO)
+        pg.style = isatty(STDOUT_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
 }
 
 /* The epochs the samples of all peers have begun, at most --epochs: in lockstep the
@@ -290,6 +300,7 @@ void progress_summary(const run_t *r)
         print_wire(r, wall);
     if (r->nonfinite_steps > 0)
         printf("  %-20s %" PRIu64 "\n", "skipped (inf/NaN)", r->nonfinite_steps);
+    elastic_summary(r, stdout); /* --elastic: every change of the ring */
     fflush(stdout);
 }
 

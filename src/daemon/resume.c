@@ -62,6 +62,25 @@ static uint64_t unpack_u64(const float *f)
     return v;
 }
 
+/* where training is: 5 counters, 20 floats */
+static void pack_counters(const run_t *r, float *f)
+{
+    pack_u64(f + 0, r->step);
+    pack_u64(f + 4, r->epoch);
+    pack_u64(f + 8, r->step_in_epoch);
+    pack_u64(f + 12, r->total_samples);
+    pack_u64(f + 16, (uint64_t)(r->elapsed_before * 1e6));
+}
+
+static void unpack_counters(run_t *r, const float *f)
+{
+    r->step = unpack_u64(f + 0);
+    r->epoch = unpack_u64(f + 4);
+    r->step_in_epoch = unpack_u64(f + 8);
+    r->total_samples = unpack_u64(f + 12);
+    r->elapsed_before = (double)unpack_u64(f + 16) * 1e-6;
+}
+
 /* Rank 0: load the newest usable checkpoint into r. 0 (loaded or none), -1 error. */
 static int load_newest(run_t *r, char *err, size_t errlen)
 {
@@ -159,11 +178,7 @@ int resume_start(run_t *r, char *err, size_t errlen)
     char why[DAEMON_ERR_MAX] = "";
     int failed = r->rank == 0 && resume_prepare(r, why, sizeof(why)) != 0;
 
-    pack_u64(counters + 0, r->step);
-    pack_u64(counters + 4, r->epoch);
-    pack_u64(counters + 8, r->step_in_epoch);
-    pack_u64(counters + 12, r->total_samples);
-    pack_u64(counters + 16, (uint64_t)(r->elapsed_before * 1e6));
+    pack_counters(r, counters);
     pack_u64(counters + 20, (uint64_t)failed); /* rank 0 cannot start: why follows */
     if (broadcast_floats(r, counters, 24, err, errlen) != 0) {
         if (failed) /* rank 0's own reason first; the peers see it leave */
@@ -180,11 +195,20 @@ int resume_start(run_t *r, char *err, size_t errlen)
     if (broadcast_floats(r, r->w->params, r->w->nparams, err, errlen) != 0 ||
         broadcast_floats(r, r->sgd.velocity, r->w->nparams, err, errlen) != 0)
         return -1;
-    r->step = unpack_u64(counters + 0);
-    r->epoch = unpack_u64(counters + 4);
-    r->step_in_epoch = unpack_u64(counters + 8);
-    r->total_samples = unpack_u64(counters + 12);
-    r->elapsed_before = (double)unpack_u64(counters + 16) * 1e-6;
+    unpack_counters(r, counters);
     r->start_step = r->step;
+    return 0;
+}
+
+int resume_share_state(run_t *r, char *err, size_t errlen)
+{
+    float counters[4 * 5];
+
+    pack_counters(r, counters);
+    if (broadcast_floats(r, counters, 20, err, errlen) != 0 ||
+        broadcast_floats(r, r->w->params, r->w->nparams, err, errlen) != 0 ||
+        broadcast_floats(r, r->sgd.velocity, r->w->nparams, err, errlen) != 0)
+        return -1;
+    unpack_counters(r, counters);
     return 0;
 }

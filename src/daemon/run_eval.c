@@ -50,9 +50,14 @@ static void eval_record(run_t *r, const eval_at_t *at, double loss, double acc)
 
     if (epoch > (uint64_t)r->opt->epochs)
         epoch = (uint64_t)r->opt->epochs;
+    /* --elastic: an evaluation a change interrupted, done again, is not shown twice */
+    int again = r->changes > 0 && r->test_acc >= 0 && r->test_step == at->step;
+
     r->test_loss = loss;
     r->test_acc = acc;
     r->test_step = at->step;
+    if (again)
+        return;
     if (acc >= 0.85 && r->time_to_85 < 0)
         r->time_to_85 = at->time;
     if (r->chatty)
@@ -134,7 +139,7 @@ int run_evaluate_shared(run_t *r, char *err, size_t errlen)
         ring_request_wait(req) != RING_OK) {
         snprintf(err, errlen, "step %" PRIu64 ", evaluation allreduce: %s", r->step,
                  ring_last_error());
-        return -1;
+        return 1;
     }
     if (sums[3] > 0) {
         progress_diverged(r, r->step, "inf or NaN in the loss on the test set", err, errlen);
