@@ -11,6 +11,8 @@
 #              the slowest survivor) <= 1 s
 #   SIGSTOP    the same <= --timeout + 1 s
 #   wall time  the elastic run's total wall time below ring-launch --max-restarts 1's
+# and beside them (no bar) ring-launch --elastic 2:4 --max-restarts 1, where a
+# replacement joins the survivors and the ring is back to 4 peers
 # The elastic peers are started directly (ring-launch stops every rank when one
 # dies), at a file rendezvous; every process runs under `timeout`.
 set -u
@@ -155,6 +157,22 @@ restart() {
     grep -q 'restarting all' "$dir/err" || ROK=99
 }
 
+# replace TAG VICTIM AT: ring-launch -n N --elastic 2:N --max-restarts 1, VICTIM SIGKILLs
+# itself after step AT (RING_FAULT, its first start only), the others go on, and a
+# replacement joins them at a step boundary. Sets WALL, PACC, POK.
+replace() {
+    local tag=$1 victim=$2 at=$3 dir=$OUT/$1 t0
+    mkdir -p "$dir"
+    t0=$(now)
+    timeout -k 5 $((2 * LIMIT)) "$L" -n "$N" --elastic "2:$N" --max-restarts 1 -- \
+        sh -c 'mkdir "$0/fault-$RING_RANK" 2> /dev/null && export RING_FAULT="$1"; shift; exec "$@"' \
+        "$dir" "sigkill-at-step:$at:$victim" "$D" "${COMMON[@]}" > "$dir/out" 2> "$dir/err" < /dev/null
+    POK=$?
+    WALL=$(echo "$(now) $t0" | awk '{ printf "%.1f", $1 - $2 }')
+    PACC=$(acc_of "$dir/out")
+    grep -q '1 peer joined' "$dir/out" || POK=98
+}
+
 echo "# elastic-bar: fmnist-mlp, $N peers on $(hostname), $EPOCHS epochs ($STEPS steps), --timeout $TIMEOUT, $RUNS SIGKILL + $STOP_RUNS SIGSTOP runs; $(nproc) CPUs; seed ${SEED:-clock}"
 echo "# work files in $OUT"
 by_hand ref none 0 0
@@ -162,20 +180,25 @@ REF_ACC=$(acc_of "$OUT/ref/out-0")
 REF_WALL=$WALL
 [ "$OK" = 1 ] && [ -n "$REF_ACC" ] || { echo "elastic-bar: the uninterrupted run failed (see $OUT/ref)" >&2; exit 1; }
 echo "# uninterrupted: test accuracy $REF_ACC %, wall $REF_WALL s"
-printf '%-6s %-6s %5s %5s | %8s %7s %7s %6s | %8s %7s %7s\n' run signal rank step \
-    "acc %" "d pts" "lost s" "wall" "restart" "acc %" "wall"
-acc_ok=0 kill_ok=0 stop_ok=0 wall_ok=0 runs_ok=0 total_e=0 total_r=0
+printf '%-6s %-6s %5s %5s | %8s %7s %7s %6s | %8s %7s %7s | %8s %7s %7s\n' run signal rank \
+    step "acc %" "d pts" "lost s" "wall" "restart" "acc %" "wall" "replace" "acc %" "wall"
+acc_ok=0 kill_ok=0 stop_ok=0 wall_ok=0 runs_ok=0 total_e=0 total_r=0 total_p=0 p_ok=0
 for i in $(seq 1 "$RUNS"); do
     victim=$((RANDOM % N))
     at=$((STEPS / 20 + RANDOM % (STEPS * 9 / 10)))
     by_hand "kill-$i" KILL "$victim" "$at" --elastic 2:$N
     eok=$OK elost=${LOST:-none} ewall=$WALL ewhy=$WHY
     eacc=$(acc_of "$OUT/kill-$i/out-$FIRST")
+    replace "replace-$i" "$victim" "$at"
+    pwall=$WALL
     restart "restart-$i" "$victim" "$at"
     d=$(awk -v a="${eacc:-0}" -v b="$REF_ACC" 'BEGIN { printf "%+.2f", a - b }')
-    printf '%-6s %-6s %5s %5s | %8s %7s %7s %6s | %8s %7s %7s\n' "$i" KILL "$victim" "$at" \
-        "${eacc:-none}" "$d" "$elost" "$ewall" "$([ "$ROK" = 0 ] && echo ok || echo "rc $ROK")" \
-        "${RACC:-none}" "$WALL"
+    printf '%-6s %-6s %5s %5s | %8s %7s %7s %6s | %8s %7s %7s | %8s %7s %7s\n' "$i" KILL \
+        "$victim" "$at" "${eacc:-none}" "$d" "$elost" "$ewall" \
+        "$([ "$ROK" = 0 ] && echo ok || echo "rc $ROK")" "${RACC:-none}" "$WALL" \
+        "$([ "$POK" = 0 ] && echo ok || echo "rc $POK")" "${PACC:-none}" "$pwall"
+    [ "$POK" = 0 ] && p_ok=$((p_ok + 1))
+    total_p=$(awk -v a="$total_p" -v b="$pwall" 'BEGIN { print a + b }')
     [ "$eok" = 1 ] && runs_ok=$((runs_ok + 1))
     [ "$eok" = 1 ] || echo "#   run $i: ${ewhy:-parameters differ between survivors}"
     awk -v d="$d" -v a="${eacc:-}" 'BEGIN { exit !(a != "" && d <= 0.5 && d >= -0.5) }' && acc_ok=$((acc_ok + 1))
@@ -206,5 +229,6 @@ echo "accuracy:  $acc_ok/$all within 0.5 points of the uninterrupted run's $REF_
 echo "SIGKILL:   $kill_ok/$RUNS lost at most 1 s from the kill to the survivors' next step: $(verdict $kill_ok "$RUNS")"
 echo "SIGSTOP:   $stop_ok/$STOP_RUNS lost at most --timeout + 1 = $((TIMEOUT + 1)) s: $(verdict $stop_ok "$STOP_RUNS")"
 echo "wall time: $wall_ok/$RUNS elastic runs took less than ring-launch --max-restarts 1 (total $total_e s against $total_r s; uninterrupted $REF_WALL s): $(verdict $wall_ok "$RUNS")"
+echo "replace:   ring-launch --elastic 2:$N --max-restarts 1 (a replacement joins): $p_ok/$RUNS back to $N peers and exit 0, total $total_p s (no bar)"
 [ "$runs_ok" = "$all" ] && [ "$acc_ok" = "$all" ] && [ "$kill_ok" = "$RUNS" ] &&
     [ "$stop_ok" = "$STOP_RUNS" ] && [ "$wall_ok" = "$RUNS" ]
