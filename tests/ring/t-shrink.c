@@ -23,7 +23,7 @@
 #define COUNT 4099           /* not a multiple of anything: ragged chunks */
 #define AFTER_ROUNDS 40      /* allreduces on the shrunk ring */
 enum { V_SIZE, V_RANK, V_PARENT, V_SUMOK, V_T_FAIL, V_T_SHRUNK, V_T_STEP, V_CHECK, V_SHRINKS,
-       V_MAP };
+       V_OLD, V_MAP };
 
 typedef struct scase {
     const char *label;
@@ -121,6 +121,16 @@ static int shrink_child(int rank, int n, const ring_config_t *cfg, void *arg)
         pthread_t t;
         pthread_create(&t, NULL, die_later, (void *)(intptr_t)c->dies_after_ms);
     }
+    /* the failed communicator fails what is started on it, at once (elastic.h) */
+    {
+        ring_request_t *rq = NULL;
+        double t0 = h_now();
+        ring_status_t s1 = ring_allreduce_start(comms[0], buf, buf, COUNT, RING_FLOAT32,
+                                                RING_SUM, 7, &rq);
+        if (s1 == RING_OK)
+            s1 = ring_request_wait(rq);
+        h_put(V_OLD, s1 != RING_OK && h_now() - t0 < 1.0);
+    }
     while (ok < 0 && k < 3) {
         if ((st = ring_comm_shrink(comms[k], &comms[k + 1])) != RING_OK) {
             h_fail(st, "shrink");
@@ -129,6 +139,8 @@ static int shrink_child(int rank, int n, const ring_config_t *cfg, void *arg)
         k++;
         check = 0;
         ok = after_rounds(comms, k, rank, &check, &st);
+        if (k == 1 && ring_allreduce(comms[0], buf, buf, 1, RING_FLOAT32, RING_SUM) == RING_OK)
+            h_put(V_OLD, 0); /* the shrunk one must still refuse */
     }
     if (ok >= 0) {
         ring_comm_t *nc = comms[k];
@@ -164,7 +176,7 @@ static void run_case(const scase_t *c)
     static h_run_t run;
     h_action_t acts[2];
     int survivors[H_MAX_RANKS], ns = 0, k = c->n - c->nvictims - (c->dies_in_shrink >= 0);
-    int all_ok = 1, same = 1, renumbered = 1, sums = 1, shrinks = 0;
+    int all_ok = 1, same = 1, renumbered = 1, sums = 1, shrinks = 0, old_fails = 1;
     double worst = 0;
     char buf[200];
 
@@ -193,6 +205,7 @@ static void run_case(const scase_t *c)
         for (int j = 0; j < ns && j < k; j++)
             renumbered &= h_val(res, V_MAP + j, 99) == (uint64_t)survivors[j];
         sums &= h_val(res, V_SUMOK, 0) == 1;
+        old_fails &= h_val(res, V_OLD, 0) == 1;
         if (c->nvictims > 0 && run.t_signal[c->victims[0]] >= 0) {
             double lost = h_val_double(res, V_T_STEP, 1e9) - run.t0 - run.t_signal[c->victims[0]];
             worst = lost > worst ? lost : worst;
@@ -203,6 +216,8 @@ static void run_case(const scase_t *c)
     ok(same, "%s: every survivor has the same %d members and the same results", c->label, k);
     ok(renumbered, "%s: new ranks follow the old ring's order", c->label);
     ok(sums, "%s: sums over the new ring are the survivors' inputs, exactly", c->label);
+    ok(old_fails, "%s: the old communicator fails a call started on it at once, also after "
+       "the shrink", c->label);
     for (int i = 0; i < c->nvictims; i++) {
         const h_result_t *v = &run.r[c->victims[i]];
         int sig = i > 0 && c->sig2 ? c->sig2 : c->sig;
@@ -271,13 +286,13 @@ int main(void)
                             SIGKILL, 0, -1, 0, "5s", secret};
     int nplan = 0;
     for (int i = 0; i < nc; i++)
-        nplan += 4 + cases[i].nvictims;
+        nplan += 5 + cases[i].nvictims;
     plan(nplan);
     for (int i = 0; i < nc; i++) {
         /* T_SHRINK_ONLY=TEXT: only the cases whose label holds TEXT (debugging) */
         const char *only = getenv("T_SHRINK_ONLY");
         if (only != NULL && strstr(cases[i].label, only) == NULL) {
-            for (int k = 0; k < 4 + cases[i].nvictims; k++)
+            for (int k = 0; k < 5 + cases[i].nvictims; k++)
                 skip("T_SHRINK_ONLY leaves this case out");
             continue;
         }
