@@ -42,7 +42,6 @@ import pickle
 import threading
 import time
 
-import numpy as _np
 
 from . import _errors, _objects, _ringd, _runtime
 
@@ -281,6 +280,8 @@ class State:
 def broadcast_object(obj, root=0, allow_pickle=False):
     """root's obj on every peer, in ringd's own format (pickle only with allow_pickle on
     every peer); ringd.torch.broadcast_object's framework-free twin."""
+    import numpy as _np  # here: ringd itself needs no numpy (pip-install.test)
+
     comm = _runtime._require("elastic.broadcast_object")
     header = _np.zeros(2, _np.int64)  # 1 ringd's format, 2 pickle, 3 refused; length
     error = None

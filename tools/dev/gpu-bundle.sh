@@ -47,7 +47,7 @@ grep -q '^#define RING_HAVE_CUDA 1' "$b/ring_build.h" 2>/dev/null ||
     die "$b is not a CUDA build (ring_build.h: RING_HAVE_CUDA is not 1); configure where nvcc is found"
 for f in tests/ring/t-cuda tests/unit/t-cuda-kernels tests/ring/t-cuda-device tests/ring/t-cuda-staging tests/unit/t-cnn tests/ring/t-shm \
          .libs/ringd .libs/ring-bench \
-         ring-launch .libs/libringd.so.0; do
+         .libs/ring-launch .libs/libringd.so.0; do
     [ -e "$b/$f" ] || die "$b/$f is missing: run 'make' and 'make check TESTS=' in $b first"
 done
 if ldd "$b/tests/ring/t-cuda" | grep -q -E 'libasan|libubsan'; then
@@ -55,7 +55,7 @@ if ldd "$b/tests/ring/t-cuda" | grep -q -E 'libasan|libubsan'; then
 fi
 mkdir -p "$out/bin" "$out/lib"
 cp "$b/tests/ring/t-cuda" "$b/tests/unit/t-cuda-kernels" "$b/tests/ring/t-cuda-device" "$b/tests/ring/t-cuda-staging" "$b/tests/unit/t-cnn" \
-   "$b/tests/ring/t-shm" "$b/.libs/ringd" "$b/.libs/ring-bench" "$b/ring-launch" "$out/bin/"
+   "$b/tests/ring/t-shm" "$b/.libs/ringd" "$b/.libs/ring-bench" "$b/.libs/ring-launch" "$out/bin/"
 cp -L "$b/.libs/libringd.so.0" "$out/lib/"
 # what they load, but glibc's and the compiler's runtime (every system has them,
 # and an older copy would shadow the newer one cuDNN may need) and the CUDA
