@@ -70,6 +70,7 @@ typedef struct agree {
     double decided_at;
     unsigned char members[RING_AGREE_SET_BYTES], done_from[RING_AGREE_SET_BYTES];
     int rounds;
+    int timed_out;                 /* we counted a rank lost because it did not answer */
     int finished;
     ring_status_t fail;            /* an error that ends it at once */
 } agree_t;
@@ -518,6 +519,7 @@ static void right_call(agree_t *a, int want, double now)
         ring_log(RING_LOG_WARN, "shrink: rank %d did not answer within %gs: counted lost", want,
                  a->p->answer_timeout_s);
         ring_agree_set_add(a->lost, want);
+        a->timed_out = 1;
         return;
     }
     if (now < a->retry_at || (l = link_new(now, want, 0)) == NULL)
@@ -556,6 +558,15 @@ static void right_step(agree_t *a, double now)
         a->backoff = 0.01;
     }
     if (want == a->p->me) { /* the last one left */
+        /* alone because nobody answered: more likely cut off than the last survivor
+         * (the others went on, counting this peer lost, and never told it) */
+        if (!a->decided && a->timed_out && a->fail == RING_OK) {
+            a->fail = ring_error_set(RING_ERR_REMOTE, "shrink: no other survivor answered within "
+                                     "%gs: this peer has lost touch with the ring (the others "
+                                     "may have gone on without it, counting it lost); it "
+                                     "leaves", a->p->answer_timeout_s);
+            return;
+        }
         if (!a->decided) {
             unsigned char alone[RING_AGREE_SET_BYTES] = {0};
             ring_agree_set_add(alone, a->p->me);

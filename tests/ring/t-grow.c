@@ -25,6 +25,7 @@
 
 #define STATE 1031             /* floats of "parameters" a joiner must receive */
 #define MAX_STEPS 20000
+#define QUIET_STEPS 1200       /* when nobody joins: about 3 s of steps */
 #define STEP_US 2000           /* a step's "compute": the ring stays busy, as in training */
 enum { V_SIZE, V_RANK, V_JOINED, V_CHECK, V_GROWS, V_STEPS, V_T_ASK, V_T_IN };
 
@@ -131,8 +132,13 @@ static int grow_child(int rank, int n, const ring_config_t *cfg, void *arg)
         return joiner(c, cfg);
     if ((st = ring_comm_open(cfg, &comm)) != RING_OK)
         return h_fail(st, "open");
-    until = h_now() + (c->expect_join ? 15.0 : 4.0);
-    for (step = 0; step < MAX_STEPS && h_now() < until && after < 5; step++) {
+    /* with a joiner: until 5 steps after the grow (every member sees it at the same step);
+     * without: a fixed number of steps (a member that stopped on its own clock would
+     * leave the others in a call) */
+    until = h_now() + 15.0;
+    for (step = 0; step < (c->expect_join ? MAX_STEPS : QUIET_STEPS) && h_now() < until &&
+                   after < 5;
+         step++) {
         float one = 1.0f;
         if (step == 20)
             h_ready();
