@@ -170,7 +170,7 @@ replace() {
     POK=$?
     WALL=$(echo "$(now) $t0" | awk '{ printf "%.1f", $1 - $2 }')
     PACC=$(acc_of "$dir/out")
-    grep -q '1 peer joined' "$dir/out" || POK=98
+    grep -q '1 joined (3 -> 4 peers)' "$dir/out" || POK=98
 }
 
 echo "# elastic-bar: fmnist-mlp, $N peers on $(hostname), $EPOCHS epochs ($STEPS steps), --timeout $TIMEOUT, $RUNS SIGKILL + $STOP_RUNS SIGSTOP runs; $(nproc) CPUs; seed ${SEED:-clock}"
