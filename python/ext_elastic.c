@@ -6,7 +6,7 @@
  * shrink() makes a second Comm object around the new ring_comm_t; the old
  * object stays valid to close (and its requests to wait for: they fail at
  * once with the sticky error, or CanceledError once it is closed). The
- * shrink itself blocks (bounded by 2 x timeout + connect-timeout) with the
+ * shrink itself blocks (bounded: ringd/elastic.h) with the
  * GIL released and the old Comm held as close holds it: the write side of
  * `closing` (so no thread is inside a wait on it) and its mutex. grow() is
  * the same, on a healthy ring with no request in flight (ringd/elastic.py

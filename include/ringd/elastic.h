@@ -33,7 +33,9 @@
  * message carries a tag, so a stranger can neither vote nor listen.
  * Then the survivors open the new ring among themselves over the same
  * transport, settings and secret (the hello checks them as at start-up).
- * The agreement and the new ring are bounded by 2 x timeout + connect-timeout.
+ * The agreement and the new ring are bounded by 3 x timeout + 3 x min(timeout,
+ * connect-timeout) + 2 s (src/elastic/agree.h, RING_SHRINK_BOUND): a member lost
+ * after the decision makes the survivors agree once more.
  *
  * The new communicator. Ranks are renumbered 0..k-1 in the old ring's
  * order (ring_comm_parent_rank says who was who); its settings are the old

@@ -111,7 +111,7 @@ def shrink():
     global _last_lost
     with _swap_lock:
         old = _take_ring("elastic.shrink")
-        new = old.shrink()  # blocks with the GIL released, bounded by 2 x timeout + connect
+        new = old.shrink()  # blocks with the GIL released, bounded (ringd/elastic.h)
         _last_lost = _lost_ranks(old.size, new)
         _install(old, new)
         return new.shrink_report
