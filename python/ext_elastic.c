@@ -17,11 +17,34 @@
 #include <stdio.h>
 #include <string.h>
 
+/* change(self->comm, &nc), held as close holds the Comm (the write side of `closing`:
+ * no thread is inside a wait on it; then its mutex), with the GIL released. RING_OK,
+ * or the status with its message in msg. */
+static ring_status_t comm_change(ringpy_comm_t *self,
+                                 ring_status_t (*change)(ring_comm_t *, ring_comm_t **),
+                                 ring_comm_t **nc, char *msg, size_t len)
+{
+    ring_status_t st = RING_ERR_INVALID;
+
+    Py_BEGIN_ALLOW_THREADS
+    pthread_rwlock_wrlock(&self->closing);
+    pthread_mutex_lock(&self->lock);
+    if (self->comm != NULL) {
+        st = change(self->comm, nc);
+        if (st != RING_OK)
+            snprintf(msg, len, "%s", ring_last_error());
+    }
+    pthread_mutex_unlock(&self->lock);
+    pthread_rwlock_unlock(&self->closing);
+    Py_END_ALLOW_THREADS
+    return st;
+}
+
 PyObject *ringpy_comm_shrink(ringpy_comm_t *self, PyObject *unused)
 {
     ringpy_comm_t *made;
     ring_comm_t *nc = NULL;
-    ring_status_t st = RING_ERR_INVALID;
+    ring_status_t st;
     char msg[RINGPY_MSG_MAX] = "shrink: the communicator was closed meanwhile";
 
     if (ringpy_comm_check_open(self) < 0)
@@ -34,17 +57,7 @@ PyObject *ringpy_comm_shrink(ringpy_comm_t *self, PyObject *unused)
     made = ringpy_comm_alloc(Py_TYPE(self));
     if (made == NULL)
         return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_rwlock_wrlock(&self->closing); /* the waits outside the mutex have returned */
-    pthread_mutex_lock(&self->lock);
-    if (self->comm != NULL) {
-        st = ring_comm_shrink(self->comm, &nc);
-        if (st != RING_OK)
-            snprintf(msg, sizeof(msg), "%s", ring_last_error());
-    }
-    pthread_mutex_unlock(&self->lock);
-    pthread_rwlock_unlock(&self->closing);
-    Py_END_ALLOW_THREADS
+    st = comm_change(self, ring_comm_shrink, &nc, msg, sizeof(msg));
     if (st != RING_OK) {
         Py_DECREF(made);
         return ringpy_raise(st, msg, RINGPY_IN_CALL);
@@ -58,7 +71,7 @@ PyObject *ringpy_comm_grow(ringpy_comm_t *self, PyObject *unused)
 {
     ringpy_comm_t *made;
     ring_comm_t *nc = NULL;
-    ring_status_t st = RING_ERR_INVALID;
+    ring_status_t st;
     char msg[RINGPY_MSG_MAX] = "grow: the communicator was closed meanwhile";
 
     if (ringpy_comm_check_free(self) < 0)
@@ -66,17 +79,7 @@ PyObject *ringpy_comm_grow(ringpy_comm_t *self, PyObject *unused)
     made = ringpy_comm_alloc(Py_TYPE(self));
     if (made == NULL)
         return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_rwlock_wrlock(&self->closing);
-    pthread_mutex_lock(&self->lock);
-    if (self->comm != NULL) {
-        st = ring_comm_grow(self->comm, &nc);
-        if (st != RING_OK)
-            snprintf(msg, sizeof(msg), "%s", ring_last_error());
-    }
-    pthread_mutex_unlock(&self->lock);
-    pthread_rwlock_unlock(&self->closing);
-    Py_END_ALLOW_THREADS
+    st = comm_change(self, ring_comm_grow, &nc, msg, sizeof(msg));
     if (st != RING_OK) {
         Py_DECREF(made);
         return ringpy_raise(st, msg, RINGPY_IN_CALL);

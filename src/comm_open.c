@@ -212,8 +212,8 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     }
     RING_CHECK(comm->tp_ops->init(&params, &comm->tp));
     if (ring_config_uses_rendezvous(cfg))
-        RING_CHECK(ring_rendezvous(comm)); /* --elastic: or it joins a running ring */
-    else
+        RING_CHECK(ring_rendezvous(comm)); /* --elastic: or it is admitted to a running ring, */
+    if (!ring_config_uses_rendezvous(cfg) || comm->rdzv.joined) /* which gave it a peer list */
         RING_CHECK(comm_static_peers(comm));
     RING_CHECK(ring_coll_comm_alloc(comm)); /* sized by the ring: a joiner learnt it just now */
     RING_CHECK(comm_place(comm));

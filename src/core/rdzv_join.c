@@ -45,7 +45,8 @@ static ring_status_t join_claim(ring_comm_t *comm, const char *hello_hex, int *s
                           store->where, JOIN_SLOTS_MAX);
 }
 
-/* The admission's ring: our rank, its size and peers, as every member has them. */
+/* The admission's ring: our rank, its size and its peer list, as every member has
+ * them; comm_open.c reads the list as a peer list the user gave. */
 static ring_status_t join_take(ring_comm_t *comm, const rdzv_admit_t *a)
 {
     char *peers = strdup(a->peers);
@@ -58,13 +59,6 @@ static ring_status_t join_take(ring_comm_t *comm, const rdzv_admit_t *a)
     comm->cfg.world_size = comm->size = a->world;
     comm->cfg.ring_order = RING_CFG_ORDER_RANK;
     comm->elastic.generation = a->generation;
-    RING_CHECK(ring_peers_parse(peers, a->world, 0, 0, &comm->topo.peers));
-    comm->topo.hosts = calloc((size_t)a->world, sizeof(*comm->topo.hosts));
-    if (comm->topo.hosts == NULL)
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", a->world);
-    for (int r = 0; r < a->world; r++)
-        if ((comm->topo.hosts[r] = strdup(comm->topo.peers[r].host)) == NULL)
-            return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %d peers", a->world);
     comm->rdzv.joined = 1;
     ring_log_set_rank(a->rank);
     return RING_OK;

@@ -258,18 +258,27 @@ static int after_step(run_t *r, int epoch_end, int eval, double *last_ckpt, step
     return 0;
 }
 
+/* An evaluation every peer takes part in (phase: for the change report): 0, -1 with
+ * err, or LOST (its allreduce failed). */
+static int eval_shared(run_t *r, step_io_t *io, int phase, char *err, size_t errlen)
+{
+    int rc;
+
+    io->phase = phase;
+    io->t_call = ring_now();
+    rc = run_evaluate_shared(r, err, errlen);
+    return rc == 0 ? 0 : rc == 1 ? LOST : -1;
+}
+
 /* What after_step made due, in this order: the in-line evaluation, then the checkpoint.
  * 0, -1 with err, or LOST (the evaluation's allreduce failed). */
 static int settle(run_t *r, step_state_t *ss, step_io_t *io, char *err, size_t errlen)
 {
     if (r->eval_owed) {
-        int rc;
+        int rc = eval_shared(r, io, EL_EVAL, err, errlen);
 
-        io->phase = EL_EVAL;
-        io->t_call = ring_now();
-        rc = run_evaluate_shared(r, err, errlen);
         if (rc != 0)
-            return rc == 1 ? LOST : -1;
+            return rc;
         r->eval_owed = 0;
     }
     if (!ss->ckpt_owed)
@@ -349,13 +358,9 @@ static int run_end(run_t *r, step_state_t *ss, step_io_t *io, char *err, size_t 
     int rc;
 
     if (r->w->ntest > 0 && !r->final_done &&
-        (!o->eval_sync || r->test_step != r->step || r->force_final)) {
-        io->phase = EL_FINAL_EVAL;
-        io->t_call = ring_now();
-        rc = run_evaluate_shared(r, err, errlen);
-        if (rc != 0)
-            return rc == 1 ? LOST : -1;
-    }
+        (!o->eval_sync || r->test_step != r->step || r->force_final) &&
+        (rc = eval_shared(r, io, EL_FINAL_EVAL, err, errlen)) != 0)
+        return rc;
     r->final_done = 1;
     if (r->rank == 0 && o->checkpoint_dir[0] != '\0' && !ss->failed &&
         ss->final_ckpt != r->step + 1) {
