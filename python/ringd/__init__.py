@@ -20,7 +20,9 @@ other peer raise within the timeout setting, and ringd.elastic lets the
 survivors shrink the ring and train on (docs/elastic.md).
 """
 
-from . import _ringd
+from . import _loader
+
+_ringd = _loader.load_extension()
 from ._errors import (CanceledError, ConfigError, Error, InternalError, InvalidError, IOError,
                       MismatchError, NoMemoryError, NonFiniteError, NotInitializedError,
                       PeerError, PerformanceWarning, ProtocolError, TimeoutError,
