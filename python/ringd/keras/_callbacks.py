@@ -42,9 +42,32 @@ def _no_xla(model):
         model.train_function = None
 
 
+def _raise_ringd_errors(model):
+    """model.fit's compiled step raises tf.errors.UnknownError for a failed ringd collective
+    (TensorFlow wraps exceptions raised inside a graph): make it raise the ringd.Error
+    (PeerError naming the lost peer, ...) instead, as it does eagerly."""
+    fn = getattr(model, "train_function", None)
+    if keras.backend.backend() != "tensorflow" or fn is None or getattr(fn, "_ringd", False):
+        return
+    from ringd.tensorflow import ringd_error
+
+    def train_function(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - re-raised as it is unless it is ringd's
+            err = ringd_error(e)
+            if err is None or err is e:
+                raise
+            raise err from e
+    train_function._ringd = True
+    model.train_function = train_function
+
+
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     """At the start of training, every peer's model weights and optimizer state become
-    root_rank's, so the peers start alike (and a model restored on root alone is shared)."""
+    root_rank's, so the peers start alike (and a model restored on root alone is shared).
+    It also turns XLA off for the model (XLA cannot call ringd) and makes fit() raise a
+    failed collective's ringd.Error (a lost peer: PeerError with its peer_rank)."""
 
     def __init__(self, root_rank=0):
         super().__init__()
@@ -56,6 +79,7 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         _no_xla(model)
 
     def on_train_begin(self, logs=None):
+        _raise_ringd_errors(self.model)
         if self.done:
             return
         opt = self.model.optimizer
