@@ -221,21 +221,6 @@ def _read_results(path):
     return recs
 
 
-def _blas_env_like_launcher(env):
-    """What ring-launch gives its ranks on a CPU this OpenBLAS does not know (its
-    OPENBLAS_CORETYPE advice), for the ranks started here: without it they warn, and a
-    job's "no warning printed" would depend on the host's CPU."""
-    if env.get("OPENBLAS_CORETYPE"):
-        return
-    try:
-        import ringd
-        advice = ringd._ringd.blas_advice()
-    except (ImportError, AttributeError):
-        return
-    if advice is not None:
-        env["OPENBLAS_CORETYPE"] = advice[0]
-
-
 def _run_job(script, n, tmp, launcher, env_extra, tag):
     """Start n workers; returns (exit status per rank or of the launcher, output, seconds)."""
     env = dict(os.environ)
@@ -253,7 +238,6 @@ def _run_job(script, n, tmp, launcher, env_extra, tag):
         else:
             ports = free_ports(n)
             peers = ",".join("127.0.0.1:%d" % p for p in ports)
-            _blas_env_like_launcher(env)
             procs = []
             for r in range(n):
                 e = dict(env, RING_RANK=str(r), RING_WORLD_SIZE=str(n), RING_PEERS=peers,

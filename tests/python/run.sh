@@ -35,6 +35,14 @@ PYTHONPATH=$RINGD_PY_PATH${PYTHONPATH:+:$PYTHONPATH}
 PYTHONDONTWRITEBYTECODE=1
 RINGD_TEST_PYTHON=$RINGD_PY_PYTHON
 export PYTHONPATH PYTHONDONTWRITEBYTECODE RINGD_TEST_PYTHON
+# On a CPU this OpenBLAS does not know (an AVX-512 BF16 Xeon for Debian's 0.3.21), every
+# process of a test gets the kernels ring-launch would give its ranks: the tests compare
+# runs started with and without ring-launch bit for bit, and a process started by hand
+# would warn (PerformanceWarning) and run other kernels. A value set by the caller stays.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    core=$("$RINGD_PY_PYTHON" -c 'import ringd; a = ringd._ringd.blas_advice(); print(a[0] if a else "")' 2> /dev/null)
+    [ -n "$core" ] && OPENBLAS_CORETYPE=$core && export OPENBLAS_CORETYPE
+fi
 # a user's RING_* (or launcher) variables must not leak into the tests
 for v in $(env | sed -n 's/^\(RING_[A-Za-z0-9_]*\)=.*/\1/p'); do
     case $v in RING_LAUNCH) ;; *) unset "$v" ;; esac
