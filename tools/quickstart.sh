@@ -113,7 +113,8 @@ run_suite() {
         skipped=$((skipped + ${s:-0}))
     fi
     if [ "$rc" != 0 ]; then
-        [ -f "$log" ] && grep -E -A15 '^(FAIL|ERROR)' "$log" | head -n 120
+        # (|| true: with pipefail, grep killed by head's early exit would end the script)
+        [ -f "$log" ] && { grep -E -A15 '^(FAIL|ERROR)' "$log" | head -n 120 || true; }
         [ -f "$log" ] || tail -n 40 "$dir/check.out"
         failed=$((failed + 1))
         echo "   $name: make check failed (exit $rc)"
