@@ -16,7 +16,8 @@ do):
            MetricAverageCallback: every rank ends with the same weights, equal to one
            process fitting the whole batch; the logged loss is the peers' average; the
            warm-up callback reaches the learning rate it was given
-  misuse   int32 allreduce (TypeError), different variable lists on different ranks
+  misuse   int32 allreduce (TypeError), different variable lists on different ranks, and
+           (a job of its own) one dtype on rank 0 and another on the others
            (MismatchError on every rank, then again on the next call), XLA
            (NotImplementedError),
            a bad compression (ValueError)
@@ -84,6 +85,12 @@ def op_checks(t, tf, np, rtf):
     t.ok(h.dtype == tf.float32 and abs(h.numpy()[0] - 1 / 3.0) < 1e-3,
          "ops: fp16 compression comes back float32, rounded to fp16", h.numpy())
     t.same("ops: the fp16 result", h.numpy().tolist())
+    mixed = rtf.grouped_allreduce([tf.fill([3], float(r)), tf.fill([2], tf.cast(r, tf.float16)),
+                                   tf.fill([5], tf.cast(r, tf.bfloat16))])
+    t.ok([m.dtype for m in mixed] == [tf.float32, tf.float16, tf.bfloat16] and
+         all(np.allclose(m.numpy().astype(np.float32), (n - 1) / 2.0) for m in mixed),
+         "ops: a group of float32, float16 and bfloat16 tensors: each averaged, dtypes kept",
+         [m.numpy() for m in mixed])
     vs = mlp_vars(tf, seed=100 + r)
     rtf.broadcast_variables(vs, root_rank=0)
     t.same("ops: broadcast_variables from rank 0", ringtest.digest(flat(np, vs)))
@@ -247,7 +254,12 @@ def misuse_checks(t, tf, np, rtf, ringd):
              "without it", lambda e: "jit_compile=False" in str(e))
     # last: a mismatch fails the ring for good (libringd's errors are sticky)
     vs = mlp_vars(tf)
-    if t.world > 1:
+    if t.world > 1 and os.environ.get("RINGTEST_MISMATCH") == "dtype":
+        dtype = tf.float32 if t.rank == 0 else tf.float16
+        t.raises(ringd.MismatchError, lambda: rtf.grouped_allreduce([tf.ones([4], dtype)]),
+                 "misuse: the same tensor as float32 on rank 0 and float16 on the others: "
+                 "MismatchError on every rank", lambda e: "different tensors" in str(e))
+    elif t.world > 1:
         mine = vs if t.rank == 0 else vs[:2]
         with tf.GradientTape() as tape:
             loss = loss_of(tf, vs, *data(tf, 0, t.rank))
@@ -262,6 +274,15 @@ def misuse_checks(t, tf, np, rtf, ringd):
 
 def checks(t):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if os.environ.get("RINGTEST_MISMATCH"):  # a job for the one misuse that ends the ring
+        import numpy as np
+        import tensorflow as tf
+        import ringd
+        import ringd.tensorflow as rtf
+        rtf.init(timeout="20s")
+        misuse_checks(t, tf, np, rtf, ringd)
+        rtf.shutdown()
+        return
     try:
         import numpy as np
         import tensorflow as tf
@@ -282,4 +303,4 @@ def checks(t):
     rtf.shutdown()
 
 
-ringtest.main(checks, worlds=(1, 2, 3))
+ringtest.main(checks, worlds=(1, 2, 3, (2, {"RINGTEST_MISMATCH": "dtype"})))
