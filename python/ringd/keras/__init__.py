@@ -1,4 +1,5 @@
-"""ringd.keras - Keras 3 on ringd: model.fit on N peers with three changed lines.
+"""ringd.keras - Keras 3 on ringd: model.fit on N peers with a few changed lines
+(examples/tensorflow/fmnist_keras.py: 7).
 
     import ringd.keras as rk
     rk.init()

@@ -3,6 +3,7 @@ before it applies them (Horovod's shape), on the TensorFlow or the torch backend
 import keras
 
 import ringd
+from .._same import explain, tensor_id
 
 
 class Compression:
@@ -42,13 +43,20 @@ def _torch_allreduce(grads, compression, op):
     for i, g in enumerate(grads):
         if g is not None:
             groups.setdefault((g.dtype, g.device), []).append(i)
+    items = [(tuple(g.shape) if g is not None else None, str(getattr(g, "dtype", None)))
+             for g in grads]
     handles = []
-    for (dtype, _), idx in groups.items():
+    for k, ((dtype, _), idx) in enumerate(groups.items()):
         wire, codec = _call_mode(compression, dtype)
         flat = torch.cat([grads[i].detach().reshape(-1).to(wire) for i in idx])
-        handles.append((idx, flat, ringd.allreduce_async(flat, op=op, codec=codec)))
-    for idx, flat, h in handles:
-        h.wait()
+        handles.append((idx, flat, ringd.allreduce_async(flat, op=op, codec=codec,
+                                                         tensor_id=tensor_id(items, k))))
+    try:
+        for _, _, h in handles:
+            h.wait()
+    except ringd.MismatchError as e:
+        raise explain(e, "allreduce", len(grads)) from None
+    for idx, flat, _ in handles:
         at = 0
         for i in idx:
             n = grads[i].numel()
