@@ -16,6 +16,9 @@ do):
            MetricAverageCallback: every rank ends with the same weights, equal to one
            process fitting the whole batch; the logged loss is the peers' average; the
            warm-up callback reaches the learning rate it was given
+  stale    DistributedOptimizer(staleness=1) in a custom loop, in tf.function and eagerly:
+           the same weights on every rank, equal to one process applying step t-1's average
+           at step t (nothing at step 0); and in model.fit (the same weights everywhere)
   misuse   int32 allreduce (TypeError), different variable lists on different ranks, and
            (a job of its own) one dtype on rank 0 and another on the others
            (MismatchError on every rank, then again on the next call), XLA
@@ -239,6 +242,61 @@ def keras_checks(t, tf, np, rk, ringd):
     t.ok(abs(lr - 0.2) < 1e-7, "keras: the warm-up ends at the learning rate given", lr)
 
 
+def stale_checks(t, tf, np, rk, S=1):
+    """DistributedOptimizer(staleness=S) in a custom loop: step t applies the average of
+    step t-S (nothing in the first S steps), the same on every rank, and equal to one
+    process doing exactly that with every rank's batch."""
+    import keras
+    loss_obj = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def grads_of(model, x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_obj(y, model(x))
+        return tape.gradient(loss, model.trainable_variables)
+    got = {}
+    for graph in (True, False):
+        model = keras_model(keras, seed=3)
+        opt = rk.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.9), staleness=S)
+
+        def step(x, y):
+            opt.apply(grads_of(model, x, y), model.trainable_variables)
+        if graph:
+            step = tf.function(step)
+        for s in range(STEPS):
+            step(*data(tf, s, t.rank))
+        got[graph] = np.concatenate([np.ravel(v) for v in model.get_weights()])
+        mode = "tf.function" if graph else "eager"
+        t.same("stale %s: the weights after %d steps with staleness %d" % (mode, STEPS, S),
+               ringtest.digest(got[graph]))
+        t.eq(int(opt.iterations.numpy()), STEPS - S,
+             "stale %s: %d updates applied in %d steps (the first %d fill the pipeline)"
+             % (mode, STEPS - S, STEPS, S))
+    x, y, steps = keras_data(np, t.world)
+    model = keras_model(keras, seed=3)
+    model.compile(optimizer=rk.DistributedOptimizer(keras.optimizers.Adam(1e-3), staleness=S),
+                  loss=loss_obj)
+    model.fit(x[t.rank::t.world], y[t.rank::t.world], batch_size=B, epochs=2, shuffle=False,
+              verbose=0, callbacks=[rk.BroadcastGlobalVariablesCallback(0)])
+    t.same("stale fit: the weights after model.fit with staleness %d" % S, ringtest.digest(
+        np.concatenate([np.ravel(v) for v in model.get_weights()])))
+    t.eq(int(model.optimizer.iterations.numpy()), 2 * steps - S,
+         "stale fit: %d updates in %d steps" % (2 * steps - S, 2 * steps))
+    ref = keras_model(keras, seed=3)
+    ref_opt = keras.optimizers.SGD(0.1, momentum=0.9)
+    queue = []
+    for s in range(STEPS):
+        per_rank = [grads_of(ref, *data(tf, s, q)) for q in range(t.world)]
+        queue.append([sum(gs) / t.world for gs in zip(*per_rank)])
+        if len(queue) > S:
+            ref_opt.apply(queue.pop(0), ref.trainable_variables)
+    rw = np.concatenate([np.ravel(v) for v in ref.get_weights()])
+    for graph in (True, False):
+        err = float(np.max(np.abs(got[graph] - rw)))
+        t.ok(err < 2e-5, "stale %s: equal to one process applying step t-%d's average of "
+             "the %d ranks' gradients at step t" % ("tf.function" if graph else "eager", S,
+                                                     t.world), "max diff %g" % err)
+
+
 def misuse_checks(t, tf, np, rtf, ringd):
     t.raises(TypeError, lambda: rtf.allreduce(tf.constant([1, 2])),
              "misuse: an int32 allreduce is a TypeError naming the dtypes ringd reduces",
@@ -299,6 +357,7 @@ def checks(t):
     tape_checks(t, tf, np, rtf, ringd)
     sparse_checks(t, tf, np, rtf)
     keras_checks(t, tf, np, rk, ringd)
+    stale_checks(t, tf, np, rk)
     misuse_checks(t, tf, np, rtf, ringd)
     rtf.shutdown()
 

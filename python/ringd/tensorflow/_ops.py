@@ -111,14 +111,8 @@ def grouped_allreduce(tensors, op=Average, compression=Compression.default,
     if not tensors:
         return []
     _bridge.check_not_xla("allreduce")
-    buckets = _plan(tensors, compression, bucket_bytes)
-    items = [(tuple(t.shape), t.dtype.name) for t in tensors] + [("codec", str(compression)),
-                                                                   ("more", agree_on)]
-    ids = [tensor_id(items, k) for k in range(len(buckets))]
-    flats = []
-    for b in buckets:
-        parts = [tf.reshape(tf.cast(tensors[s.index], b["wire"]), [-1]) for s in b["slots"]]
-        flats.append(parts[0] if len(parts) == 1 else tf.concat(parts, 0))
+    buckets, ids = plan_group(tensors, compression, bucket_bytes, agree_on)
+    flats = pack(tensors, buckets)
     codecs = [b["codec"] for b in buckets]
 
     def reduce_all(*arrays):
@@ -136,8 +130,31 @@ def grouped_allreduce(tensors, op=Average, compression=Compression.default,
         return tuple(outs)
 
     reduced = _bridge.run(reduce_all, flats, [b["wire"] for b in buckets], name)
-    results = [None] * len(tensors)
-    for b, flat in zip(buckets, reduced):
+    return unpack(reduced, buckets, len(tensors))
+
+
+def plan_group(tensors, compression, bucket_bytes, agree_on=""):
+    """(the buckets of a group of dense tensors, the tensor id of each bucket's allreduce:
+    a hash of every tensor's shape and dtype, which libringd compares across the peers)."""
+    buckets = _plan(tensors, compression, bucket_bytes)
+    items = [(tuple(t.shape), t.dtype.name) for t in tensors] + [("codec", str(compression)),
+                                                                   ("more", agree_on)]
+    return buckets, [tensor_id(items, k) for k in range(len(buckets))]
+
+
+def pack(tensors, buckets):
+    """One flat tensor of the wire dtype per bucket."""
+    flats = []
+    for b in buckets:
+        parts = [tf.reshape(tf.cast(tensors[s.index], b["wire"]), [-1]) for s in b["slots"]]
+        flats.append(parts[0] if len(parts) == 1 else tf.concat(parts, 0))
+    return flats
+
+
+def unpack(flats, buckets, count):
+    """The tensors back from their buckets' flat results, in their shapes and dtypes."""
+    results = [None] * count
+    for b, flat in zip(buckets, flats):
         flat.set_shape([b["numel"]])
         for s in b["slots"]:
             piece = flat if len(b["slots"]) == 1 else flat[s.offset:s.offset + s.numel]
