@@ -221,7 +221,19 @@ static PyObject *comm_get_live(ringpy_comm_t *self, void *closure)
     return PyLong_FromUnsignedLong(self->live);
 }
 
+/* The ring_comm_t * as an int, for C code in the same process that calls libringd on this
+ * ring itself (tools/experiments/tf-bridge.py's TensorFlow custom op). Not locked: only
+ * while no other call is in flight on the ring. */
+static PyObject *comm_address(ringpy_comm_t *self, PyObject *unused)
+{
+    if (ringpy_comm_check_free(self) < 0)
+        return NULL;
+    return PyLong_FromVoidPtr(self->comm);
+}
+
 static PyMethodDef comm_methods[] = {
+    {"_address", (PyCFunction)comm_address, METH_NOARGS,
+     "The ring_comm_t * as an int (for C in this process; unlocked)."},
     {"close", (PyCFunction)comm_close, METH_NOARGS,
      "Leave the ring: tell the neighbours, cancel pending requests, free it."},
     {"transport", (PyCFunction)comm_transport, METH_NOARGS, "'tcp' or 'verbs'."},

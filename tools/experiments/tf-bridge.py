@@ -9,14 +9,21 @@ timed with each way of calling ringd's allreduce from TensorFlow, on the same pe
   py_function     tf.py_function inside tf.function: EagerTensors in and out
   eager-numpy     the step run eagerly, the gradient's .numpy() (zero copy on the CPU)
                   allreduced and wrapped back; what DLPack would give, without graph mode
+  custom-op       a TensorFlow custom op calling libringd's ring_allreduce directly on
+                  the same ring (tf_op/ringd_allreduce_op.cc, compiled here with g++
+                  against the installed TensorFlow's headers: Horovod's way; skipped when
+                  it does not build)
   raw             ringd.allreduce of the same bytes from numpy, no TensorFlow: the
-                  collective itself (a custom op calling libringd could at best reach
-                  none + raw)
+                  collective itself
 
 Run it on the peers: ring-launch -n 4 -- python tf-bridge.py [--steps N]. Rank 0 prints
 the median step time of each way and its overhead over none + raw.
 """
 import argparse
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -30,6 +37,8 @@ p = argparse.ArgumentParser(description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("--steps", type=int, default=200, help="timed steps per way (default 200)")
 p.add_argument("--batch", type=int, default=64)
+p.add_argument("--build", default=None, help="the build tree whose .libs has libringd, for "
+               "the custom op (default: the one the ringd package is in)")
 args = p.parse_args()
 
 rtf.init()
@@ -106,6 +115,41 @@ def step_eager_numpy():
     apply(gs, f)
 
 
+def load_custom_op():
+    """The prototype op, compiled against this TensorFlow; (op module, None) or (None, why)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    top = os.path.dirname(os.path.dirname(here))
+    build = args.build or os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(ringd.__file__))))
+    out = os.path.join(tempfile.mkdtemp(prefix="ringd-tf-op."), "ringd_allreduce_op.so")
+    cmd = (["g++", "-O2", "-shared", "-fPIC", "-w",
+            os.path.join(here, "tf_op", "ringd_allreduce_op.cc"), "-o", out] +
+           tf.sysconfig.get_compile_flags() + ["-I" + os.path.join(top, "include"),
+                                               "-L" + os.path.join(build, ".libs"), "-lringd",
+                                               "-Wl,-rpath," + os.path.join(build, ".libs")] +
+           tf.sysconfig.get_link_flags())
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, str(e)
+    if r.returncode != 0:
+        return None, r.stdout[-300:]
+    return tf.load_op_library(out), None
+
+
+op, why = load_custom_op()
+ringd.barrier()
+if op is not None:
+    address = ringd._runtime._comm._address()
+
+    @tf.function
+    def step_custom_op():
+        gs = grads_of()
+        apply(gs, op.ringd_allreduce_proto(flat(gs), comm=address))
+elif rank == 0:
+    print("# custom op not built: %s" % why, file=sys.stderr)
+
 buf = np.ones(count, np.float32)
 
 
@@ -115,7 +159,8 @@ def step_raw():
 
 ways = [("none", step_none), ("numpy_function", step_numpy_function),
         ("ringd.tensorflow", step_ringd), ("py_function", step_py_function),
-        ("eager-numpy", step_eager_numpy), ("raw", step_raw)]
+        ("eager-numpy", step_eager_numpy), ("raw", step_raw)] + \
+    ([("custom-op", step_custom_op)] if op is not None else [])
 times = {}
 for name, fn in ways:
     for _ in range(10):  # warm-up (tracing)
