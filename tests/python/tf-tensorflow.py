@@ -20,7 +20,8 @@ do):
            the same weights on every rank, equal to one process applying step t-1's average
            at step t (nothing at step 0); and in model.fit (the same weights everywhere)
   misuse   int32 allreduce (TypeError), different variable lists on different ranks, and
-           (a job of its own) one dtype on rank 0 and another on the others
+           (jobs of their own) one dtype on rank 0 and another on the others, and a
+           gradient on rank 0 that is None on the others
            (MismatchError on every rank, then again on the next call), XLA
            (NotImplementedError),
            a bad compression (ValueError)
@@ -317,6 +318,14 @@ def misuse_checks(t, tf, np, rtf, ringd):
         t.raises(ringd.MismatchError, lambda: rtf.grouped_allreduce([tf.ones([4], dtype)]),
                  "misuse: the same tensor as float32 on rank 0 and float16 on the others: "
                  "MismatchError on every rank", lambda e: "different tensors" in str(e))
+    elif t.world > 1 and os.environ.get("RINGTEST_MISMATCH") == "none":
+        with tf.GradientTape() as tape:  # the other ranks leave all but the first unused
+            loss = loss_of(tf, vs, *data(tf, 0, t.rank)) if t.rank == 0 else \
+                tf.reduce_sum(vs[0])
+        t.raises(ringd.MismatchError,
+                 lambda: rtf.DistributedGradientTape(tape).gradient(loss, vs),
+                 "misuse: a variable with a gradient on rank 0 and None on the others: "
+                 "MismatchError on every rank", lambda e: "different tensors" in str(e))
     elif t.world > 1:
         mine = vs if t.rank == 0 else vs[:2]
         with tf.GradientTape() as tape:
@@ -362,4 +371,5 @@ def checks(t):
     rtf.shutdown()
 
 
-ringtest.main(checks, worlds=(1, 2, 3, (2, {"RINGTEST_MISMATCH": "dtype"})))
+ringtest.main(checks, worlds=(1, 2, 3, (2, {"RINGTEST_MISMATCH": "dtype"}),
+                              (2, {"RINGTEST_MISMATCH": "none"})))
