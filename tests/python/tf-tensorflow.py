@@ -240,6 +240,22 @@ def keras_checks(t, tf, np, rk, ringd):
           callbacks=[rk.BroadcastGlobalVariablesCallback(0),
                      rk.LearningRateWarmupCallback(0.2, warmup_epochs=1)])
     lr = float(keras.ops.convert_to_numpy(m.optimizer.learning_rate))
+    # a model compiled for XLA (Keras's default on a GPU): the callback turns it off, says
+    # so, and fit trains through ringd
+    import warnings
+    xm = keras_model(keras)
+    xm.compile(optimizer=rk.DistributedOptimizer(keras.optimizers.SGD(0.1)), jit_compile=True,
+               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        xh = xm.fit(x[rows], y[rows], batch_size=B, epochs=1, verbose=0,
+                    callbacks=[rk.BroadcastGlobalVariablesCallback(0)])
+    t.ok(xm.jit_compile is False and len(xh.history["loss"]) == 1 and
+         any("jit_compile turned off" in str(w.message) for w in said),
+         "keras: a model compiled with jit_compile=True trains without XLA, and is told",
+         (xm.jit_compile, [str(w.message) for w in said]))
+    t.same("keras: the XLA model's weights after fit", ringtest.digest(
+        np.concatenate([np.ravel(v) for v in xm.get_weights()])))
     t.ok(abs(lr - 0.2) < 1e-7, "keras: the warm-up ends at the learning rate given", lr)
 
 
