@@ -86,7 +86,7 @@ class _DistributedMixin:
             self.build(variables)
         dense = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
                  for g, v in zip(grads, variables)]
-        avg, ready = _stale.stale_allreduce(dense, id(self), self._ringd_staleness,
+        avg, ready = _stale.stale_allreduce(dense, self, self._ringd_staleness,
                                             self._ringd_op, self._ringd_compression)
         parent = super(_DistributedMixin, self).apply
         if tf.executing_eagerly():

@@ -5,8 +5,8 @@ with a flag, and the caller (ringd.keras's optimizer) applies nothing then. Ever
 starts and finishes the same allreduces in the same order, so every peer gets the same
 averages at the same steps and the variables stay bit-identical.
 
-A pipeline lives in the process, per key (an optimizer), across the calls of a traced
-step: its in-flight requests hold copies of the gradients (TensorFlow's buffers are only
+A pipeline lives on its owner (an optimizer, attribute _ringd_pipe), across the calls of a
+traced step: its in-flight requests hold copies of the gradients (TensorFlow's buffers are only
 valid during the call) that become the averages in place.
 """
 import collections
@@ -19,7 +19,6 @@ import ringd
 from . import _bridge, _ops
 from .._same import explain
 
-_pipes = {}
 _lock = threading.Lock()
 
 
@@ -29,20 +28,7 @@ class _Pipe:
         self.in_flight = collections.deque()  # per step: [(buffer, handle) per bucket]
 
 
-def reset(key):
-    """Forget key's pipeline (its averages in flight are waited for and dropped)."""
-    with _lock:
-        pipe = _pipes.pop(key, None)
-    if pipe is not None:
-        for step in pipe.in_flight:
-            for _, h in step:
-                try:
-                    h.wait()
-                except ringd.Error:
-                    pass
-
-
-def stale_allreduce(tensors, key, staleness, op=_ops.Average,
+def stale_allreduce(tensors, owner, staleness, op=_ops.Average,
                     compression=_ops.Compression.default, bucket_bytes=_ops.BUCKET_BYTES):
     """(the average of the group of tensors passed S calls ago, a bool tensor: True once
     there is one; while False the tensors returned are zeros). One op."""
@@ -54,7 +40,7 @@ def stale_allreduce(tensors, key, staleness, op=_ops.Average,
 
     def step(*arrays):
         with _lock:
-            pipe = _pipes.setdefault(key, _Pipe(staleness))
+            pipe = owner.__dict__.setdefault("_ringd_pipe", _Pipe(staleness))
         if pipe.staleness != staleness:
             raise ValueError("ringd.tensorflow: staleness changed from %d to %d for the same "
                              "optimizer" % (pipe.staleness, staleness))
