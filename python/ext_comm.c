@@ -128,9 +128,11 @@ static PyObject *comm_stats(ringpy_comm_t *self, PyObject *unused)
     Py_END_ALLOW_THREADS
     if (st != RING_OK)
         return ringpy_raise(st, "ring_comm_get_stats failed", RINGPY_IN_CALL);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "allreduces",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "allreduces",
                          (unsigned long long)s.allreduces, "rd_allreduces",
-                         (unsigned long long)s.rd_allreduces, "direct_allreduces",
+                         (unsigned long long)s.rd_allreduces, "rh_allreduces",
+                         (unsigned long long)s.rh_allreduces, "rh_max_bytes",
+                         (unsigned long long)s.rh_max_bytes, "direct_allreduces",
                          (unsigned long long)s.direct_allreduces, "rd_max_bytes",
                          (unsigned long long)s.rd_max_bytes, "frames_sent",
                          (unsigned long long)s.frames_sent, "payload_bytes",

@@ -240,6 +240,7 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     comm->requests.next_round = 0;
     memset(&comm->stats, 0, sizeof(comm->stats));
     comm->stats.rd_max_bytes = ring_rd_max_bytes(comm);
+    comm->stats.rh_max_bytes = ring_rh_max_bytes(comm);
     comm->open_done = 1;
     if (comm->fail.abort_deferred_valid) /* the first call fails with it */
         (void)ring_comm_fail_from_frame(comm, &comm->fail.abort_deferred, comm->topo.right_rank);

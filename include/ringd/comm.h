@@ -265,6 +265,9 @@ typedef struct ring_comm_stats {
     uint64_t direct_allreduces; /* ... and those the host's shared segment ran (--algo) */
     uint64_t rd_max_bytes;     /* the largest allreduce recursive doubling takes (--algo auto:
                                 * --rd-max-bytes, or what --rd-fit chose; 0 when it does not run) */
+    uint64_t rh_allreduces;    /* of allreduces, those Rabenseifner's algorithm ran */
+    uint64_t rh_max_bytes;     /* the largest allreduce it takes (--rh-max-bytes or what
+                                * --rd-fit chose; 0 when it does not run) */
 } ring_comm_stats_t;
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */

@@ -113,6 +113,8 @@ typedef struct ring_config {
     ring_cfg_algo_t algo;     /* auto (default), ring, rd: recursive doubling
                                * (src/algo/rd.c), or direct (src/algo/direct.c) */
     size_t rd_max_bytes;      /* algo auto: the largest allreduce rd takes */
+    size_t rh_max_bytes;      /* algo auto, N a power of two >= 4: Rabenseifner's algorithm
+                               * takes larger ones up to this (src/algo/rd_plan.c) */
     int rd_fit;               /* 1: at start-up rd may take up to 16x that (rd_fit.c);
                                * default 0 */
     size_t chunk_bytes;       /* bytes per ring chunk on the wire */

@@ -167,6 +167,13 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
 
     if (comm->size < 2 || (!forced && comm->cfg.algo != RING_CFG_ALGO_AUTO))
         return RING_OK;
+    if (comm->size > RING_REDUCE_MAX_SRC) { /* one pass adds at most that many slots */
+        if (!forced)
+            return RING_OK;
+        return ring_error_set(RING_ERR_INVALID, "--algo direct runs at most %d peers on one "
+                              "host, and this ring has %d: use --algo auto (or ring, rd)",
+                              RING_REDUCE_MAX_SRC, comm->size);
+    }
     if (!one_host(comm, why, sizeof(why))) {
         if (!forced)
             return RING_OK;
@@ -297,21 +304,17 @@ static ring_status_t direct_begin(ring_comm_t *comm, ring_request_t *req)
 static ring_status_t add_slots(ring_comm_t *comm, ring_request_t *req)
 {
     struct ring_direct *d = comm->algo.direct;
-    float *out = req->recvbuf;
+    const float *src[RING_REDUCE_MAX_SRC];
 
     for (int p = 0; p < comm->size; p++) {
-        const direct_slot_hdr_t *h = direct_slot(d, p, req->round);
+        direct_slot_hdr_t *h = direct_slot(d, p, req->round);
 
         if (!ring_direct_same_call(h, req))
             return ring_direct_mismatch(comm, p, h);
+        src[p] = direct_slot_data(h);
     }
-    ring_reduce_sum_f32(out, direct_slot_data(direct_slot(d, 0, req->round)),
-                        direct_slot_data(direct_slot(d, 1, req->round)), req->count);
-    for (int p = 2; p < comm->size; p++)
-        ring_reduce_sum_f32(out, out, direct_slot_data(direct_slot(d, p, req->round)),
-                            req->count);
-    if (req->op == RING_AVG)
-        ring_scale_f32(out, out, 1.0f / (float)comm->size, req->count);
+    ring_reduce_sum_n_f32(req->recvbuf, NULL, src, comm->size,
+                          req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, req->count);
     return RING_OK;
 }
 
@@ -373,9 +376,12 @@ static ring_status_t direct_progress(ring_comm_t *comm, ring_request_t *req, int
         RING_CHECK(ring_direct_big_progress(comm, req, moved_p, &finished));
     if (!finished)
         return RING_OK;
-    /* every peer holds the same bits: each finds the same non-finite values */
-    (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
-    req->nonfinite = nonfinite;
+    /* every peer holds the same bits: each finds the same non-finite values (a
+     * large call looked at them slice by slice, direct_big.c) */
+    if (req->count * sizeof(float) <= d->max_bytes) {
+        (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
+        req->nonfinite = nonfinite;
+    }
     comm->stats.direct_allreduces++;
     d->req = NULL;
     *finished_p = 1;

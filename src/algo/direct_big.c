@@ -34,28 +34,44 @@ static void slice_of(const ring_comm_t *comm, size_t n, size_t *lo, size_t *hi)
     *hi = p + 1 == places ? n : (n * (p + 1) / places) & ~(size_t)15;
 }
 
+/* Copy what is outside our slice [lo, hi) of n floats from src to dst (the
+ * others' slices: what they add from our slot, what we take from the result). */
+static void copy_around(float *dst, const float *src, size_t lo, size_t hi, size_t n)
+{
+    memcpy(dst, src, lo * sizeof(float));
+    memcpy(dst + hi, src + hi, (n - hi) * sizeof(float));
+}
+
+/* Our slice of the piece: every place's input in place order (ours from our
+ * own buffer, the others' from their slots), in one pass, into the shared
+ * result and our own recvbuf at once. */
 static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
 {
     struct ring_direct *d = comm->algo.direct;
-    float *out = direct_result(d, d->step);
+    const float *src[RING_REDUCE_MAX_SRC];
     size_t lo, hi;
+    int nonfinite = 0;
 
     for (int p = 0; p < comm->size; p++) {
-        const direct_slot_hdr_t *h = direct_big_slot(d, p, d->step);
+        direct_slot_hdr_t *h = direct_big_slot(d, p, d->step);
 
         if (!ring_direct_same_call(h, req) || h->off != d->off)
             return ring_direct_mismatch(comm, p, h);
+        src[p] = direct_slot_data(h);
     }
     slice_of(comm, n, &lo, &hi);
     if (hi <= lo)
         return RING_OK;
-    ring_reduce_sum_f32(out + lo, direct_slot_data(direct_big_slot(d, 0, d->step)) + lo,
-                        direct_slot_data(direct_big_slot(d, 1, d->step)) + lo, hi - lo);
-    for (int p = 2; p < comm->size; p++)
-        ring_reduce_sum_f32(out + lo, out + lo,
-                            direct_slot_data(direct_big_slot(d, p, d->step)) + lo, hi - lo);
-    if (req->op == RING_AVG)
-        ring_scale_f32(out + lo, out + lo, 1.0f / (float)comm->size, hi - lo);
+    for (int p = 0; p < comm->size; p++)
+        src[p] = (p == comm->topo.pos ? (const float *)req->sendbuf + d->off : src[p]) + lo;
+    ring_reduce_sum_n_f32(direct_result(d, d->step) + lo, (float *)req->recvbuf + d->off + lo,
+                          src, comm->size,
+                          req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, hi - lo);
+    /* an inf or NaN anywhere in the inputs (or an overflow) shows in the sum: each
+     * looks at its own slice while it is in cache and says so on its board */
+    (void)comm->enc.kops->absmax_f32(direct_result(d, d->step) + lo, hi - lo, &nonfinite);
+    if (nonfinite)
+        atomic_store(&d->boards[comm->topo.pos].nonfinite_step, d->step + 1);
     return RING_OK;
 }
 
@@ -69,6 +85,7 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
         size_t n = req->count - d->off < piece ? req->count - d->off : piece;
         /* the counters of step s-2, whose slot and result step s reuses */
         uint64_t before = d->step >= 1 ? d->step - 1 : 0;
+        size_t lo, hi;
         ring_status_t st;
         int p;
 
@@ -84,9 +101,10 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
             h->op = (uint32_t)req->op;
             /* the timeline counts our piece going in as a send, the result coming
              * out as a receive, our slice's sums as reduce */
-            RING_TL_TIMED(comm, NULL, RING_TL_SEND, n * sizeof(float),
-                          memcpy(direct_slot_data(h), (const float *)req->sendbuf + d->off,
-                                 n * sizeof(float)));
+            slice_of(comm, n, &lo, &hi);
+            RING_TL_TIMED(comm, NULL, RING_TL_SEND, (n - (hi - lo)) * sizeof(float),
+                          copy_around(direct_slot_data(h), (const float *)req->sendbuf + d->off,
+                                      lo, hi, n));
             ring_direct_set(d, comm->topo.pos, DIRECT_BIG_POSTED, d->step + 1);
             d->phase = 1;
         } else if (d->phase == 1) {
@@ -101,9 +119,12 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
         } else {
             if ((p = ring_direct_lagging(comm, DIRECT_BIG_REDUCED, d->step + 1)) >= 0)
                 return ring_direct_check_wait(comm, p);
-            RING_TL_TIMED(comm, NULL, RING_TL_RECV, n * sizeof(float),
-                          memcpy((float *)req->recvbuf + d->off, direct_result(d, d->step),
-                                 n * sizeof(float)));
+            slice_of(comm, n, &lo, &hi);
+            RING_TL_TIMED(comm, NULL, RING_TL_RECV, (n - (hi - lo)) * sizeof(float),
+                          copy_around((float *)req->recvbuf + d->off, direct_result(d, d->step),
+                                      lo, hi, n));
+            for (p = 0; p < comm->size; p++)
+                req->nonfinite |= atomic_load(&d->boards[p].nonfinite_step) == d->step + 1;
             ring_direct_set(d, comm->topo.pos, DIRECT_BIG_READ, d->step + 1);
             d->step++;
             d->off += n;

@@ -52,7 +52,10 @@ typedef struct direct_board {
      * ran (direct.c's tick): a peer that waits here on it tells one stuck in
      * another call (fresh) from one that stopped (stale) */
     _Atomic uint64_t alive_us;
-    char pad2[48];
+    /* large: step + 1 of the last piece whose slice it added held an inf or a
+     * NaN (written before its DIRECT_BIG_REDUCED counter moves) */
+    _Atomic uint64_t nonfinite_step;
+    char pad2[40];
 } direct_board_t;
 
 /* What a slot holds: the call, then its buffer (or a piece of it: off, in floats). */

@@ -1,5 +1,6 @@
 /*
- * rd.c - recursive doubling for small allreduces (--algo rd|auto).
+ * rd.c - recursive doubling for small allreduces (--algo rd|auto), and
+ * Rabenseifner's algorithm for mid-size ones (--rh-max-bytes), over pairs.
  *
  * The ring takes 2(N-1) dependent steps, each moving 1/N of the buffer: at
  * a few KiB every step is a message's latency. Recursive doubling takes
@@ -9,7 +10,11 @@
  * the last stage every peer holds the same sum. With N not a power of two,
  * the places P2..N-1 above the largest power of two P2 first hand their
  * buffer to place i - P2 (which adds it) and get the result back at the
- * end: two steps more (MPICH's "fold" for recursive doubling).
+ * end: two steps more (MPICH's "fold" for recursive doubling). Between
+ * --rd-max-bytes and --rh-max-bytes, on N a power of two of at least 4, the
+ * same pairs run Rabenseifner's reduce-scatter by recursive halving and
+ * allgather by recursive doubling instead: the ring's bytes in 2 log2 N steps
+ * (rd_plan.c has both schedules).
  *
  * Each pair is a communicator of two peers (subcomm.c), opened once the ring
  * is up: over shm within a host, tcp or verbs across. A swap is an allgather
@@ -41,27 +46,16 @@
 #include "clock.h"
 #include "log.h"
 #include "rd.h"
+#include "rd_int.h"
 #include "reduce.h"
 #include "subcomm.h"
 
-#define RD_SLOTS 32            /* pair slots: 0 = the fold, 1 + k = stage k */
 #define RD_GRACE_S 1.0         /* per step: how much longer a later step waits */
 #define RD_ANSWER_S 0.5        /* how long a partner asked what it waits for has to answer
                                 * (less than RD_GRACE_S: the next level asks after that) */
 #define RD_LOOK_S 0.005        /* rd_wait looks at the pairs not under way this often */
 
 enum rd_algo { RD_AUTO, RD_RING, RD_FORCED };
-enum rd_kind {
-    RD_SWAP,                   /* allgather of the pair, then add (the fold's: only the
-                                * lower place adds) */
-    RD_GIVE_RESULT,            /* broadcast the result to the place above P2 */
-    RD_TAKE_RESULT             /* ... and receive it there */
-};
-
-typedef struct rd_step {
-    enum rd_kind kind;
-    int slot;                  /* which pair */
-} rd_step_t;
 
 /* What every peer tells the others at open (the hello made sure that they
  * agree on --algo and --rd-max-bytes). */
@@ -69,20 +63,14 @@ typedef struct rd_record {
     int32_t ports[RD_SLOTS];   /* 0: no pair in this slot */
 } rd_record_t;
 
-/* One place's part of the schedule (rd_plan). */
-typedef struct rd_sched {
-    int p2, stages;            /* the largest power of two <= N, and its log2 */
-    rd_step_t steps[RD_SLOTS + 1];
-    int nsteps;
-    int last_swap;             /* step after which the sum is complete (AVG scales) */
-} rd_sched_t;
-
 struct ring_rd {
     ring_sub_t pair[RD_SLOTS];
     ring_sub_close_fn close_fn;
     int forced;                /* --algo rd: every eligible size */
     size_t max_bytes;
-    rd_sched_t plan;
+    size_t rh_max_bytes;       /* Rabenseifner takes what rd does not up to this; 0: never */
+    rd_sched_t plan_of[2];     /* by enum rd_algo_kind */
+    const rd_sched_t *plan;    /* the request's */
     /* the request under way */
     ring_request_t *req;
     int step;
@@ -92,66 +80,14 @@ struct ring_rd {
     double asked_at;           /* rd_ask: when the partner of this step was asked, 0: not */
     float *swap;               /* 2 x count: what a swap gathered */
     size_t swap_count;
+    /* Rabenseifner: the buffer it halves, recvbuf or (when P2 does not divide
+     * count) a copy padded with zeros to padded elements */
+    float *work, *pad;
+    size_t padded, pad_count;
 };
 
 static const ring_algo_ops_t rd_ops;
 static const ring_sub_owner_t rd_owner = {"recursive doubling", "--algo ring"};
-
-/* This place's steps: see the top of the file. */
-static void rd_plan(rd_sched_t *plan, int place, int size)
-{
-    int p2 = 1, stages = 0;
-
-    while (p2 * 2 <= size)
-        p2 *= 2, stages++;
-    plan->p2 = p2;
-    plan->stages = stages;
-    plan->nsteps = 0;
-    plan->last_swap = -1;
-    if (place >= p2) {
-        plan->steps[plan->nsteps++] = (rd_step_t){RD_SWAP, 0};
-        plan->steps[plan->nsteps++] = (rd_step_t){RD_TAKE_RESULT, 0};
-        return;
-    }
-    if (place + p2 < size)
-        plan->steps[plan->nsteps++] = (rd_step_t){RD_SWAP, 0};
-    for (int k = 0; k < stages; k++)
-        plan->steps[plan->nsteps++] = (rd_step_t){RD_SWAP, 1 + k};
-    plan->last_swap = plan->nsteps - 1;
-    if (place + p2 < size)
-        plan->steps[plan->nsteps++] = (rd_step_t){RD_GIVE_RESULT, 0};
-}
-
-/* The place this place pairs with in slot s, or -1. */
-static int rd_partner(const rd_sched_t *plan, int place, int size, int slot)
-{
-    if (slot == 0) {
-        if (place >= plan->p2)
-            return place - plan->p2;
-        return place + plan->p2 < size ? place + plan->p2 : -1;
-    }
-    if (place >= plan->p2 || slot - 1 >= plan->stages)
-        return -1;
-    return place ^ (1 << (slot - 1));
-}
-
-/* --algo auto: whether recursive doubling can beat the ring at this size of
- * ring. At a small buffer both are a chain of messages: the ring's 2(N-1)
- * steps against rd's log2 P2 (+ 2 for the fold), so from N = 2 on. Measured
- * over tcp (interleaved, medians of 5), 4 KiB: N = 2 rd 16 us, ring 27; N = 3
- * 53 against 69. (With a notice frame on every call, before notice.c sent
- * them only from calls that wait, N = 2 and 3 gained nothing.) */
-static int rd_pays(int size)
-{
-    rd_sched_t plan;
-    int most = 0;
-
-    for (int place = 0; place < size; place++) {
-        rd_plan(&plan, place, size);
-        most = plan.nsteps > most ? plan.nsteps : most;
-    }
-    return most < 2 * (size - 1);
-}
 
 static enum rd_algo rd_algo_of(ring_cfg_algo_t algo)
 {
@@ -183,10 +119,13 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     rd->close_fn = close_fn;
     rd->forced = algo == RD_FORCED;
     rd->max_bytes = comm->cfg.rd_max_bytes;
-    rd_plan(&rd->plan, comm->topo.pos, comm->size);
+    rd->rh_max_bytes = rh_pays(comm->size) ? comm->cfg.rh_max_bytes : 0;
+    rd_plan(&rd->plan_of[RD_DOUBLING], RD_DOUBLING, comm->topo.pos, comm->size);
+    rd_plan(&rd->plan_of[RD_HALVING], RD_HALVING, comm->topo.pos, comm->size);
+    rd->plan = &rd->plan_of[RD_DOUBLING];
     memset(&mine, 0, sizeof(mine));
     for (int s = 0; s < RD_SLOTS; s++)
-        if (rd_partner(&rd->plan, comm->topo.pos, comm->size, s) >= 0)
+        if (rd_partner(rd->plan, comm->topo.pos, comm->size, s) >= 0)
             held_slot[nheld++] = s;
     st = ring_port_hold(&ph, comm->topo.peers[comm->rank].host, nheld, held_port);
     for (int i = 0; st == RING_OK && i < nheld; i++)
@@ -201,7 +140,7 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     /* in slot order on every peer: a peer only ever waits for a pair of a slot
      * at or below its own, so the opens cannot wait on each other in a circle */
     for (int i = 0; i < nheld; i++) {
-        int s = held_slot[i], other = rd_partner(&rd->plan, comm->topo.pos, comm->size, s);
+        int s = held_slot[i], other = rd_partner(rd->plan, comm->topo.pos, comm->size, s);
         int lo = comm->topo.pos < other ? comm->topo.pos : other;
         int hi = comm->topo.pos < other ? other : comm->topo.pos;
         int members[2] = {comm->topo.order[lo], comm->topo.order[hi]};
@@ -225,11 +164,15 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     if (rd->forced)
         ring_log(RING_LOG_INFO, "recursive doubling (--algo rd): %d steps over pairs (%s) for "
                  "every fp32 allreduce without a codec; those with one stay on the ring",
-                 rd->plan.nsteps, over);
+                 rd->plan->nsteps, over);
     else
         ring_log(RING_LOG_INFO, "recursive doubling: %d steps over pairs (%s) for fp32 "
-                 "allreduces without a codec of at most %zu bytes", rd->plan.nsteps, over,
+                 "allreduces without a codec of at most %zu bytes", rd->plan->nsteps, over,
                  rd->max_bytes);
+    if (!rd->forced && rd->rh_max_bytes > rd->max_bytes)
+        ring_log(RING_LOG_INFO, "Rabenseifner's algorithm: %d steps over the same pairs for "
+                 "those of %zu to %zu bytes", rd->plan_of[RD_HALVING].nsteps,
+                 rd->max_bytes + 1, rd->rh_max_bytes);
     comm->algo.rd = rd;
     comm->algo.ops[RING_ALGO_RD] = &rd_ops;
     rd = NULL;
@@ -254,6 +197,7 @@ void ring_rd_close(ring_comm_t *comm)
     for (int s = 0; s < RD_SLOTS; s++)
         ring_sub_close(&rd->pair[s], rd->close_fn);
     free(rd->swap);
+    free(rd->pad);
     free(rd);
     comm->algo.rd = NULL;
     comm->algo.ops[RING_ALGO_RD] = NULL;
@@ -270,6 +214,17 @@ void ring_rd_set_max_bytes(ring_comm_t *comm, size_t bytes)
         comm->algo.rd->max_bytes = bytes;
 }
 
+size_t ring_rh_max_bytes(const ring_comm_t *comm)
+{
+    return comm->algo.rd != NULL ? comm->algo.rd->rh_max_bytes : 0;
+}
+
+void ring_rh_set_max_bytes(ring_comm_t *comm, size_t bytes)
+{
+    if (comm->algo.rd != NULL && rh_pays(comm->size))
+        comm->algo.rd->rh_max_bytes = bytes;
+}
+
 static int rd_takes(const ring_comm_t *comm, const ring_request_t *req)
 {
     const struct ring_rd *rd = comm->algo.rd;
@@ -277,23 +232,42 @@ static int rd_takes(const ring_comm_t *comm, const ring_request_t *req)
     return rd != NULL && req->coll == RING_COLL_ALLREDUCE && req->dtype == RING_FLOAT32 &&
            req->dev_recvbuf == NULL && req->count > 0 &&
            ring_enc_wire(comm, req) == RING_CODEC_NONE &&
-           (rd->forced || req->count * sizeof(float) <= rd->max_bytes);
+           (rd->forced || req->count * sizeof(float) <= rd->max_bytes ||
+            req->count * sizeof(float) <= rd->rh_max_bytes);
+}
+
+/* Room for n floats in *buf (of *have): 0, or the failure. */
+static ring_status_t rd_room(ring_comm_t *comm, float **buf, size_t *have, size_t n)
+{
+    float *grown;
+
+    if (n <= *have)
+        return RING_OK;
+    if ((grown = realloc(*buf, n * sizeof(float))) == NULL)
+        return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY,
+                                                    .culprit = comm->rank, .step = -1},
+                              "recursive doubling: out of memory for %zu elements", n);
+    *buf = grown;
+    *have = n;
+    return RING_OK;
 }
 
 static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
 {
     struct ring_rd *rd = comm->algo.rd;
+    /* every peer picks the same: the same count, the same limits (the hello) */
+    enum rd_algo_kind kind = !rd->forced && req->count * sizeof(float) > rd->max_bytes
+                                 ? RD_HALVING : RD_DOUBLING;
+    size_t p2 = (size_t)rd->plan_of[kind].p2;
 
-    if (req->count > rd->swap_count) {
-        float *swap = realloc(rd->swap, req->count * 2 * sizeof(float));
-
-        if (swap == NULL)
-            return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_NO_MEMORY,
-                                                        .culprit = comm->rank, .step = -1},
-                                  "recursive doubling: out of memory for %zu elements",
-                                  req->count * 2);
-        rd->swap = swap;
-        rd->swap_count = req->count;
+    rd->plan = &rd->plan_of[kind];
+    /* the fold's swap gathers two buffers, in both algorithms */
+    RING_CHECK(rd_room(comm, &rd->swap, &rd->swap_count, req->count * 2));
+    rd->padded = (req->count + p2 - 1) / p2 * p2;
+    rd->work = req->recvbuf;
+    if (kind == RD_HALVING && rd->padded != req->count) {
+        RING_CHECK(rd_room(comm, &rd->pad, &rd->pad_count, rd->padded));
+        rd->work = rd->pad;
     }
     if (req->recvbuf != req->sendbuf)
         memcpy(req->recvbuf, req->sendbuf, req->count * sizeof(float));
@@ -303,6 +277,13 @@ static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
     rd->last_move = ring_now();
     rd->asked_at = 0;
     return RING_OK;
+}
+
+/* What runs the request under way, for messages. */
+static const char *rd_name(const struct ring_rd *rd)
+{
+    return rd->plan == &rd->plan_of[RD_HALVING] ? "Rabenseifner's algorithm"
+                                                : "recursive doubling";
 }
 
 /* The pair's frames carry the call's tensor id and, in its top bit, the op: a
@@ -344,8 +325,9 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
     return ring_comm_fail_peer(comm, comm->algo.rd->req,
                                &(ring_fault_t){.status = pc->fail.error, .culprit = culprit,
                                                .step = -1},
-                               "recursive doubling, %s: {peer} failed or left (%s; in the "
-                               "pair's own words, where %s: %s)", pair->what,
+                               "%s, %s: {peer} failed or left (%s; in the "
+                               "pair's own words, where %s: %s)", rd_name(comm->algo.rd),
+                               pair->what,
                                ring_status_str(pc->fail.error), pair->map, pc->fail.error_msg);
 }
 
@@ -353,12 +335,35 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
  * saw the peers call different things, as the ring would say it of the user's
  * call (the other peer's frames turned back into the allreduce that sent
  * them); the ring's other peers learn it from the ABORT. */
+/* The count of the allreduce the pair's other peer called, from the step of
+ * the pair it ran instead of ours (its frames' count): a whole buffer in
+ * recursive doubling's steps (a swap gathers two), a window of it in
+ * Rabenseifner's, whose count is then rounded up to a multiple of P2 (which
+ * of the two it ran follows from the size, as in rd_begin). */
+static uint64_t rd_their_count(const struct ring_rd *rd, const ring_comm_t *pc, int slot)
+{
+    uint64_t c = pc->fail.mismatch.count;
+    int stage = slot > 0 ? slot - 1 : 0;
+
+    switch (pc->fail.mismatch.coll) {
+    case RING_COLL_BROADCAST: /* a result: the whole buffer */
+        return c / sizeof(float);
+    case RING_COLL_REDUCE_SCATTER: /* Rabenseifner's scatter of a window of c floats */
+        return c << stage;
+    case RING_COLL_ALLGATHER:
+        if (slot == 0 || rd->forced || c / 2 <= rd->max_bytes)
+            return c / sizeof(float) / 2; /* a swap of two whole buffers */
+        return c / sizeof(float) << stage; /* a gather of a window */
+    default:
+        return c;
+    }
+}
+
 static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
 {
     struct ring_rd *rd = comm->algo.rd;
     const ring_comm_t *pc = pair->comm;
     ring_request_t *req = rd->req;
-    enum rd_kind kind = rd->plan.steps[rd->step].kind;
     ring_frame_t theirs;
     char mine[160], other[160];
     int peer;
@@ -366,8 +371,7 @@ static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
     if (comm->fail.error != RING_OK)
         return comm->fail.error; /* the pair's failure already failed the ring */
     if (pc->fail.error != RING_ERR_MISMATCH || pc->fail.mismatch.rank < 0 ||
-        pc->fail.mismatch.rank > 1 ||
-        pc->fail.mismatch.coll != (kind == RD_SWAP ? RING_COLL_ALLGATHER : RING_COLL_BROADCAST))
+        pc->fail.mismatch.rank > 1)
         return rd_pair_left(comm, pair);
     peer = pair->members[pc->fail.mismatch.rank];
     memset(&theirs, 0, sizeof(theirs));
@@ -376,18 +380,18 @@ static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
     theirs.dtype = RING_FLOAT32;
     theirs.op = pc->fail.mismatch.tensor_id >> 31 ? RING_AVG : RING_SUM;
     theirs.tensor_id = pc->fail.mismatch.tensor_id & 0x7fffffffu;
-    /* a swap gathers both buffers, a result is one */
-    theirs.count = pc->fail.mismatch.count / sizeof(float) / (kind == RD_SWAP ? 2 : 1);
     ring_coll_describe(req->coll, req->round, req->count, req->dtype, req->op,
                        req->tensor_id & 0x7fffffffu, -1, mine, sizeof(mine));
+    theirs.count = rd_their_count(rd, pc, (int)(pair - rd->pair));
     ring_coll_describe(RING_COLL_ALLREDUCE, req->round, theirs.count, RING_FLOAT32, theirs.op,
                        theirs.tensor_id, -1, other, sizeof(other));
     return ring_comm_fail_peer(comm, req, &(ring_fault_t){.status = RING_ERR_MISMATCH,
                                                           .culprit = peer, .step = -1,
                                                           .theirs = &theirs},
                                "collective arguments differ between rank %d and {peer} "
-                               "(recursive doubling, %s): rank %d called %s; rank %d called %s",
-                               comm->rank, pair->what, comm->rank, mine, peer, other);
+                               "(%s, %s): rank %d called %s; rank %d called %s", comm->rank,
+                               rd_name(rd),
+                               pair->what, comm->rank, mine, peer, other);
 }
 
 static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair);
@@ -395,13 +399,33 @@ static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair);
 static ring_status_t rd_start_step(ring_comm_t *comm)
 {
     struct ring_rd *rd = comm->algo.rd;
-    const rd_step_t *s = &rd->plan.steps[rd->step];
+    const rd_step_t *s = &rd->plan->steps[rd->step];
     ring_request_t *req = rd->req;
     ring_sub_t *pair = &rd->pair[s->slot];
     size_t bytes = req->count * sizeof(float);
     ring_status_t st;
 
-    if (s->kind == RD_SWAP)
+    if (s->kind == RH_SCATTER || s->kind == RH_GATHER) {
+        int stage = s->slot - 1, upper = (comm->topo.pos >> stage) & 1;
+        size_t off, len;
+
+        rh_window(comm->topo.pos, stage, rd->padded, &off, &len);
+        if (s->kind == RH_SCATTER && stage == 0 &&
+            rd->work != (float *)req->recvbuf) { /* the first scatter: into the padded copy */
+            memcpy(rd->work, req->recvbuf, req->count * sizeof(float));
+            memset(rd->work + req->count, 0, (rd->padded - req->count) * sizeof(float));
+        }
+        /* the pair's rank 0 is the lower place, whose bit is 0: it keeps the lower half */
+        if (s->kind == RH_SCATTER)
+            st = ring_reduce_scatter_start(pair->comm, rd->work + off,
+                                           rd->work + off + (size_t)upper * (len / 2), len / 2,
+                                           RING_FLOAT32, RING_SUM, rd_pair_tid(req),
+                                           RING_CALL_EXACT, &rd->sub_req);
+        else
+            st = ring_allgather_start(pair->comm, rd->work + off + (size_t)upper * (len / 2),
+                                      rd->work + off, len / 2 * sizeof(float),
+                                      rd_pair_tid(req), &rd->sub_req);
+    } else if (s->kind == RD_SWAP)
         st = ring_allgather_start(pair->comm, req->recvbuf, rd->swap, bytes, rd_pair_tid(req),
                                   &rd->sub_req);
     else /* the lower place (the pair's 0) has the result */
@@ -418,29 +442,48 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
 
 
 /* Where the step under way sits in everyone's schedule: the fold 0, stage k
- * 1 + k, the result stages + 1. A peer waits the longer the later its step,
- * so that the first to time out is the one that waits on a stopped peer
- * itself, not one that waits on a peer that waits. */
+ * 1 + k (Rabenseifner's gathers then count on, backwards), the result last.
+ * A peer waits the longer the later its step, so that the first to time out
+ * is the one that waits on a stopped peer itself, not one that waits on a
+ * peer that waits. */
 static int rd_level(const struct ring_rd *rd)
 {
-    const rd_step_t *s = &rd->plan.steps[rd->step];
+    const rd_step_t *s = &rd->plan->steps[rd->step];
+    int stages = rd->plan->stages, halving = rd->plan == &rd->plan_of[RD_HALVING];
 
-    return s->kind != RD_SWAP ? rd->plan.stages + 1 : s->slot;
+    if (s->kind == RD_GIVE_RESULT || s->kind == RD_TAKE_RESULT)
+        return (halving ? 2 * stages : stages) + 1;
+    return s->kind == RH_GATHER ? 2 * stages + 1 - s->slot : s->slot;
 }
 
 /* What a finished step leaves in recvbuf. */
 static void rd_apply_step(ring_comm_t *comm)
 {
     struct ring_rd *rd = comm->algo.rd;
-    const rd_step_t *s = &rd->plan.steps[rd->step];
+    const rd_step_t *s = &rd->plan->steps[rd->step];
     ring_request_t *req = rd->req;
     float *out = req->recvbuf;
 
-    if (s->kind != RD_SWAP || comm->topo.pos >= rd->plan.p2)
+    if (s->kind == RH_SCATTER) {
+        /* the pair added this place's half in place; the last one is its block */
+        size_t off, len;
+
+        if (rd->step != rd->plan->last_sum || req->op != RING_AVG)
+            return;
+        rh_window(comm->topo.pos, rd->plan->stages, rd->padded, &off, &len);
+        ring_scale_f32(rd->work + off, rd->work + off, 1.0f / (float)comm->size, len);
+        return;
+    }
+    if (s->kind == RH_GATHER) { /* the last gather completes the (padded) copy */
+        if (s->slot == 1 && rd->work != out)
+            memcpy(out, rd->work, req->count * sizeof(float));
+        return;
+    }
+    if (s->kind != RD_SWAP || comm->topo.pos >= rd->plan->p2)
         return; /* the result came in place; a place above P2 only gave its buffer */
     /* both of the pair add the same two halves in the same order: the same bits */
     ring_reduce_sum_f32(out, rd->swap, rd->swap + req->count, req->count);
-    if (rd->step == rd->plan.last_swap && req->op == RING_AVG)
+    if (rd->step == rd->plan->last_sum && req->op == RING_AVG)
         ring_scale_f32(out, out, 1.0f / (float)comm->size, req->count);
 }
 
@@ -449,16 +492,16 @@ static void rd_apply_step(ring_comm_t *comm)
 static ring_status_t rd_timed_out(ring_comm_t *comm, double idle)
 {
     struct ring_rd *rd = comm->algo.rd;
-    const ring_sub_t *pair = &rd->pair[rd->plan.steps[rd->step].slot];
+    const ring_sub_t *pair = &rd->pair[rd->plan->steps[rd->step].slot];
     int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
 
     return ring_comm_fail_peer(comm, rd->req,
                                &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = other,
                                                .sys_errno = ETIMEDOUT, .step = -1},
-                               "recursive doubling, %s: no word from {peer} for %.1f s: it "
+                               "%s, %s: no word from {peer} for %.1f s: it "
                                "stopped or is stuck, or it called another collective or count "
                                "than this peer (every peer must make the same calls in the same "
-                               "order); its own log says which", pair->what, idle);
+                               "order); its own log says which", rd_name(rd), pair->what, idle);
 }
 
 /* The timeout passed with no word from the partner. It may itself wait for a
@@ -487,7 +530,7 @@ static ring_status_t rd_fail_timeout(ring_comm_t *comm, ring_request_t *req, dou
     struct ring_rd *rd = comm->algo.rd;
 
     (void)req;
-    if (rd->req == NULL || rd->step >= rd->plan.nsteps)
+    if (rd->req == NULL || rd->step >= rd->plan->nsteps)
         return ring_comm_fail(comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT, .culprit = -1,
                                                     .sys_errno = ETIMEDOUT, .step = -1},
                               "recursive doubling: timed out after %.0f s", waited);
@@ -506,7 +549,7 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     if (rd->req == NULL)
         return RING_OK;
     for (int s = 0; s < RD_SLOTS; s++) {
-        int asked = rd->asked_at != 0 && s == rd->plan.steps[rd->step].slot;
+        int asked = rd->asked_at != 0 && s == rd->plan->steps[rd->step].slot;
 
         /* the pair we asked failed because we asked: its answer comes another way */
         if (rd->pair[s].comm != NULL && rd->pair[s].comm->fail.error != RING_OK && !asked)
@@ -518,8 +561,8 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         return now - rd->asked_at > RD_ANSWER_S ? rd_timed_out(comm, now - rd->last_move)
                                                 : RING_OK;
     }
-    while (rd->step < rd->plan.nsteps) {
-        ring_sub_t *pair = &rd->pair[rd->plan.steps[rd->step].slot];
+    while (rd->step < rd->plan->nsteps) {
+        ring_sub_t *pair = &rd->pair[rd->plan->steps[rd->step].slot];
         ring_request_t *sub;
         int moved;
         double now;
@@ -551,7 +594,10 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     /* every peer holds the same bits: each finds the same non-finite values */
     (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
     req->nonfinite = nonfinite;
-    comm->stats.rd_allreduces++;
+    if (rd->plan == &rd->plan_of[RD_HALVING])
+        comm->stats.rh_allreduces++;
+    else
+        comm->stats.rd_allreduces++;
     rd->req = NULL;
     *finished_p = 1;
     return RING_OK;
@@ -595,13 +641,13 @@ static int rd_wait(ring_comm_t *comm, int timeout_ms)
     if (ring_now() >= rd->next_look) {
         rd->next_look = ring_now() + RD_LOOK_S;
         for (int s = 0; s < RD_SLOTS; s++)
-            if (rd->pair[s].comm != NULL && s != rd->plan.steps[rd->step].slot)
+            if (rd->pair[s].comm != NULL && s != rd->plan->steps[rd->step].slot)
                 (void)ring_comm_progress(rd->pair[s].comm);
     }
     if (rd->asked_at != 0)
         return 0; /* the answer comes through the others or the ring: sleep in the ring */
     /* the ring's own events (an ABORT) are seen within 2 ms */
-    sub = rd->pair[rd->plan.steps[rd->step].slot].comm;
+    sub = rd->pair[rd->plan->steps[rd->step].slot].comm;
     sub->tp_ops->wait(sub->tp, timeout_ms < 2 ? timeout_ms : 2);
     return 1;
 }

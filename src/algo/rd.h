@@ -18,6 +18,10 @@ void ring_rd_close(ring_comm_t *comm);
 /* The largest allreduce rd takes under --algo auto, and setting it (rd_fit.c) */
 size_t ring_rd_max_bytes(const ring_comm_t *comm);
 void ring_rd_set_max_bytes(ring_comm_t *comm, size_t bytes);
+/* The same for Rabenseifner's algorithm (0 where it does not run: N not a
+ * power of two of at least 4, or --rh-max-bytes 0) */
+size_t ring_rh_max_bytes(const ring_comm_t *comm);
+void ring_rh_set_max_bytes(ring_comm_t *comm, size_t bytes);
 /* rd_fit.c, --rd-fit on: time rd against the ring at 2..16 times --rd-max-bytes
  * and let rd take the sizes where it wins (rank 0 decides for every peer) */
 ring_status_t ring_rd_fit(ring_comm_t *comm);

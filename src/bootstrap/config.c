@@ -117,6 +117,12 @@ static const ring_opt_t config_table[] = {
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
      0, "the largest allreduce the small-message algorithms take (rd; direct's one-step "
      "form; --algo rd takes every size); with --rd-fit on, rd's limit may grow at start-up"},
+    {"rh-max-bytes", "RING_RH_MAX_BYTES", RING_OPT_SIZE, "1M", "bytes", FIELD(rh_max_bytes), 0,
+     0, "with --algo auto on N a power of two of at least 4 peers (not all on one host over "
+     "shm: direct runs those): fp32 allreduces without a codec larger than --rd-max-bytes and "
+     "at most this run Rabenseifner's algorithm over rd's pairs (a reduce-scatter by recursive "
+     "halving, then an allgather by recursive doubling: the ring's bytes in 2 log2 N steps "
+     "instead of 2(N-1)); 0: never; with --rd-fit on, the limit is measured at start-up"},
     /* off by default: with it on, the training daemon over tcp ran 20 % slower in
      * interleaved runs (4 peers on 2 cores), for a reason not found yet */
     {"rd-fit", "RING_RD_FIT", RING_OPT_CHOICE, "off", "on|off", FIELD(rd_fit), 0, 0,

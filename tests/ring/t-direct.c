@@ -40,7 +40,7 @@ enum { V_STATUS, V_WRONG, V_HASH, V_DIRECT, V_ALL, V_ERR, V_SEL };
 
 typedef enum mode {
     M_CORRECT, M_SELECT, M_LOOP, M_LOOP_BIG, M_OTHER_COUNT, M_OTHER_COUNT_BIG, M_OTHER_COLL,
-    M_EXACT_ONE, M_EXACT_FIRST
+    M_EXACT_ONE, M_EXACT_FIRST, M_NONFINITE
 } mode_t_;
 
 /* 4096: --rd-max-bytes (16K) exactly; 4097: one piece; 262161: 1 MiB and an odd
@@ -117,6 +117,31 @@ static int other_main(ring_comm_t *comm, int rank, int n, mode_t_ mode)
     return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
 }
 
+/* An inf on the last rank in the second piece of a large call, then the same call
+ * finite, a NaN on rank 0 in a small call, then that call finite: bit k of V_SEL
+ * is set when call k returned RING_ERR_NONFINITE (each peer adds a slice of a
+ * large call, and must learn of a value outside its own) */
+static int nonfinite_main(ring_comm_t *comm, int rank, int n)
+{
+    static float buf[MAXCOUNT];
+    static const size_t count[] = {MAXCOUNT, MAXCOUNT, 100, 100};
+    uint64_t got = 0;
+    ring_status_t st = RING_OK;
+
+    for (int i = 0; i < 4 && (st == RING_OK || st == RING_ERR_NONFINITE); i++) {
+        for (size_t k = 0; k < count[i]; k++)
+            buf[k] = (float)(k % 5);
+        if (i == 0 && rank == n - 1)
+            buf[450000] = INFINITY;
+        if (i == 2 && rank == 0)
+            buf[3] = NAN;
+        st = ring_allreduce(comm, buf, buf, count[i], RING_FLOAT32, RING_SUM);
+        got |= (uint64_t)(st == RING_ERR_NONFINITE) << i;
+    }
+    h_put(V_SEL, got);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
 static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
 {
     mode_t_ mode = *(const mode_t_ *)arg;
@@ -136,6 +161,7 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
          : mode == M_SELECT ? select_main(comm)
          : mode == M_LOOP   ? loop_main(comm, 1024)
          : mode == M_LOOP_BIG ? loop_main(comm, BIG)
+         : mode == M_NONFINITE ? nonfinite_main(comm, rank, n)
                             : other_main(comm, rank, n, mode);
     if (ring_comm_get_stats(comm, &s) == RING_OK) {
         h_put(V_DIRECT, s.direct_allreduces);
@@ -293,12 +319,28 @@ static void check_other(int n, mode_t_ mode)
         diag("rank 0: %s", run->r[0].msg);
 }
 
+static void check_nonfinite(int n, const char *algo)
+{
+    h_setting_t settings[] = {{-1, "algo", algo}, {-1, "transport", "shm"}, {0, NULL, NULL}};
+    mode_t_ mode = M_NONFINITE;
+    h_run_t *run = run_ring(n, &mode, settings, NULL, "5s");
+    int all = run != NULL;
+
+    for (int r = 0; run != NULL && r < n; r++)
+        all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_SEL, 0) == 0x5 &&
+               h_val(&run->r[r], V_DIRECT, 0) == 4;
+    if (!ok(all, "N=%d --algo %s: an inf in another peer's slice of a large call, a NaN in a "
+            "small one: RING_ERR_NONFINITE on every rank, and the next calls finite", n, algo) &&
+        run != NULL)
+        h_diag(run);
+}
+
 int main(void)
 {
     static const int ns[] = {2, 3, 4, 7};
     int before = dev_shm_count("ringd-direct-");
 
-    plan(4 * 4 + 4 + 3 + 1 + 5 * 2 + 8 + 1);
+    plan(4 * 4 + 4 + 3 + 1 + 5 * 2 + 8 + 3 + 1);
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
         check_correct(ns[i], "direct");
     check_correct(4, "ring");
@@ -306,6 +348,9 @@ int main(void)
     check_select(3, "auto", 0x23);
     check_select(2, "auto", 0x21);
     check_forced_tcp();
+    check_nonfinite(2, "direct");
+    check_nonfinite(3, "direct");
+    check_nonfinite(4, "auto");
     check_failure(4, 2, SIGKILL, 0);
     check_failure(3, 0, SIGKILL, 0);
     check_failure(4, 1, SIGSTOP, 0);

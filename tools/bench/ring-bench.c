@@ -629,9 +629,11 @@ int main(int argc, char **argv)
                (unsigned long long)st.frames_lz4, st.payload_bytes / 1e6, st.raw_bytes / 1e6,
                st.payload_bytes > 0 ? (double)st.raw_bytes / (double)st.payload_bytes : 0.0);
         printf("# %llu of %llu allreduces ran as recursive doubling (up to %llu bytes), %llu "
-               "as direct (--algo %s)\n", (unsigned long long)st.rd_allreduces,
-               (unsigned long long)st.allreduces, (unsigned long long)st.rd_max_bytes,
-               (unsigned long long)st.direct_allreduces, algo);
+               "as Rabenseifner's (up to %llu bytes), %llu as direct (--algo %s)\n",
+               (unsigned long long)st.rd_allreduces, (unsigned long long)st.allreduces,
+               (unsigned long long)st.rd_max_bytes, (unsigned long long)st.rh_allreduces,
+               (unsigned long long)st.rh_max_bytes, (unsigned long long)st.direct_allreduces,
+               algo);
     }
     rc = failed ? 1 : 0;
     if (failed && cfg.rank == 0)

@@ -1,0 +1,238 @@
+/*
+ * t-rh.c - Rabenseifner's algorithm (--rh-max-bytes, src/algo/rd.c and
+ * rd_plan.c) across real processes on 127.0.0.1 over tcp (on one host over
+ * shm, auto gives these calls to direct.c).
+ *
+ * - With --rd-max-bytes 4K and --rh-max-bytes 1M on N = 4 and 8: integer
+ *   sums exact bit for bit, out of place and in place, random sums and
+ *   averages the same bits on every rank and close to a double-precision
+ *   reference, for counts that P2 divides and counts it does not (the padded
+ *   copy); the stats count exactly the calls between the two limits as
+ *   Rabenseifner's and those up to 4K as recursive doubling.
+ * - N = 3 and 5 (not a power of two), and --rh-max-bytes 0: it never runs.
+ * - A peer killed or stopped in a loop of its calls is named by every other
+ *   one, no hang; a peer whose call has another count (run by recursive
+ *   doubling, or by Rabenseifner over another window) fails every rank with
+ *   a mismatch naming it; peers that disagree on --rh-max-bytes fail at open.
+ */
+#include "ring_build.h"
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "sum_check.h"
+#include "tap.h"
+
+enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_RH, V_ALL, V_ERR, V_LIMIT };
+
+typedef enum rh_mode { M_CORRECT, M_LOOP, M_OTHER_COUNT, M_OTHER_SMALL } rh_mode_t;
+
+/* 1024 floats: --rd-max-bytes (4K) exactly; 1025: padded to 1028 at N = 4;
+ * 65537: an odd count; 262144: --rh-max-bytes (1M) exactly; 262145: the ring */
+static const size_t counts[] = {7, 1024, 1025, 4096, 65537, 262144, 262145};
+#define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
+#define MAXCOUNT 262145
+#define LIMIT_RD 4096u
+#define LIMIT_RH 1048576u
+#define LOOP_COUNT 20000 /* 80 KB: between the limits */
+
+static int correct_main(ring_comm_t *comm, int rank, int n)
+{
+    static float in[MAXCOUNT], out[MAXCOUNT];
+    sum_check_t res;
+    ring_status_t st = sum_check_run(comm, rank, n, counts, NCOUNTS, in, out, &res);
+
+    h_put(V_WRONG, res.wrong);
+    h_put(V_HASH, res.hash);
+    h_put_double(V_ERR, res.max_err);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
+static int loop_main(ring_comm_t *comm)
+{
+    static float buf[LOOP_COUNT];
+    ring_status_t st = h_allreduce_loop(comm, buf, LOOP_COUNT, 1000000, 8, 20, NULL);
+
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
+/* ten good calls of LOOP_COUNT, then the last rank calls another count: one
+ * Rabenseifner runs too (M_OTHER_COUNT), or one recursive doubling takes */
+static int other_main(ring_comm_t *comm, int rank, int n, rh_mode_t mode)
+{
+    static float buf[2 * LOOP_COUNT];
+    ring_status_t st = RING_OK;
+
+    for (int i = 0; i < 10 && st == RING_OK; i++)
+        st = ring_allreduce(comm, buf, buf, LOOP_COUNT, RING_FLOAT32, RING_SUM);
+    if (st == RING_OK)
+        st = ring_allreduce(comm, buf, buf,
+                            rank != n - 1 ? LOOP_COUNT
+                            : mode == M_OTHER_COUNT ? 2 * LOOP_COUNT : 100,
+                            RING_FLOAT32, RING_SUM);
+    h_put(V_STATUS, (uint64_t)st);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
+static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
+{
+    rh_mode_t mode = *(const rh_mode_t *)arg;
+    ring_comm_t *comm;
+    ring_comm_stats_t s;
+    ring_status_t st = ring_comm_open(cfg, &comm);
+    int rc;
+
+    if (st != RING_OK)
+        return h_fail(st, "ring_comm_open");
+    rc = mode == M_CORRECT ? correct_main(comm, rank, n)
+         : mode == M_LOOP  ? loop_main(comm)
+                           : other_main(comm, rank, n, mode);
+    if (ring_comm_get_stats(comm, &s) == RING_OK) {
+        h_put(V_RD, s.rd_allreduces);
+        h_put(V_RH, s.rh_allreduces);
+        h_put(V_ALL, s.allreduces);
+        h_put(V_LIMIT, s.rh_max_bytes);
+    }
+    ring_comm_close(comm);
+    return rc;
+}
+
+static h_run_t *run_ring(int n, rh_mode_t *mode, const h_setting_t *settings,
+                         const h_action_t *action, const char *timeout)
+{
+    h_ring_spec_t rs = {.n = n, .settings = settings, .fn = rank_main, .arg = mode,
+                        .budget = 40, .timeout = timeout, .actions = action,
+                        .nactions = action != NULL ? 1 : 0, .on_error = H_DIAG};
+
+    return h_run_ring(&rs);
+}
+
+static void check_correct(int n, const char *rh_max)
+{
+    rh_mode_t mode = M_CORRECT;
+    h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                              {-1, "rd-max-bytes", "4K"}, {-1, "rh-max-bytes", rh_max},
+                              {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
+    int runs = (n & (n - 1)) == 0 && n >= 4 && strcmp(rh_max, "0") != 0;
+    int all_ok = run != NULL, same = run != NULL, close = run != NULL, counted = run != NULL;
+    uint64_t want_rd = 0, want_rh = 0;
+
+    for (size_t i = 0; i < NCOUNTS; i++) {
+        size_t bytes = counts[i] * sizeof(float);
+
+        want_rd += bytes <= LIMIT_RD ? 4 : 0;
+        want_rh += runs && bytes > LIMIT_RD && bytes <= LIMIT_RH ? 4 : 0;
+    }
+    for (int r = 0; run != NULL && r < n; r++) {
+        const h_result_t *res = &run->r[r];
+
+        all_ok &= res->exited && res->code == 0 && h_val(res, V_WRONG, 1) == 0;
+        same &= h_val(res, V_HASH, 0) == h_val(&run->r[0], V_HASH, 1);
+        close &= h_val_double(res, V_ERR, 1) < 1e-6;
+        counted &= h_val(res, V_RD, 99) == want_rd && h_val(res, V_RH, 99) == want_rh &&
+                   h_val(res, V_ALL, 0) == NCOUNTS * 4 &&
+                   h_val(res, V_LIMIT, 99) == (runs ? LIMIT_RH : 0);
+    }
+    if (!ok(all_ok, "N=%d --rh-max-bytes %s over tcp: integer sums exact, bit for bit, out of "
+            "place and in place, on every rank", n, rh_max) && run != NULL)
+        h_diag(run);
+    ok(same, "N=%d --rh-max-bytes %s: every rank holds the same bits of random sums and "
+       "averages", n, rh_max);
+    ok(close, "N=%d --rh-max-bytes %s: within 1e-6 of the double-precision sums", n, rh_max);
+    if (!ok(counted, "N=%d --rh-max-bytes %s: stats count %llu of %zu allreduces as "
+            "Rabenseifner's, %llu as recursive doubling", n, rh_max,
+            (unsigned long long)want_rh, NCOUNTS * 4, (unsigned long long)want_rd) &&
+        run != NULL)
+        diag("rank 0: rh %llu, rd %llu, all %llu, rh_max_bytes %llu",
+             (unsigned long long)h_val(&run->r[0], V_RH, 0),
+             (unsigned long long)h_val(&run->r[0], V_RD, 0),
+             (unsigned long long)h_val(&run->r[0], V_ALL, 0),
+             (unsigned long long)h_val(&run->r[0], V_LIMIT, 0));
+}
+
+static void check_failure(int n, int victim, int sig)
+{
+    rh_mode_t mode = M_LOOP;
+    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                                           {0, NULL, NULL}};
+    h_action_t act = {.after_ready = 0, .at = 0.3, .target = victim, .sig = sig};
+    h_run_t *run = run_ring(n, &mode, settings, &act, "2s");
+    char want[32];
+    int all = run != NULL, named = run != NULL;
+    const char *what = sig == SIGKILL ? "killed" : "stopped";
+
+    snprintf(want, sizeof(want), "rank %d (", victim);
+    for (int r = 0; run != NULL && r < n; r++) {
+        if (r == victim)
+            continue;
+        /* stopped: the timeout (2 s) and at most 2 log2 N + 1 levels of grace */
+        all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 15;
+        named &= strstr(run->r[r].msg, want) != NULL;
+    }
+    if (!ok(all && named, "N=%d rank %d %s in a loop of 80 KB allreduces (Rabenseifner's): "
+            "every other rank fails naming it, no hang", n, victim, what) && run != NULL)
+        h_diag(run);
+    else if (run != NULL)
+        diag("rank %d: %s", victim == 0 ? 1 : 0, run->r[victim == 0 ? 1 : 0].msg);
+}
+
+static void check_other(int n, rh_mode_t mode)
+{
+    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                                           {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, "2s");
+    char want[32];
+    int all = run != NULL;
+
+    snprintf(want, sizeof(want), "rank %d", n - 1);
+    for (int r = 0; run != NULL && r < n; r++)
+        all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 12 &&
+               h_val(&run->r[r], V_STATUS, 0) == RING_ERR_MISMATCH &&
+               strstr(run->r[r].msg, want) != NULL;
+    if (!ok(all, "N=%d rank %d calls another count (%s) after 10 calls by Rabenseifner's: "
+            "every rank fails with a mismatch naming it", n, n - 1,
+            mode == M_OTHER_COUNT ? "Rabenseifner's too, over other windows"
+                                  : "recursive doubling's") && run != NULL)
+        h_diag(run);
+    else if (run != NULL)
+        diag("rank 0: %s", run->r[0].msg);
+}
+
+static void check_disagree(void)
+{
+    rh_mode_t mode = M_CORRECT;
+    static const h_setting_t settings[] = {{1, "rh-max-bytes", "2M"}, {0, NULL, NULL}};
+    h_run_t *run = run_ring(2, &mode, settings, NULL, NULL);
+    int all = run != NULL;
+
+    for (int r = 0; run != NULL && r < 2; r++)
+        all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 8 &&
+               strstr(run->r[r].msg, "--rh-max-bytes") != NULL &&
+               strstr(run->r[r].msg, "differs") != NULL;
+    if (!ok(all, "rank 1 --rh-max-bytes 2M, rank 0 the default: both fail at open, saying "
+            "--rh-max-bytes differs") && run != NULL)
+        h_diag(run);
+}
+
+int main(void)
+{
+    plan(4 * 5 + 4 + 2 + 1);
+    check_correct(4, "1M");
+    check_correct(8, "1M");
+    check_correct(3, "1M");
+    check_correct(5, "1M");
+    check_correct(4, "0");
+    check_failure(4, 2, SIGKILL);
+    check_failure(4, 1, SIGSTOP);
+    check_failure(8, 5, SIGKILL);
+    check_failure(8, 0, SIGSTOP);
+    check_other(4, M_OTHER_COUNT);
+    check_other(4, M_OTHER_SMALL);
+    check_disagree();
+    return done_testing();
+}
