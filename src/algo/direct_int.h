@@ -14,7 +14,8 @@
  * shared result hold one piece per parity, so the segment stays within the budget
  * whatever the buffer's size (pieces of 1 MiB up to N = 7, smaller above) */
 #define DIRECT_SEG_BUDGET ((size_t)16 << 20)
-#define DIRECT_PIECE_MAX ((size_t)1 << 20)
+#define DIRECT_PIECE_MAX ((size_t)4 << 20) /* 2.6 MiB at N = 2 ran 4-16 MiB 10 % faster
+                                             * than 1 MiB (2-core VM) */
 #define DIRECT_PIECE_MIN ((size_t)64 << 10)
 
 /* A board's counters, each round + 1 (or step + 1) of the last one done. */

@@ -109,11 +109,11 @@ static const ring_opt_t config_table[] = {
      "recursive doubling over pairs of peers (log2 N steps moving the whole buffer, plus 2 "
      "when N is not a power of two: latency-bound small buffers), direct = every peer on one "
      "host over shm puts its buffer in one shared segment and adds the others' from it (one "
-     "step for buffers up to --rd-max-bytes; larger ones in pieces of up to 1 MiB, each peer "
-     "adding a 1/N slice: two steps a piece), auto = when every peer is on this host over "
-     "shm, direct for fp32 allreduces without a codec (at N = 2 only up to --rd-max-bytes: "
-     "the ring's two steps are as fast above); otherwise rd for those of at most "
-     "--rd-max-bytes; the ring for the rest"},
+     "step for buffers up to --rd-max-bytes; larger ones in pieces of up to 4 MiB, each peer "
+     "adding a 1/N slice of all N inputs in one pass: two steps a piece), auto = when every "
+     "peer is on this host over shm, direct for fp32 allreduces without a codec; otherwise rd "
+     "for those of at most --rd-max-bytes, Rabenseifner's algorithm for those of at most "
+     "--rh-max-bytes (N a power of two >= 4); the ring for the rest"},
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
      0, "the largest allreduce the small-message algorithms take (rd; direct's one-step "
      "form; --algo rd takes every size); with --rd-fit on, rd's limit may grow at start-up"},

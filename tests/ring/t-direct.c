@@ -11,7 +11,7 @@
  *   two with an odd tail, three.
  * - Selection: --algo direct takes fp32 calls without a codec (counted by
  *   ring_comm_get_stats' direct_allreduces); auto does too on one host over
- *   shm, but at N = 2 only up to --rd-max-bytes; --algo direct over tcp is an
+ *   shm (large calls at N = 2 too); --algo direct over tcp is an
  *   error that says what to do.
  * - Failures: a peer killed or stopped mid-loop, small or large calls, is
  *   named by every other, no hang; a peer that calls another count, or
@@ -44,11 +44,12 @@ typedef enum mode {
 } mode_t_;
 
 /* 4096: --rd-max-bytes (16K) exactly; 4097: one piece; 262161: 1 MiB and an odd
- * tail (two pieces); 600000: three pieces (pieces are 1 MiB up to N = 7) */
-static const size_t counts[] = {1, 7, 1023, 4096, 4097, 262161, 600000};
+ * tail (two pieces at N = 7); 1500000: three pieces or more (pieces are 2.6 MiB
+ * at N = 2, 2 MiB at N = 3, 1.6 MiB at N = 4, 1 MiB at N = 7) */
+static const size_t counts[] = {1, 7, 1023, 4096, 4097, 262161, 1500000};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
-#define MAXCOUNT 600000
-#define BIG 300000 /* floats: two pieces */
+#define MAXCOUNT 1500000
+#define BIG 700000 /* floats: two pieces at N = 3 and 4 */
 
 static int correct_main(ring_comm_t *comm, int rank, int n)
 {
@@ -63,8 +64,8 @@ static int correct_main(ring_comm_t *comm, int rank, int n)
 }
 
 /* --algo direct or auto, --rd-max-bytes 4K, --codec fp16: bit k of V_SEL is set when
- * call k ran through the segment. 4100 bytes go there in pieces (auto at N = 2: the
- * ring); codec calls, fp16 buffers and a broadcast stay on the ring. */
+ * call k ran through the segment. 4100 bytes go there in pieces; codec calls, fp16
+ * buffers and a broadcast stay on the ring. */
 static int select_main(ring_comm_t *comm)
 {
     static const sum_check_call_t calls[] = {SEL_EXACT_4096, SEL_EXACT_4100, SEL_CODEC, SEL_FP16,
@@ -117,7 +118,7 @@ static int other_main(ring_comm_t *comm, int rank, int n, mode_t_ mode)
     return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
 }
 
-/* An inf on the last rank in the second piece of a large call, then the same call
+/* An inf on the last rank in a later piece of a large call, then the same call
  * finite, a NaN on rank 0 in a small call, then that call finite: bit k of V_SEL
  * is set when call k returned RING_ERR_NONFINITE (each peer adds a slice of a
  * large call, and must learn of a value outside its own) */
@@ -132,7 +133,7 @@ static int nonfinite_main(ring_comm_t *comm, int rank, int n)
         for (size_t k = 0; k < count[i]; k++)
             buf[k] = (float)(k % 5);
         if (i == 0 && rank == n - 1)
-            buf[450000] = INFINITY;
+            buf[1000000] = INFINITY;
         if (i == 2 && rank == 0)
             buf[3] = NAN;
         st = ring_allreduce(comm, buf, buf, count[i], RING_FLOAT32, RING_SUM);
@@ -346,7 +347,7 @@ int main(void)
     check_correct(4, "ring");
     check_select(3, "direct", 0x23);
     check_select(3, "auto", 0x23);
-    check_select(2, "auto", 0x21);
+    check_select(2, "auto", 0x23);
     check_forced_tcp();
     check_nonfinite(2, "direct");
     check_nonfinite(3, "direct");
