@@ -24,7 +24,12 @@ then runs REPS rounds. Each round runs, once each and in a rotating order:
   ringd-shm n=N    the same with RING_TRANSPORT=shm (shared memory)
   ringd-ring, ringd-shm-ring   the two above with RING_ALGO=ring (ringd's own
                    default, --algo auto, runs small allreduces by recursive doubling,
-                   and over shm every fp32 one through the direct allreduce)
+                   mid-size ones at N = 4, 8, ... by Rabenseifner's algorithm, and
+                   over shm every fp32 one through the direct allreduce)
+  mem-limit n=N    the memory-speed limit of an allreduce on this host
+                   (tools/compare/baselines/mem_limit.c): N processes at once each
+                   add their 1/N block of N inputs in one pass and copy the
+                   MEM_MIB-byte result; limit = S / (reduce + copy), as busbw
 for every N in NS. Before every run it waits (at most QUIET_WAIT s) for processes
 outside this script's Unix session ("foreign CPU", i.e. other tenants) to fall
 below 0.1 core, and it records the foreign CPU used during each run.
@@ -37,7 +42,8 @@ Outputs (OUT directory):
   compare-<ts>.log   console log;  compare-<ts>/  raw output of every run
   bin/               baseline binaries (rebuilt when the sources are newer)
 Summary: per n and size, the median busbw of each system (lower middle for even
-counts), ringd (tcp) / max(MPI TCP, Gloo), ringd-shm / MPI vader, the 4 KiB time
+counts), ringd (tcp) / max(MPI TCP, Gloo), ringd-shm / MPI vader, the memory
+limit beside the shm columns and ringd-shm / limit, the 4 KiB time
 ratios per n (ringd/mpi-tcp, ringd-shm/mpi-vader, and --algo auto against ring)
 and ringd n=2 256 MiB busbw / (iperf3 --bidir GB/s / 2).
 
@@ -62,7 +68,8 @@ Environment (defaults in brackets):
                pins its ranks (one per core when they fit, none when they do not)
   RINGD_BENCH_ARGS  extra ring-bench flags (word-split)
   SYSTEMS      subset of "mpi-tcp mpi-vader gloo-ring ringd ringd-shm ringd-ring
-               ringd-shm-ring" [all seven]
+               ringd-shm-ring mem-limit" [all eight]
+  MEM_MIB      mem-limit's buffer, MiB [256]
   IPERF_SECS   iperf3 duration, 0 = skip iperf3 [5]   IPERF_PORT [5297]
   QUIET_WAIT   max seconds to wait for quiet before each run [3]
   RUN_TIMEOUT  timeout (s) for each benchmark invocation [300]
@@ -100,6 +107,7 @@ summary() {
       k = sys SUBSEP n SUBSEP b
       c = ++cnt[k]; tv[k, c] = $5 + 0; bv[k, c] = $6 + 0
       if (sys == "iperf3-bidir") next
+      if (sys == "mem-limit") { limb[n] = b; next }
       nb = n SUBSEP b
       runs[nb]++; if ($7 + 0 >= 0.1) noisy[nb]++
       if (!(n in seen_n)) { seen_n[n] = 1; nlist[++nn] = n }
@@ -114,7 +122,10 @@ summary() {
         n = nlist[x]; m = nbs[n]
         for (i = 1; i <= m; i++) s[i] = bl[n, i]
         for (i = 2; i <= m; i++) { t = s[i]; for (j = i - 1; j >= 1 && s[j] > t; j--) s[j + 1] = s[j]; s[j + 1] = t }
-        printf "\nn=%d\n%10s %10s %10s %10s %10s %10s %10s %10s %8s\n", n, "bytes", "mpi-tcp", "gloo-ring", "ringd", "tcp ratio", "mpi-vader", "ringd-shm", "shm ratio", "noisy"
+        lim = lmed("mem-limit" SUBSEP n SUBSEP limb[n], "b")
+        printf "\nn=%d%s\n%10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %8s\n", n,
+          lim != "" ? sprintf("  (memory limit: %.3f GB/s busbw, mem_limit with %d processes, %s buffers)", lim, n, hsz(limb[n])) : "",
+          "bytes", "mpi-tcp", "gloo-ring", "ringd", "tcp ratio", "mpi-vader", "ringd-shm", "shm ratio", "mem limit", "shm/limit", "noisy"
         for (i = 1; i <= m; i++) {
           b = s[i]
           mp = lmed("mpi-tcp" SUBSEP n SUBSEP b, "b"); gl = lmed("gloo-ring" SUBSEP n SUBSEP b, "b")
@@ -123,7 +134,8 @@ summary() {
           best = ""; if (mp != "") best = mp; if (gl != "" && (best == "" || gl > best)) best = gl
           r = (rd != "" && best != "" && best > 0) ? sprintf("%9.2fx", rd / best) : sprintf("%10s", "-")
           r2 = (rs != "" && mv != "" && mv > 0) ? sprintf("%9.2fx", rs / mv) : sprintf("%10s", "-")
-          printf "%10s %s %s %s %s %s %s %s %4d/%-3d\n", hsz(b), cell(mp), cell(gl), cell(rd), r, cell(mv), cell(rs), r2, noisy[n SUBSEP b] + 0, runs[n SUBSEP b]
+          r3 = (rs != "" && lim != "" && lim > 0) ? sprintf("%10.2f", rs / lim) : sprintf("%10s", "-")
+          printf "%10s %s %s %s %s %s %s %s %s %s %4d/%-3d\n", hsz(b), cell(mp), cell(gl), cell(rd), r, cell(mv), cell(rs), r2, cell(lim), r3, noisy[n SUBSEP b] + 0, runs[n SUBSEP b]
         }
       }
       printf "\n"
@@ -192,14 +204,16 @@ RINGD_BIND=${RINGD_BIND:-core}
 QUIET_WAIT=${QUIET_WAIT:-3}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-300}
-SYSTEMS=${SYSTEMS:-mpi-tcp mpi-vader gloo-ring ringd ringd-shm ringd-ring ringd-shm-ring}
+SYSTEMS=${SYSTEMS:-mpi-tcp mpi-vader gloo-ring ringd ringd-shm ringd-ring ringd-shm-ring mem-limit}
+MEM_MIB=${MEM_MIB:-256}
 
 die() { echo "error: $*" >&2; exit 2; }
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "REPS must be a positive integer"
 [[ $IPERF_SECS =~ ^[0-9]+$ ]] || die "IPERF_SECS must be an integer"
 [[ $NS =~ ^[0-9\ ]+$ ]] || die "NS must be a list of integers"
+[[ $MEM_MIB =~ ^[1-9][0-9]*$ ]] || die "MEM_MIB must be a positive integer"
 for s in $SYSTEMS; do
-  case $s in mpi-tcp | mpi-vader | gloo-ring | ringd | ringd-shm | ringd-ring | ringd-shm-ring) ;; *) die "unknown system '$s' in SYSTEMS" ;; esac
+  case $s in mpi-tcp | mpi-vader | gloo-ring | ringd | ringd-shm | ringd-ring | ringd-shm-ring | mem-limit) ;; *) die "unknown system '$s' in SYSTEMS" ;; esac
 done
 
 SMIN=$(to_bytes "${SIZES_MIN:-4K}") || die "bad SIZES_MIN"
@@ -323,6 +337,10 @@ for s in $SYSTEMS; do
         build mpi_allreduce "$SRC/mpi_allreduce.c" mpicc -O2 -Wall -o "$BIN/mpi_allreduce" "$SRC/mpi_allreduce.c"; then
         have+=("$s")
       else echo "SKIP $s: Open MPI (openmpi-bin libopenmpi-dev) missing or build failed"; fi ;;
+    mem-limit)
+      if build mem_limit "$SRC/mem_limit.c" cc -O3 -march=native -Wall -o "$BIN/mem_limit" "$SRC/mem_limit.c"; then
+        have+=(mem-limit)
+      else echo "SKIP mem-limit: build failed"; fi ;;
     gloo-ring)
       if build gloo_allreduce "$SRC/gloo_allreduce.cc" \
         g++ -O3 -std=c++17 -Wall -o "$BIN/gloo_allreduce" "$SRC/gloo_allreduce.cc" -lgloo -lpthread; then
@@ -414,6 +432,12 @@ run_ringd() { # n rawfile transport algo
   return "$rc"
 }
 
+run_mem_limit() { # n rawfile ; prints "bytes time_us busbw ok"
+  bounded "$RUN_TIMEOUT" "$BIN/mem_limit" "$1" "$MEM_MIB" 5 < /dev/null > "$2" 2>&1
+  awk '/^mem-limit / { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+    printf "%d %.1f %s ok\n", v["bytes"], (v["reduce_s"] + v["copy_s"]) * 1e6, v["busbw"] }' "$2"
+}
+
 run_iperf() { # rawfile ; prints GB/s of --bidir (both directions summed, receiver side)
   local raw=$1 srv
   timeout -k 5 $((IPERF_SECS + 20)) iperf3 -s -1 -B 127.0.0.1 -p "$IPERF_PORT" > /dev/null 2>&1 < /dev/null &
@@ -444,6 +468,7 @@ measure() {
     ringd-shm) run_ringd "$n" "$raw" shm auto > "$rows"; rc=$? ;;
     ringd-ring) run_ringd "$n" "$raw" tcp ring > "$rows"; rc=$? ;;
     ringd-shm-ring) run_ringd "$n" "$raw" shm ring > "$rows"; rc=$? ;;
+    mem-limit) run_mem_limit "$n" "$raw" > "$rows"; rc=$? ;;
     iperf3-bidir)
       run_iperf "$raw" > "$rows"; rc=$?
       awk -v us=$((IPERF_SECS * 1000000)) 'NF { print 0, us, $1, "ok" }' "$rows" > "$rows.tmp" &&
