@@ -13,6 +13,7 @@
 #include "allreduce.h"
 #include "auth.h"
 #include "autotune.h"
+#include "codec_fit.h"
 #include "codec_pipeline.h"
 #include "collectives.h"
 #include "comm_int.h"
@@ -162,9 +163,11 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         comm->cfg.chunk_bytes = comm->tune.space.max_chunk;
     }
     comm->nstreams = cfg->tcp_streams;
-    comm->enc.codec = cfg->codec == RING_CFG_CODEC_FP16   ? RING_CODEC_FP16
-                  : cfg->codec == RING_CFG_CODEC_BF16 ? RING_CODEC_BF16
-                                                      : RING_CODEC_NONE;
+    /* auto: fp16 until codec_fit.c has timed it against fp32 */
+    comm->enc.codec = cfg->codec == RING_CFG_CODEC_FP16 || cfg->codec == RING_CFG_CODEC_AUTO
+                          ? RING_CODEC_FP16
+                      : cfg->codec == RING_CFG_CODEC_BF16 ? RING_CODEC_BF16
+                                                          : RING_CODEC_NONE;
     comm->enc.fp16_scaling = cfg->fp16_scaling != 0;
     comm->enc.lz4_mode = cfg->lz4 == RING_CFG_LZ4_ON ? 1 : cfg->lz4 == RING_CFG_LZ4_AUTO ? 2 : 0;
     comm->enc.error_feedback = cfg->error_feedback != 0;
@@ -236,11 +239,19 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     if (comm->algo.rd != NULL && comm->cfg.algo == RING_CFG_ALGO_AUTO &&
         comm->cfg.rd_fit)
         RING_CHECK(ring_rd_fit(comm));
+    /* codec_fit.c: --codec auto picks fp16 or fp32 by measuring both (and a codec
+     * over shm on one host is timed against fp32, for the record) */
+    if (ring_codec_fit_wanted(comm, &comm->cfg))
+        RING_CHECK(ring_codec_fit(comm, comm->cfg.codec == RING_CFG_CODEC_AUTO));
     /* their set-up allgathers were not the user's: the user's first call is round 0 */
     comm->requests.next_round = 0;
     memset(&comm->stats, 0, sizeof(comm->stats));
     comm->stats.rd_max_bytes = ring_rd_max_bytes(comm);
     comm->stats.rh_max_bytes = ring_rh_max_bytes(comm);
+    comm->stats.codec = (uint64_t)comm->enc.codec;
+    comm->stats.codec_fit_bytes = comm->enc.fit_bytes;
+    comm->stats.codec_fit_fp32_us = comm->enc.fit_fp32_us;
+    comm->stats.codec_fit_codec_us = comm->enc.fit_codec_us;
     comm->open_done = 1;
     if (comm->fail.abort_deferred_valid) /* the first call fails with it */
         (void)ring_comm_fail_from_frame(comm, &comm->fail.abort_deferred, comm->topo.right_rank);

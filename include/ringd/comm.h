@@ -268,6 +268,11 @@ typedef struct ring_comm_stats {
     uint64_t rh_allreduces;    /* of allreduces, those Rabenseifner's algorithm ran */
     uint64_t rh_max_bytes;     /* the largest allreduce it takes (--rh-max-bytes or what
                                 * --rd-fit chose; 0 when it does not run) */
+    uint64_t codec;            /* what allreduces travel as: 0 fp32, 1 fp16, 2 bf16 (--codec,
+                                * or what --codec auto chose) */
+    uint64_t codec_fit_bytes;  /* --codec auto, or a codec over shm on one host: the size of */
+    uint64_t codec_fit_fp32_us; /* the allreduces timed at open, and rank 0's microseconds */
+    uint64_t codec_fit_codec_us; /* per call exact fp32 and through fp16/bf16; 0: not timed */
 } ring_comm_stats_t;
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */

@@ -53,7 +53,9 @@ typedef enum ring_cfg_transport {    /* --transport auto|tcp|shm|verbs */
 typedef enum ring_cfg_codec {        /* --codec none|fp16|bf16 */
     RING_CFG_CODEC_NONE = 0,
     RING_CFG_CODEC_FP16,
-    RING_CFG_CODEC_BF16
+    RING_CFG_CODEC_BF16,
+    RING_CFG_CODEC_AUTO       /* fp16 or none, whichever allreduces faster on this ring
+                               * (src/diag/codec_fit.c) */
 } ring_cfg_codec_t;
 
 typedef enum ring_cfg_lz4 {          /* --lz4 off|on|auto */

@@ -40,21 +40,24 @@
 #define RD_FIT_MAX_BYTES ((size_t)4 << 20) /* never fit beyond this: the ring's range */
 #define RD_FIT_BUDGET_S 0.1       /* no new size is tried once the fit has taken this long */
 #define RD_FIT_GATE_S 0.005       /* no fit where a call of the first size takes longer */
+#define RH_FIT_STEPS 4            /* Rabenseifner's: 4, 16, 64, 256 times rd's limit */
+#define RH_FIT_BUDGET_S 0.3       /* no new size is tried once its fit has taken this long */
 
 /* Seconds per allreduce of count floats by the ring (best[0]) and by rd
  * (best[1]): blocks of RD_FIT_CALLS calls back to back, the algorithms in
  * turn, the fastest block of each after a warm-up one. A block, not a call:
  * one call ends on each peer at another moment (a peer that adds last in rd
  * finishes last), a run of them at about the same one on every peer. */
-static ring_status_t fit_time(ring_comm_t *comm, float *buf, size_t count, double best[2])
+static ring_status_t fit_time(ring_comm_t *comm, float *buf, size_t count, double best[2],
+                              void (*set_limit)(ring_comm_t *, size_t))
 {
     best[0] = best[1] = 1e9;
     for (int rep = 0; rep <= RD_FIT_BLOCKS; rep++) {
         for (int a = 0; a < 2; a++) {
             double t0 = ring_now(), dt;
 
-            /* what rd takes: 0, the ring runs them */
-            ring_rd_set_max_bytes(comm, a == 1 ? count * sizeof(float) : 0);
+            /* what rd (or Rabenseifner) takes: 0, the ring runs them */
+            set_limit(comm, a == 1 ? count * sizeof(float) : 0);
             for (int i = 0; i < RD_FIT_CALLS; i++) {
                 ring_request_t *req;
 
@@ -84,10 +87,58 @@ static ring_status_t rank0_says(ring_comm_t *comm, int *value)
     return RING_OK;
 }
 
+/* Rabenseifner's limit, once rd's is known (base): at 4, 16, 64 and 256 times
+ * base (at most RD_FIT_MAX_BYTES), it against the ring while it wins and the
+ * budget lasts; it takes up to the largest size at which it won, at that size
+ * and every one below (none when it lost at the first). Rank 0 decides. */
+static ring_status_t rh_fit(ring_comm_t *comm, float *buf, size_t base)
+{
+    double secs[RH_FIT_STEPS][2] = {{0}}, t_start = ring_now();
+    int go = 1, won = 0, steps = 0;
+    char desc[384];
+    size_t used;
+    ring_status_t st = RING_OK;
+
+    for (int k = 1; go && st == RING_OK && k <= RH_FIT_STEPS; k++) {
+        size_t bytes = base << (2 * k);
+
+        if (bytes > RD_FIT_MAX_BYTES)
+            break;
+        st = fit_time(comm, buf, bytes / sizeof(float), secs[k - 1], ring_rh_set_max_bytes);
+        steps = k;
+        go = secs[k - 1][1] < secs[k - 1][0];
+        won += go;
+        go &= ring_now() - t_start < RH_FIT_BUDGET_S;
+        if (st == RING_OK)
+            st = rank0_says(comm, &go);
+    }
+    if (st == RING_OK)
+        st = rank0_says(comm, &won);
+    if (st != RING_OK)
+        return st;
+    if (won < 0 || won > RH_FIT_STEPS)
+        return ring_error_set(RING_ERR_INTERNAL, "--rd-fit: rank 0 chose %d sizes for "
+                              "Rabenseifner's algorithm (0..%d)", won, RH_FIT_STEPS);
+    ring_rh_set_max_bytes(comm, won > 0 ? base << (2 * won) : 0);
+    used = (size_t)snprintf(desc, sizeof(desc), "--rd-fit: Rabenseifner's algorithm takes fp32 "
+                            "allreduces without a codec of %zu to %zu bytes (none when equal; "
+                            "rank 0's times, %.0f ms); this peer's times per call, ring/rh in "
+                            "us:", base + 1, won > 0 ? base << (2 * won) : base,
+                            (ring_now() - t_start) * 1e3);
+    for (int k = 0; k < steps && used < sizeof(desc); k++)
+        used += (size_t)snprintf(desc + used, sizeof(desc) - used, "%s %zu: %.0f/%.0f",
+                                 k ? "," : "", base << (2 * (k + 1)), secs[k][0] * 1e6,
+                                 secs[k][1] * 1e6);
+    ring_log(RING_LOG_INFO, "%s", desc);
+    return RING_OK;
+}
+
 ring_status_t ring_rd_fit(ring_comm_t *comm)
 {
     size_t floor = ring_rd_max_bytes(comm), top = floor << RD_FIT_STEPS;
-    size_t count_max = (top < RD_FIT_MAX_BYTES ? top : RD_FIT_MAX_BYTES) / sizeof(float);
+    size_t rh = ring_rh_max_bytes(comm); /* 0: Rabenseifner's does not run here */
+    size_t count_max = (top < RD_FIT_MAX_BYTES && rh == 0 ? top : RD_FIT_MAX_BYTES) /
+                       sizeof(float);
     float *buf;
     double secs[RD_FIT_STEPS][2] = {{0}}, t_start = ring_now();
     char desc[512];
@@ -103,6 +154,7 @@ ring_status_t ring_rd_fit(ring_comm_t *comm)
                               count_max * sizeof(float));
     for (size_t i = 0; i < count_max; i++) /* small integers: every sum is exact */
         buf[i] = (float)(i % 7);
+    ring_rh_set_max_bytes(comm, 0); /* rd's fit times rd against the ring alone */
     /* two ring calls of the first size first (the second past a rate limit's
      * burst): on a link too slow for the fit to stay near its budget, it is not
      * tried */
@@ -132,7 +184,7 @@ ring_status_t ring_rd_fit(ring_comm_t *comm)
 
         if (bytes > RD_FIT_MAX_BYTES)
             break;
-        st = fit_time(comm, buf, bytes / sizeof(float), secs[k]);
+        st = fit_time(comm, buf, bytes / sizeof(float), secs[k], ring_rd_set_max_bytes);
         steps = k + 1;
         go = secs[k][1] < secs[k][0];
         doublings += go;
@@ -142,14 +194,20 @@ ring_status_t ring_rd_fit(ring_comm_t *comm)
     }
     if (st == RING_OK) /* rank 0's limit for everyone, as doublings */
         st = rank0_says(comm, &doublings);
-    free(buf);
     ring_rd_set_max_bytes(comm, floor);
+    if (st == RING_OK && (doublings < 0 || doublings > RD_FIT_STEPS))
+        st = ring_error_set(RING_ERR_INTERNAL, "--rd-fit: rank 0 chose %d doublings (0..%d)",
+                            doublings, RD_FIT_STEPS);
+    if (st == RING_OK)
+        ring_rd_set_max_bytes(comm, floor << doublings);
+    /* then where Rabenseifner's stops paying, above rd's limit (steps 0: the
+     * link is too slow for a fit; --rh-max-bytes stays) */
+    if (st == RING_OK && rh > 0)
+        st = steps > 0 ? rh_fit(comm, buf, floor << doublings)
+                       : (ring_rh_set_max_bytes(comm, rh), RING_OK);
+    free(buf);
     if (st != RING_OK)
         return st;
-    if (doublings < 0 || doublings > RD_FIT_STEPS)
-        return ring_error_set(RING_ERR_INTERNAL, "--rd-fit: rank 0 chose %d doublings (0..%d)",
-                              doublings, RD_FIT_STEPS);
-    ring_rd_set_max_bytes(comm, floor << doublings);
     used += (size_t)snprintf(desc, sizeof(desc), "--rd-fit: recursive doubling takes fp32 "
                              "allreduces without a codec up to %zu bytes (rank 0's times, "
                              "%.0f ms); this peer's times per call, ring/rd in us:",

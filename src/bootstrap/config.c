@@ -84,8 +84,11 @@ static const ring_opt_t config_table[] = {
      "autotune: the channel counts to try; the ring connects the largest"},
     {"autotune-bytes", "RING_AUTOTUNE_BYTES", RING_OPT_SIZE, "16M", "bytes", FIELD(autotune_bytes),
      0, 0, "autotune: the buffer of each timed allreduce (1 warm-up + 3 timed per candidate)"},
-    {"codec", "RING_CODEC", RING_OPT_CHOICE, "none", "none|fp16|bf16", FIELD(codec), 0, 0,
-     "what a gradient travels as: fp32 (none), or fp16/bf16 with fp32 accumulation"},
+    {"codec", "RING_CODEC", RING_OPT_CHOICE, "none", "none|fp16|bf16|auto", FIELD(codec), 0, 0,
+     "what a gradient travels as: fp32 (none), or fp16/bf16 with fp32 accumulation; auto: "
+     "at open, time 4 MiB allreduces as fp32 and as fp16 on this ring and keep the faster "
+     "(fp16 across a network, fp32 where the conversions cost more than the bytes they save, "
+     "as over shared memory on one host; rank 0's times decide, logged at info)"},
     {"lz4", "RING_LZ4", RING_OPT_CHOICE, "off", "off|on|auto", FIELD(lz4), 0, 0,
      "compress each encoded chunk with lz4 (sent raw when it does not shrink); auto stops "
      "trying on a tensor whose chunks do not shrink and retries now and then"},
@@ -128,8 +131,10 @@ static const ring_opt_t config_table[] = {
     {"rd-fit", "RING_RD_FIT", RING_OPT_CHOICE, "off", "on|off", FIELD(rd_fit), 0, 0,
      "with --algo auto, when rd runs (not direct): at start-up time rd against the ring at "
      "2, 4, 8 and 16 times --rd-max-bytes and let rd take allreduces up to the largest size "
-     "at which it was faster at every size up to it (rank 0's times decide, for every peer; "
-     "logged at info; at most about 0.1 s); off: rd takes exactly up to --rd-max-bytes"},
+     "at which it was faster at every size up to it; then, where Rabenseifner's algorithm "
+     "runs, it against the ring at 4, 16, 64 and 256 times rd's limit (up to 4 MiB), the same "
+     "way (rank 0's times decide, for every peer; logged at info; at most about 0.1 + 0.3 s); "
+     "off: rd takes exactly up to --rd-max-bytes, Rabenseifner's up to --rh-max-bytes"},
     {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_CHOICE, "off", "off|on",
      FIELD(error_feedback), 0, 0,
      "keep what this peer's encoding lost and add it to its next contribution to the same "

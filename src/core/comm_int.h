@@ -215,6 +215,9 @@ struct ring_comm {
      * parsed at open) and its state per tensor id */
     struct {
         ring_codec_t codec;
+        /* codec_fit.c: a fp32 and a codec allreduce of fit_bytes, microseconds
+         * (rank 0's); 0: not timed */
+        uint64_t fit_fp32_us, fit_codec_us, fit_bytes;
         int fp16_scaling;
         int lz4_mode;                      /* 0 off, 1 on, 2 auto */
         int error_feedback;

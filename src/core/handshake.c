@@ -45,7 +45,8 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->chunk_bytes = comm->tune.on ? 0 : comm->cfg.chunk_bytes;
     h->transport = comm->tp_ops->kind == RING_TP_VERBS ? 2
                    : comm->tp_ops->kind == RING_TP_SHM ? 3 : 1;
-    h->codec = (uint8_t)comm->enc.codec;
+    /* auto is its own setting: a peer with fp16 must not meet one that may pick fp32 */
+    h->codec = comm->cfg.codec == RING_CFG_CODEC_AUTO ? 3 : (uint8_t)comm->enc.codec;
     h->fp16_scaling = (uint8_t)comm->enc.fp16_scaling;
     h->auth_frames = (uint8_t)(comm->auth.encrypt ? 2 : comm->auth.frames);
     h->algo = comm->cfg.algo == RING_CFG_ALGO_RING ? 1 : comm->cfg.algo == RING_CFG_ALGO_RD ? 2
@@ -133,7 +134,7 @@ unsigned ring_hello_first_diff(const ring_hello_t *mine, const ring_hello_t *the
 
 /* A field that holds one of a few choices: named by word, not by number. */
 static const char *const transport_names[] = {"?", "tcp", "verbs", "shm"};
-static const char *const codec_names[] = {"none", "fp16", "bf16"};
+static const char *const codec_names[] = {"none", "fp16", "bf16", "auto"};
 static const char *const on_off_names[] = {"off", "on"};
 static const char *const auth_names[] = {"connect", "frames", "encrypt"};
 static const char *const algo_names[] = {"auto", "ring", "rd", "direct"};

@@ -242,12 +242,45 @@ static void print_wire(const run_t *r, double wall)
     printf("  %-20s %s sent by rank %d (%.1f MB/s) in %" PRIu64 " gradient allreduce%s",
            "bytes on the wire", wire, r->rank, (double)r->wire_bytes / wall / 1e6, allreduces,
            allreduces == 1 ? "" : "s");
-    if (r->cfg->codec == RING_CFG_CODEC_NONE)
+    ring_comm_stats_t s;
+
+    /* --codec auto may have chosen fp32 */
+    if (r->cfg->codec == RING_CFG_CODEC_NONE ||
+        (r->comm != NULL && ring_comm_get_stats(r->comm, &s) == RING_OK && s.codec == 0))
         printf(", fp32\n");
     else
         printf("; in fp32 they would send ~%s: %s saved %.1f %%\n", wire32,
                codec_word(r, codec, sizeof(codec)),
                fp32 > 0 ? 100 * (1 - (double)r->wire_bytes / fp32) : 0.0);
+}
+
+/* The codec's timing at open (src/diag/codec_fit.c): what --codec auto chose, or
+ * whether the codec asked for pays over shared memory. */
+static void print_codec_fit(const run_t *r)
+{
+    ring_comm_stats_t s;
+    const char *name;
+    double fp32_ms, codec_ms;
+
+    if (r->comm == NULL || ring_comm_get_stats(r->comm, &s) != RING_OK ||
+        s.codec_fit_fp32_us == 0)
+        return;
+    name = r->cfg->codec == RING_CFG_CODEC_BF16 ? "bf16" : "fp16";
+    fp32_ms = (double)s.codec_fit_fp32_us / 1e3;
+    codec_ms = (double)s.codec_fit_codec_us / 1e3;
+    if (r->cfg->codec == RING_CFG_CODEC_AUTO)
+        printf("  %-20s auto chose %s: a %.0f MiB allreduce took %.2f ms as fp32, %.2f ms as "
+               "fp16 (timed at start-up)\n", "codec", s.codec == 0 ? "fp32" : "fp16",
+               (double)s.codec_fit_bytes / 1048576, fp32_ms, codec_ms);
+    else if (fp32_ms < codec_ms)
+        printf("  %-20s %s over shared memory is slower than fp32 here: a %.0f MiB allreduce "
+               "took %.2f ms as %s, %.2f ms as fp32 (timed at start-up); --codec auto picks "
+               "per transport\n", "codec", name, (double)s.codec_fit_bytes / 1048576, codec_ms,
+               name, fp32_ms);
+    else
+        printf("  %-20s %s pays over shared memory here: a %.0f MiB allreduce took %.2f ms as "
+               "%s, %.2f ms as fp32 (timed at start-up)\n", "codec", name,
+               (double)s.codec_fit_bytes / 1048576, codec_ms, name, fp32_ms);
 }
 
 void progress_summary(const run_t *r)
@@ -296,8 +329,10 @@ void progress_summary(const run_t *r)
                100 * pg.engine_comm_s / wall);
     printf("  %-20s %.0f (all peers)\n", "samples/s",
            (double)(r->total_samples - pg.start_samples) / wall);
-    if (r->world > 1)
+    if (r->world > 1) {
         print_wire(r, wall);
+        print_codec_fit(r);
+    }
     if (r->nonfinite_steps > 0)
         printf("  %-20s %" PRIu64 "\n", "skipped (inf/NaN)", r->nonfinite_steps);
     elastic_summary(r, stdout); /* --elastic: every change of the ring */

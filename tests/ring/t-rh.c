@@ -14,6 +14,9 @@
  *   one, no hang; a peer whose call has another count (run by recursive
  *   doubling, or by Rabenseifner over another window) fails every rank with
  *   a mismatch naming it; peers that disagree on --rh-max-bytes fail at open.
+ * - --rd-fit on: every rank runs with rank 0's two limits (Rabenseifner's 0,
+ *   or rd's times 4, 16, 64 or 256), and exactly the calls between them run
+ *   by Rabenseifner's, exact and the same on every rank.
  */
 #include "ring_build.h"
 
@@ -27,7 +30,7 @@
 #include "sum_check.h"
 #include "tap.h"
 
-enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_RH, V_ALL, V_ERR, V_LIMIT };
+enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_RH, V_ALL, V_ERR, V_LIMIT, V_RD_LIMIT };
 
 typedef enum rh_mode { M_CORRECT, M_LOOP, M_OTHER_COUNT, M_OTHER_SMALL } rh_mode_t;
 
@@ -96,6 +99,7 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         h_put(V_RH, s.rh_allreduces);
         h_put(V_ALL, s.allreduces);
         h_put(V_LIMIT, s.rh_max_bytes);
+        h_put(V_RD_LIMIT, s.rd_max_bytes);
     }
     ring_comm_close(comm);
     return rc;
@@ -153,6 +157,33 @@ static void check_correct(int n, const char *rh_max)
              (unsigned long long)h_val(&run->r[0], V_RD, 0),
              (unsigned long long)h_val(&run->r[0], V_ALL, 0),
              (unsigned long long)h_val(&run->r[0], V_LIMIT, 0));
+}
+
+static void check_fit(int n)
+{
+    rh_mode_t mode = M_CORRECT;
+    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                                           {-1, "rd-max-bytes", "4K"}, {-1, "rd-fit", "on"},
+                                           {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
+    uint64_t rh = run != NULL ? h_val(&run->r[0], V_LIMIT, 1) : 1;
+    uint64_t rd = run != NULL ? h_val(&run->r[0], V_RD_LIMIT, 1) : 1, want_rh = 0;
+    int all = run != NULL, valid = rh == 0;
+
+    for (int k = 1; k <= 4; k++)
+        valid |= rh == rd << (2 * k) && rh <= (4u << 20);
+    for (size_t i = 0; i < NCOUNTS; i++)
+        want_rh += counts[i] * sizeof(float) > rd && counts[i] * sizeof(float) <= rh ? 4 : 0;
+    for (int r = 0; run != NULL && r < n; r++)
+        all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_WRONG, 1) == 0 &&
+               h_val(&run->r[r], V_HASH, 0) == h_val(&run->r[0], V_HASH, 1) &&
+               h_val(&run->r[r], V_LIMIT, 1) == rh && h_val(&run->r[r], V_RD_LIMIT, 1) == rd &&
+               h_val(&run->r[r], V_RH, 99) == want_rh;
+    if (!ok(all && valid, "N=%d --rd-fit on over tcp: every rank runs with rank 0's limits (rd "
+            "%llu, Rabenseifner's %llu bytes), exactly the calls between them by "
+            "Rabenseifner's, exact and the same on every rank", n, (unsigned long long)rd,
+            (unsigned long long)rh) && run != NULL)
+        h_diag(run);
 }
 
 static void check_failure(int n, int victim, int sig)
@@ -221,12 +252,14 @@ static void check_disagree(void)
 
 int main(void)
 {
-    plan(4 * 5 + 4 + 2 + 1);
+    plan(4 * 5 + 2 + 4 + 2 + 1);
     check_correct(4, "1M");
     check_correct(8, "1M");
     check_correct(3, "1M");
     check_correct(5, "1M");
     check_correct(4, "0");
+    check_fit(4);
+    check_fit(8);
     check_failure(4, 2, SIGKILL);
     check_failure(4, 1, SIGSTOP);
     check_failure(8, 5, SIGKILL);

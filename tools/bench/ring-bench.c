@@ -522,7 +522,8 @@ int main(int argc, char **argv)
         goto out;
     }
     /* -c: integer sums are exact in fp32; fp16 and bf16 round them after the average */
-    o.tolerance = cfg.codec == RING_CFG_CODEC_FP16   ? 0.002 * cfg.world_size
+    o.tolerance = cfg.codec == RING_CFG_CODEC_FP16 || cfg.codec == RING_CFG_CODEC_AUTO
+                      ? 0.002 * cfg.world_size
                   : cfg.codec == RING_CFG_CODEC_BF16 ? 0.016 * cfg.world_size
                                                      : 1e-5;
     if (o.overlap) {
@@ -634,6 +635,13 @@ int main(int argc, char **argv)
                (unsigned long long)st.rd_max_bytes, (unsigned long long)st.rh_allreduces,
                (unsigned long long)st.rh_max_bytes, (unsigned long long)st.direct_allreduces,
                algo);
+        if (st.codec_fit_fp32_us > 0)
+            printf("# codec timed at open (rank 0): a %llu-byte allreduce took %llu us as fp32, "
+                   "%llu us through the codec; calls travel as %s\n",
+                   (unsigned long long)st.codec_fit_bytes,
+                   (unsigned long long)st.codec_fit_fp32_us,
+                   (unsigned long long)st.codec_fit_codec_us,
+                   st.codec == 1 ? "fp16" : st.codec == 2 ? "bf16" : "fp32");
     }
     rc = failed ? 1 : 0;
     if (failed && cfg.rank == 0)

@@ -1,0 +1,121 @@
+/*
+ * codec_fit.c - whether the fp16 codec pays on this ring, measured at open.
+ *
+ * The codec halves the bytes on the wire and costs a conversion on each side
+ * of every step. Over a network the bytes cost more; over shared memory on
+ * one host, where the direct allreduce adds fp32 buffers at memory speed, the
+ * conversions can cost more than the bytes they save. So:
+ *   --codec auto   times allreduces of CODEC_FIT_BYTES through the codec (fp16)
+ *                  against exact fp32 ones (which --algo auto may give to the
+ *                  direct allreduce, as it would the user's) and keeps the
+ *                  faster for every later call: per transport, per host;
+ *   --codec fp16|bf16 with every peer on this host over shm: the same timing,
+ *                  which only reports (the user asked for the codec), so that
+ *                  ringd's summary can say when fp32 would have been faster.
+ * As autotune.c and rd_fit.c: calls in blocks, the fastest block of each,
+ * rank 0's times decide and reach every peer in one exact allreduce, so
+ * every peer runs every later call the same way. ring_comm_get_stats reports
+ * the times and the choice.
+ */
+#include "ring_build.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "codec_fit.h"
+#include "comm_int.h"
+#include "log.h"
+#include "one_host.h"
+
+#define CODEC_FIT_TENSOR 0xffffffd0u      /* a tensor id no user picks */
+#define CODEC_FIT_BYTES ((size_t)4 << 20) /* a gradient bucket's order of size */
+#define CODEC_FIT_CALLS 2                 /* calls in a timed block */
+#define CODEC_FIT_BLOCKS 3                /* timed blocks each, after a warm-up one */
+
+/* Seconds per call: best[0] exact fp32, best[1] through the codec. */
+static ring_status_t fit_time(ring_comm_t *comm, float *buf, size_t count, double best[2])
+{
+    best[0] = best[1] = 1e9;
+    for (int rep = 0; rep <= CODEC_FIT_BLOCKS; rep++) {
+        for (int a = 0; a < 2; a++) {
+            double t0 = ring_now(), dt;
+
+            for (int i = 0; i < CODEC_FIT_CALLS; i++) {
+                ring_request_t *req;
+
+                RING_CHECK(ring_allreduce_start_flags(comm, buf, buf, count, RING_FLOAT32,
+                                                      RING_AVG, CODEC_FIT_TENSOR + (uint32_t)a,
+                                                      a == 0 ? RING_CALL_EXACT : 0, &req));
+                RING_CHECK(ring_request_wait(req));
+            }
+            dt = (ring_now() - t0) / CODEC_FIT_CALLS;
+            if (rep > 0 && dt < best[a])
+                best[a] = dt;
+        }
+    }
+    return RING_OK;
+}
+
+/* Rank 0's value for every peer, through one exact allreduce (the others add 0). */
+static ring_status_t rank0_says(ring_comm_t *comm, float *value)
+{
+    float v = comm->rank == 0 ? *value : 0.0f;
+    ring_request_t *req;
+
+    RING_CHECK(ring_allreduce_start_flags(comm, &v, &v, 1, RING_FLOAT32, RING_SUM,
+                                          CODEC_FIT_TENSOR + 2, RING_CALL_EXACT, &req));
+    RING_CHECK(ring_request_wait(req));
+    *value = v;
+    return RING_OK;
+}
+
+int ring_codec_fit_wanted(const ring_comm_t *comm, const ring_config_t *cfg)
+{
+    char why[256];
+
+    if (comm->size < 2)
+        return 0;
+    if (cfg->codec == RING_CFG_CODEC_AUTO)
+        return 1;
+    return cfg->codec != RING_CFG_CODEC_NONE && comm->tp_ops->kind == RING_TP_SHM &&
+           (comm->algo.direct != NULL || ring_config_one_host(cfg, why, sizeof(why)));
+}
+
+ring_status_t ring_codec_fit(ring_comm_t *comm, int choose)
+{
+    size_t count = CODEC_FIT_BYTES / sizeof(float);
+    float *buf = malloc(CODEC_FIT_BYTES), t[2];
+    ring_codec_t codec = comm->enc.codec; /* fp16 under auto (comm_open.c) */
+    double secs[2] = {0, 0};
+    ring_status_t st;
+
+    if (buf == NULL)
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec fit's %zu-byte "
+                              "buffer", CODEC_FIT_BYTES);
+    for (size_t i = 0; i < count; i++) /* gradient-like magnitudes, exact in fp16 */
+        buf[i] = (float)((int)(i % 63) - 31) * 0.0078125f;
+    st = fit_time(comm, buf, count, secs);
+    free(buf);
+    t[0] = (float)(secs[0] * 1e6);
+    t[1] = (float)(secs[1] * 1e6);
+    if (st == RING_OK)
+        st = rank0_says(comm, &t[0]);
+    if (st == RING_OK)
+        st = rank0_says(comm, &t[1]);
+    if (st != RING_OK)
+        return st;
+    comm->enc.fit_fp32_us = (uint64_t)t[0];
+    comm->enc.fit_codec_us = (uint64_t)t[1];
+    comm->enc.fit_bytes = CODEC_FIT_BYTES;
+    if (choose && !(t[1] < t[0]))
+        comm->enc.codec = RING_CODEC_NONE;
+    ring_log(RING_LOG_INFO, "codec %s: a %zu-byte allreduce took %.0f us as exact fp32 and "
+             "%.0f us through %s (rank 0's times); %s",
+             choose ? "auto" : codec == RING_CODEC_BF16 ? "bf16" : "fp16", CODEC_FIT_BYTES,
+             (double)t[0], (double)t[1], codec == RING_CODEC_BF16 ? "bf16" : "fp16",
+             choose ? (comm->enc.codec == RING_CODEC_NONE ? "fp32 it is" : "fp16 it is")
+             : t[0] < t[1] ? "fp32 is faster on this host (--codec auto would pick it)"
+                           : "the codec pays here");
+    return RING_OK;
+}
