@@ -84,6 +84,7 @@ struct ring_rd {
      * count) a copy padded with zeros to padded elements */
     float *work, *pad;
     size_t padded, pad_count;
+    const float *src0;         /* what the first scatter reads, NULL: work */
 };
 
 static const ring_algo_ops_t rd_ops;
@@ -269,7 +270,11 @@ static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
         RING_CHECK(rd_room(comm, &rd->pad, &rd->pad_count, rd->padded));
         rd->work = rd->pad;
     }
-    if (req->recvbuf != req->sendbuf)
+    /* Rabenseifner's without a fold scatters straight from the user's buffer
+     * (no copy of it first: its first step reads and writes every byte anyway) */
+    rd->src0 = kind == RD_HALVING && rd->plan->steps[0].kind == RH_SCATTER
+                   ? (const float *)req->sendbuf : NULL;
+    if (req->recvbuf != req->sendbuf && rd->src0 == NULL)
         memcpy(req->recvbuf, req->sendbuf, req->count * sizeof(float));
     rd->req = req;
     rd->step = 0;
@@ -407,17 +412,23 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
 
     if (s->kind == RH_SCATTER || s->kind == RH_GATHER) {
         int stage = s->slot - 1, upper = (comm->topo.pos >> stage) & 1;
+        const float *from = rd->work;
         size_t off, len;
 
         rh_window(comm->topo.pos, stage, rd->padded, &off, &len);
-        if (s->kind == RH_SCATTER && stage == 0 &&
-            rd->work != (float *)req->recvbuf) { /* the first scatter: into the padded copy */
-            memcpy(rd->work, req->recvbuf, req->count * sizeof(float));
-            memset(rd->work + req->count, 0, (rd->padded - req->count) * sizeof(float));
+        if (s->kind == RH_SCATTER && stage == 0) {
+            const float *in = rd->src0 != NULL ? rd->src0 : req->recvbuf;
+
+            if (rd->work != (float *)req->recvbuf) { /* the first scatter: from a padded copy */
+                memcpy(rd->work, in, req->count * sizeof(float));
+                memset(rd->work + req->count, 0, (rd->padded - req->count) * sizeof(float));
+            } else {
+                from = in;
+            }
         }
         /* the pair's rank 0 is the lower place, whose bit is 0: it keeps the lower half */
         if (s->kind == RH_SCATTER)
-            st = ring_reduce_scatter_start(pair->comm, rd->work + off,
+            st = ring_reduce_scatter_start(pair->comm, from + off,
                                            rd->work + off + (size_t)upper * (len / 2), len / 2,
                                            RING_FLOAT32, RING_SUM, rd_pair_tid(req),
                                            RING_CALL_EXACT, &rd->sub_req);
@@ -542,6 +553,7 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
 {
     struct ring_rd *rd = comm->algo.rd;
     int nonfinite = 0;
+    ring_status_t st;
 
     *finished_p = rd->req == NULL;
     if (comm->fail.error != RING_OK)
@@ -584,7 +596,11 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         }
         sub = rd->sub_req;
         rd->sub_req = NULL;
-        if (ring_request_wait(sub) != RING_OK) /* done: releases its slot */
+        /* done: waiting releases its slot. An inf or NaN in a scatter's sum is a
+         * result, not a failure: it reaches every peer's buffer, where the look
+         * below finds it */
+        st = ring_request_wait(sub);
+        if (st != RING_OK && !(st == RING_ERR_NONFINITE && pair->comm->fail.error == RING_OK))
             return rd_pair_failed(comm, pair);
         ring_sub_add_stats(comm, pair); /* its frames count as the ring's */
         rd_apply_step(comm);

@@ -20,6 +20,7 @@
  */
 #include "ring_build.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@
 
 enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_RH, V_ALL, V_ERR, V_LIMIT, V_RD_LIMIT };
 
-typedef enum rh_mode { M_CORRECT, M_LOOP, M_OTHER_COUNT, M_OTHER_SMALL } rh_mode_t;
+typedef enum rh_mode { M_CORRECT, M_LOOP, M_OTHER_COUNT, M_OTHER_SMALL, M_NONFINITE } rh_mode_t;
 
 /* 1024 floats: --rd-max-bytes (4K) exactly; 1025: padded to 1028 at N = 4;
  * 65537: an odd count; 262144: --rh-max-bytes (1M) exactly; 262145: the ring */
@@ -81,6 +82,29 @@ static int other_main(ring_comm_t *comm, int rank, int n, rh_mode_t mode)
     return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
 }
 
+/* A NaN on the last rank, then an inf on rank 0 in another rank's block, then the
+ * same call finite, all of Rabenseifner's size: bit k of V_STATUS is set when call
+ * k returned RING_ERR_NONFINITE (a result, not a failure of the pairs) */
+static int nonfinite_main(ring_comm_t *comm, int rank, int n)
+{
+    static float buf[LOOP_COUNT];
+    uint64_t got = 0;
+    ring_status_t st = RING_OK;
+
+    for (int i = 0; i < 3 && (st == RING_OK || st == RING_ERR_NONFINITE); i++) {
+        for (size_t k = 0; k < LOOP_COUNT; k++)
+            buf[k] = (float)(k % 5);
+        if (i == 0 && rank == n - 1)
+            buf[10] = NAN;
+        if (i == 1 && rank == 0)
+            buf[LOOP_COUNT - 3] = INFINITY;
+        st = ring_allreduce(comm, buf, buf, LOOP_COUNT, RING_FLOAT32, RING_AVG);
+        got |= (uint64_t)(st == RING_ERR_NONFINITE) << i;
+    }
+    h_put(V_STATUS, got);
+    return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
+}
+
 static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
 {
     rh_mode_t mode = *(const rh_mode_t *)arg;
@@ -93,6 +117,7 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
         return h_fail(st, "ring_comm_open");
     rc = mode == M_CORRECT ? correct_main(comm, rank, n)
          : mode == M_LOOP  ? loop_main(comm)
+         : mode == M_NONFINITE ? nonfinite_main(comm, rank, n)
                            : other_main(comm, rank, n, mode);
     if (ring_comm_get_stats(comm, &s) == RING_OK) {
         h_put(V_RD, s.rd_allreduces);
@@ -234,6 +259,23 @@ static void check_other(int n, rh_mode_t mode)
         diag("rank 0: %s", run->r[0].msg);
 }
 
+static void check_nonfinite(int n)
+{
+    rh_mode_t mode = M_NONFINITE;
+    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                                           {0, NULL, NULL}};
+    h_run_t *run = run_ring(n, &mode, settings, NULL, "5s");
+    int all = run != NULL;
+
+    for (int r = 0; run != NULL && r < n; r++)
+        all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_STATUS, 0) == 3 &&
+               h_val(&run->r[r], V_RH, 0) == 3;
+    if (!ok(all, "N=%d a NaN, then an inf in another rank's block, in 80 KB averages "
+            "(Rabenseifner's): RING_ERR_NONFINITE on every rank, and the next call finite", n) &&
+        run != NULL)
+        h_diag(run);
+}
+
 static void check_disagree(void)
 {
     rh_mode_t mode = M_CORRECT;
@@ -252,7 +294,7 @@ static void check_disagree(void)
 
 int main(void)
 {
-    plan(4 * 5 + 2 + 4 + 2 + 1);
+    plan(4 * 5 + 2 + 2 + 4 + 2 + 1);
     check_correct(4, "1M");
     check_correct(8, "1M");
     check_correct(3, "1M");
@@ -260,6 +302,8 @@ int main(void)
     check_correct(4, "0");
     check_fit(4);
     check_fit(8);
+    check_nonfinite(4);
+    check_nonfinite(8);
     check_failure(4, 2, SIGKILL);
     check_failure(4, 1, SIGSTOP);
     check_failure(8, 5, SIGKILL);
