@@ -239,10 +239,11 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
     if (comm->algo.rd != NULL && comm->cfg.algo == RING_CFG_ALGO_AUTO &&
         comm->cfg.rd_fit)
         RING_CHECK(ring_rd_fit(comm));
-    /* codec_fit.c: --codec auto picks fp16 or fp32 by measuring both (and a codec
-     * over shm on one host is timed against fp32, for the record) */
-    if (ring_codec_fit_wanted(comm, &comm->cfg))
-        RING_CHECK(ring_codec_fit(comm, comm->cfg.codec == RING_CFG_CODEC_AUTO));
+    /* codec_fit.c: --codec auto picks fp16 or fp32 by measuring both */
+    if (comm->cfg.codec == RING_CFG_CODEC_AUTO && comm->size > 1) {
+        RING_CHECK(ring_codec_fit(comm));
+        RING_CHECK(ring_direct_rebase(comm)); /* its calls ran there, numbered as set-up */
+    }
     /* their set-up allgathers were not the user's: the user's first call is round 0 */
     comm->requests.next_round = 0;
     memset(&comm->stats, 0, sizeof(comm->stats));

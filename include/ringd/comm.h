@@ -88,6 +88,15 @@ int ring_comm_size(const ring_comm_t *comm);
 RING_API
 const char *ring_comm_transport(const ring_comm_t *comm);
 
+/* Time allreduces of `bytes` bytes of float32, exact (RING_CALL_EXACT) and
+ * through the ring's codec, in blocks of calls, the fastest block of each,
+ * as --codec auto does at open: *fp32_us and *codec_us get rank 0's
+ * microseconds per call on every peer. A collective: every peer calls it, with
+ * the same bytes. With --codec none both are fp32. A ring of one: both 0. */
+RING_API
+ring_status_t ring_comm_time_codec(ring_comm_t *comm, size_t bytes, double *fp32_us,
+                                   double *codec_us);
+
 /* The ring's order by host, "hostA[0-1] -> hostB[2,3]" (--ring-order). */
 RING_API
 const char *ring_comm_ring_order(const ring_comm_t *comm);
@@ -270,9 +279,9 @@ typedef struct ring_comm_stats {
                                 * --rd-fit chose; 0 when it does not run) */
     uint64_t codec;            /* what allreduces travel as: 0 fp32, 1 fp16, 2 bf16 (--codec,
                                 * or what --codec auto chose) */
-    uint64_t codec_fit_bytes;  /* --codec auto, or a codec over shm on one host: the size of */
-    uint64_t codec_fit_fp32_us; /* the allreduces timed at open, and rank 0's microseconds */
-    uint64_t codec_fit_codec_us; /* per call exact fp32 and through fp16/bf16; 0: not timed */
+    uint64_t codec_fit_bytes;  /* --codec auto: the size of the allreduces timed at open, */
+    uint64_t codec_fit_fp32_us; /* and rank 0's microseconds per call exact fp32 and */
+    uint64_t codec_fit_codec_us; /* through fp16; 0: not timed */
 } ring_comm_stats_t;
 
 /* Copy the counters into *stats_p. Never fails for a valid comm. */

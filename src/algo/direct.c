@@ -277,6 +277,19 @@ void ring_direct_close(ring_comm_t *comm)
     comm->algo.ops[RING_ALGO_DIRECT] = NULL;
 }
 
+ring_status_t ring_direct_rebase(ring_comm_t *comm)
+{
+    struct ring_direct *d = comm->algo.direct;
+
+    if (d == NULL)
+        return RING_OK;
+    RING_CHECK(ring_barrier(comm)); /* every peer is past the set-up's direct calls */
+    atomic_store(&d->boards[comm->topo.pos].ctr[DIRECT_POSTED].v, 0);
+    atomic_store(&d->boards[comm->topo.pos].ctr[DIRECT_READ].v, 0);
+    d->parity_round[0] = d->parity_round[1] = 0;
+    return ring_barrier(comm); /* ... and every board forgot them */
+}
+
 static int direct_takes(const ring_comm_t *comm, const ring_request_t *req)
 {
     const struct ring_direct *d = comm->algo.direct;

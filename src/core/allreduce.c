@@ -251,6 +251,12 @@ static void reduce_f32(ring_comm_t *comm, const ring_channel_t *ch, ring_request
     float *dst = elem_ptr(req->recvbuf, ch, req, &sf->range);
     const float *mine = elem_ptr(req->sendbuf, ch, req, &sf->range);
 
+    /* reduce-scatter: the owner's sums go straight into the user's buffer
+     * (coll_plan.c's finish then copies nothing out of the scratch) */
+    if (sf->last_reduce && req->coll == RING_COLL_REDUCE_SCATTER && req->user_recvbuf != NULL)
+        dst = (float *)req->user_recvbuf + (ch->part.off + sf->range.off -
+                                            req->offsets[comm->rank]);
+
     if (sf->last_reduce && req->op == RING_AVG)
         ring_reduce_sum_scale_f32(dst, mine, in, 1.0f / (float)comm->size, sf->range.len);
     else

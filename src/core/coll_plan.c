@@ -115,8 +115,9 @@ void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_statu
 {
     if (req->coll != RING_COLL_REDUCE_SCATTER || req->user_recvbuf == NULL)
         return;
-    /* a non-finite result is still a result; a failed one leaves recvbuf undefined */
-    if (status == RING_OK || status == RING_ERR_NONFINITE) {
+    /* a non-finite result is still a result; a failed one leaves recvbuf undefined.
+     * Uncompressed, allreduce.c's reduce_f32 wrote the sums in place already */
+    if ((status == RING_OK || status == RING_ERR_NONFINITE) && req->wire != RING_CODEC_NONE) {
         size_t esize = ring_dtype_size(req->dtype), block = req->count / (size_t)comm->size;
         memcpy(req->user_recvbuf, (const char *)req->recvbuf + (size_t)comm->rank * block * esize,
                block * esize);

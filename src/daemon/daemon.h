@@ -81,6 +81,9 @@ typedef struct run {
     FILE *metrics;
     int stop;                 /* enum stop_reason */
     uint64_t nonfinite_steps; /* steps skipped for an inf/NaN gradient */
+    /* --codec fp16|bf16 over shm: a 4 MiB allreduce, microseconds exact fp32 and
+     * through the codec, timed at start-up for the summary (0: not timed) */
+    double codec_fp32_us, codec_wire_us;
     float *peer_wait;         /* lockstep: every peer's idle time in allreduces (world floats) */
     int params_dirty;         /* resume: a corrupt checkpoint was partly read into params */
     int aside_pending;        /* --no-resume: the earlier run's checkpoints wait in previous-run */

@@ -304,6 +304,16 @@ static int trainer_main(const daemon_opts_t *opt, const ring_config_t *cfg)
     }
     if (r.world > 1 && !joiner(&r) && agree_settings(r.comm, opt, cfg, err, sizeof(err)) != 0)
         goto fail;
+    /* a codec over shared memory may cost more than the bytes it saves: timed
+     * once, so that the summary can say so (--codec auto picks at open) */
+    if (r.world > 1 && !joiner(&r) &&
+        (cfg->codec == RING_CFG_CODEC_FP16 || cfg->codec == RING_CFG_CODEC_BF16) &&
+        strcmp(ring_comm_transport(r.comm), "shm") == 0 &&
+        ring_comm_time_codec(r.comm, (size_t)4 << 20, &r.codec_fp32_us, &r.codec_wire_us) !=
+            RING_OK) {
+        snprintf(err, sizeof(err), "timing the codec over shared memory: %s", ring_last_error());
+        goto fail;
+    }
     if (r.rank == 0 && r.world > 1 && opt->progress != PROGRESS_OFF) {
         char order[16];
 

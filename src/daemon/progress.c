@@ -254,33 +254,28 @@ static void print_wire(const run_t *r, double wall)
                fp32 > 0 ? 100 * (1 - (double)r->wire_bytes / fp32) : 0.0);
 }
 
-/* The codec's timing at open (src/diag/codec_fit.c): what --codec auto chose, or
- * whether the codec asked for pays over shared memory. */
+/* What --codec auto chose at open (src/diag/codec_fit.c), or whether the codec
+ * asked for pays over shared memory (timed at start-up, main.c). */
 static void print_codec_fit(const run_t *r)
 {
     ring_comm_stats_t s;
-    const char *name;
-    double fp32_ms, codec_ms;
+    const char *name = r->cfg->codec == RING_CFG_CODEC_BF16 ? "bf16" : "fp16";
 
-    if (r->comm == NULL || ring_comm_get_stats(r->comm, &s) != RING_OK ||
-        s.codec_fit_fp32_us == 0)
-        return;
-    name = r->cfg->codec == RING_CFG_CODEC_BF16 ? "bf16" : "fp16";
-    fp32_ms = (double)s.codec_fit_fp32_us / 1e3;
-    codec_ms = (double)s.codec_fit_codec_us / 1e3;
-    if (r->cfg->codec == RING_CFG_CODEC_AUTO)
+    if (r->codec_fp32_us > 0 && r->codec_fp32_us < r->codec_wire_us)
+        printf("  %-20s %s over shared memory is slower than fp32 here: a 4 MiB allreduce took "
+               "%.2f ms as %s, %.2f ms as fp32 (timed at start-up); --codec auto picks per "
+               "transport\n", "codec", name, r->codec_wire_us / 1e3, name,
+               r->codec_fp32_us / 1e3);
+    else if (r->codec_fp32_us > 0)
+        printf("  %-20s %s pays over shared memory here: a 4 MiB allreduce took %.2f ms as %s, "
+               "%.2f ms as fp32 (timed at start-up)\n", "codec", name, r->codec_wire_us / 1e3,
+               name, r->codec_fp32_us / 1e3);
+    else if (r->cfg->codec == RING_CFG_CODEC_AUTO && r->comm != NULL &&
+             ring_comm_get_stats(r->comm, &s) == RING_OK && s.codec_fit_fp32_us > 0)
         printf("  %-20s auto chose %s: a %.0f MiB allreduce took %.2f ms as fp32, %.2f ms as "
                "fp16 (timed at start-up)\n", "codec", s.codec == 0 ? "fp32" : "fp16",
-               (double)s.codec_fit_bytes / 1048576, fp32_ms, codec_ms);
-    else if (fp32_ms < codec_ms)
-        printf("  %-20s %s over shared memory is slower than fp32 here: a %.0f MiB allreduce "
-               "took %.2f ms as %s, %.2f ms as fp32 (timed at start-up); --codec auto picks "
-               "per transport\n", "codec", name, (double)s.codec_fit_bytes / 1048576, codec_ms,
-               name, fp32_ms);
-    else
-        printf("  %-20s %s pays over shared memory here: a %.0f MiB allreduce took %.2f ms as "
-               "%s, %.2f ms as fp32 (timed at start-up)\n", "codec", name,
-               (double)s.codec_fit_bytes / 1048576, codec_ms, name, fp32_ms);
+               (double)s.codec_fit_bytes / 1048576, (double)s.codec_fit_fp32_us / 1e3,
+               (double)s.codec_fit_codec_us / 1e3);
 }
 
 void progress_summary(const run_t *r)

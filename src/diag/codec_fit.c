@@ -9,9 +9,9 @@
  *                  against exact fp32 ones (which --algo auto may give to the
  *                  direct allreduce, as it would the user's) and keeps the
  *                  faster for every later call: per transport, per host;
- *   --codec fp16|bf16 with every peer on this host over shm: the same timing,
- *                  which only reports (the user asked for the codec), so that
- *                  ringd's summary can say when fp32 would have been faster.
+ *   ring_comm_time_codec() the same timing, on demand, which only reports:
+ *                  ringd runs it with --codec fp16|bf16 over shm, so that its
+ *                  summary can say when fp32 would have been faster.
  * As autotune.c and rd_fit.c: calls in blocks, the fastest block of each,
  * rank 0's times decide and reach every peer in one exact allreduce, so
  * every peer runs every later call the same way. ring_comm_get_stats reports
@@ -26,7 +26,6 @@
 #include "codec_fit.h"
 #include "comm_int.h"
 #include "log.h"
-#include "one_host.h"
 
 #define CODEC_FIT_TENSOR 0xffffffd0u      /* a tensor id no user picks */
 #define CODEC_FIT_BYTES ((size_t)4 << 20) /* a gradient bucket's order of size */
@@ -70,29 +69,18 @@ static ring_status_t rank0_says(ring_comm_t *comm, float *value)
     return RING_OK;
 }
 
-int ring_codec_fit_wanted(const ring_comm_t *comm, const ring_config_t *cfg)
+/* Rank 0's microseconds per allreduce of bytes, exact fp32 (t[0]) and through
+ * the codec (t[1]), on every peer. */
+static ring_status_t codec_time(ring_comm_t *comm, size_t bytes, float t[2])
 {
-    char why[256];
-
-    if (comm->size < 2)
-        return 0;
-    if (cfg->codec == RING_CFG_CODEC_AUTO)
-        return 1;
-    return cfg->codec != RING_CFG_CODEC_NONE && comm->tp_ops->kind == RING_TP_SHM &&
-           (comm->algo.direct != NULL || ring_config_one_host(cfg, why, sizeof(why)));
-}
-
-ring_status_t ring_codec_fit(ring_comm_t *comm, int choose)
-{
-    size_t count = CODEC_FIT_BYTES / sizeof(float);
-    float *buf = malloc(CODEC_FIT_BYTES), t[2];
-    ring_codec_t codec = comm->enc.codec; /* fp16 under auto (comm_open.c) */
+    size_t count = bytes / sizeof(float);
+    float *buf = malloc(count * sizeof(float));
     double secs[2] = {0, 0};
     ring_status_t st;
 
     if (buf == NULL)
-        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec fit's %zu-byte "
-                              "buffer", CODEC_FIT_BYTES);
+        return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for the codec timing's %zu-byte "
+                              "buffer", bytes);
     for (size_t i = 0; i < count; i++) /* gradient-like magnitudes, exact in fp16 */
         buf[i] = (float)((int)(i % 63) - 31) * 0.0078125f;
     st = fit_time(comm, buf, count, secs);
@@ -103,19 +91,42 @@ ring_status_t ring_codec_fit(ring_comm_t *comm, int choose)
         st = rank0_says(comm, &t[0]);
     if (st == RING_OK)
         st = rank0_says(comm, &t[1]);
-    if (st != RING_OK)
-        return st;
+    return st;
+}
+
+ring_status_t ring_codec_fit(ring_comm_t *comm)
+{
+    float t[2];
+
+    if (comm->size < 2 || comm->cfg.codec != RING_CFG_CODEC_AUTO)
+        return RING_OK;
+    RING_CHECK(codec_time(comm, CODEC_FIT_BYTES, t));
     comm->enc.fit_fp32_us = (uint64_t)t[0];
     comm->enc.fit_codec_us = (uint64_t)t[1];
     comm->enc.fit_bytes = CODEC_FIT_BYTES;
-    if (choose && !(t[1] < t[0]))
+    if (!(t[1] < t[0]))
         comm->enc.codec = RING_CODEC_NONE;
-    ring_log(RING_LOG_INFO, "codec %s: a %zu-byte allreduce took %.0f us as exact fp32 and "
-             "%.0f us through %s (rank 0's times); %s",
-             choose ? "auto" : codec == RING_CODEC_BF16 ? "bf16" : "fp16", CODEC_FIT_BYTES,
-             (double)t[0], (double)t[1], codec == RING_CODEC_BF16 ? "bf16" : "fp16",
-             choose ? (comm->enc.codec == RING_CODEC_NONE ? "fp32 it is" : "fp16 it is")
-             : t[0] < t[1] ? "fp32 is faster on this host (--codec auto would pick it)"
-                           : "the codec pays here");
+    ring_log(RING_LOG_INFO, "codec auto: a %zu-byte allreduce took %.0f us as exact fp32 and "
+             "%.0f us through fp16 (rank 0's times): %s for every call", CODEC_FIT_BYTES,
+             (double)t[0], (double)t[1], comm->enc.codec == RING_CODEC_NONE ? "fp32" : "fp16");
+    return RING_OK;
+}
+
+ring_status_t ring_comm_time_codec(ring_comm_t *comm, size_t bytes, double *fp32_us,
+                                   double *codec_us)
+{
+    float t[2];
+
+    if (comm == NULL || fp32_us == NULL || codec_us == NULL)
+        return ring_error_set(RING_ERR_INVALID, "ring_comm_time_codec: NULL argument");
+    if (bytes < sizeof(float) || bytes > ((size_t)1 << 30))
+        return ring_error_set(RING_ERR_INVALID, "ring_comm_time_codec: %zu bytes (4 B .. 1 GiB)",
+                              bytes);
+    *fp32_us = *codec_us = 0;
+    if (comm->size < 2)
+        return RING_OK;
+    RING_CHECK(codec_time(comm, bytes, t));
+    *fp32_us = t[0];
+    *codec_us = t[1];
     return RING_OK;
 }
