@@ -6,7 +6,11 @@
  */
 #include "ring_build.h"
 
+#include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "reduce.h"
 
@@ -28,6 +32,47 @@ void ring_reduce_sum_scale_f32(float *dst, const float *a, const float *b, float
  * for every input. */
 #define SUM_N_BLOCK 64
 
+void ring_copy_f32_stream(float *dst, const float *src, size_t n)
+{
+#if defined(__SSE2__)
+    size_t i = 0;
+
+    for (; i < n && ((uintptr_t)(dst + i) & 15) != 0; i++) /* to a 16-byte boundary */
+        dst[i] = src[i];
+    for (; i + 16 <= n; i += 16) {
+        __m128 a = _mm_loadu_ps(src + i), b = _mm_loadu_ps(src + i + 4);
+        __m128 c = _mm_loadu_ps(src + i + 8), d = _mm_loadu_ps(src + i + 12);
+
+        _mm_stream_ps(dst + i, a);
+        _mm_stream_ps(dst + i + 4, b);
+        _mm_stream_ps(dst + i + 8, c);
+        _mm_stream_ps(dst + i + 12, d);
+    }
+    for (; i < n; i++)
+        dst[i] = src[i];
+    _mm_sfence(); /* the streamed lines are visible before anything after */
+#else
+    memcpy(dst, src, n * sizeof(float));
+#endif
+}
+
+/* acc[0..len) = the sum of the nsrc inputs at base, in source order, scaled */
+static inline void sum_n_block(float *acc, const float *const *src, int nsrc, size_t base,
+                               size_t len, float scale)
+{
+    for (size_t i = 0; i < len; i++)
+        acc[i] = src[0][base + i];
+    for (int s = 1; s < nsrc; s++) {
+        const float *in = src[s] + base;
+
+        for (size_t i = 0; i < len; i++)
+            acc[i] += in[i];
+    }
+    if (scale != 1.0f)
+        for (size_t i = 0; i < len; i++)
+            acc[i] *= scale;
+}
+
 void ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int nsrc,
                            float scale, size_t n)
 {
@@ -35,21 +80,34 @@ void ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int
         size_t len = n - base < SUM_N_BLOCK ? n - base : SUM_N_BLOCK;
         float acc[SUM_N_BLOCK];
 
-        for (size_t i = 0; i < len; i++)
-            acc[i] = src[0][base + i];
-        for (int s = 1; s < nsrc; s++) {
-            const float *in = src[s] + base;
-
-            for (size_t i = 0; i < len; i++)
-                acc[i] += in[i];
-        }
-        if (scale != 1.0f)
-            for (size_t i = 0; i < len; i++)
-                acc[i] *= scale;
+        sum_n_block(acc, src, nsrc, base, len, scale);
         memcpy(dst + base, acc, len * sizeof(float));
         if (dst2 != NULL)
             memcpy(dst2 + base, acc, len * sizeof(float));
     }
+}
+
+void ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *src, int nsrc,
+                                  float scale, size_t n)
+{
+#if defined(__SSE2__)
+    if (((uintptr_t)dst2 & 15) == 0) {
+        for (size_t base = 0; base < n; base += SUM_N_BLOCK) {
+            size_t len = n - base < SUM_N_BLOCK ? n - base : SUM_N_BLOCK, i = 0;
+            float acc[SUM_N_BLOCK];
+
+            sum_n_block(acc, src, nsrc, base, len, scale);
+            memcpy(dst + base, acc, len * sizeof(float));
+            for (; i + 4 <= len; i += 4)
+                _mm_stream_ps(dst2 + base + i, _mm_loadu_ps(acc + i));
+            for (; i < len; i++)
+                dst2[base + i] = acc[i];
+        }
+        _mm_sfence();
+        return;
+    }
+#endif
+    ring_reduce_sum_n_f32(dst, dst2, src, nsrc, scale, n);
 }
 
 void ring_scale_f32(float *dst, const float *a, float scale, size_t n)

@@ -23,6 +23,14 @@ void ring_reduce_sum_scale_f32(float *dst, const float *a, const float *b, float
 void ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int nsrc,
                            float scale, size_t n);
 
+/* The same, dst2 (not NULL) written with non-temporal stores where the CPU
+ * has them (x86: SSE2), past the caches: for results larger than the caches,
+ * which would otherwise read each line of dst2 before writing it. */
+void ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *src, int nsrc,
+                                  float scale, size_t n);
+/* memcpy of n floats with non-temporal stores where the CPU has them. */
+void ring_copy_f32_stream(float *dst, const float *src, size_t n);
+
 /* dst[i] = a[i] * scale; dst may alias a. */
 void ring_scale_f32(float *dst, const float *a, float scale, size_t n);
 

@@ -42,6 +42,26 @@ static void copy_around(float *dst, const float *src, size_t lo, size_t hi, size
     memcpy(dst + hi, src + hi, (n - hi) * sizeof(float));
 }
 
+/* Whether a call writes its result past the caches (non-temporal stores): one
+ * larger than they hold, whose lines would be read from memory only to be
+ * overwritten (and pushed out before the caller reads them anyway). */
+static int direct_streams(const ring_request_t *req)
+{
+    return req->count * sizeof(float) >= DIRECT_STREAM_MIN;
+}
+
+/* copy_around into the caller's buffer, streamed when the call is that large */
+static void copy_out_around(const ring_request_t *req, float *dst, const float *src, size_t lo,
+                            size_t hi, size_t n)
+{
+    if (!direct_streams(req)) {
+        copy_around(dst, src, lo, hi, n);
+        return;
+    }
+    ring_copy_f32_stream(dst, src, lo);
+    ring_copy_f32_stream(dst + hi, src + hi, n - hi);
+}
+
 /* Our slice of the piece: every place's input in place order (ours from our
  * own buffer, the others' from their slots), in one pass, into the shared
  * result and our own recvbuf at once. */
@@ -64,9 +84,9 @@ static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
         return RING_OK;
     for (int p = 0; p < comm->size; p++)
         src[p] = (p == comm->topo.pos ? (const float *)req->sendbuf + d->off : src[p]) + lo;
-    ring_reduce_sum_n_f32(direct_result(d, d->step) + lo, (float *)req->recvbuf + d->off + lo,
-                          src, comm->size,
-                          req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, hi - lo);
+    (direct_streams(req) ? ring_reduce_sum_n_f32_stream : ring_reduce_sum_n_f32)(
+        direct_result(d, d->step) + lo, (float *)req->recvbuf + d->off + lo, src, comm->size,
+        req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, hi - lo);
     /* an inf or NaN anywhere in the inputs (or an overflow) shows in the sum: each
      * looks at its own slice while it is in cache and says so on its board */
     (void)comm->enc.kops->absmax_f32(direct_result(d, d->step) + lo, hi - lo, &nonfinite);
@@ -121,8 +141,8 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
                 return ring_direct_check_wait(comm, p);
             slice_of(comm, n, &lo, &hi);
             RING_TL_TIMED(comm, NULL, RING_TL_RECV, (n - (hi - lo)) * sizeof(float),
-                          copy_around((float *)req->recvbuf + d->off, direct_result(d, d->step),
-                                      lo, hi, n));
+                          copy_out_around(req, (float *)req->recvbuf + d->off,
+                                          direct_result(d, d->step), lo, hi, n));
             for (p = 0; p < comm->size; p++)
                 req->nonfinite |= atomic_load(&d->boards[p].nonfinite_step) == d->step + 1;
             ring_direct_set(d, comm->topo.pos, DIRECT_BIG_READ, d->step + 1);
