@@ -1,0 +1,109 @@
+/*
+ * t-reduce.c - the one-pass n-input sum (kernels/reduce.c) that the direct
+ * allreduce runs: ring_reduce_sum_n_f32 and its non-temporal twin must give,
+ * bit for bit, what nsrc - 1 pairwise passes in source order then a scale
+ * give (every peer of a direct allreduce adds the same way, and its small
+ * calls the same as its large ones), for every length (block remainders),
+ * unaligned outputs, an output aliasing an input, and 1..9 inputs; the
+ * non-temporal copy must equal memcpy at any alignment and length.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce.h"
+#include "tap.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t rng32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+
+/* values whose sums round: mixed magnitudes and signs, some inf/NaN-free zeros */
+static float rand_value(void)
+{
+    uint32_t k = rng32() % 8;
+    float v = (float)(rng32() % 2000001) / 1000.0f - 1000.0f;
+
+    return k == 0 ? 0.0f : k == 1 ? v * 1e-20f : k == 2 ? v * 1e20f : v;
+}
+
+#define MAXN 5000
+#define MAXSRC 9
+
+/* the reference: pairwise passes in source order, then the scale */
+static void reference(float *out, float *const *src, int nsrc, float scale, size_t n)
+{
+    if (nsrc == 1)
+        memcpy(out, src[0], n * sizeof(float));
+    else
+        ring_reduce_sum_f32(out, src[0], src[1], n);
+    for (int s = 2; s < nsrc; s++)
+        ring_reduce_sum_f32(out, out, src[s], n);
+    if (scale != 1.0f)
+        ring_scale_f32(out, out, scale, n);
+}
+
+int main(void)
+{
+    static float in[MAXSRC][MAXN + 8], want[MAXN + 8], a[MAXN + 8], b[MAXN + 8];
+    static const size_t lens[] = {0, 1, 3, 15, 16, 17, 63, 64, 65, 127, 1000, 4099, MAXN};
+    int bad_sum = 0, bad_stream = 0, bad_alias = 0, bad_copy = 0, cases = 0;
+
+    plan(4);
+    for (int s = 0; s < MAXSRC; s++)
+        for (size_t i = 0; i < MAXN + 8; i++)
+            in[s][i] = rand_value();
+    for (int nsrc = 1; nsrc <= MAXSRC; nsrc++) {
+        for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+            for (int shift = 0; shift < 4; shift++) { /* outputs 0..3 floats off alignment */
+                size_t n = lens[li];
+                float scale = shift & 1 ? 1.0f / (float)nsrc : 1.0f;
+                float *src[MAXSRC];
+                const float *csrc[MAXSRC];
+
+                for (int s = 0; s < nsrc; s++)
+                    src[s] = in[s] + (size_t)s % 3, csrc[s] = src[s];
+                reference(want, src, nsrc, scale, n);
+                ring_reduce_sum_n_f32(a + shift, b + shift, csrc, nsrc, scale, n);
+                bad_sum += memcmp(a + shift, want, n * sizeof(float)) != 0 ||
+                           memcmp(b + shift, want, n * sizeof(float)) != 0;
+                memset(a, 0, sizeof(a));
+                memset(b, 0, sizeof(b));
+                ring_reduce_sum_n_f32_stream(a + shift, b + shift, csrc, nsrc, scale, n);
+                bad_stream += memcmp(a + shift, want, n * sizeof(float)) != 0 ||
+                              memcmp(b + shift, want, n * sizeof(float)) != 0;
+                /* the second output on the first input, as direct_big.c's in-place calls */
+                {
+                    static float own[MAXN + 8];
+
+                    memcpy(own, src[0], n * sizeof(float));
+                    csrc[0] = own;
+                    ring_reduce_sum_n_f32_stream(a, own, csrc, nsrc, scale, n);
+                    bad_alias += memcmp(own, want, n * sizeof(float)) != 0;
+                }
+                memset(a, 0, sizeof(a));
+                ring_copy_f32_stream(a + shift, in[0] + (size_t)shift * 2, n);
+                bad_copy += memcmp(a + shift, in[0] + (size_t)shift * 2, n * sizeof(float)) != 0 ||
+                            a[shift + n] != 0.0f;
+                cases++;
+            }
+        }
+    }
+    ok(bad_sum == 0, "ring_reduce_sum_n_f32: the bits of pairwise passes in source order, then "
+       "the scale, in both outputs (%d of %d cases differ)", bad_sum, cases);
+    ok(bad_stream == 0, "ring_reduce_sum_n_f32_stream: the same bits, the second output "
+       "streamed at any alignment (%d of %d differ)", bad_stream, cases);
+    ok(bad_alias == 0, "the streamed output on its first input (in place): the same bits (%d of "
+       "%d differ)", bad_alias, cases);
+    ok(bad_copy == 0, "ring_copy_f32_stream equals memcpy at any alignment and length, writing "
+       "nothing past it (%d of %d differ)", bad_copy, cases);
+    return done_testing();
+}
