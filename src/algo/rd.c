@@ -51,8 +51,14 @@
 #include "subcomm.h"
 
 #define RD_GRACE_S 1.0         /* per step: how much longer a later step waits */
-#define RD_ANSWER_S 0.5        /* how long a partner asked what it waits for has to answer
-                                * (less than RD_GRACE_S: the next level asks after that) */
+/* how long a partner asked what it waits for has to answer (less than
+ * RD_GRACE_S: the next level asks after that). Not 0.5: in Rabenseifner's at
+ * N = 8 a peer stopped after its last gather lets half the peers start the
+ * next round and ask live peers stuck in this one, whose answer cannot come
+ * back on the asked pair; it comes from a peer that asked the stopped one at
+ * the same moment and blames it after this time, then a hop more (t-rh
+ * missed it by 10 ms once in four runs) */
+#define RD_ANSWER_S 0.9
 #define RD_LOOK_S 0.005        /* rd_wait looks at the pairs not under way this often */
 
 enum rd_algo { RD_AUTO, RD_RING, RD_FORCED };
@@ -85,6 +91,8 @@ struct ring_rd {
     float *work, *pad;
     size_t padded, pad_count;
     const float *src0;         /* what the first scatter reads, NULL: work */
+    int nonfinite;             /* Rabenseifner's: an inf or NaN in this place's block (its
+                                * last scatter) or in a window gathered since */
 };
 
 static const ring_algo_ops_t rd_ops;
@@ -277,6 +285,7 @@ static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
     if (req->recvbuf != req->sendbuf && rd->src0 == NULL)
         memcpy(req->recvbuf, req->sendbuf, req->count * sizeof(float));
     rd->req = req;
+    rd->nonfinite = 0;
     rd->step = 0;
     rd->sub_req = NULL;
     rd->last_move = ring_now();
@@ -427,15 +436,21 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
             }
         }
         /* the pair's rank 0 is the lower place, whose bit is 0: it keeps the lower half */
-        if (s->kind == RH_SCATTER)
+        if (s->kind == RH_SCATTER) {
             st = ring_reduce_scatter_start(pair->comm, from + off,
                                            rd->work + off + (size_t)upper * (len / 2), len / 2,
                                            RING_FLOAT32, RING_SUM, rd_pair_tid(req),
                                            RING_CALL_EXACT, &rd->sub_req);
-        else
-            st = ring_allgather_start(pair->comm, rd->work + off + (size_t)upper * (len / 2),
-                                      rd->work + off, len / 2 * sizeof(float),
-                                      rd_pair_tid(req), &rd->sub_req);
+            /* only the last scatter's sums are final: it alone looks for inf and NaN
+             * (an earlier one may have looked already; that is no harm) */
+            if (st == RING_OK && stage + 1 < rd->plan->stages)
+                rd->sub_req->skip_nonfinite = 1;
+        } else { /* what this place knows of its half travels on the gather's frames */
+            st = ring_allgather_start_flagged(pair->comm,
+                                              rd->work + off + (size_t)upper * (len / 2),
+                                              rd->work + off, len / 2 * sizeof(float),
+                                              rd_pair_tid(req), rd->nonfinite, &rd->sub_req);
+        }
     } else if (s->kind == RD_SWAP)
         st = ring_allgather_start(pair->comm, req->recvbuf, rd->swap, bytes, rd_pair_tid(req),
                                   &rd->sub_req);
@@ -602,13 +617,19 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         st = ring_request_wait(sub);
         if (st != RING_OK && !(st == RING_ERR_NONFINITE && pair->comm->fail.error == RING_OK))
             return rd_pair_failed(comm, pair);
+        rd->nonfinite |= st == RING_ERR_NONFINITE;
         ring_sub_add_stats(comm, pair); /* its frames count as the ring's */
         rd_apply_step(comm);
         rd->step++;
         *moved_p += 1;
     }
-    /* every peer holds the same bits: each finds the same non-finite values */
-    (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
+    /* every peer holds the same bits: each finds the same non-finite values.
+     * Rabenseifner's (without a fold) knows already: each block's owner looked
+     * at it in its last scatter, and the gathers' frames carried what they knew */
+    if (rd->plan == &rd->plan_of[RD_HALVING] && rd->plan->p2 == comm->size)
+        nonfinite = rd->nonfinite;
+    else
+        (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
     req->nonfinite = nonfinite;
     if (rd->plan == &rd->plan_of[RD_HALVING])
         comm->stats.rh_allreduces++;

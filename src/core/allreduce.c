@@ -262,7 +262,7 @@ static void reduce_f32(ring_comm_t *comm, const ring_channel_t *ch, ring_request
     else
         ring_reduce_sum_f32(dst, mine, in, sf->range.len);
     /* an inf or NaN anywhere in the inputs (or an overflow) shows in the owner's sum */
-    if (sf->last_reduce) {
+    if (sf->last_reduce && !req->skip_nonfinite) {
         int nonfinite = 0;
         (void)comm->enc.kops->absmax_f32(dst, sf->range.len, &nonfinite);
         req->nonfinite |= nonfinite;

@@ -111,8 +111,9 @@ ring_status_t ring_allgatherv_start(ring_comm_t *comm, const void *sendbuf, void
                       bytes, 0, req_p);
 }
 
-ring_status_t ring_allgather_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                   size_t bytes, uint32_t tensor_id, ring_request_t **req_p)
+ring_status_t ring_allgather_start_flagged(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                           size_t bytes, uint32_t tensor_id, int nonfinite,
+                                           ring_request_t **req_p)
 {
     RING_CHECK(check_comm("ring_allgather_start", comm, req_p));
     if (bytes > 0 && (sendbuf == NULL || recvbuf == NULL))
@@ -120,8 +121,15 @@ ring_status_t ring_allgather_start(ring_comm_t *comm, const void *sendbuf, void 
     RING_CHECK(host_only("allgather", sendbuf, recvbuf));
     return coll_start(comm, &(ring_request_t){.coll = RING_COLL_ALLGATHER, .sendbuf = sendbuf,
                                               .recvbuf = recvbuf, .dtype = RING_DTYPE_BYTES,
-                                              .exact = 1, .tensor_id = tensor_id},
+                                              .exact = 1, .tensor_id = tensor_id,
+                                              .nonfinite = nonfinite != 0},
                       NULL, bytes, req_p);
+}
+
+ring_status_t ring_allgather_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t bytes, uint32_t tensor_id, ring_request_t **req_p)
+{
+    return ring_allgather_start_flagged(comm, sendbuf, recvbuf, bytes, tensor_id, 0, req_p);
 }
 
 ring_status_t ring_reduce_scatter_start(ring_comm_t *comm, const void *sendbuf, void *recvbuf,

@@ -125,6 +125,8 @@ struct ring_request {
     const struct ring_algo_ops *algo; /* what runs it instead of the ring (hier.c over the
                                        * local and cross rings, rd.c over pairs); NULL: ring */
     int nonfinite;             /* some input (on some peer) was inf/NaN, or a sum overflowed */
+    int skip_nonfinite;        /* the owner's sums are not looked at for inf/NaN: rd.c's
+                                * scatters before the last, whose look covers them */
     float *residual;           /* error feedback for this tensor id, or NULL */
     ring_lz4_track_t *lz4;     /* lz4 auto state for this tensor id, or NULL */
     int dev;                   /* device.h: RING_DEV_HOST, _STAGED or _CODEC */
