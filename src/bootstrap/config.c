@@ -120,7 +120,7 @@ static const ring_opt_t config_table[] = {
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
      0, "the largest allreduce the small-message algorithms take (rd; direct's one-step "
      "form; --algo rd takes every size); with --rd-fit on, rd's limit may grow at start-up"},
-    {"rh-max-bytes", "RING_RH_MAX_BYTES", RING_OPT_SIZE, "1M", "bytes", FIELD(rh_max_bytes), 0,
+    {"rh-max-bytes", "RING_RH_MAX_BYTES", RING_OPT_SIZE, "4M", "bytes", FIELD(rh_max_bytes), 0,
      0, "with --algo auto on N a power of two of at least 4 peers (not all on one host over "
      "shm: direct runs those): fp32 allreduces without a codec larger than --rd-max-bytes and "
      "at most this run Rabenseifner's algorithm over rd's pairs (a reduce-scatter by recursive "
