@@ -25,7 +25,10 @@
 # codec's bar), and with wheels gpu-python.sh (GPU_PYTHON: the host's
 # Python with torch, default python3); it ends with "N passed, N failed, N
 # skipped" and exits 1 if a test failed. GPU_TESTS limits the tests run
-# (names, e.g. "t-cuda") and skips the rest.
+# (names, e.g. "t-cuda") and skips the rest. Where Open MPI's mpicc is
+# found, run.sh also runs issue 49's shared-memory comparison on the host's
+# cores (compare/: compare-baselines.sh with NS="4 8": ringd's shm rows
+# against Open MPI's vader and the memory limit; SHM_COMPARE=0 skips it).
 set -euo pipefail
 with_data=0 wheel_py=""
 while [ $# -gt 0 ]; do
@@ -42,6 +45,7 @@ if [ $# -ne 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
     exit 2
 fi
 b=$1 out=$2
+top=$(cd "$(dirname "$0")/../.." && pwd)
 die() { echo "gpu-bundle: $*" >&2; exit 1; }
 grep -q '^#define RING_HAVE_CUDA 1' "$b/ring_build.h" 2>/dev/null ||
     die "$b is not a CUDA build (ring_build.h: RING_HAVE_CUDA is not 1); configure where nvcc is found"
@@ -75,7 +79,6 @@ if [ "$with_data" = 1 ]; then
         die "no Fashion-MNIST in /usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist)"
 fi
 if [ -n "$wheel_py" ]; then
-    top=$(cd "$(dirname "$0")/../.." && pwd)
     mkdir -p "$out/wheels" "$out/src/tests/python" "$out/src/examples/pytorch"
     echo "gpu-bundle: a CUDA wheel for $wheel_py (tools/wheel/build-wheels.sh, a minute or two)"
     RINGD_WITH_CUDA=${RINGD_WITH_CUDA:-1} "$top/tools/wheel/build-wheels.sh" -o "$out/wheels" "$wheel_py" |
@@ -84,6 +87,9 @@ if [ -n "$wheel_py" ]; then
     cp "$top"/examples/pytorch/*.py "$out/src/examples/pytorch/"
     cp "$top/tools/dev/gpu-python.sh" "$out/"
 fi
+mkdir -p "$out/compare/baselines"
+cp "$top/tools/compare/compare-baselines.sh" "$out/compare/"
+cp "$top"/tools/compare/baselines/{mpi_allreduce.c,gloo_allreduce.cc,mem_limit.c} "$out/compare/baselines/"
 cat > "$out/run.sh" <<'EOF'
 #!/usr/bin/env bash
 # run.sh - the GPU checks of a ringd CUDA build (made by tools/dev/gpu-bundle.sh)
@@ -144,6 +150,16 @@ if [ -d "$B/data" ] && [ -z "${GPU_TESTS:-}" ]; then
         RING_DATA_DIR="$B/data" timeout 300 "$B/bin/ringd" --workload fmnist-cnn --device "$d" \
             --max-steps 400 --eval-every 0 --progress off 2>&1 | grep -E 'accuracy|samples/s|error'
     done
+fi
+if [ "${SHM_COMPARE:-1}" = 1 ] && [ -z "${GPU_TESTS:-}" ] && command -v mpicc > /dev/null; then
+    # issue 49: shm at n=4 and 8 against Open MPI vader and the memory limit, on this
+    # host's cores (its summary ends the log; the CSV and raw runs stay in $R/compare)
+    echo "shared-memory comparison (compare-baselines.sh NS=\"4 8\", a few minutes):"
+    OUT="$R/compare" RINGD_BUILD="$B/bin" NS="4 8" REPS=3 IPERF_SECS=0 \
+        SYSTEMS="mpi-vader ringd-shm ringd-shm-ring mem-limit" \
+        timeout 900 "$B/compare/compare-baselines.sh" > "$R/compare.log" 2>&1
+    echo "compare-baselines: exit $?"
+    sed -n '/==== summary/,$p' "$R/compare.log"
 fi
 if [ -d "$B/wheels" ] && [ -z "${GPU_TESTS:-}" ]; then
     "$B/gpu-python.sh" "$B" "$R" || fail=$((fail + 1))
