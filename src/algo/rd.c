@@ -345,10 +345,6 @@ static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
                                ring_status_str(pc->fail.error), pair->map, pc->fail.error_msg);
 }
 
-/* A pair failed: the ring fails, saying why in the ring's terms. When the pair
- * saw the peers call different things, as the ring would say it of the user's
- * call (the other peer's frames turned back into the allreduce that sent
- * them); the ring's other peers learn it from the ABORT. */
 /* The count of the allreduce the pair's other peer called, from the step of
  * the pair it ran instead of ours (its frames' count): a whole buffer in
  * recursive doubling's steps (a swap gathers two), a window of it in
@@ -373,6 +369,10 @@ static uint64_t rd_their_count(const struct ring_rd *rd, const ring_comm_t *pc, 
     }
 }
 
+/* A pair failed: the ring fails, saying why in the ring's terms. When the pair
+ * saw the peers call different things, as the ring would say it of the user's
+ * call (the other peer's frames turned back into the allreduce that sent
+ * them); the ring's other peers learn it from the ABORT. */
 static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
 {
     struct ring_rd *rd = comm->algo.rd;
@@ -611,9 +611,9 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         }
         sub = rd->sub_req;
         rd->sub_req = NULL;
-        /* done: waiting releases its slot. An inf or NaN in a scatter's sum is a
-         * result, not a failure: it reaches every peer's buffer, where the look
-         * below finds it */
+        /* done: waiting releases its slot. An inf or NaN in a scatter's sum (or on a
+         * gather's frames) is a result, not a failure: noted, and it reaches every
+         * peer, through the gathers' frames or in the buffer the look below reads */
         st = ring_request_wait(sub);
         if (st != RING_OK && !(st == RING_ERR_NONFINITE && pair->comm->fail.error == RING_OK))
             return rd_pair_failed(comm, pair);
