@@ -241,8 +241,15 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         RING_CHECK(ring_rd_fit(comm));
     /* codec_fit.c: --codec auto picks fp16 or fp32 by measuring both */
     if (comm->cfg.codec == RING_CFG_CODEC_AUTO && comm->size > 1) {
-        RING_CHECK(ring_codec_fit(comm));
+        ring_codec_fit_t fit;
+
+        RING_CHECK(ring_codec_fit(comm, &fit));
         RING_CHECK(ring_direct_rebase(comm)); /* its calls ran there, numbered as set-up */
+        comm->enc.fit_fp32_us = fit.fp32_us;
+        comm->enc.fit_codec_us = fit.codec_us;
+        comm->enc.fit_bytes = fit.bytes;
+        if (!fit.codec_pays)
+            comm->enc.codec = RING_CODEC_NONE;
     }
     /* their set-up allgathers were not the user's: the user's first call is round 0 */
     comm->requests.next_round = 0;

@@ -153,10 +153,20 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
         int lo = comm->topo.pos < other ? comm->topo.pos : other;
         int hi = comm->topo.pos < other ? other : comm->topo.pos;
         int members[2] = {comm->topo.order[lo], comm->topo.order[hi]};
-        static const char *const pair_settings[] = {"channels", "1", "tcp-streams", "1",
-                                                    "codec", "none", "lz4", "off",
-                                                    "error-feedback", "off", NULL};
+        const char *pair_settings[] = {"channels", "1", "tcp-streams", "1", "codec", "none",
+                                       "lz4", "off", "error-feedback", "off", NULL, NULL, NULL};
         char what[48], tag[64];
+
+        /* a pair across hosts runs what the ring chose for those (Rabenseifner's
+         * moves megabytes over it): left to choose again from its peer list, which
+         * drops --host-id, it would take one machine standing in for several hosts
+         * for one host (as hier.c's cross rings) */
+        if (comm->cfg.transport == RING_CFG_TRANSPORT_AUTO &&
+            strcmp(comm->topo.hosts[members[0]], comm->topo.hosts[members[1]]) != 0) {
+            pair_settings[10] = "transport";
+            pair_settings[11] = strcmp(ring_comm_transport(comm), "shm") == 0
+                                    ? "tcp" : ring_comm_transport(comm);
+        }
 
         if (s == 0)
             snprintf(what, sizeof(what), "pair of places %d and %d", lo, hi);

@@ -88,7 +88,10 @@ ring_status_t ring_enc_channel_alloc(ring_comm_t *comm, ring_channel_t *ch)
  * (allreduce.c lets device_codec.c unpin them first). */
 int ring_enc_channel_grows(const ring_channel_t *ch, const ring_request_t *req)
 {
-    return req->wire != RING_CODEC_NONE && (size_t)ch->sched.nchunks > ch->tx_slots;
+    /* more chunks, or larger ones: --autotune tries 64K chunks (many slots)
+     * before 256K or 1M ones, and a slot is a chunk's bytes apart */
+    return req->wire != RING_CODEC_NONE && ((size_t)ch->sched.nchunks > ch->tx_slots ||
+                                            req->comm->cfg.chunk_bytes > ch->tx_chunk);
 }
 
 /*
@@ -127,6 +130,7 @@ ring_status_t ring_enc_channel_reserve(ring_comm_t *comm, ring_channel_t *ch,
         return ring_error_set(RING_ERR_NO_MEMORY, "out of memory for %zu encoded chunks of %zu "
                               "bytes", want, chunk);
     ch->tx_slots = want;
+    ch->tx_chunk = chunk;
     /* registration only saves a copy: a failure is logged and sends are copied */
     if (comm->tp_ops->reg_mem(comm->tp, ch->tx, want * chunk) != RING_OK ||
         (comm->enc.lz4_mode != 0 &&

@@ -83,6 +83,8 @@ typedef struct ring_channel {
     unsigned char *cipher;                 /* --auth encrypt: RING_WINDOW outgoing payloads */
     unsigned char *tx;                     /* codec: one encoded chunk per chunk index */
     size_t tx_slots;                       /* chunks tx (and zbuf, tx_meta) can hold */
+    size_t tx_chunk;                       /* ... of this many bytes each (autotune.c
+                                            * changes the chunk size between calls) */
     unsigned char *zbuf;                   /* lz4: the same chunks, compressed */
     size_t zcap;                           /* bytes of one zbuf slot */
     unsigned char *unz;                    /* lz4: one decompressed chunk */

@@ -94,21 +94,18 @@ static ring_status_t codec_time(ring_comm_t *comm, size_t bytes, float t[2])
     return st;
 }
 
-ring_status_t ring_codec_fit(ring_comm_t *comm)
+ring_status_t ring_codec_fit(ring_comm_t *comm, ring_codec_fit_t *fit)
 {
     float t[2];
 
-    if (comm->size < 2 || comm->cfg.codec != RING_CFG_CODEC_AUTO)
-        return RING_OK;
     RING_CHECK(codec_time(comm, CODEC_FIT_BYTES, t));
-    comm->enc.fit_fp32_us = (uint64_t)t[0];
-    comm->enc.fit_codec_us = (uint64_t)t[1];
-    comm->enc.fit_bytes = CODEC_FIT_BYTES;
-    if (!(t[1] < t[0]))
-        comm->enc.codec = RING_CODEC_NONE;
+    fit->fp32_us = (uint64_t)t[0];
+    fit->codec_us = (uint64_t)t[1];
+    fit->bytes = CODEC_FIT_BYTES;
+    fit->codec_pays = t[1] < t[0];
     ring_log(RING_LOG_INFO, "codec auto: a %zu-byte allreduce took %.0f us as exact fp32 and "
              "%.0f us through fp16 (rank 0's times): %s for every call", CODEC_FIT_BYTES,
-             (double)t[0], (double)t[1], comm->enc.codec == RING_CODEC_NONE ? "fp32" : "fp16");
+             (double)t[0], (double)t[1], fit->codec_pays ? "fp16" : "fp32");
     return RING_OK;
 }
 
