@@ -231,6 +231,7 @@ static void human_bytes(double b, char *buf, size_t len)
  * allreduces than steps; comparing with one per step would count that as the codec's. */
 static void print_wire(const run_t *r, double wall)
 {
+    ring_comm_stats_t s;
     uint64_t allreduces = r->opt->mode == MODE_LOCKSTEP ? r->step - r->start_step
                                                          : pg.gradient_allreduces;
     double fp32 = (double)allreduces * 2.0 * (r->world - 1) / r->world *
@@ -242,8 +243,6 @@ static void print_wire(const run_t *r, double wall)
     printf("  %-20s %s sent by rank %d (%.1f MB/s) in %" PRIu64 " gradient allreduce%s",
            "bytes on the wire", wire, r->rank, (double)r->wire_bytes / wall / 1e6, allreduces,
            allreduces == 1 ? "" : "s");
-    ring_comm_stats_t s;
-
     /* --codec auto may have chosen fp32 */
     if (r->cfg->codec == RING_CFG_CODEC_NONE ||
         (r->comm != NULL && ring_comm_get_stats(r->comm, &s) == RING_OK && s.codec == 0))
