@@ -89,8 +89,9 @@ static const char *const field_names[HF_COUNT] = {
     [HF_FP16_SCALING] = "fp16 scaling (RING_FP16_SCALING)",
     [HF_AUTH] = "frame authentication (--auth, RING_AUTH)",
     [HF_ALGO] = "allreduce algorithm (--algo, RING_ALGO)",
-    [HF_HASH] = "--rd-max-bytes (RING_RD_MAX_BYTES), --rh-max-bytes (RING_RH_MAX_BYTES) or "
-                "--rd-fit (RING_RD_FIT)",
+    /* one literal in parentheses: clang's -Wstring-concatenation asks it of array elements */
+    [HF_HASH] = ("--rd-max-bytes (RING_RD_MAX_BYTES), --rh-max-bytes (RING_RH_MAX_BYTES) or "
+                 "--rd-fit (RING_RD_FIT)"),
 };
 
 const char *ring_hello_field_name(unsigned field)
