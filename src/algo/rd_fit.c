@@ -74,15 +74,12 @@ static ring_status_t fit_time(ring_comm_t *comm, float *buf, size_t count, doubl
     return RING_OK;
 }
 
-/* Rank 0's *value for every peer, through one exact allreduce (the others add 0). */
+/* Rank 0's *value for every peer (collectives.c). */
 static ring_status_t rank0_says(ring_comm_t *comm, int *value)
 {
-    float v = comm->rank == 0 ? (float)*value : 0.0f;
-    ring_request_t *req;
+    float v = (float)*value;
 
-    RING_CHECK(ring_allreduce_start_flags(comm, &v, &v, 1, RING_FLOAT32, RING_SUM,
-                                          RD_FIT_TENSOR + 2, RING_CALL_EXACT, &req));
-    RING_CHECK(ring_request_wait(req));
+    RING_CHECK(ring_coll_rank0_value(comm, &v, RD_FIT_TENSOR + 2));
     *value = (int)v;
     return RING_OK;
 }

@@ -165,6 +165,18 @@ ring_status_t ring_barrier_start(ring_comm_t *comm, ring_request_t **req_p)
                                 comm->coll.barrier_bytes, 1, RING_BARRIER_TENSOR_ID, req_p);
 }
 
+ring_status_t ring_coll_rank0_value(ring_comm_t *comm, float *value, uint32_t tensor_id)
+{
+    float v = comm->rank == 0 ? *value : 0.0f;
+    ring_request_t *req;
+
+    RING_CHECK(ring_allreduce_start_flags(comm, &v, &v, 1, RING_FLOAT32, RING_SUM, tensor_id,
+                                          RING_CALL_EXACT, &req));
+    RING_CHECK(ring_request_wait(req));
+    *value = v;
+    return RING_OK;
+}
+
 /* (the request pointer is read after the start call, never as its sibling argument) */
 static ring_status_t wait_started(ring_status_t status, ring_request_t *const *req_p)
 {

@@ -21,6 +21,10 @@ void ring_coll_request_finish(ring_comm_t *comm, ring_request_t *req, ring_statu
 ring_status_t ring_allgather_start_flagged(ring_comm_t *comm, const void *sendbuf, void *recvbuf,
                                            size_t bytes, uint32_t tensor_id, int nonfinite,
                                            ring_request_t **req_p);
+/* Rank 0's *value on every peer, through one exact allreduce in which the others
+ * add 0 (the autotuner's and the fits' way to make every peer choose alike; a
+ * float carries integers up to 2^24 exactly). A collective: every peer calls it. */
+ring_status_t ring_coll_rank0_value(ring_comm_t *comm, float *value, uint32_t tensor_id);
 size_t ring_coll_describe(ring_coll_t coll, uint64_t round, uint64_t count, unsigned dtype,
                           unsigned op, uint32_t tensor_id, int root, char *buf, size_t len);
 

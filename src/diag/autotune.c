@@ -19,6 +19,7 @@
 
 #include "autotune.h"
 #include "clock.h"
+#include "collectives.h"
 #include "comm_int.h"
 #include "log.h"
 #include "parse.h"
@@ -78,14 +79,8 @@ ring_status_t ring_autotune(ring_comm_t *comm)
     if (st != RING_OK)
         goto out;
     /* rank 0's choice for everyone: the others add 0 */
-    choice = comm->rank == 0 ? (float)(best + 1) : 0.0f;
-    {
-        ring_request_t *req;
-        st = ring_allreduce_start_flags(comm, &choice, &choice, 1, RING_FLOAT32, RING_SUM,
-                                        AUTOTUNE_TENSOR + 1, RING_CALL_EXACT, &req);
-        if (st == RING_OK)
-            st = ring_request_wait(req);
-    }
+    choice = (float)(best + 1);
+    st = ring_coll_rank0_value(comm, &choice, AUTOTUNE_TENSOR + 1);
     if (st != RING_OK)
         goto out;
     best = (int)choice - 1;

@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "codec_fit.h"
+#include "collectives.h"
 #include "comm_int.h"
 #include "log.h"
 
@@ -56,19 +57,6 @@ static ring_status_t fit_time(ring_comm_t *comm, float *buf, size_t count, doubl
     return RING_OK;
 }
 
-/* Rank 0's value for every peer, through one exact allreduce (the others add 0). */
-static ring_status_t rank0_says(ring_comm_t *comm, float *value)
-{
-    float v = comm->rank == 0 ? *value : 0.0f;
-    ring_request_t *req;
-
-    RING_CHECK(ring_allreduce_start_flags(comm, &v, &v, 1, RING_FLOAT32, RING_SUM,
-                                          CODEC_FIT_TENSOR + 2, RING_CALL_EXACT, &req));
-    RING_CHECK(ring_request_wait(req));
-    *value = v;
-    return RING_OK;
-}
-
 /* Rank 0's microseconds per allreduce of bytes, exact fp32 (t[0]) and through
  * the codec (t[1]), on every peer. */
 static ring_status_t codec_time(ring_comm_t *comm, size_t bytes, float t[2])
@@ -88,9 +76,9 @@ static ring_status_t codec_time(ring_comm_t *comm, size_t bytes, float t[2])
     t[0] = (float)(secs[0] * 1e6);
     t[1] = (float)(secs[1] * 1e6);
     if (st == RING_OK)
-        st = rank0_says(comm, &t[0]);
+        st = ring_coll_rank0_value(comm, &t[0], CODEC_FIT_TENSOR + 2);
     if (st == RING_OK)
-        st = rank0_says(comm, &t[1]);
+        st = ring_coll_rank0_value(comm, &t[1], CODEC_FIT_TENSOR + 2);
     return st;
 }
 
