@@ -85,10 +85,28 @@ static inline void store_block(float *out, const float *acc, size_t len)
         out[i] = acc[i];
 }
 
-void ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int nsrc,
-                           float scale, size_t n)
+/* chk[i] += acc[i] * 0: stays +-0 while every sum is finite, becomes NaN for
+ * an inf or NaN (0 * inf is NaN): the inf/NaN check of the result, fused into
+ * the pass that writes it instead of a second pass over it */
+static inline void check_block(float *chk, const float *acc, size_t len)
 {
-    float acc[SUM_N_BLOCK];
+    for (size_t i = 0; i < len; i++)
+        chk[i] += acc[i] * 0.0f;
+}
+
+static int check_nonfinite(const float *chk)
+{
+    int bad = 0;
+
+    for (size_t i = 0; i < SUM_N_BLOCK; i++)
+        bad |= chk[i] != chk[i];
+    return bad;
+}
+
+int ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int nsrc,
+                          float scale, size_t n)
+{
+    float acc[SUM_N_BLOCK], chk[SUM_N_BLOCK] = {0};
     size_t base = 0;
 
     for (; base + SUM_N_BLOCK <= n; base += SUM_N_BLOCK) {
@@ -96,21 +114,24 @@ void ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int
         store_block(dst + base, acc, SUM_N_BLOCK);
         if (dst2 != NULL)
             store_block(dst2 + base, acc, SUM_N_BLOCK);
+        check_block(chk, acc, SUM_N_BLOCK);
     }
     if (base < n) {
         sum_n_block(acc, src, nsrc, base, n - base, scale);
         store_block(dst + base, acc, n - base);
         if (dst2 != NULL)
             store_block(dst2 + base, acc, n - base);
+        check_block(chk, acc, n - base);
     }
+    return check_nonfinite(chk);
 }
 
-void ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *src, int nsrc,
-                                  float scale, size_t n)
+int ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *src, int nsrc,
+                                 float scale, size_t n)
 {
 #if defined(__SSE2__)
     if (((uintptr_t)dst2 & 15) == 0) {
-        float acc[SUM_N_BLOCK];
+        float acc[SUM_N_BLOCK], chk[SUM_N_BLOCK] = {0};
         size_t base = 0;
 
         for (; base + SUM_N_BLOCK <= n; base += SUM_N_BLOCK) {
@@ -118,17 +139,19 @@ void ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *s
             store_block(dst + base, acc, SUM_N_BLOCK);
             for (size_t i = 0; i < SUM_N_BLOCK; i += 4)
                 _mm_stream_ps(dst2 + base + i, _mm_loadu_ps(acc + i));
+            check_block(chk, acc, SUM_N_BLOCK);
         }
         if (base < n) {
             sum_n_block(acc, src, nsrc, base, n - base, scale);
             store_block(dst + base, acc, n - base);
             store_block(dst2 + base, acc, n - base);
+            check_block(chk, acc, n - base);
         }
         _mm_sfence();
-        return;
+        return check_nonfinite(chk);
     }
 #endif
-    ring_reduce_sum_n_f32(dst, dst2, src, nsrc, scale, n);
+    return ring_reduce_sum_n_f32(dst, dst2, src, nsrc, scale, n);
 }
 
 void ring_scale_f32(float *dst, const float *a, float scale, size_t n)

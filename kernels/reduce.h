@@ -18,16 +18,17 @@ void ring_reduce_sum_scale_f32(float *dst, const float *a, const float *b, float
  * and dst2[i] the same when dst2 is not NULL: the bits of nsrc - 1 pairwise
  * passes in that order (then a scale, skipped when scale is 1), in one pass
  * over memory. 1 <= nsrc <= RING_REDUCE_MAX_SRC; dst and dst2 may each alias
- * one src exactly. */
+ * one src exactly. Returns 1 when any sum is inf or NaN (checked in the same
+ * pass), else 0. */
 #define RING_REDUCE_MAX_SRC 64
-void ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int nsrc,
-                           float scale, size_t n);
+int ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int nsrc,
+                          float scale, size_t n);
 
 /* The same, dst2 (not NULL) written with non-temporal stores where the CPU
  * has them (x86: SSE2), past the caches: for results larger than the caches,
  * which would otherwise read each line of dst2 before writing it. */
-void ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *src, int nsrc,
-                                  float scale, size_t n);
+int ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *src, int nsrc,
+                                 float scale, size_t n);
 /* memcpy of n floats with non-temporal stores where the CPU has them. */
 void ring_copy_f32_stream(float *dst, const float *src, size_t n);
 

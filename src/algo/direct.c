@@ -331,8 +331,10 @@ static ring_status_t add_slots(ring_comm_t *comm, ring_request_t *req)
             return ring_direct_mismatch(comm, p, h);
         src[p] = direct_slot_data(h);
     }
-    ring_reduce_sum_n_f32(req->recvbuf, NULL, src, comm->size,
-                          req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, req->count);
+    /* every peer holds the same bits: each finds the same inf or NaN, in the pass */
+    req->nonfinite = ring_reduce_sum_n_f32(req->recvbuf, NULL, src, comm->size,
+                                           req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f,
+                                           req->count);
     return RING_OK;
 }
 
@@ -380,7 +382,7 @@ static ring_status_t direct_progress(ring_comm_t *comm, ring_request_t *req, int
                                      int *finished_p)
 {
     struct ring_direct *d = comm->algo.direct;
-    int nonfinite = 0, finished = 0;
+    int finished = 0;
 
     *finished_p = d->req == NULL;
     if (comm->fail.error != RING_OK)
@@ -394,12 +396,6 @@ static ring_status_t direct_progress(ring_comm_t *comm, ring_request_t *req, int
         RING_CHECK(ring_direct_big_progress(comm, req, moved_p, &finished));
     if (!finished)
         return RING_OK;
-    /* every peer holds the same bits: each finds the same non-finite values (a
-     * large call looked at them slice by slice, direct_big.c) */
-    if (req->count * sizeof(float) <= d->max_bytes) {
-        (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
-        req->nonfinite = nonfinite;
-    }
     comm->stats.direct_allreduces++;
     d->req = NULL;
     *finished_p = 1;

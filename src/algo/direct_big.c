@@ -70,7 +70,7 @@ static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
     struct ring_direct *d = comm->algo.direct;
     const float *src[RING_REDUCE_MAX_SRC];
     size_t lo, hi;
-    int nonfinite = 0;
+    int nonfinite;
 
     for (int p = 0; p < comm->size; p++) {
         direct_slot_hdr_t *h = direct_big_slot(d, p, d->step);
@@ -84,12 +84,11 @@ static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
         return RING_OK;
     for (int p = 0; p < comm->size; p++)
         src[p] = (p == comm->topo.pos ? (const float *)req->sendbuf + d->off : src[p]) + lo;
-    (direct_streams(req) ? ring_reduce_sum_n_f32_stream : ring_reduce_sum_n_f32)(
+    /* an inf or NaN anywhere in the inputs (or an overflow) shows in the sum: each
+     * finds it in its own slice, in the pass that adds it, and says so on its board */
+    nonfinite = (direct_streams(req) ? ring_reduce_sum_n_f32_stream : ring_reduce_sum_n_f32)(
         direct_result(d, d->step) + lo, (float *)req->recvbuf + d->off + lo, src, comm->size,
         req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, hi - lo);
-    /* an inf or NaN anywhere in the inputs (or an overflow) shows in the sum: each
-     * looks at its own slice while it is in cache and says so on its board */
-    (void)comm->enc.kops->absmax_f32(direct_result(d, d->step) + lo, hi - lo, &nonfinite);
     if (nonfinite)
         atomic_store(&d->boards[comm->topo.pos].nonfinite_step, d->step + 1);
     return RING_OK;

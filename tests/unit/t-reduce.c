@@ -5,8 +5,12 @@
  * give (every peer of a direct allreduce adds the same way, and its small
  * calls the same as its large ones), for every length (block remainders),
  * unaligned outputs, an output aliasing an input, and 1..9 inputs; the
- * non-temporal copy must equal memcpy at any alignment and length.
+ * non-temporal copy must equal memcpy at any alignment and length. Both sums
+ * report an inf or NaN in their result (an input's, or an overflow) wherever
+ * it is, and nothing when every sum is finite: the direct allreduce's only
+ * inf/NaN check.
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,8 +60,9 @@ int main(void)
     static float in[MAXSRC][MAXN + 8], want[MAXN + 8], a[MAXN + 8], b[MAXN + 8];
     static const size_t lens[] = {0, 1, 3, 15, 16, 17, 63, 64, 65, 127, 1000, 4099, MAXN};
     int bad_sum = 0, bad_stream = 0, bad_alias = 0, bad_copy = 0, cases = 0;
+    int bad_finite = 0, bad_flag = 0, flag_cases = 0;
 
-    plan(4);
+    plan(6);
     for (int s = 0; s < MAXSRC; s++)
         for (size_t i = 0; i < MAXN + 8; i++)
             in[s][i] = rand_value();
@@ -72,12 +77,13 @@ int main(void)
                 for (int s = 0; s < nsrc; s++)
                     src[s] = in[s] + (size_t)s % 3, csrc[s] = src[s];
                 reference(want, src, nsrc, scale, n);
-                ring_reduce_sum_n_f32(a + shift, b + shift, csrc, nsrc, scale, n);
+                bad_finite += ring_reduce_sum_n_f32(a + shift, b + shift, csrc, nsrc, scale, n);
                 bad_sum += memcmp(a + shift, want, n * sizeof(float)) != 0 ||
                            memcmp(b + shift, want, n * sizeof(float)) != 0;
                 memset(a, 0, sizeof(a));
                 memset(b, 0, sizeof(b));
-                ring_reduce_sum_n_f32_stream(a + shift, b + shift, csrc, nsrc, scale, n);
+                bad_finite +=
+                    ring_reduce_sum_n_f32_stream(a + shift, b + shift, csrc, nsrc, scale, n);
                 bad_stream += memcmp(a + shift, want, n * sizeof(float)) != 0 ||
                               memcmp(b + shift, want, n * sizeof(float)) != 0;
                 /* the second output on the first input, as direct_big.c's in-place calls */
@@ -97,6 +103,40 @@ int main(void)
             }
         }
     }
+    /* one inf, -inf or NaN in one input, or two FLT_MAX that overflow, at the
+     * first, a middle and the last element (block remainders included) */
+    for (int nsrc = 1; nsrc <= MAXSRC; nsrc += 2) {
+        for (size_t li = 1; li < sizeof(lens) / sizeof(lens[0]); li++) {
+            size_t n = lens[li], where[3] = {0, n / 2, n - 1};
+
+            for (int w = 0; w < 3; w++) {
+                for (int kind = 0; kind < 4; kind++) {
+                    const float *csrc[MAXSRC];
+                    int s = (int)(where[w] % (size_t)nsrc), got, got_stream;
+                    float keep = in[s][where[w]], keep2 = in[(s + 1) % nsrc][where[w]];
+
+                    if (kind == 3 && nsrc < 2)
+                        continue;
+                    in[s][where[w]] = kind == 0 ? INFINITY : kind == 1 ? -INFINITY
+                                      : kind == 2 ? NAN : FLT_MAX;
+                    if (kind == 3)
+                        in[(s + 1) % nsrc][where[w]] = FLT_MAX;
+                    for (int k = 0; k < nsrc; k++)
+                        csrc[k] = in[k];
+                    got = ring_reduce_sum_n_f32(a, b, csrc, nsrc, 1.0f / (float)nsrc, n);
+                    got_stream = ring_reduce_sum_n_f32_stream(a, b + 1, csrc, nsrc, 1.0f, n);
+                    bad_flag += got != 1 || got_stream != 1;
+                    in[s][where[w]] = keep;
+                    in[(s + 1) % nsrc][where[w]] = keep2;
+                    flag_cases++;
+                }
+            }
+        }
+    }
+    ok(bad_finite == 0, "both sums report no inf/NaN when every sum is finite (%d of %d cases "
+       "did)", bad_finite, 2 * cases);
+    ok(bad_flag == 0, "both sums report an inf, -inf, NaN or overflow at the first, a middle "
+       "or the last element (%d of %d cases missed it)", bad_flag, flag_cases);
     ok(bad_sum == 0, "ring_reduce_sum_n_f32: the bits of pairwise passes in source order, then "
        "the scale, in both outputs (%d of %d cases differ)", bad_sum, cases);
     ok(bad_stream == 0, "ring_reduce_sum_n_f32_stream: the same bits, the second output "
