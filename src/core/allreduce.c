@@ -257,15 +257,19 @@ static void reduce_f32(ring_comm_t *comm, const ring_channel_t *ch, ring_request
         dst = (float *)req->user_recvbuf + (ch->part.off + sf->range.off -
                                             req->offsets[comm->rank]);
 
-    if (sf->last_reduce && req->op == RING_AVG)
-        ring_reduce_sum_scale_f32(dst, mine, in, 1.0f / (float)comm->size, sf->range.len);
-    else
+    if (sf->last_reduce) {
+        const float *src[2] = {mine, in};
+        /* an inf or NaN anywhere in the inputs (or an overflow) shows in the
+         * owner's sum: found in the pass that adds it (the same bits as a+b) */
+        int nonfinite = ring_reduce_sum_n_f32(dst, NULL, src, 2,
+                                              req->op == RING_AVG ? 1.0f / (float)comm->size
+                                                                  : 1.0f,
+                                              sf->range.len);
+
+        if (!req->skip_nonfinite)
+            req->nonfinite |= nonfinite;
+    } else {
         ring_reduce_sum_f32(dst, mine, in, sf->range.len);
-    /* an inf or NaN anywhere in the inputs (or an overflow) shows in the owner's sum */
-    if (sf->last_reduce && !req->skip_nonfinite) {
-        int nonfinite = 0;
-        (void)comm->enc.kops->absmax_f32(dst, sf->range.len, &nonfinite);
-        req->nonfinite |= nonfinite;
     }
 }
 

@@ -267,11 +267,15 @@ static void check_nonfinite(int n)
     h_run_t *run = run_ring(n, &mode, settings, NULL, "5s");
     int all = run != NULL;
 
+    /* N = 3: the ring, whose owners find it in the pass that adds their block */
+    uint64_t rh_calls = n == 3 ? 0 : 3;
+
     for (int r = 0; run != NULL && r < n; r++)
         all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_STATUS, 0) == 3 &&
-               h_val(&run->r[r], V_RH, 0) == 3;
+               h_val(&run->r[r], V_RH, 0) == rh_calls;
     if (!ok(all, "N=%d a NaN, then an inf in another rank's block, in 80 KB averages "
-            "(Rabenseifner's): RING_ERR_NONFINITE on every rank, and the next call finite", n) &&
+            "(%s): RING_ERR_NONFINITE on every rank, and the next call finite", n,
+            n == 3 ? "the ring" : "Rabenseifner's") &&
         run != NULL)
         h_diag(run);
 }
@@ -294,7 +298,7 @@ static void check_disagree(void)
 
 int main(void)
 {
-    plan(4 * 5 + 2 + 2 + 4 + 2 + 1);
+    plan(4 * 5 + 2 + 3 + 4 + 2 + 1);
     check_correct(4, "1M");
     check_correct(8, "1M");
     check_correct(3, "1M");
@@ -304,6 +308,7 @@ int main(void)
     check_fit(8);
     check_nonfinite(4);
     check_nonfinite(8);
+    check_nonfinite(3);
     check_failure(4, 2, SIGKILL);
     check_failure(4, 1, SIGSTOP);
     check_failure(8, 5, SIGKILL);
