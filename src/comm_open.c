@@ -162,6 +162,9 @@ static ring_status_t comm_setup(ring_comm_t *comm, const ring_config_t *cfg)
         comm->nchannels = comm->tune.space.max_channels;
         comm->cfg.chunk_bytes = comm->tune.space.max_chunk;
     }
+    /* --rd-fit auto: the autotuner measures the algorithms' limits too */
+    if (comm->cfg.rd_fit != 0 && comm->cfg.rd_fit != 1)
+        comm->cfg.rd_fit = comm->tune.on;
     comm->nstreams = cfg->tcp_streams;
     /* auto: fp16 until codec_fit.c has timed it against fp32 */
     comm->enc.codec = cfg->codec == RING_CFG_CODEC_FP16 || cfg->codec == RING_CFG_CODEC_AUTO

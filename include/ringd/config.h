@@ -117,8 +117,9 @@ typedef struct ring_config {
     size_t rd_max_bytes;      /* algo auto: the largest allreduce rd takes */
     size_t rh_max_bytes;      /* algo auto, N a power of two >= 4: Rabenseifner's algorithm
                                * takes larger ones up to this (src/algo/rd_plan.c) */
-    int rd_fit;               /* 1: at start-up rd may take up to 16x that (rd_fit.c);
-                               * default 0 */
+    int rd_fit;               /* 1 (on): at start-up rd's and Rabenseifner's limits are
+                               * measured (rd_fit.c); 0 (off): the two limits above;
+                               * 2 (auto, --rd-fit's default): on with --autotune on */
     size_t chunk_bytes;       /* bytes per ring chunk on the wire */
     int channels;             /* independent rings over disjoint parts of a buffer */
     int tcp_streams;          /* TCP connections per neighbour and channel */

@@ -22,8 +22,15 @@ void ring_rd_set_max_bytes(ring_comm_t *comm, size_t bytes);
  * power of two of at least 4, or --rh-max-bytes 0) */
 size_t ring_rh_max_bytes(const ring_comm_t *comm);
 void ring_rh_set_max_bytes(ring_comm_t *comm, size_t bytes);
-/* rd_fit.c, --rd-fit on: time rd against the ring at 2..16 times --rd-max-bytes
- * and let rd take the sizes where it wins (rank 0 decides for every peer) */
+/* rd_fit.c, --rd-fit on (or auto with --autotune on): time rd against the ring
+ * at 2..16 times --rd-max-bytes and let rd take the sizes where it gains, then
+ * Rabenseifner's the same way (rank 0 decides for every peer) */
 ring_status_t ring_rd_fit(ring_comm_t *comm);
+/* Where a challenger (rd, Rabenseifner's) should stop, from the times of the
+ * ring (secs[k][0]) and of it (secs[k][1]) at steps growing sizes: the number
+ * of sizes, from the first, whose summed log(ring / challenger) is largest (0
+ * when it gains nowhere; the fewer on a tie). A clear win at three sizes
+ * outweighs a noisy loss at the first; a size not timed (0) ends the list. */
+int ring_fit_cut(const double (*secs)[2], int steps);
 
 #endif /* RING_RD_H */

@@ -10,13 +10,15 @@
  * pairs are up, every peer runs the same calls: at 2, 4, 8 and 16 times
  * --rd-max-bytes, the ring and rd in turn, in blocks of a few calls, keeping
  * each one's fastest block (the least disturbed by other processes), and
- * stops at the first size where rd loses or once RD_FIT_BUDGET_S has passed;
- * a link so slow that one call of the first size would blow the budget (a
- * rate-limited one) skips the fit. rd's limit is the largest size at which
- * it won, at that size and every one below it. Rank 0's times decide: its
- * word to go on, and its limit, reach the others through exact allreduces
- * (as autotune.c does), so every peer runs the same calls and every later
- * call by the same algorithm.
+ * stops at the first size where rd loses clearly (FIT_CLEAR_LOSS) or once
+ * RD_FIT_BUDGET_S has passed; a link so slow that one call of the first size
+ * would blow the budget (a rate-limited one) skips the fit. rd's limit is
+ * the cut that gains most over the ring at the sizes up to it (ring_fit_cut):
+ * one size that a busy moment slowed does not move it, where "the last size
+ * at which rd won" followed the noise of a 2-core VM. Rank 0's times decide:
+ * its word to go on, and its limit, reach the others through exact
+ * allreduces (as autotune.c does), so every peer runs the same calls and
+ * every later call by the same algorithm.
  *
  * Measured over loopback tcp at n=4 (2-core VM, interleaved): 64 KiB took
  * 0.73-0.88 GB/s busbw by rd against 0.49-0.54 by the ring; at 4 MiB the
@@ -24,6 +26,7 @@
  */
 #include "ring_build.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +45,22 @@
 #define RD_FIT_GATE_S 0.005       /* no fit where a call of the first size takes longer */
 #define RH_FIT_STEPS 4            /* Rabenseifner's: 4, 16, 64, 256 times rd's limit */
 #define RH_FIT_BUDGET_S 0.3       /* no new size is tried once its fit has taken this long */
+#define FIT_CLEAR_LOSS 1.25       /* no larger size once the challenger took this much longer */
+
+int ring_fit_cut(const double (*secs)[2], int steps)
+{
+    double gain = 0, best = 0;
+    int cut = 0;
+
+    for (int k = 0; k < steps; k++) {
+        if (!(secs[k][0] > 0 && secs[k][1] > 0)) /* not timed: nothing known beyond */
+            break;
+        gain += log(secs[k][0] / secs[k][1]);
+        if (gain > best)
+            best = gain, cut = k + 1;
+    }
+    return cut;
+}
 
 /* Seconds per allreduce of count floats by the ring (best[0]) and by rd
  * (best[1]): blocks of RD_FIT_CALLS calls back to back, the algorithms in
@@ -85,13 +104,13 @@ static ring_status_t rank0_says(ring_comm_t *comm, int *value)
 }
 
 /* Rabenseifner's limit, once rd's is known (base): at 4, 16, 64 and 256 times
- * base (at most RD_FIT_MAX_BYTES), it against the ring while it wins and the
- * budget lasts; it takes up to the largest size at which it won, at that size
- * and every one below (none when it lost at the first). Rank 0 decides. */
+ * base (at most RD_FIT_MAX_BYTES), it against the ring until it loses clearly
+ * or the budget is spent; it takes up to ring_fit_cut's size (none when it
+ * gains nowhere). Rank 0 decides. */
 static ring_status_t rh_fit(ring_comm_t *comm, float *buf, size_t base)
 {
     double secs[RH_FIT_STEPS][2] = {{0}}, t_start = ring_now();
-    int go = 1, won = 0, steps = 0;
+    int go = 1, won, steps = 0;
     char desc[384];
     size_t used;
     ring_status_t st = RING_OK;
@@ -103,12 +122,12 @@ static ring_status_t rh_fit(ring_comm_t *comm, float *buf, size_t base)
             break;
         st = fit_time(comm, buf, bytes / sizeof(float), secs[k - 1], ring_rh_set_max_bytes);
         steps = k;
-        go = secs[k - 1][1] < secs[k - 1][0];
-        won += go;
-        go &= ring_now() - t_start < RH_FIT_BUDGET_S;
+        go = secs[k - 1][1] < secs[k - 1][0] * FIT_CLEAR_LOSS &&
+             ring_now() - t_start < RH_FIT_BUDGET_S;
         if (st == RING_OK)
             st = rank0_says(comm, &go);
     }
+    won = ring_fit_cut((const double(*)[2])secs, steps);
     if (st == RING_OK)
         st = rank0_says(comm, &won);
     if (st != RING_OK)
@@ -140,7 +159,7 @@ ring_status_t ring_rd_fit(ring_comm_t *comm)
     double secs[RD_FIT_STEPS][2] = {{0}}, t_start = ring_now();
     char desc[512];
     size_t used = 0;
-    int steps = 0, doublings = 0, go;
+    int steps = 0, doublings, go;
     ring_status_t st;
 
     if (comm->size < 2 || floor == 0 || floor > RD_FIT_MAX_BYTES / 2)
@@ -174,8 +193,8 @@ ring_status_t ring_rd_fit(ring_comm_t *comm)
     }
     if (st == RING_OK)
         st = rank0_says(comm, &go);
-    /* a size at a time; after each, rank 0 says whether to go on: while rd wins
-     * and the budget lasts (every peer then runs the same calls) */
+    /* a size at a time; after each, rank 0 says whether to go on: until rd
+     * loses clearly or the budget is spent (every peer then runs the same calls) */
     for (int k = 0; go && st == RING_OK && k < RD_FIT_STEPS; k++) {
         size_t bytes = floor << (k + 1);
 
@@ -183,12 +202,12 @@ ring_status_t ring_rd_fit(ring_comm_t *comm)
             break;
         st = fit_time(comm, buf, bytes / sizeof(float), secs[k], ring_rd_set_max_bytes);
         steps = k + 1;
-        go = secs[k][1] < secs[k][0];
-        doublings += go;
-        go &= ring_now() - t_start < RD_FIT_BUDGET_S;
+        go = secs[k][1] < secs[k][0] * FIT_CLEAR_LOSS &&
+             ring_now() - t_start < RD_FIT_BUDGET_S;
         if (st == RING_OK)
             st = rank0_says(comm, &go);
     }
+    doublings = ring_fit_cut((const double(*)[2])secs, steps);
     if (st == RING_OK) /* rank 0's limit for everyone, as doublings */
         st = rank0_says(comm, &doublings);
     ring_rd_set_max_bytes(comm, floor);

@@ -120,22 +120,25 @@ static const ring_opt_t config_table[] = {
      "--rh-max-bytes (N a power of two >= 4); the ring for the rest"},
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
      0, "the largest allreduce the small-message algorithms take (rd; direct's one-step "
-     "form; --algo rd takes every size); with --rd-fit on, rd's limit may grow at start-up"},
+     "form; --algo rd takes every size); with --rd-fit on (or auto and --autotune on), rd's limit is measured at start-up"},
     {"rh-max-bytes", "RING_RH_MAX_BYTES", RING_OPT_SIZE, "4M", "bytes", FIELD(rh_max_bytes), 0,
      0, "with --algo auto on N a power of two of at least 4 peers (not all on one host over "
      "shm: direct runs those): fp32 allreduces without a codec larger than --rd-max-bytes and "
      "at most this run Rabenseifner's algorithm over rd's pairs (a reduce-scatter by recursive "
      "halving, then an allgather by recursive doubling: the ring's bytes in 2 log2 N steps "
-     "instead of 2(N-1)); 0: never; with --rd-fit on, the limit is measured at start-up"},
-    /* off by default: with it on, the training daemon over tcp ran 20 % slower in
-     * interleaved runs (4 peers on 2 cores), for a reason not found yet */
-    {"rd-fit", "RING_RD_FIT", RING_OPT_CHOICE, "off", "on|off", FIELD(rd_fit), 0, 0,
+     "instead of 2(N-1)); 0: never; with --rd-fit on (or auto and --autotune on), the limit is measured at start-up"},
+    /* auto by default, which is off unless --autotune is on: a fit costs up to
+     * 0.4 s at every open, and on a loaded 2-core VM its times move 10-30 %
+     * between runs, where the fixed limits come from interleaved runs */
+    {"rd-fit", "RING_RD_FIT", RING_OPT_CHOICE, "auto", "off|on|auto", FIELD(rd_fit), 0, 0,
      "with --algo auto, when rd runs (not direct): at start-up time rd against the ring at "
-     "2, 4, 8 and 16 times --rd-max-bytes and let rd take allreduces up to the largest size "
-     "at which it was faster at every size up to it; then, where Rabenseifner's algorithm "
-     "runs, it against the ring at 4, 16, 64 and 256 times rd's limit (up to 4 MiB), the same "
-     "way (rank 0's times decide, for every peer; logged at info; at most about 0.1 + 0.3 s); "
-     "off: rd takes exactly up to --rd-max-bytes, Rabenseifner's up to --rh-max-bytes"},
+     "2, 4, 8 and 16 times --rd-max-bytes, then, where Rabenseifner's algorithm runs, it "
+     "against the ring at 4, 16, 64 and 256 times rd's limit (up to 4 MiB), each until it "
+     "loses by 25 % or its budget is spent, and let each take allreduces up to the size whose "
+     "summed gain over the ring (log of the time ratio) is largest: one noisy size does not "
+     "decide (rank 0's times, for every peer; logged at info; at most about 0.1 + 0.3 s); "
+     "off: rd takes exactly up to --rd-max-bytes, Rabenseifner's up to --rh-max-bytes; auto: "
+     "on with --autotune on (the autotuner measures the algorithms' limits too), else off"},
     {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_CHOICE, "off", "off|on",
      FIELD(error_feedback), 0, 0,
      "keep what this peer's encoding lost and add it to its next contribution to the same "

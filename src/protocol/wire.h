@@ -40,7 +40,7 @@ typedef struct ring_hello {
     uint8_t auth_frames;     /* 1 with --auth frames: every frame carries a tag (frame_mac.h) */
     uint8_t algo;            /* --algo: 0 auto, 1 ring, 2 rd (rd.c), 3 direct (direct.c) */
     uint64_t rd_max_bytes;   /* --rd-max-bytes: not on the wire, only in settings_hash */
-    uint64_t rd_fit;         /* --rd-fit (1: on): the same */
+    uint64_t rd_fit;         /* --rd-fit, once auto is resolved (1: on): the same */
     uint64_t rh_max_bytes;   /* --rh-max-bytes: the same */
     uint64_t peers_hash;
     uint64_t settings_hash;  /* all of the above that must agree, hashed */

@@ -14,9 +14,10 @@
  *   one, no hang; a peer whose call has another count (run by recursive
  *   doubling, or by Rabenseifner over another window) fails every rank with
  *   a mismatch naming it; peers that disagree on --rh-max-bytes fail at open.
- * - --rd-fit on: every rank runs with rank 0's two limits (Rabenseifner's 0,
- *   or rd's times 4, 16, 64 or 256), and exactly the calls between them run
- *   by Rabenseifner's, exact and the same on every rank.
+ * - --rd-fit on, and --autotune on with --rd-fit's default (auto): every
+ *   rank runs with rank 0's two limits (Rabenseifner's 0, or rd's times 4,
+ *   16, 64 or 256), and exactly the calls between them run by Rabenseifner's,
+ *   exact and the same on every rank; without --autotune, auto fits nothing.
  */
 #include "ring_build.h"
 
@@ -184,18 +185,25 @@ static void check_correct(int n, const char *rh_max)
              (unsigned long long)h_val(&run->r[0], V_LIMIT, 0));
 }
 
-static void check_fit(int n)
+/* how: "on" (--rd-fit on); "autotune" (--rd-fit's default, auto, with
+ * --autotune on: the autotuner fits the limits too); "default" (auto without
+ * --autotune: no fit). --rh-max-bytes 3M, a limit no fit gives. */
+static void check_fit(int n, const char *how)
 {
     rh_mode_t mode = M_CORRECT;
-    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
-                                           {-1, "rd-max-bytes", "4K"}, {-1, "rd-fit", "on"},
-                                           {0, NULL, NULL}};
+    int fits = strcmp(how, "default") != 0;
+    h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                              {-1, "rd-max-bytes", "4K"}, {-1, "rh-max-bytes", "3M"},
+                              {-1, "autotune-chunks", "256K"}, {-1, "autotune-channels", "1"},
+                              {-1, strcmp(how, "on") == 0 ? "rd-fit" : "autotune",
+                               strcmp(how, "default") == 0 ? "off" : "on"},
+                              {0, NULL, NULL}};
     h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
     uint64_t rh = run != NULL ? h_val(&run->r[0], V_LIMIT, 1) : 1;
     uint64_t rd = run != NULL ? h_val(&run->r[0], V_RD_LIMIT, 1) : 1, want_rh = 0;
-    int all = run != NULL, valid = rh == 0;
+    int all = run != NULL, valid = fits ? rh == 0 : rh == (3u << 20) && rd == 4096;
 
-    for (int k = 1; k <= 4; k++)
+    for (int k = 1; fits && k <= 4; k++)
         valid |= rh == rd << (2 * k) && rh <= (4u << 20);
     for (size_t i = 0; i < NCOUNTS; i++)
         want_rh += counts[i] * sizeof(float) > rd && counts[i] * sizeof(float) <= rh ? 4 : 0;
@@ -204,9 +212,12 @@ static void check_fit(int n)
                h_val(&run->r[r], V_HASH, 0) == h_val(&run->r[0], V_HASH, 1) &&
                h_val(&run->r[r], V_LIMIT, 1) == rh && h_val(&run->r[r], V_RD_LIMIT, 1) == rd &&
                h_val(&run->r[r], V_RH, 99) == want_rh;
-    if (!ok(all && valid, "N=%d --rd-fit on over tcp: every rank runs with rank 0's limits (rd "
-            "%llu, Rabenseifner's %llu bytes), exactly the calls between them by "
-            "Rabenseifner's, exact and the same on every rank", n, (unsigned long long)rd,
+    if (!ok(all && valid, "N=%d %s over tcp: every rank runs with %s limits (rd %llu, "
+            "Rabenseifner's %llu bytes), exactly the calls between them by Rabenseifner's, "
+            "exact and the same on every rank", n,
+            strcmp(how, "on") == 0 ? "--rd-fit on" : strcmp(how, "autotune") == 0
+                ? "--autotune on (--rd-fit auto)" : "--rd-fit auto, no --autotune",
+            fits ? "rank 0's measured" : "the set", (unsigned long long)rd,
             (unsigned long long)rh) && run != NULL)
         h_diag(run);
 }
@@ -298,14 +309,16 @@ static void check_disagree(void)
 
 int main(void)
 {
-    plan(4 * 5 + 2 + 3 + 4 + 2 + 1);
+    plan(4 * 5 + 4 + 3 + 4 + 2 + 1);
     check_correct(4, "1M");
     check_correct(8, "1M");
     check_correct(3, "1M");
     check_correct(5, "1M");
     check_correct(4, "0");
-    check_fit(4);
-    check_fit(8);
+    check_fit(4, "on");
+    check_fit(8, "on");
+    check_fit(4, "autotune");
+    check_fit(4, "default");
     check_nonfinite(4);
     check_nonfinite(8);
     check_nonfinite(3);

@@ -573,7 +573,7 @@ static void test_choice_words(void)
     static const char *const choices[][2] = {
         {"transport", "auto|tcp|shm|verbs"}, {"ring-order", "host|rank"}, {"autotune", "off|on"},
         {"codec", "none|fp16|bf16"}, {"lz4", "off|on|auto"}, {"progress-thread", "off|on"},
-        {"hierarchical", "auto|on|off"}, {"algo", "auto|ring|rd|direct"}, {"rd-fit", "on|off"},
+        {"hierarchical", "auto|on|off"}, {"algo", "auto|ring|rd|direct"}, {"rd-fit", "off|on|auto"},
         {"error-feedback", "off|on"}, {"fp16-scaling", "on|off"},
         {"auth", "connect|frames|encrypt"}, {"log-level", "none|error|warn|info|debug|trace"}};
     ring_config_t cfg;
@@ -595,7 +595,7 @@ static void test_choice_words(void)
                 bad++;
             }
         }
-    ok(bad == 0 && words == 38, "every word of the 13 choices (%d words) reads back as itself",
+    ok(bad == 0 && words == 39, "every word of the 13 choices (%d words) reads back as itself",
        words);
     ok(ring_config_set(&cfg, "log-level", "WARNING", RING_SRC_API) == RING_OK &&
            ring_config_get(&cfg, "log-level", got, sizeof(got)) == RING_OK &&
