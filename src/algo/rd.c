@@ -52,13 +52,16 @@
 
 #define RD_GRACE_S 1.0         /* per step: how much longer a later step waits */
 /* how long a partner asked what it waits for has to answer (less than
- * RD_GRACE_S: the next level asks after that). Not 0.5: in Rabenseifner's at
- * N = 8 a peer stopped after its last gather lets half the peers start the
- * next round and ask live peers stuck in this one, whose answer cannot come
- * back on the asked pair; it comes from a peer that asked the stopped one at
- * the same moment and blames it after this time, then a hop more (t-rh
- * missed it by 10 ms once in four runs) */
+ * RD_GRACE_S: the next level asks after that). A partner that waits too
+ * passes the question on, to be answered sooner: RD_HOP_S less per hop, so
+ * the answer from the end of the chain (the peer that asks the stopped one)
+ * is back at each asker before its own time is up. In Rabenseifner's at N =
+ * 8, a peer stopped after its last gather lets half the peers start the next
+ * round; they ask, a level earlier, live peers stuck in this one, which wait
+ * on each other before the stopped one (t-rh, 1 run in 10 before) */
 #define RD_ANSWER_S 0.9
+#define RD_HOP_S 0.11
+#define RD_ANSWER_MIN_S 0.05
 #define RD_LOOK_S 0.005        /* rd_wait looks at the pairs not under way this often */
 
 enum rd_algo { RD_AUTO, RD_RING, RD_FORCED };
@@ -84,6 +87,8 @@ struct ring_rd {
     double last_move;
     double next_look;          /* rd_wait: when to look at the other pairs next */
     double asked_at;           /* rd_ask: when the partner of this step was asked, 0: not */
+    double answer_by;          /* and when its answer is due: after that, it is blamed */
+    uint8_t questioned[RD_SLOTS]; /* pairs failed by a question passed on (rd_ask) */
     float *swap;               /* 2 x count: what a swap gathered */
     size_t swap_count;
     /* Rabenseifner: the buffer it halves, recvbuf or (when P2 does not divide
@@ -300,6 +305,7 @@ static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
     rd->sub_req = NULL;
     rd->last_move = ring_now();
     rd->asked_at = 0;
+    memset(rd->questioned, 0, sizeof(rd->questioned));
     return RING_OK;
 }
 
@@ -543,21 +549,53 @@ static ring_status_t rd_timed_out(ring_comm_t *comm, double idle)
 /* The timeout passed with no word from the partner. It may itself wait for a
  * peer that stopped: ask it first, the way the ring asks its left neighbour
  * (fail.c's probe). The question is this peer's timeout, naming the partner,
- * passed through the pair (which fails: the ring will); a live partner
+ * sent on the pair, which stays up here for the answer; a live partner
  * answers by failing its ring, naming whom it waits for (rd_fail_timeout),
- * and that reaches this peer through the other pairs or the ring. No answer
- * within RD_ANSWER_S: the partner is the one that stopped (rd_progress). */
-static void rd_ask(ring_comm_t *comm, ring_sub_t *pair)
+ * and sends that back on the pair it was asked on (rd_on_fail), whatever
+ * round it is stuck in. No answer within RD_ANSWER_S: the partner is the one
+ * that stopped (rd_progress). */
+static void rd_ask(ring_comm_t *comm, ring_sub_t *pair, int hops)
 {
     struct ring_rd *rd = comm->algo.rd;
     int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
+    double window = RD_ANSWER_S - RD_HOP_S * hops;
 
     rd->asked_at = ring_now();
-    (void)ring_comm_fail(pair->comm, &(ring_fault_t){.status = RING_ERR_TIMED_OUT,
-                                                     .culprit = -1, .step = -1,
-                                                     .relay_origin = comm->rank + 1,
-                                                     .relay_culprit = other + 1},
-                         "rank %d timed out waiting for rank %d", comm->rank, other);
+    rd->answer_by = rd->asked_at + (window > RD_ANSWER_MIN_S ? window : RD_ANSWER_MIN_S);
+    ring_log(RING_LOG_DEBUG, "%s, %s: no word from rank %d for %.1f s: asking it what it "
+             "waits for (%d hops from the first question)", rd_name(rd), pair->what, other,
+             rd->asked_at - rd->last_move, hops);
+    ring_comm_send_relay(pair->comm, RING_ERR_TIMED_OUT, comm->rank + 1, other + 1, hops);
+}
+
+/* A partner asked this peer what it waits for (its rd_ask failed pair s here).
+ * Waiting in a step of its own, this peer passes the question on to the
+ * partner of that step, one hop further (or shortens its own question's
+ * time to that), and answers once it knows (rd_on_fail); returns 0 then.
+ * Otherwise (not waiting, or waiting on the asker) returns 1: answer now. */
+static int rd_pass_question(ring_comm_t *comm, int s)
+{
+    struct ring_rd *rd = comm->algo.rd;
+    const ring_comm_t *pc = rd->pair[s].comm;
+    const ring_frame_t *q = &pc->fail.abort_seen;
+    int hops, cur;
+
+    if (!pc->fail.abort_seen_valid || q->status != RING_ERR_TIMED_OUT ||
+        (q->detail & 0xffffffffu) != (uint64_t)comm->rank + 1 || rd->req == NULL ||
+        rd->step >= rd->plan->nsteps || rd->sub_req == NULL ||
+        (cur = rd->plan->steps[rd->step].slot) == s)
+        return 1;
+    hops = (q->step < 64 ? q->step : 64) + 1;
+    rd->questioned[s] = 1;
+    if (rd->asked_at == 0) {
+        rd_ask(comm, &rd->pair[cur], hops);
+    } else {
+        double by = ring_now() + RD_ANSWER_S - RD_HOP_S * hops;
+
+        if (by < rd->answer_by)
+            rd->answer_by = by;
+    }
+    return 0;
 }
 
 /* A neighbour on the ring timed out and asks what this peer waits for. */
@@ -585,18 +623,18 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         return comm->fail.error;
     if (rd->req == NULL)
         return RING_OK;
-    for (int s = 0; s < RD_SLOTS; s++) {
-        int asked = rd->asked_at != 0 && s == rd->plan->steps[rd->step].slot;
-
-        /* the pair we asked failed because we asked: its answer comes another way */
-        if (rd->pair[s].comm != NULL && rd->pair[s].comm->fail.error != RING_OK && !asked)
+    for (int s = 0; s < RD_SLOTS; s++) /* a failure passed on, an answer, or a question */
+        if (rd->pair[s].comm != NULL && rd->pair[s].comm->fail.error != RING_OK &&
+            !rd->questioned[s] && rd_pass_question(comm, s))
             return rd_pair_failed(comm, &rd->pair[s]);
-    }
-    if (rd->asked_at != 0) { /* no answer in time: it is the one that stopped */
-        double now = ring_now();
+    if (rd->asked_at != 0) { /* the answer comes on the asked pair; none in time: it stopped */
+        ring_sub_t *pair = &rd->pair[rd->plan->steps[rd->step].slot];
 
-        return now - rd->asked_at > RD_ANSWER_S ? rd_timed_out(comm, now - rd->last_move)
-                                                : RING_OK;
+        (void)ring_comm_progress(pair->comm);
+        if (pair->comm->fail.error != RING_OK)
+            return rd_pair_failed(comm, pair);
+        return ring_now() > rd->answer_by ? rd_timed_out(comm, ring_now() - rd->last_move)
+                                          : RING_OK;
     }
     while (rd->step < rd->plan->nsteps) {
         ring_sub_t *pair = &rd->pair[rd->plan->steps[rd->step].slot];
@@ -612,7 +650,7 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
             rd->last_move = now;
         if (!rd->sub_req->done) {
             if (now - rd->last_move > comm->cfg.timeout_s + RD_GRACE_S * rd_level(rd)) {
-                rd_ask(comm, pair);
+                rd_ask(comm, pair, 0);
                 return RING_OK;
             }
             if (moved > 0)
@@ -659,11 +697,21 @@ static void rd_on_fail(ring_comm_t *comm)
 
     for (int s = 0; rd != NULL && s < RD_SLOTS; s++) {
         ring_comm_t *pc = rd->pair[s].comm;
+        const ring_frame_t *q = pc != NULL ? &pc->fail.abort_seen : NULL;
 
         /* a mismatch's ABORT carries the calls in the fields a relay would use;
          * it goes round the ring backwards, where nobody is stopped */
-        if (pc == NULL || pc->fail.error != RING_OK || comm->fail.error == RING_ERR_MISMATCH)
+        if (pc == NULL || comm->fail.error == RING_ERR_MISMATCH)
             continue;
+        /* the partner asked what this peer waits for (rd_ask), which failed the
+         * pair here: the answer goes back on it, the one way it waits on */
+        if (pc->fail.error != RING_OK) {
+            if (pc->fail.abort_seen_valid && q->status == RING_ERR_TIMED_OUT &&
+                (q->detail & 0xffffffffu) == (uint64_t)comm->rank + 1)
+                ring_comm_send_relay(pc, comm->fail.error, comm->rank + 1,
+                                     comm->fail.error_culprit + 1, -1);
+            continue;
+        }
         (void)ring_comm_fail(pc, &(ring_fault_t){.status = comm->fail.error, .culprit = -1,
                                                  .step = -1, .relay_origin = comm->rank + 1,
                                                  .relay_culprit = comm->fail.error_culprit + 1},
@@ -691,9 +739,8 @@ static int rd_wait(ring_comm_t *comm, int timeout_ms)
             if (rd->pair[s].comm != NULL && s != rd->plan->steps[rd->step].slot)
                 (void)ring_comm_progress(rd->pair[s].comm);
     }
-    if (rd->asked_at != 0)
-        return 0; /* the answer comes through the others or the ring: sleep in the ring */
-    /* the ring's own events (an ABORT) are seen within 2 ms */
+    /* the ring's own events (an ABORT) are seen within 2 ms; after a question,
+     * its answer comes on the pair asked */
     sub = rd->pair[rd->plan->steps[rd->step].slot].comm;
     sub->tp_ops->wait(sub->tp, timeout_ms < 2 ? timeout_ms : 2);
     return 1;

@@ -137,7 +137,9 @@ void ring_abort_flush(ring_comm_t *comm)
  * left one (on its back channel); skip_rank already knows. */
 static void notice_send(ring_comm_t *comm, const ring_frame_t *f, int skip_rank)
 {
-    if (comm->size < 2 || comm->tp == NULL)
+    /* two peers: the one it came from is the only one, and failed already (an
+     * echo would fail rd.c's pair that asked a question, which waits for the answer) */
+    if (comm->size < 2 || comm->tp == NULL || (comm->size == 2 && skip_rank >= 0))
         return;
     if (comm->topo.right_rank != skip_rank || comm->size == 2)
         (void)ring_ctrl_post(comm, &comm->fail.abort_right, comm->channels[0].right[0], f);
@@ -233,6 +235,18 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     notice_send(comm, &f, -1);
     algo_on_fail(comm);
     return ring_error_copy(fault->status, comm->fail.error_msg);
+}
+
+void ring_comm_send_relay(ring_comm_t *comm, ring_status_t status, int relay_origin,
+                          int relay_culprit, int hops)
+{
+    ring_frame_t f;
+
+    ring_ctrl_fill(comm, ring_comm_active_request(comm), RING_FRAME_ABORT, &f);
+    f.status = (uint32_t)status;
+    f.step = (uint16_t)(hops >= 0 ? hops : UINT16_MAX);
+    f.detail = (uint64_t)(uint32_t)relay_origin << 32 | (uint32_t)relay_culprit;
+    notice_send(comm, &f, -1);
 }
 
 static int channel_waiting_left(const ring_comm_t *comm);

@@ -28,6 +28,13 @@ ring_status_t ring_comm_fail(ring_comm_t *comm, const ring_fault_t *fault, const
     RING_PRINTF(3, 4);
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank);
 void ring_comm_send_close(ring_comm_t *comm);
+/* rd.c's question and answer on a pair: an ABORT with relay_origin and
+ * relay_culprit (ring ranks + 1) sent to the peers of comm whatever its state,
+ * without failing it here: a question leaves the pair up for the answer, and
+ * the answer goes out on a pair that the question failed. hops (a question's
+ * count of passes, in the step field; -1: none) */
+void ring_comm_send_relay(ring_comm_t *comm, ring_status_t status, int relay_origin,
+                          int relay_culprit, int hops);
 /* fail.c: a control frame (ABORT, CLOSE, WAITING, a notice) with req's header,
  * and its send on ep through slot (0: slot still busy with the one before) */
 void ring_ctrl_fill(const ring_comm_t *comm, const ring_request_t *req, ring_frame_type_t type,
