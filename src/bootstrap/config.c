@@ -120,13 +120,15 @@ static const ring_opt_t config_table[] = {
      "--rh-max-bytes (N a power of two >= 4); the ring for the rest"},
     {"rd-max-bytes", "RING_RD_MAX_BYTES", RING_OPT_SIZE, "16K", "bytes", FIELD(rd_max_bytes), 0,
      0, "the largest allreduce the small-message algorithms take (rd; direct's one-step "
-     "form; --algo rd takes every size); with --rd-fit on (or auto and --autotune on), rd's limit is measured at start-up"},
+     "form; --algo rd takes every size); with --rd-fit on (or auto and --autotune on), rd's "
+     "limit is measured at start-up"},
     {"rh-max-bytes", "RING_RH_MAX_BYTES", RING_OPT_SIZE, "4M", "bytes", FIELD(rh_max_bytes), 0,
      0, "with --algo auto on N a power of two of at least 4 peers (not all on one host over "
      "shm: direct runs those): fp32 allreduces without a codec larger than --rd-max-bytes and "
      "at most this run Rabenseifner's algorithm over rd's pairs (a reduce-scatter by recursive "
      "halving, then an allgather by recursive doubling: the ring's bytes in 2 log2 N steps "
-     "instead of 2(N-1)); 0: never; with --rd-fit on (or auto and --autotune on), the limit is measured at start-up"},
+     "instead of 2(N-1)); 0: never; with --rd-fit on (or auto and --autotune on), the limit "
+     "is measured at start-up"},
     /* auto by default, which is off unless --autotune is on: a fit costs up to
      * 0.4 s at every open, and on a loaded 2-core VM its times move 10-30 %
      * between runs, where the fixed limits come from interleaved runs */

@@ -277,9 +277,7 @@ static void check_nonfinite(int n)
                                            {0, NULL, NULL}};
     h_run_t *run = run_ring(n, &mode, settings, NULL, "5s");
     int all = run != NULL;
-
-    /* N = 3: the ring, whose owners find it in the pass that adds their block */
-    uint64_t rh_calls = n == 3 ? 0 : 3;
+    uint64_t rh_calls = n == 3 ? 0 : 3; /* N = 3: the ring's owners find it as they add */
 
     for (int r = 0; run != NULL && r < n; r++)
         all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_STATUS, 0) == 3 &&
