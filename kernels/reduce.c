@@ -20,12 +20,6 @@ void ring_reduce_sum_f32(float *dst, const float *a, const float *b, size_t n)
         dst[i] = a[i] + b[i];
 }
 
-void ring_reduce_sum_scale_f32(float *dst, const float *a, const float *b, float scale, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] = (a[i] + b[i]) * scale;
-}
-
 /* A block of elements at a time, every input added into a small
  * accumulator in source order: one read of each input and one write of each
  * output per element, where pairwise passes read and write the result again

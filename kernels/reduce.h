@@ -11,9 +11,6 @@
 /* dst[i] = a[i] + b[i]; dst may alias a. */
 void ring_reduce_sum_f32(float *dst, const float *a, const float *b, size_t n);
 
-/* dst[i] = (a[i] + b[i]) * scale; dst may alias a. Used for the average. */
-void ring_reduce_sum_scale_f32(float *dst, const float *a, const float *b, float scale, size_t n);
-
 /* dst[i] = (((src[0][i] + src[1][i]) + src[2][i]) + ... + src[nsrc-1][i]) * scale,
  * and dst2[i] the same when dst2 is not NULL: the bits of nsrc - 1 pairwise
  * passes in that order (then a scale, skipped when scale is 1), in one pass
