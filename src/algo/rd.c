@@ -568,6 +568,16 @@ static void rd_ask(ring_comm_t *comm, ring_sub_t *pair, int hops)
     ring_comm_send_relay(pair->comm, RING_ERR_TIMED_OUT, comm->rank + 1, other + 1, hops);
 }
 
+/* Whether what failed pair comm pc is a question to this peer (rank): a relayed
+ * timeout that names it (rd_ask) */
+static int rd_asked_me(const ring_comm_t *pc, int rank)
+{
+    const ring_frame_t *q = &pc->fail.abort_seen;
+
+    return pc->fail.abort_seen_valid && q->status == RING_ERR_TIMED_OUT &&
+           (q->detail & 0xffffffffu) == (uint64_t)rank + 1;
+}
+
 /* A partner asked this peer what it waits for (its rd_ask failed pair s here).
  * Waiting in a step of its own, this peer passes the question on to the
  * partner of that step, one hop further (or shortens its own question's
@@ -580,8 +590,7 @@ static int rd_pass_question(ring_comm_t *comm, int s)
     const ring_frame_t *q = &pc->fail.abort_seen;
     int hops, cur;
 
-    if (!pc->fail.abort_seen_valid || q->status != RING_ERR_TIMED_OUT ||
-        (q->detail & 0xffffffffu) != (uint64_t)comm->rank + 1 || rd->req == NULL ||
+    if (!rd_asked_me(pc, comm->rank) || rd->req == NULL ||
         rd->step >= rd->plan->nsteps || rd->sub_req == NULL ||
         (cur = rd->plan->steps[rd->step].slot) == s)
         return 1;
@@ -697,7 +706,6 @@ static void rd_on_fail(ring_comm_t *comm)
 
     for (int s = 0; rd != NULL && s < RD_SLOTS; s++) {
         ring_comm_t *pc = rd->pair[s].comm;
-        const ring_frame_t *q = pc != NULL ? &pc->fail.abort_seen : NULL;
 
         /* a mismatch's ABORT carries the calls in the fields a relay would use;
          * it goes round the ring backwards, where nobody is stopped */
@@ -706,8 +714,7 @@ static void rd_on_fail(ring_comm_t *comm)
         /* the partner asked what this peer waits for (rd_ask), which failed the
          * pair here: the answer goes back on it, the one way it waits on */
         if (pc->fail.error != RING_OK) {
-            if (pc->fail.abort_seen_valid && q->status == RING_ERR_TIMED_OUT &&
-                (q->detail & 0xffffffffu) == (uint64_t)comm->rank + 1)
+            if (rd_asked_me(pc, comm->rank))
                 ring_comm_send_relay(pc, comm->fail.error, comm->rank + 1,
                                      comm->fail.error_culprit + 1, -1);
             continue;
