@@ -368,6 +368,15 @@ ring_status_t ring_comm_fail_tag(ring_comm_t *comm, ring_request_t *req, int ste
                                "peer does not hold this job's secret", what);
 }
 
+/* Whether an ABORT is a relay (ring_comm_send_relay, or ring_comm_fail with relay_origin):
+ * no culprit of this communicator, the origin and culprit of the one it serves in detail.
+ * A mismatch's ABORT uses detail for the other call's count. */
+static int frame_is_relay(const ring_frame_t *f)
+{
+    return f->culprit_rank == UINT32_MAX && f->detail != 0 &&
+           (ring_status_t)f->status != RING_ERR_MISMATCH;
+}
+
 /* An ABORT from a neighbour: adopt its diagnosis, pass it on unchanged, fail. */
 ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f, int from_rank)
 {
@@ -405,7 +414,12 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
     ring_rank_addr(comm, culprit, addr, sizeof(addr));
     if ((int)f->origin_rank != from_rank)
         snprintf(via, sizeof(via), ", reported through rank %d", from_rank);
-    switch ((ring_status_t)f->status) {
+    if (frame_is_relay(f)) { /* ranks of the communicator the pair serves (src/algo/rd.c) */
+        snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
+                 "%s: relayed on this pair: rank %d says \"%s\", naming rank %d", phase,
+                 (int)(f->detail >> 32) - 1, ring_status_str((ring_status_t)f->status),
+                 (int)(uint32_t)f->detail - 1);
+    } else switch ((ring_status_t)f->status) {
     case RING_ERR_REMOTE:
         if (f->sys_errno == RING_CAUSE_CLOSED)
             snprintf(comm->fail.error_msg, sizeof(comm->fail.error_msg),
@@ -485,7 +499,8 @@ ring_status_t ring_comm_fail_from_frame(ring_comm_t *comm, const ring_frame_t *f
                                                                 : RING_ERR_REMOTE;
     comm->fail.abort_seen = *f;
     comm->fail.abort_seen_valid = 1;
-    ring_log(RING_LOG_ERROR, "%s", comm->fail.error_msg);
+    /* a relay is a question or an answer: the communicator it serves says what failed */
+    ring_log(frame_is_relay(f) ? RING_LOG_INFO : RING_LOG_ERROR, "%s", comm->fail.error_msg);
     notice_send(comm, f, from_rank);
     algo_on_fail(comm);
     return ring_error_copy(comm->fail.error, comm->fail.error_msg);

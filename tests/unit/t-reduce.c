@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mix64.h"
 #include "reduce.h"
 #include "tap.h"
 
@@ -24,10 +25,7 @@ static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 
 static uint32_t rng32(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
+    return xorshift64_u32(&rng_state);
 }
 
 /* values whose sums round: mixed magnitudes and signs, some inf/NaN-free zeros */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mix64.h"
 #include "sgd.h"
 #include "tap.h"
 
@@ -18,10 +19,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint32_t rng32(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
+    return xorshift64_u32(&rng_state);
 }
 
 /* mostly gradient-like values, some zeros, signed zeros, tiny and large ones */
