@@ -133,11 +133,12 @@ static const ring_opt_t config_table[] = {
      * 0.4 s at every open, and on a loaded 2-core VM its times move 10-30 %
      * between runs, where the fixed limits come from interleaved runs */
     {"rd-fit", "RING_RD_FIT", RING_OPT_CHOICE, "auto", "off|on|auto", FIELD(rd_fit), 0, 0,
-     "with --algo auto, when rd runs (not direct): at start-up time rd against the ring at "
+     "with --algo auto, when rd runs (not direct): at start-up time rd against what takes "
+     "those sizes without it (Rabenseifner's algorithm where it runs, else the ring) at "
      "2, 4, 8 and 16 times --rd-max-bytes, then, where Rabenseifner's algorithm runs, it "
      "against the ring at 4, 16, 64 and 256 times rd's limit (up to 4 MiB), each until it "
      "loses by 25 % or its budget is spent, and let each take allreduces up to the size whose "
-     "summed gain over the ring (log of the time ratio) is largest: one noisy size does not "
+     "summed gain over its challenger (log of the time ratio) is largest: one noisy size does not "
      "decide (rank 0's times, for every peer; logged at info; at most about 0.1 + 0.3 s); "
      "off: rd takes exactly up to --rd-max-bytes, Rabenseifner's up to --rh-max-bytes; auto: "
      "on with --autotune on (the autotuner measures the algorithms' limits too), else off"},
