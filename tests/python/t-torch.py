@@ -546,6 +546,18 @@ def check_lifecycle(t, ringd, torch, dist):
     ringd.shutdown()
 
 
+def check_algorithms(t, ringd):
+    """Over tcp at N = 4, the checks above went through the small and mid-size
+    algorithms (recursive doubling up to --rd-max-bytes, Rabenseifner's above: the
+    model's 23 KB buckets), so their parameters and gradients prove them too."""
+    if os.environ.get("RING_TRANSPORT") != "tcp" or t.world != 4:
+        return
+    s = ringd.stats()
+    t.ok(s["rd_allreduces"] > 0 and s["rh_allreduces"] > 0,
+         "algorithms: recursive doubling and Rabenseifner's ran these checks' allreduces",
+         repr({k: s[k] for k in ("allreduces", "rd_allreduces", "rh_allreduces")}))
+
+
 def checks(t):
     try:
         import torch
@@ -568,6 +580,7 @@ def checks(t):
     dist.init_process_group("gloo", rank=t.rank, world_size=t.world)
     check_hook(t, ringd, torch, dist)
     check_process_group(t, ringd, torch, dist)
+    check_algorithms(t, ringd)
     dist.destroy_process_group()
     ringd.shutdown()
     check_lifecycle(t, ringd, torch, dist)
@@ -579,4 +592,5 @@ def job_env(n):
 
 
 if __name__ == "__main__":
-    ringtest.main(checks, worlds=(1, 2, 3, 4), env=job_env)
+    # over tcp at N = 4: recursive doubling and Rabenseifner's under the same checks
+    ringtest.main(checks, worlds=(1, 2, 3, 4, (4, {"RING_TRANSPORT": "tcp"})), env=job_env)
