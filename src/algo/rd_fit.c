@@ -67,10 +67,11 @@ int ring_fit_cut(const double (*secs)[2], int steps)
 
 /* Seconds per allreduce of count floats without the challenger (best[0]: the
  * ring, or Rabenseifner's under rd's fit where it runs) and by it (best[1]:
- * rd, or Rabenseifner's under its own fit): blocks of RD_FIT_CALLS calls back to back, the algorithms in
- * turn, the fastest block of each after a warm-up one. A block, not a call:
- * one call ends on each peer at another moment (a peer that adds last in rd
- * finishes last), a run of them at about the same one on every peer. */
+ * rd, or Rabenseifner's under its own fit): blocks of RD_FIT_CALLS calls back
+ * to back, the algorithms in turn, the fastest block of each after a warm-up
+ * one. A block, not a call: one call ends on each peer at another moment (a
+ * peer that adds last in rd finishes last), a run of them at about the same
+ * one on every peer. */
 static ring_status_t fit_time(ring_comm_t *comm, float *buf, size_t count, double best[2],
                               void (*set_limit)(ring_comm_t *, size_t))
 {

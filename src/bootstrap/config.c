@@ -138,8 +138,8 @@ static const ring_opt_t config_table[] = {
      "2, 4, 8 and 16 times --rd-max-bytes, then, where Rabenseifner's algorithm runs, it "
      "against the ring at 4, 16, 64 and 256 times rd's limit (up to 4 MiB), each until it "
      "loses by 25 % or its budget is spent, and let each take allreduces up to the size whose "
-     "summed gain over its challenger (log of the time ratio) is largest: one noisy size does not "
-     "decide (rank 0's times, for every peer; logged at info; at most about 0.1 + 0.3 s); "
+     "summed gain over its challenger (log of the time ratio) is largest: one noisy size does "
+     "not decide (rank 0's times, for every peer; logged at info; at most about 0.1 + 0.3 s); "
      "off: rd takes exactly up to --rd-max-bytes, Rabenseifner's up to --rh-max-bytes; auto: "
      "on with --autotune on (the autotuner measures the algorithms' limits too), else off"},
     {"error-feedback", "RING_ERROR_FEEDBACK", RING_OPT_CHOICE, "off", "off|on",
