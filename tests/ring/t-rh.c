@@ -32,11 +32,15 @@
 #include "sum_check.h"
 #include "tap.h"
 
-enum { V_STATUS, V_WRONG, V_HASH, V_RD, V_RH, V_ALL, V_ERR, V_LIMIT, V_RD_LIMIT, V_FIT_LOG };
+enum {
+    V_STATUS, V_WRONG, V_HASH, V_RD, V_RH, V_ALL, V_ERR, V_LIMIT, V_RD_LIMIT, V_FIT_LOG,
+    V_LOG_BAD, V_RELAYED
+};
 
-/* M_CORRECT_LOG: M_CORRECT, and what the open logged (the fit's lines) is read back */
+/* M_CORRECT_LOG: M_CORRECT, and what the open logged (the fit's lines) is read back;
+ * M_LOOP_LOG: M_LOOP, and what the whole run logged */
 typedef enum rh_mode {
-    M_CORRECT, M_CORRECT_LOG, M_LOOP, M_OTHER_COUNT, M_OTHER_SMALL, M_NONFINITE
+    M_CORRECT, M_CORRECT_LOG, M_LOOP, M_LOOP_LOG, M_OTHER_COUNT, M_OTHER_SMALL, M_NONFINITE
 } rh_mode_t;
 
 /* 1024 floats: --rd-max-bytes (4K) exactly; 1025: padded to 1028 at N = 4;
@@ -110,7 +114,9 @@ static int nonfinite_main(ring_comm_t *comm, int rank, int n)
 }
 
 /* Which challenger rd's fit timed, as this peer's fit line in log names it:
- * 1 Rabenseifner's, 2 the ring, 0 no fit line */
+ * 1 Rabenseifner's, 2 the ring, 3 none: the gate skipped the fit (a ring call of
+ * its first size took over 5 ms: a slow link, or a host too loaded), 0 no line */
+#define FIT_GATED 3
 static uint64_t fit_challenger(FILE *log)
 {
     char line[1024];
@@ -118,9 +124,47 @@ static uint64_t fit_challenger(FILE *log)
 
     rewind(log);
     while (found == 0 && fgets(line, sizeof(line), log) != NULL)
-        found = strstr(line, "Rabenseifner's/rd in us") != NULL ? 1
-                : strstr(line, "ring/rd in us") != NULL        ? 2 : 0;
+        found = strstr(line, "too slow for the fit") != NULL      ? FIT_GATED
+                : strstr(line, "Rabenseifner's/rd in us") != NULL ? 1
+                : strstr(line, "ring/rd in us") != NULL           ? 2 : 0;
     return found;
+}
+
+/* The failure's log lines: V_RELAYED, the relayed questions and answers of the
+ * pairs, each at info; V_LOG_BAD, lines that name no rank ("rank -1") or a relay
+ * at another level (a pair's relay logged as its own failure, at error) */
+static void put_failure_log(FILE *log)
+{
+    char line[2048];
+    uint64_t bad = 0, relayed = 0;
+
+    rewind(log);
+    while (fgets(line, sizeof(line), log) != NULL) {
+        int relay = strstr(line, "relayed on this pair") != NULL;
+
+        relayed += relay && strstr(line, " info: ") != NULL;
+        bad += strstr(line, "rank -1") != NULL || (relay && strstr(line, " info: ") == NULL);
+    }
+    h_put(V_LOG_BAD, bad);
+    h_put(V_RELAYED, relayed);
+}
+
+/* stderr into log from here (saved: the real one), back with log_end */
+static int log_begin(FILE *log)
+{
+    int saved = log != NULL ? dup(2) : -1;
+
+    if (saved >= 0)
+        (void)dup2(fileno(log), 2);
+    return saved;
+}
+
+static void log_end(int saved)
+{
+    if (saved >= 0) {
+        (void)dup2(saved, 2);
+        close(saved);
+    }
 }
 
 static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
@@ -128,26 +172,31 @@ static int rank_main(int rank, int n, const ring_config_t *cfg, void *arg)
     rh_mode_t mode = *(const rh_mode_t *)arg;
     ring_comm_t *comm;
     ring_comm_stats_t s;
-    FILE *log = mode == M_CORRECT_LOG ? tmpfile() : NULL;
-    int saved = log != NULL ? dup(2) : -1, rc;
-    ring_status_t st;
+    FILE *log = mode == M_CORRECT_LOG || mode == M_LOOP_LOG ? tmpfile() : NULL;
+    int saved = log_begin(log), rc;
+    ring_status_t st = ring_comm_open(cfg, &comm);
 
-    if (saved >= 0) /* the open's log lines (the fit's) into log, then back */
-        (void)dup2(fileno(log), 2);
-    st = ring_comm_open(cfg, &comm);
-    if (saved >= 0) {
-        (void)dup2(saved, 2);
-        close(saved);
+    if (mode == M_CORRECT_LOG) { /* the open's log lines (the fit's) */
+        log_end(saved);
+        saved = -1;
         h_put(V_FIT_LOG, fit_challenger(log));
+    }
+    if (st != RING_OK) {
+        log_end(saved);
+        if (log != NULL)
+            fclose(log);
+        return h_fail(st, "ring_comm_open");
+    }
+    rc = mode == M_CORRECT || mode == M_CORRECT_LOG ? correct_main(comm, rank, n)
+         : mode == M_LOOP || mode == M_LOOP_LOG ? loop_main(comm)
+         : mode == M_NONFINITE ? nonfinite_main(comm, rank, n)
+                           : other_main(comm, rank, n, mode);
+    if (mode == M_LOOP_LOG) {
+        log_end(saved);
+        put_failure_log(log);
     }
     if (log != NULL)
         fclose(log);
-    if (st != RING_OK)
-        return h_fail(st, "ring_comm_open");
-    rc = mode == M_CORRECT || mode == M_CORRECT_LOG ? correct_main(comm, rank, n)
-         : mode == M_LOOP  ? loop_main(comm)
-         : mode == M_NONFINITE ? nonfinite_main(comm, rank, n)
-                           : other_main(comm, rank, n, mode);
     if (ring_comm_get_stats(comm, &s) == RING_OK) {
         h_put(V_RD, s.rd_allreduces);
         h_put(V_RH, s.rh_allreduces);
@@ -230,12 +279,27 @@ static void check_fit(int n, const char *how)
                                strcmp(how, "default") == 0 ? "off" : "on"},
                               {-1, mode == M_CORRECT_LOG ? "log-level" : NULL, "info"},
                               {0, NULL, NULL}};
-    h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
-    uint64_t rh = run != NULL ? h_val(&run->r[0], V_LIMIT, 1) : 1;
-    uint64_t rd = run != NULL ? h_val(&run->r[0], V_RD_LIMIT, 1) : 1, want_rh = 0;
-    int all = run != NULL, valid = fits ? rh == 0 : rh == (3u << 20) && rd == 4096;
+    h_run_t *run = NULL;
+    uint64_t rh = 1, rd = 1, want_rh = 0;
+    int gated = 0, all, valid;
 
-    for (int k = 1; fits && k <= 4; k++)
+    /* the gate skips a fit on a host so loaded that a ring call of its first size
+     * takes over 5 ms (8 peers on 2 cores beside other tests): then once more */
+    for (int attempt = 0; attempt < 2 && (attempt == 0 || gated); attempt++) {
+        if (gated)
+            diag("N=%d --rd-fit on: the gate skipped the fit (a ring call of 8 KiB took "
+                 "over 5 ms): once more", n);
+        run = run_ring(n, &mode, settings, NULL, NULL);
+        gated = run != NULL && mode == M_CORRECT_LOG &&
+                h_val(&run->r[0], V_FIT_LOG, 0) == FIT_GATED;
+    }
+    if (run != NULL)
+        rh = h_val(&run->r[0], V_LIMIT, 1), rd = h_val(&run->r[0], V_RD_LIMIT, 1);
+    /* skipped twice: every peer keeps the set limits, and says why */
+    all = run != NULL;
+    valid = fits && !gated ? rh == 0 : rh == (3u << 20) && rd == 4096;
+
+    for (int k = 1; fits && !gated && k <= 4; k++)
         valid |= rh == rd << (2 * k) && rh <= (4u << 20);
     for (size_t i = 0; i < NCOUNTS; i++)
         want_rh += counts[i] * sizeof(float) > rd && counts[i] * sizeof(float) <= rh ? 4 : 0;
@@ -244,28 +308,35 @@ static void check_fit(int n, const char *how)
                h_val(&run->r[r], V_HASH, 0) == h_val(&run->r[0], V_HASH, 1) &&
                h_val(&run->r[r], V_LIMIT, 1) == rh && h_val(&run->r[r], V_RD_LIMIT, 1) == rd &&
                h_val(&run->r[r], V_RH, 99) == want_rh &&
-               (mode != M_CORRECT_LOG || h_val(&run->r[r], V_FIT_LOG, 0) == 1);
+               (mode != M_CORRECT_LOG || h_val(&run->r[r], V_FIT_LOG, 0) ==
+                                             (gated ? FIT_GATED : 1));
     if (!ok(all && valid, "N=%d %s over tcp: every rank runs with %s limits (rd %llu, "
             "Rabenseifner's %llu bytes), exactly the calls between them by Rabenseifner's, "
             "exact and the same on every rank%s", n,
             strcmp(how, "on") == 0 ? "--rd-fit on" : strcmp(how, "autotune") == 0
                 ? "--autotune on (--rd-fit auto)" : "--rd-fit auto, no --autotune",
-            fits ? "rank 0's measured" : "the set", (unsigned long long)rd,
+            fits && !gated ? "rank 0's measured" : "the set", (unsigned long long)rd,
             (unsigned long long)rh,
-            mode == M_CORRECT_LOG ? "; rd was timed against Rabenseifner's, not the ring" : "")
+            gated ? "; the gate skipped the fit twice (a loaded host), every peer says so"
+            : mode == M_CORRECT_LOG ? "; rd was timed against Rabenseifner's, not the ring" : "")
         && run != NULL)
         h_diag(run);
 }
 
+/* A stopped peer (sig SIGSTOP) also has every other rank's log read (log-level
+ * info): the pairs' relayed questions and answers at info, no line naming rank -1 */
 static void check_failure(int n, int victim, int sig)
 {
-    rh_mode_t mode = M_LOOP;
-    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
-                                           {0, NULL, NULL}};
+    rh_mode_t mode = sig == SIGSTOP ? M_LOOP_LOG : M_LOOP;
+    /* the list ends before log-level when the logs are not read */
+    h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                              {-1, mode == M_LOOP_LOG ? "log-level" : NULL, "info"},
+                              {0, NULL, NULL}};
     h_action_t act = {.after_ready = 0, .at = 0.3, .target = victim, .sig = sig};
     h_run_t *run = run_ring(n, &mode, settings, &act, "2s");
     char want[32];
-    int all = run != NULL, named = run != NULL;
+    int all = run != NULL, named = run != NULL, logs = run != NULL;
+    uint64_t relayed = 0;
     const char *what = sig == SIGKILL ? "killed" : "stopped";
 
     snprintf(want, sizeof(want), "rank %d (", victim);
@@ -275,12 +346,17 @@ static void check_failure(int n, int victim, int sig)
         /* stopped: the timeout (2 s) and at most 2 log2 N + 1 levels of grace */
         all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 15;
         named &= strstr(run->r[r].msg, want) != NULL;
+        logs &= mode != M_LOOP_LOG || h_val(&run->r[r], V_LOG_BAD, 1) == 0;
+        relayed += mode == M_LOOP_LOG ? h_val(&run->r[r], V_RELAYED, 0) : 0;
     }
-    if (!ok(all && named, "N=%d rank %d %s in a loop of 80 KB allreduces (Rabenseifner's): "
-            "every other rank fails naming it, no hang", n, victim, what) && run != NULL)
+    if (!ok(all && named && logs, "N=%d rank %d %s in a loop of 80 KB allreduces "
+            "(Rabenseifner's): every other rank fails naming it, no hang%s", n, victim, what,
+            mode == M_LOOP_LOG ? "; no log line names rank -1, relays logged at info" : "") &&
+        run != NULL)
         h_diag(run);
     else if (run != NULL)
-        diag("rank %d: %s", victim == 0 ? 1 : 0, run->r[victim == 0 ? 1 : 0].msg);
+        diag("rank %d: %s (relayed lines logged: %llu)", victim == 0 ? 1 : 0,
+             run->r[victim == 0 ? 1 : 0].msg, (unsigned long long)relayed);
 }
 
 static void check_other(int n, rh_mode_t mode)
