@@ -189,10 +189,10 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
     }
     d->places = comm->size;
     /* every peer adds every slot of a small call, N times the bytes of the large
-     * form's slice: above N = 2 the small form stops at --rd-max-bytes x 4/N^2
-     * (at N = 4 over shm on 2 cores, 16 KiB took 13 us in pieces against 20 us
-     * as a small call, 8 KiB 10 against 11) */
-    d->max_bytes = comm->cfg.rd_max_bytes * 4 / ((size_t)comm->size * (size_t)comm->size);
+     * form's slice: the small form stops at --rd-max-bytes x 2/N^2 (at N = 4 over
+     * shm on 2 cores, 16 KiB took 13 us in pieces against 20 us as a small call,
+     * 8 KiB 11.2-12.6 against 8.6-9.2; at N = 2, 32 KiB 10.3-10.9 either way) */
+    d->max_bytes = comm->cfg.rd_max_bytes * 2 / ((size_t)comm->size * (size_t)comm->size);
     d->max_bytes = align64(d->max_bytes > 0 ? d->max_bytes : 64);
     /* pieces of up to 4 MiB (2.6 at N = 2), smaller at larger N: the segment stays
      * within DIRECT_SEG_BUDGET (containers give /dev/shm 64 MiB) */

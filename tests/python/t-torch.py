@@ -548,8 +548,9 @@ def check_lifecycle(t, ringd, torch, dist):
 
 def check_algorithms(t, ringd):
     """Over tcp at N = 4, the checks above went through the small and mid-size
-    algorithms (recursive doubling up to --rd-max-bytes, Rabenseifner's above: the
-    model's 23 KB buckets), so their parameters and gradients prove them too."""
+    algorithms (recursive doubling up to --rd-max-bytes, set to 8K in that world,
+    Rabenseifner's above: the model's 23 KB buckets), so their parameters and
+    gradients prove them too."""
     if os.environ.get("RING_TRANSPORT") != "tcp" or t.world != 4:
         return
     s = ringd.stats()
@@ -593,4 +594,4 @@ def job_env(n):
 
 if __name__ == "__main__":
     # over tcp at N = 4: recursive doubling and Rabenseifner's under the same checks
-    ringtest.main(checks, worlds=(1, 2, 3, 4, (4, {"RING_TRANSPORT": "tcp"})), env=job_env)
+    ringtest.main(checks, worlds=(1, 2, 3, 4, (4, {"RING_TRANSPORT": "tcp", "RING_RD_MAX_BYTES": "8K"})), env=job_env)

@@ -141,9 +141,10 @@ static void put_failure_log(FILE *log)
     rewind(log);
     while (fgets(line, sizeof(line), log) != NULL) {
         int relay = strstr(line, "relayed on this pair") != NULL;
+        int at_info = relay && strstr(line, " info: ") != NULL;
 
-        relayed += relay && strstr(line, " info: ") != NULL;
-        bad += strstr(line, "rank -1") != NULL || (relay && strstr(line, " info: ") == NULL);
+        relayed += at_info;
+        bad += strstr(line, "rank -1") != NULL || (relay && !at_info);
     }
     h_put(V_LOG_BAD, bad);
     h_put(V_RELAYED, relayed);
@@ -354,9 +355,11 @@ static void check_failure(int n, int victim, int sig)
             mode == M_LOOP_LOG ? "; no log line names rank -1, relays logged at info" : "") &&
         run != NULL)
         h_diag(run);
-    else if (run != NULL)
+    else if (run != NULL && mode == M_LOOP_LOG)
         diag("rank %d: %s (relayed lines logged: %llu)", victim == 0 ? 1 : 0,
              run->r[victim == 0 ? 1 : 0].msg, (unsigned long long)relayed);
+    else if (run != NULL)
+        diag("rank %d: %s", victim == 0 ? 1 : 0, run->r[victim == 0 ? 1 : 0].msg);
 }
 
 static void check_other(int n, rh_mode_t mode)
