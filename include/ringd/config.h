@@ -117,6 +117,8 @@ typedef struct ring_config {
     size_t rd_max_bytes;      /* algo auto: the largest allreduce rd takes */
     size_t rh_max_bytes;      /* algo auto, N a power of two >= 4: Rabenseifner's algorithm
                                * takes larger ones up to this (src/algo/rd_plan.c) */
+    size_t rh_piece_bytes;    /* ... and runs those larger than this in pieces of it, one
+                               * after the other (src/algo/rd.c); 0: the whole buffer */
     int rd_fit;               /* 1 (on): at start-up rd's and Rabenseifner's limits are
                                * measured (rd_fit.c); 0 (off): the two limits above;
                                * 2 (auto, --rd-fit's default): on with --autotune on */

@@ -47,6 +47,7 @@
 #include "log.h"
 #include "rd.h"
 #include "rd_int.h"
+#include "rd_state.h"
 #include "reduce.h"
 #include "subcomm.h"
 
@@ -72,36 +73,7 @@ typedef struct rd_record {
     int32_t ports[RD_SLOTS];   /* 0: no pair in this slot */
 } rd_record_t;
 
-struct ring_rd {
-    ring_sub_t pair[RD_SLOTS];
-    ring_sub_close_fn close_fn;
-    int forced;                /* --algo rd: every eligible size */
-    size_t max_bytes;
-    size_t rh_max_bytes;       /* Rabenseifner takes what rd does not up to this; 0: never */
-    rd_sched_t plan_of[2];     /* by enum rd_algo_kind */
-    const rd_sched_t *plan;    /* the request's */
-    /* the request under way */
-    ring_request_t *req;
-    int step;
-    ring_request_t *sub_req;
-    double last_move;
-    double next_look;          /* rd_wait: when to look at the other pairs next */
-    double asked_at;           /* rd_ask: when the partner of this step was asked, 0: not */
-    double answer_by;          /* and when its answer is due: after that, it is blamed */
-    uint8_t questioned[RD_SLOTS]; /* pairs failed by a question passed on (rd_ask) */
-    float *swap;               /* 2 x count: what a swap gathered */
-    size_t swap_count;
-    /* Rabenseifner: the buffer it halves, recvbuf or (when P2 does not divide
-     * count) a copy padded with zeros to padded elements */
-    float *work, *pad;
-    size_t padded, pad_count;
-    const float *src0;         /* what the first scatter reads, NULL: work */
-    int nonfinite;             /* Rabenseifner's: an inf or NaN in this place's block (its
-                                * last scatter) or in a window gathered since */
-};
-
 static const ring_algo_ops_t rd_ops;
-static const ring_sub_owner_t rd_owner = {"recursive doubling", "--algo ring"};
 
 static enum rd_algo rd_algo_of(ring_cfg_algo_t algo)
 {
@@ -137,6 +109,12 @@ ring_status_t ring_rd_open(ring_comm_t *comm, ring_sub_open_fn open_fn,
     rd_plan(&rd->plan_of[RD_DOUBLING], RD_DOUBLING, comm->topo.pos, comm->size);
     rd_plan(&rd->plan_of[RD_HALVING], RD_HALVING, comm->topo.pos, comm->size);
     rd->plan = &rd->plan_of[RD_DOUBLING];
+    if (comm->cfg.rh_piece_bytes > 0) { /* whole multiples of P2: only the last is padded */
+        size_t p2 = (size_t)rd->plan_of[RD_HALVING].p2;
+
+        rd->piece_max = comm->cfg.rh_piece_bytes / sizeof(float) / p2 * p2;
+        rd->piece_max = rd->piece_max > 0 ? rd->piece_max : p2;
+    }
     memset(&mine, 0, sizeof(mine));
     for (int s = 0; s < RD_SLOTS; s++)
         if (rd_partner(rd->plan, comm->topo.pos, comm->size, s) >= 0)
@@ -276,163 +254,79 @@ static ring_status_t rd_room(ring_comm_t *comm, float **buf, size_t *have, size_
     return RING_OK;
 }
 
+/* Where the piece under way lands: the request's recvbuf at piece_off. */
+static float *rd_out(const struct ring_rd *rd)
+{
+    return (float *)rd->req->recvbuf + rd->piece_off;
+}
+
+/* The piece at piece_off: the rest of the call, or piece_max of it (Rabenseifner's). */
+static ring_status_t rd_begin_piece(ring_comm_t *comm)
+{
+    struct ring_rd *rd = comm->algo.rd;
+    const ring_request_t *req = rd->req;
+    size_t left = req->count - rd->piece_off, p2 = (size_t)rd->plan->p2;
+
+    rd->piece_n = rd_halving(rd) && rd->piece_max > 0 && left > rd->piece_max ? rd->piece_max
+                                                                                : left;
+    /* the fold's swap gathers two buffers, in both algorithms */
+    RING_CHECK(rd_room(comm, &rd->swap, &rd->swap_count, rd->piece_n * 2));
+    rd->padded = (rd->piece_n + p2 - 1) / p2 * p2;
+    rd->work = rd_out(rd);
+    if (rd_halving(rd) && rd->padded != rd->piece_n) {
+        RING_CHECK(rd_room(comm, &rd->pad, &rd->pad_count, rd->padded));
+        rd->work = rd->pad;
+    }
+    /* Rabenseifner's without a fold scatters straight from the user's buffer
+     * (no copy of it first: its first step reads and writes every byte anyway) */
+    rd->src0 = rd_halving(rd) && rd->plan->steps[0].kind == RH_SCATTER
+                   ? (const float *)req->sendbuf + rd->piece_off : NULL;
+    if (req->recvbuf != req->sendbuf && rd->src0 == NULL)
+        memcpy(rd_out(rd), (const float *)req->sendbuf + rd->piece_off,
+               rd->piece_n * sizeof(float));
+    rd->step = 0;
+    rd->sub_req = NULL;
+    return RING_OK;
+}
+
 static ring_status_t rd_begin(ring_comm_t *comm, ring_request_t *req)
 {
     struct ring_rd *rd = comm->algo.rd;
     /* every peer picks the same: the same count, the same limits (the hello) */
     enum rd_algo_kind kind = !rd->forced && req->count * sizeof(float) > rd->max_bytes
                                  ? RD_HALVING : RD_DOUBLING;
-    size_t p2 = (size_t)rd->plan_of[kind].p2;
 
     rd->plan = &rd->plan_of[kind];
-    /* the fold's swap gathers two buffers, in both algorithms */
-    RING_CHECK(rd_room(comm, &rd->swap, &rd->swap_count, req->count * 2));
-    rd->padded = (req->count + p2 - 1) / p2 * p2;
-    rd->work = req->recvbuf;
-    if (kind == RD_HALVING && rd->padded != req->count) {
-        RING_CHECK(rd_room(comm, &rd->pad, &rd->pad_count, rd->padded));
-        rd->work = rd->pad;
-    }
-    /* Rabenseifner's without a fold scatters straight from the user's buffer
-     * (no copy of it first: its first step reads and writes every byte anyway) */
-    rd->src0 = kind == RD_HALVING && rd->plan->steps[0].kind == RH_SCATTER
-                   ? (const float *)req->sendbuf : NULL;
-    if (req->recvbuf != req->sendbuf && rd->src0 == NULL)
-        memcpy(req->recvbuf, req->sendbuf, req->count * sizeof(float));
     rd->req = req;
+    rd->piece_off = 0;
     rd->nonfinite = 0;
-    rd->step = 0;
-    rd->sub_req = NULL;
+    RING_CHECK(rd_begin_piece(comm));
     rd->last_move = ring_now();
     rd->asked_at = 0;
     memset(rd->questioned, 0, sizeof(rd->questioned));
     return RING_OK;
 }
 
-/* What runs the request under way, for messages. */
-static const char *rd_name(const struct ring_rd *rd)
+/* The pair's frames carry the call's tensor id, in bit 31 the op and in bit 30
+ * whether more pieces follow: a peer that calls with another tensor id or op
+ * (or count: the sizes, and a call of fewer pieces ending where the other's
+ * goes on) is a mismatch the pair sees, as the ring would. */
+static uint32_t rd_pair_tid(const struct ring_rd *rd)
 {
-    return rd->plan == &rd->plan_of[RD_HALVING] ? "Rabenseifner's algorithm"
-                                                : "recursive doubling";
+    const ring_request_t *req = rd->req;
+
+    return (req->tensor_id & RD_TID_MASK) | (req->op == RING_AVG ? 0x80000000u : 0) |
+           (rd->piece_off + rd->piece_n < req->count ? RD_TID_MORE : 0);
 }
 
-/* The pair's frames carry the call's tensor id and, in its top bit, the op: a
- * peer that calls with another tensor id or op (or count: the sizes) is a
- * mismatch the pair sees, as the ring would. */
-static uint32_t rd_pair_tid(const ring_request_t *req)
-{
-    return (req->tensor_id & 0x7fffffffu) | (req->op == RING_AVG ? 0x80000000u : 0);
-}
-
-/* A pair failed, not over the call's arguments: a ring failure some peer passed
- * on through it (rd_on_fail) is adopted as the ring's own ABORT would be;
- * else the pair's partner died, left or timed out, and is named as the ring's
- * rank (the pair's own words number the pair's ranks). */
-static ring_status_t rd_pair_left(ring_comm_t *comm, const ring_sub_t *pair)
-{
-    const ring_comm_t *pc = pair->comm;
-    const ring_frame_t *a = &pc->fail.abort_seen;
-    int other = pair->members[0] == comm->rank ? pair->members[1] : pair->members[0];
-    int culprit = pc->fail.error_culprit >= 0 && pc->fail.error_culprit < 2
-                      ? pair->members[pc->fail.error_culprit] : -1;
-    uint64_t origin = a->detail >> 32, c = a->detail & 0xffffffffu; /* ranks + 1 */
-
-    if (pc->fail.abort_seen_valid && a->status != RING_ERR_MISMATCH && origin != 0 &&
-        origin <= (uint64_t)comm->size && c <= (uint64_t)comm->size) {
-        ring_frame_t f = *a;
-
-        f.origin_rank = (uint32_t)origin - 1;
-        f.culprit_rank = c == 0 ? UINT32_MAX : (uint32_t)c - 1;
-        f.detail = 0;
-        f.coll = RING_COLL_ALLREDUCE;
-        f.round = comm->algo.rd->req != NULL ? comm->algo.rd->req->round : f.round;
-        f.step = UINT16_MAX;
-        return ring_comm_fail_from_frame(comm, &f, other);
-    }
-    if (culprit < 0)
-        return ring_sub_fail(comm, &rd_owner, pair,
-                             pc->fail.error != RING_OK ? pc->fail.error : RING_ERR_REMOTE);
-    return ring_comm_fail_peer(comm, comm->algo.rd->req,
-                               &(ring_fault_t){.status = pc->fail.error, .culprit = culprit,
-                                               .step = -1},
-                               "%s, %s: {peer} failed or left (%s; in the "
-                               "pair's own words, where %s: %s)", rd_name(comm->algo.rd),
-                               pair->what,
-                               ring_status_str(pc->fail.error), pair->map, pc->fail.error_msg);
-}
-
-/* The count of the allreduce the pair's other peer called, from the step of
- * the pair it ran instead of ours (its frames' count): a whole buffer in
- * recursive doubling's steps (a swap gathers two), a window of it in
- * Rabenseifner's, whose count is then rounded up to a multiple of P2 (which
- * of the two it ran follows from the size, as in rd_begin). */
-static uint64_t rd_their_count(const struct ring_rd *rd, const ring_comm_t *pc, int slot)
-{
-    uint64_t c = pc->fail.mismatch.count;
-    int stage = slot > 0 ? slot - 1 : 0;
-
-    switch (pc->fail.mismatch.coll) {
-    case RING_COLL_BROADCAST: /* a result: the whole buffer */
-        return c / sizeof(float);
-    case RING_COLL_REDUCE_SCATTER: /* Rabenseifner's scatter of a window of c floats */
-        return c << stage;
-    case RING_COLL_ALLGATHER:
-        if (slot == 0 || rd->forced || c / 2 <= rd->max_bytes)
-            return c / sizeof(float) / 2; /* a swap of two whole buffers */
-        return c / sizeof(float) << stage; /* a gather of a window */
-    default:
-        return c;
-    }
-}
-
-/* A pair failed: the ring fails, saying why in the ring's terms. When the pair
- * saw the peers call different things, as the ring would say it of the user's
- * call (the other peer's frames turned back into the allreduce that sent
- * them); the ring's other peers learn it from the ABORT. */
-static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair)
-{
-    struct ring_rd *rd = comm->algo.rd;
-    const ring_comm_t *pc = pair->comm;
-    ring_request_t *req = rd->req;
-    ring_frame_t theirs;
-    char mine[160], other[160];
-    int peer;
-
-    if (comm->fail.error != RING_OK)
-        return comm->fail.error; /* the pair's failure already failed the ring */
-    if (pc->fail.error != RING_ERR_MISMATCH || pc->fail.mismatch.rank < 0 ||
-        pc->fail.mismatch.rank > 1)
-        return rd_pair_left(comm, pair);
-    peer = pair->members[pc->fail.mismatch.rank];
-    memset(&theirs, 0, sizeof(theirs));
-    theirs.coll = RING_COLL_ALLREDUCE;
-    theirs.round = req->round;
-    theirs.dtype = RING_FLOAT32;
-    theirs.op = pc->fail.mismatch.tensor_id >> 31 ? RING_AVG : RING_SUM;
-    theirs.tensor_id = pc->fail.mismatch.tensor_id & 0x7fffffffu;
-    ring_coll_describe(req->coll, req->round, req->count, req->dtype, req->op,
-                       req->tensor_id & 0x7fffffffu, -1, mine, sizeof(mine));
-    theirs.count = rd_their_count(rd, pc, (int)(pair - rd->pair));
-    ring_coll_describe(RING_COLL_ALLREDUCE, req->round, theirs.count, RING_FLOAT32, theirs.op,
-                       theirs.tensor_id, -1, other, sizeof(other));
-    return ring_comm_fail_peer(comm, req, &(ring_fault_t){.status = RING_ERR_MISMATCH,
-                                                          .culprit = peer, .step = -1,
-                                                          .theirs = &theirs},
-                               "collective arguments differ between rank %d and {peer} "
-                               "(%s, %s): rank %d called %s; rank %d called %s", comm->rank,
-                               rd_name(rd),
-                               pair->what, comm->rank, mine, peer, other);
-}
-
-static ring_status_t rd_pair_failed(ring_comm_t *comm, const ring_sub_t *pair);
 
 static ring_status_t rd_start_step(ring_comm_t *comm)
 {
     struct ring_rd *rd = comm->algo.rd;
     const rd_step_t *s = &rd->plan->steps[rd->step];
-    ring_request_t *req = rd->req;
     ring_sub_t *pair = &rd->pair[s->slot];
-    size_t bytes = req->count * sizeof(float);
+    size_t bytes = rd->piece_n * sizeof(float);
+    float *out = rd_out(rd);
     ring_status_t st;
 
     if (s->kind == RH_SCATTER || s->kind == RH_GATHER) {
@@ -442,11 +336,11 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
 
         rh_window(comm->topo.pos, stage, rd->padded, &off, &len);
         if (s->kind == RH_SCATTER && stage == 0) {
-            const float *in = rd->src0 != NULL ? rd->src0 : req->recvbuf;
+            const float *in = rd->src0 != NULL ? rd->src0 : out;
 
-            if (rd->work != (float *)req->recvbuf) { /* the first scatter: from a padded copy */
-                memcpy(rd->work, in, req->count * sizeof(float));
-                memset(rd->work + req->count, 0, (rd->padded - req->count) * sizeof(float));
+            if (rd->work != out) { /* the first scatter: from a padded copy */
+                memcpy(rd->work, in, rd->piece_n * sizeof(float));
+                memset(rd->work + rd->piece_n, 0, (rd->padded - rd->piece_n) * sizeof(float));
             } else {
                 from = in;
             }
@@ -455,7 +349,7 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
         if (s->kind == RH_SCATTER) {
             st = ring_reduce_scatter_start(pair->comm, from + off,
                                            rd->work + off + (size_t)upper * (len / 2), len / 2,
-                                           RING_FLOAT32, RING_SUM, rd_pair_tid(req),
+                                           RING_FLOAT32, RING_SUM, rd_pair_tid(rd),
                                            RING_CALL_EXACT, &rd->sub_req);
             /* only the last scatter's sums are final: it alone looks for inf and NaN
              * (an earlier one may have looked already; that is no harm) */
@@ -465,13 +359,13 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
             st = ring_allgather_start_flagged(pair->comm,
                                               rd->work + off + (size_t)upper * (len / 2),
                                               rd->work + off, len / 2 * sizeof(float),
-                                              rd_pair_tid(req), rd->nonfinite, &rd->sub_req);
+                                              rd_pair_tid(rd), rd->nonfinite, &rd->sub_req);
         }
     } else if (s->kind == RD_SWAP)
-        st = ring_allgather_start(pair->comm, req->recvbuf, rd->swap, bytes, rd_pair_tid(req),
+        st = ring_allgather_start(pair->comm, out, rd->swap, bytes, rd_pair_tid(rd),
                                   &rd->sub_req);
     else /* the lower place (the pair's 0) has the result */
-        st = ring_broadcast_start(pair->comm, req->recvbuf, bytes, 0, rd_pair_tid(req),
+        st = ring_broadcast_start(pair->comm, out, bytes, 0, rd_pair_tid(rd),
                                   &rd->sub_req);
     if (st != RING_OK) {
         rd->sub_req = NULL;
@@ -491,7 +385,7 @@ static ring_status_t rd_start_step(ring_comm_t *comm)
 static int rd_level(const struct ring_rd *rd)
 {
     const rd_step_t *s = &rd->plan->steps[rd->step];
-    int stages = rd->plan->stages, halving = rd->plan == &rd->plan_of[RD_HALVING];
+    int stages = rd->plan->stages, halving = rd_halving(rd);
 
     if (s->kind == RD_GIVE_RESULT || s->kind == RD_TAKE_RESULT)
         return (halving ? 2 * stages : stages) + 1;
@@ -504,7 +398,7 @@ static void rd_apply_step(ring_comm_t *comm)
     struct ring_rd *rd = comm->algo.rd;
     const rd_step_t *s = &rd->plan->steps[rd->step];
     ring_request_t *req = rd->req;
-    float *out = req->recvbuf;
+    float *out = rd_out(rd);
 
     if (s->kind == RH_SCATTER) {
         /* the pair added this place's half in place; the last one is its block */
@@ -518,15 +412,15 @@ static void rd_apply_step(ring_comm_t *comm)
     }
     if (s->kind == RH_GATHER) { /* the last gather completes the (padded) copy */
         if (s->slot == 1 && rd->work != out)
-            memcpy(out, rd->work, req->count * sizeof(float));
+            memcpy(out, rd->work, rd->piece_n * sizeof(float));
         return;
     }
     if (s->kind != RD_SWAP || comm->topo.pos >= rd->plan->p2)
         return; /* the result came in place; a place above P2 only gave its buffer */
     /* both of the pair add the same two halves in the same order: the same bits */
-    ring_reduce_sum_f32(out, rd->swap, rd->swap + req->count, req->count);
+    ring_reduce_sum_f32(out, rd->swap, rd->swap + rd->piece_n, rd->piece_n);
     if (rd->step == rd->plan->last_sum && req->op == RING_AVG)
-        ring_scale_f32(out, out, 1.0f / (float)comm->size, req->count);
+        ring_scale_f32(out, out, 1.0f / (float)comm->size, rd->piece_n);
 }
 
 /* Nothing moved on the pair for the timeout (and this step's grace): name the
@@ -645,12 +539,18 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
         return ring_now() > rd->answer_by ? rd_timed_out(comm, ring_now() - rd->last_move)
                                           : RING_OK;
     }
-    while (rd->step < rd->plan->nsteps) {
-        ring_sub_t *pair = &rd->pair[rd->plan->steps[rd->step].slot];
+    while (rd->step < rd->plan->nsteps ||
+           rd->piece_off + rd->piece_n < req->count) { /* the next piece (Rabenseifner's) */
+        ring_sub_t *pair;
         ring_request_t *sub;
         int moved;
         double now;
 
+        if (rd->step == rd->plan->nsteps) {
+            rd->piece_off += rd->piece_n;
+            RING_CHECK(rd_begin_piece(comm));
+        }
+        pair = &rd->pair[rd->plan->steps[rd->step].slot];
         if (rd->sub_req == NULL)
             RING_CHECK(rd_start_step(comm));
         moved = ring_comm_progress(pair->comm);
@@ -683,12 +583,12 @@ static ring_status_t rd_progress(ring_comm_t *comm, ring_request_t *req, int *mo
     /* every peer holds the same bits: each finds the same non-finite values.
      * Rabenseifner's (without a fold) knows already: each block's owner looked
      * at it in its last scatter, and the gathers' frames carried what they knew */
-    if (rd->plan == &rd->plan_of[RD_HALVING] && rd->plan->p2 == comm->size)
+    if (rd_halving(rd) && rd->plan->p2 == comm->size)
         nonfinite = rd->nonfinite;
     else
         (void)comm->enc.kops->absmax_f32(req->recvbuf, req->count, &nonfinite);
     req->nonfinite = nonfinite;
-    if (rd->plan == &rd->plan_of[RD_HALVING])
+    if (rd_halving(rd))
         comm->stats.rh_allreduces++;
     else
         comm->stats.rd_allreduces++;

@@ -22,7 +22,7 @@ static uint64_t handshake_settings_hash(const ring_hello_t *h)
     uint64_t fields[] = {h->version, h->job_hash, h->world_size, h->channels,
                          h->streams, h->chunk_bytes, h->transport,
                          h->codec, h->fp16_scaling, h->auth_frames, h->algo,
-                         h->rd_max_bytes, h->rd_fit, h->rh_max_bytes};
+                         h->rd_max_bytes, h->rd_fit, h->rh_max_bytes, h->rh_piece_bytes};
 
     return ring_hash_bytes(v, fields, sizeof(fields));
 }
@@ -54,6 +54,7 @@ void ring_hello_fill(const ring_comm_t *comm, int channel, int stream, ring_hell
     h->rd_max_bytes = comm->cfg.rd_max_bytes;
     h->rd_fit = comm->cfg.rd_fit != 0;
     h->rh_max_bytes = comm->cfg.rh_max_bytes;
+    h->rh_piece_bytes = comm->cfg.rh_piece_bytes;
     h->peers_hash = ring_hash_bytes(RING_HASH_INIT, peers, strlen(peers));
     h->settings_hash = handshake_settings_hash(h);
     snprintf(h->job_text, sizeof(h->job_text), "%s", comm->cfg.job_id);
@@ -90,8 +91,8 @@ static const char *const field_names[HF_COUNT] = {
     [HF_AUTH] = "frame authentication (--auth, RING_AUTH)",
     [HF_ALGO] = "allreduce algorithm (--algo, RING_ALGO)",
     /* one literal in parentheses: clang's -Wstring-concatenation asks it of array elements */
-    [HF_HASH] = ("--rd-max-bytes (RING_RD_MAX_BYTES), --rh-max-bytes (RING_RH_MAX_BYTES) or "
-                 "--rd-fit (RING_RD_FIT)"),
+    [HF_HASH] = ("--rd-max-bytes (RING_RD_MAX_BYTES), --rh-max-bytes (RING_RH_MAX_BYTES), "
+                 "--rh-piece-bytes (RING_RH_PIECE_BYTES) or --rd-fit (RING_RD_FIT)"),
 };
 
 const char *ring_hello_field_name(unsigned field)
@@ -204,10 +205,11 @@ ring_status_t ring_hello_check(const ring_comm_t *comm, const ring_hello_t *mine
         return ring_error_set(RING_ERR_MISMATCH,
                               "settings mismatch with rank %u (%s): the settings hash differs: "
                               "--rd-max-bytes (RING_RD_MAX_BYTES), --rh-max-bytes "
-                              "(RING_RH_MAX_BYTES) or --rd-fit (RING_RD_FIT) differs (this "
-                              "peer has %" PRIu64 ", %" PRIu64 " and %s), or a setting of "
-                              "another ringd version: give every peer the same",
+                              "(RING_RH_MAX_BYTES), --rh-piece-bytes (RING_RH_PIECE_BYTES) or "
+                              "--rd-fit (RING_RD_FIT) differs (this peer has %" PRIu64 ", %"
+                              PRIu64 ", %" PRIu64 " and %s), or a setting of another ringd "
+                              "version: give every peer the same",
                               theirs->rank, peer_addr, mine->rd_max_bytes, mine->rh_max_bytes,
-                              mine->rd_fit ? "on" : "off");
+                              mine->rh_piece_bytes, mine->rd_fit ? "on" : "off");
     }
 }

@@ -42,6 +42,7 @@ typedef struct ring_hello {
     uint64_t rd_max_bytes;   /* --rd-max-bytes: not on the wire, only in settings_hash */
     uint64_t rd_fit;         /* --rd-fit, once auto is resolved (1: on): the same */
     uint64_t rh_max_bytes;   /* --rh-max-bytes: the same */
+    uint64_t rh_piece_bytes; /* --rh-piece-bytes: the same */
     uint64_t peers_hash;
     uint64_t settings_hash;  /* all of the above that must agree, hashed */
     char job_text[RING_HELLO_JOB_TEXT + 1]; /* start of the job id, for messages */

@@ -9,11 +9,15 @@
  *   reference, for counts that P2 divides and counts it does not (the padded
  *   copy); the stats count exactly the calls between the two limits as
  *   Rabenseifner's and those up to 4K as recursive doubling.
+ * - The same in pieces (--rh-piece-bytes 4K: up to 256 a call, the last of one
+ *   float padded; and the default 1M with --rh-max-bytes 2M: 1 MiB and 4 bytes).
  * - N = 3 and 5 (not a power of two), and --rh-max-bytes 0: it never runs.
  * - A peer killed or stopped in a loop of its calls is named by every other
  *   one, no hang; a peer whose call has another count (run by recursive
- *   doubling, or by Rabenseifner over another window) fails every rank with
- *   a mismatch naming it; peers that disagree on --rh-max-bytes fail at open.
+ *   doubling, or by Rabenseifner over another window, or one piece fewer that
+ *   ends where the others' calls go on) fails every rank with a mismatch naming
+ *   it, and an inf or NaN in any piece is found; peers that disagree on
+ *   --rh-max-bytes or --rh-piece-bytes fail at open.
  * - --rd-fit on, and --autotune on with --rd-fit's default (auto): every
  *   rank runs with rank 0's two limits (Rabenseifner's 0, or rd's times 4,
  *   16, 64 or 256), and exactly the calls between them run by Rabenseifner's,
@@ -40,17 +44,19 @@ enum {
 /* M_CORRECT_LOG: M_CORRECT, and what the open logged (the fit's lines) is read back;
  * M_LOOP_LOG: M_LOOP, and what the whole run logged */
 typedef enum rh_mode {
-    M_CORRECT, M_CORRECT_LOG, M_LOOP, M_LOOP_LOG, M_OTHER_COUNT, M_OTHER_SMALL, M_NONFINITE
+    M_CORRECT, M_CORRECT_LOG, M_LOOP, M_LOOP_LOG, M_OTHER_COUNT, M_OTHER_SMALL, M_OTHER_PIECES,
+    M_NONFINITE
 } rh_mode_t;
 
 /* 1024 floats: --rd-max-bytes (4K) exactly; 1025: padded to 1028 at N = 4;
- * 65537: an odd count; 262144: --rh-max-bytes (1M) exactly; 262145: the ring */
+ * 65537: an odd count; 262144: --rh-max-bytes (1M) exactly; 262145: the ring
+ * (with --rh-max-bytes 2M, two pieces of the default 1M: the second one float) */
 static const size_t counts[] = {7, 1024, 1025, 4096, 65537, 262144, 262145};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 #define MAXCOUNT 262145
 #define LIMIT_RD 4096u
-#define LIMIT_RH 1048576u
 #define LOOP_COUNT 20000 /* 80 KB: between the limits */
+#define PIECES_COUNT 20480 /* M_OTHER_PIECES: 20 pieces of 4K; the last rank's call 19 */
 
 static int correct_main(ring_comm_t *comm, int rank, int n)
 {
@@ -73,18 +79,22 @@ static int loop_main(ring_comm_t *comm)
 }
 
 /* ten good calls of LOOP_COUNT, then the last rank calls another count: one
- * Rabenseifner runs too (M_OTHER_COUNT), or one recursive doubling takes */
+ * Rabenseifner runs too (M_OTHER_COUNT), or one recursive doubling takes; or
+ * (M_OTHER_PIECES, pieces of 4K) ten of PIECES_COUNT, then the last rank one
+ * piece fewer: the same pieces, but its last ends where the others go on */
 static int other_main(ring_comm_t *comm, int rank, int n, rh_mode_t mode)
 {
     static float buf[2 * LOOP_COUNT];
+    size_t good = mode == M_OTHER_PIECES ? PIECES_COUNT : LOOP_COUNT;
     ring_status_t st = RING_OK;
 
     for (int i = 0; i < 10 && st == RING_OK; i++)
-        st = ring_allreduce(comm, buf, buf, LOOP_COUNT, RING_FLOAT32, RING_SUM);
+        st = ring_allreduce(comm, buf, buf, good, RING_FLOAT32, RING_SUM);
     if (st == RING_OK)
         st = ring_allreduce(comm, buf, buf,
-                            rank != n - 1 ? LOOP_COUNT
-                            : mode == M_OTHER_COUNT ? 2 * LOOP_COUNT : 100,
+                            rank != n - 1 ? good
+                            : mode == M_OTHER_COUNT ? 2 * LOOP_COUNT
+                            : mode == M_OTHER_PIECES ? PIECES_COUNT - 1024 : 100,
                             RING_FLOAT32, RING_SUM);
     h_put(V_STATUS, (uint64_t)st);
     return st == RING_OK ? 0 : h_fail(st, "ring_allreduce");
@@ -219,14 +229,17 @@ static h_run_t *run_ring(int n, rh_mode_t *mode, const h_setting_t *settings,
     return h_run_ring(&rs);
 }
 
-static void check_correct(int n, const char *rh_max)
+/* limit: --rh-max-bytes rh_max in bytes; piece: --rh-piece-bytes, NULL the default */
+static void check_correct(int n, const char *rh_max, size_t limit, const char *piece)
 {
     rh_mode_t mode = M_CORRECT;
     h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
                               {-1, "rd-max-bytes", "4K"}, {-1, "rh-max-bytes", rh_max},
+                              {-1, piece != NULL ? "rh-piece-bytes" : NULL, piece},
                               {0, NULL, NULL}};
     h_run_t *run = run_ring(n, &mode, settings, NULL, NULL);
-    int runs = (n & (n - 1)) == 0 && n >= 4 && strcmp(rh_max, "0") != 0;
+    int runs = (n & (n - 1)) == 0 && n >= 4 && limit > 0;
+    char what[64];
     int all_ok = run != NULL, same = run != NULL, close = run != NULL, counted = run != NULL;
     uint64_t want_rd = 0, want_rh = 0;
 
@@ -234,8 +247,10 @@ static void check_correct(int n, const char *rh_max)
         size_t bytes = counts[i] * sizeof(float);
 
         want_rd += bytes <= LIMIT_RD ? 4 : 0;
-        want_rh += runs && bytes > LIMIT_RD && bytes <= LIMIT_RH ? 4 : 0;
+        want_rh += runs && bytes > LIMIT_RD && bytes <= limit ? 4 : 0;
     }
+    snprintf(what, sizeof(what), "--rh-max-bytes %s%s%s", rh_max,
+             piece != NULL ? " --rh-piece-bytes " : "", piece != NULL ? piece : "");
     for (int r = 0; run != NULL && r < n; r++) {
         const h_result_t *res = &run->r[r];
 
@@ -244,16 +259,15 @@ static void check_correct(int n, const char *rh_max)
         close &= h_val_double(res, V_ERR, 1) < 1e-6;
         counted &= h_val(res, V_RD, 99) == want_rd && h_val(res, V_RH, 99) == want_rh &&
                    h_val(res, V_ALL, 0) == NCOUNTS * 4 &&
-                   h_val(res, V_LIMIT, 99) == (runs ? LIMIT_RH : 0);
+                   h_val(res, V_LIMIT, 99) == (runs ? limit : 0);
     }
-    if (!ok(all_ok, "N=%d --rh-max-bytes %s over tcp: integer sums exact, bit for bit, out of "
-            "place and in place, on every rank", n, rh_max) && run != NULL)
+    if (!ok(all_ok, "N=%d %s over tcp: integer sums exact, bit for bit, out of place and in "
+            "place, on every rank", n, what) && run != NULL)
         h_diag(run);
-    ok(same, "N=%d --rh-max-bytes %s: every rank holds the same bits of random sums and "
-       "averages", n, rh_max);
-    ok(close, "N=%d --rh-max-bytes %s: within 1e-6 of the double-precision sums", n, rh_max);
-    if (!ok(counted, "N=%d --rh-max-bytes %s: stats count %llu of %zu allreduces as "
-            "Rabenseifner's, %llu as recursive doubling", n, rh_max,
+    ok(same, "N=%d %s: every rank holds the same bits of random sums and averages", n, what);
+    ok(close, "N=%d %s: within 1e-6 of the double-precision sums", n, what);
+    if (!ok(counted, "N=%d %s: stats count %llu of %zu allreduces as Rabenseifner's, %llu "
+            "as recursive doubling", n, what,
             (unsigned long long)want_rh, NCOUNTS * 4, (unsigned long long)want_rd) &&
         run != NULL)
         diag("rank 0: rh %llu, rd %llu, all %llu, rh_max_bytes %llu",
@@ -364,8 +378,9 @@ static void check_failure(int n, int victim, int sig)
 
 static void check_other(int n, rh_mode_t mode)
 {
-    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
-                                           {0, NULL, NULL}};
+    const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                                    {-1, mode == M_OTHER_PIECES ? "rh-piece-bytes" : NULL, "4K"},
+                                    {0, NULL, NULL}};
     h_run_t *run = run_ring(n, &mode, settings, NULL, "2s");
     char want[32];
     int all = run != NULL;
@@ -378,17 +393,22 @@ static void check_other(int n, rh_mode_t mode)
     if (!ok(all, "N=%d rank %d calls another count (%s) after 10 calls by Rabenseifner's: "
             "every rank fails with a mismatch naming it", n, n - 1,
             mode == M_OTHER_COUNT ? "Rabenseifner's too, over other windows"
-                                  : "recursive doubling's") && run != NULL)
+            : mode == M_OTHER_PIECES ? "in pieces of 4K, one fewer: its last ends where the "
+                                       "others' go on"
+                                     : "recursive doubling's") && run != NULL)
         h_diag(run);
     else if (run != NULL)
         diag("rank 0: %s", run->r[0].msg);
 }
 
-static void check_nonfinite(int n)
+/* piece: --rh-piece-bytes, NULL the default (4K: the NaN is in the first of 20
+ * pieces, the inf in the last) */
+static void check_nonfinite(int n, const char *piece)
 {
     rh_mode_t mode = M_NONFINITE;
-    static const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
-                                           {0, NULL, NULL}};
+    const h_setting_t settings[] = {{-1, "algo", "auto"}, {-1, "transport", "tcp"},
+                                    {-1, piece != NULL ? "rh-piece-bytes" : NULL, piece},
+                                    {0, NULL, NULL}};
     h_run_t *run = run_ring(n, &mode, settings, NULL, "5s");
     int all = run != NULL;
     uint64_t rh_calls = n == 3 ? 0 : 3; /* N = 3: the ring's owners find it as they add */
@@ -397,49 +417,57 @@ static void check_nonfinite(int n)
         all &= run->r[r].exited && run->r[r].code == 0 && h_val(&run->r[r], V_STATUS, 0) == 3 &&
                h_val(&run->r[r], V_RH, 0) == rh_calls;
     if (!ok(all, "N=%d a NaN, then an inf in another rank's block, in 80 KB averages "
-            "(%s): RING_ERR_NONFINITE on every rank, and the next call finite", n,
-            n == 3 ? "the ring" : "Rabenseifner's") &&
+            "(%s%s): RING_ERR_NONFINITE on every rank, and the next call finite", n,
+            n == 3 ? "the ring" : "Rabenseifner's", piece != NULL ? " in pieces of 4K" : "") &&
         run != NULL)
         h_diag(run);
 }
 
-static void check_disagree(void)
+/* rank 1 sets option to value, rank 0 keeps the default */
+static void check_disagree(const char *option, const char *value)
 {
     rh_mode_t mode = M_CORRECT;
-    static const h_setting_t settings[] = {{1, "rh-max-bytes", "2M"}, {0, NULL, NULL}};
+    const h_setting_t settings[] = {{1, option, value}, {0, NULL, NULL}};
     h_run_t *run = run_ring(2, &mode, settings, NULL, NULL);
     int all = run != NULL;
+    char flag[64];
 
+    snprintf(flag, sizeof(flag), "--%s", option);
     for (int r = 0; run != NULL && r < 2; r++)
         all &= run->r[r].exited && run->r[r].code != 0 && run->r[r].t_end < 8 &&
-               strstr(run->r[r].msg, "--rh-max-bytes") != NULL &&
-               strstr(run->r[r].msg, "differs") != NULL;
-    if (!ok(all, "rank 1 --rh-max-bytes 2M, rank 0 the default: both fail at open, saying "
-            "--rh-max-bytes differs") && run != NULL)
+               strstr(run->r[r].msg, flag) != NULL && strstr(run->r[r].msg, "differs") != NULL;
+    if (!ok(all, "rank 1 %s %s, rank 0 the default: both fail at open, saying %s differs",
+            flag, value, flag) && run != NULL)
         h_diag(run);
 }
 
 int main(void)
 {
-    plan(4 * 5 + 4 + 3 + 4 + 2 + 1);
-    check_correct(4, "1M");
-    check_correct(8, "1M");
-    check_correct(3, "1M");
-    check_correct(5, "1M");
-    check_correct(4, "0");
+    plan(4 * 8 + 4 + 4 + 4 + 3 + 2);
+    check_correct(4, "1M", 1u << 20, NULL);
+    check_correct(8, "1M", 1u << 20, NULL);
+    check_correct(3, "1M", 1u << 20, NULL);
+    check_correct(5, "1M", 1u << 20, NULL);
+    check_correct(4, "0", 0, NULL);
+    check_correct(4, "2M", 2u << 20, NULL);
+    check_correct(4, "1M", 1u << 20, "4K");
+    check_correct(8, "1M", 1u << 20, "4K");
     check_fit(4, "on");
     check_fit(8, "on");
     check_fit(4, "autotune");
     check_fit(4, "default");
-    check_nonfinite(4);
-    check_nonfinite(8);
-    check_nonfinite(3);
+    check_nonfinite(4, NULL);
+    check_nonfinite(8, NULL);
+    check_nonfinite(3, NULL);
+    check_nonfinite(4, "4K");
     check_failure(4, 2, SIGKILL);
     check_failure(4, 1, SIGSTOP);
     check_failure(8, 5, SIGKILL);
     check_failure(8, 0, SIGSTOP);
     check_other(4, M_OTHER_COUNT);
     check_other(4, M_OTHER_SMALL);
-    check_disagree();
+    check_other(4, M_OTHER_PIECES);
+    check_disagree("rh-max-bytes", "2M");
+    check_disagree("rh-piece-bytes", "512K");
     return done_testing();
 }
