@@ -14,7 +14,8 @@
  * --rd-max-bytes and --rh-max-bytes, on N a power of two of at least 4, the
  * same pairs run Rabenseifner's reduce-scatter by recursive halving and
  * allgather by recursive doubling instead: the ring's bytes in 2 log2 N steps
- * (rd_plan.c has both schedules).
+ * (rd_plan.c has both schedules); a call larger than --rh-piece-bytes runs in
+ * pieces, one after the other, each the whole schedule over its part.
  *
  * Each pair is a communicator of two peers (subcomm.c), opened once the ring
  * is up: over shm within a host, tcp or verbs across. A swap is an allgather
