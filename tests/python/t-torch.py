@@ -594,4 +594,5 @@ def job_env(n):
 
 if __name__ == "__main__":
     # over tcp at N = 4: recursive doubling and Rabenseifner's under the same checks
-    ringtest.main(checks, worlds=(1, 2, 3, 4, (4, {"RING_TRANSPORT": "tcp", "RING_RD_MAX_BYTES": "8K"})), env=job_env)
+    ringtest.main(checks, env=job_env,
+                  worlds=(1, 2, 3, 4, (4, {"RING_TRANSPORT": "tcp", "RING_RD_MAX_BYTES": "8K"})))
