@@ -84,25 +84,23 @@ static int one_host(const ring_comm_t *comm, char *why, size_t len)
 }
 
 /* The segment's layout: the header, every place's board, the small slots (two
- * per place), the big slots (two per place), the result of a piece (two). Sizes
- * only while base is NULL; then where each part lies in the mapping. */
+ * per place), the big slots (two per place). Sizes only while base is NULL; then
+ * where each part lies in the mapping. */
 static void seg_layout(struct ring_direct *d, int places, unsigned char *base)
 {
     size_t boards = align64(sizeof(direct_seg_hdr_t));
     size_t small = boards + (size_t)places * sizeof(direct_board_t);
-    size_t big, results;
+    size_t big;
 
     d->slot_bytes = sizeof(direct_slot_hdr_t) + d->max_bytes;
     d->big_slot_bytes = d->piece_bytes > 0 ? sizeof(direct_slot_hdr_t) + d->piece_bytes : 0;
     big = small + (size_t)places * 2 * d->slot_bytes;
-    results = big + (size_t)places * 2 * d->big_slot_bytes;
-    d->seg_bytes = results + 2 * d->piece_bytes;
+    d->seg_bytes = big + (size_t)places * 2 * d->big_slot_bytes;
     if (base == NULL)
         return;
     d->boards = (direct_board_t *)(base + boards);
     d->small_slots = base + small;
     d->big_slots = base + big;
-    d->results = base + results;
 }
 
 /* Map the segment: place 0 creates it (create = 1), the others open it. */
@@ -191,8 +189,13 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
     /* every peer adds every slot of a small call, N times the bytes of the large
      * form's slice: the small form stops at --rd-max-bytes x 2/N^2 (at N = 4 over
      * shm on 2 cores, 16 KiB took 13 us in pieces against 20 us as a small call,
-     * 8 KiB 11.2-12.6 against 8.6-9.2; at N = 2, 32 KiB 10.3-10.9 either way) */
-    d->max_bytes = comm->cfg.rd_max_bytes * 2 / ((size_t)comm->size * (size_t)comm->size);
+     * 8 KiB 11.2-12.6 against 8.6-9.2). At N = 2 the large form moves no more
+     * lines between the cores than the small one and copies half as much in: it
+     * wins from 4 KiB (2.0-2.2 us against 2.4-2.8; 16 KiB 4.0-4.2 against 5.9),
+     * so the small form stops at --rd-max-bytes/16 there (2 KiB by default) */
+    d->max_bytes = comm->size == 2 ? comm->cfg.rd_max_bytes / 16
+                                   : comm->cfg.rd_max_bytes * 2 /
+                                         ((size_t)comm->size * (size_t)comm->size);
     d->max_bytes = align64(d->max_bytes > 0 ? d->max_bytes : 64);
     /* pieces of up to 4 MiB (2.6 at N = 2), smaller at larger N: the segment stays
      * within DIRECT_SEG_BUDGET (containers give /dev/shm 64 MiB) */

@@ -1,14 +1,15 @@
 /*
  * direct_big.c - the direct allreduce's large calls: a reduce-scatter and an
- * allgather through the shared segment, a piece (up to 1 MiB) at a time.
+ * allgather through the shared segment, a piece (up to 4 MiB) at a time.
  *
  * For each piece, step s (counted since open, the same on every peer):
- *   post    copy our piece into our big slot for s's parity (once every peer
- *           has added its slice of step s-2, the slot's last contents);
- *   reduce  once every peer posted s (and copied out the result of s-2), add
- *           our 1/N slice of the piece from every slot, in place order, into
- *           the shared result;
- *   copy    once every peer reduced s, copy the whole result out.
+ *   post    copy our piece into our big slot for s's parity (every peer has
+ *           copied out the sums of step s-2, the slot's last contents, before
+ *           it added its slice of s-1);
+ *   reduce  once every peer posted s, add our 1/N slice of the piece from every
+ *           slot, in place order, and write the sum over the next place's input
+ *           for that slice (direct_sum), which only we read;
+ *   copy    once every peer reduced s, copy every other slice's sum out.
  * Two waits per piece however many peers, where the ring takes 2(N-1)
  * dependent steps; each element is added by one peer only, so every peer
  * holds the same bits, and the same as direct.c's small calls give (slots in
@@ -25,17 +26,23 @@
 #include "direct_int.h"
 #include "reduce.h"
 
-/* Our slice of a piece of n floats: [lo, hi), cut at 64-byte boundaries. */
+/* Place p's slice of a piece of n floats: [lo, hi), cut at 64-byte boundaries. */
+static void slice_of_place(const ring_comm_t *comm, int p, size_t n, size_t *lo, size_t *hi)
+{
+    size_t places = (size_t)comm->size;
+
+    *lo = (n * (size_t)p / places) & ~(size_t)15;
+    *hi = (size_t)p + 1 == places ? n : (n * ((size_t)p + 1) / places) & ~(size_t)15;
+}
+
+/* Our slice of a piece of n floats. */
 static void slice_of(const ring_comm_t *comm, size_t n, size_t *lo, size_t *hi)
 {
-    size_t p = (size_t)comm->topo.pos, places = (size_t)comm->size;
-
-    *lo = (n * p / places) & ~(size_t)15;
-    *hi = p + 1 == places ? n : (n * (p + 1) / places) & ~(size_t)15;
+    slice_of_place(comm, comm->topo.pos, n, lo, hi);
 }
 
 /* Copy what is outside our slice [lo, hi) of n floats from src to dst (the
- * others' slices: what they add from our slot, what we take from the result). */
+ * others' slices: what they add from our slot). */
 static void copy_around(float *dst, const float *src, size_t lo, size_t hi, size_t n)
 {
     memcpy(dst, src, lo * sizeof(float));
@@ -50,21 +57,28 @@ static int direct_streams(const ring_request_t *req)
     return req->count * sizeof(float) >= DIRECT_STREAM_MIN;
 }
 
-/* copy_around into the caller's buffer, streamed when the call is that large */
-static void copy_out_around(const ring_request_t *req, float *dst, const float *src, size_t lo,
-                            size_t hi, size_t n)
+/* Copy every other place's slice of step's sums into dst (the caller's buffer at
+ * the piece), streamed when the call is that large. */
+static void copy_out_sums(const ring_comm_t *comm, const ring_request_t *req, float *dst,
+                          uint64_t step, size_t n)
 {
-    if (!direct_streams(req)) {
-        copy_around(dst, src, lo, hi, n);
-        return;
+    for (int q = 0; q < comm->size; q++) {
+        const float *sum = direct_sum(comm->algo.direct, q, step);
+        size_t lo, hi;
+
+        slice_of_place(comm, q, n, &lo, &hi);
+        if (q == comm->topo.pos || hi <= lo)
+            continue;
+        if (direct_streams(req))
+            ring_copy_f32_stream(dst + lo, sum + lo, hi - lo);
+        else
+            memcpy(dst + lo, sum + lo, (hi - lo) * sizeof(float));
     }
-    ring_copy_f32_stream(dst, src, lo);
-    ring_copy_f32_stream(dst + hi, src + hi, n - hi);
 }
 
 /* Our slice of the piece: every place's input in place order (ours from our
- * own buffer, the others' from their slots), in one pass, into the shared
- * result and our own recvbuf at once. */
+ * own buffer, the others' from their slots), in one pass, into our recvbuf and
+ * over the next place's input (direct_sum) at once. */
 static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
 {
     struct ring_direct *d = comm->algo.direct;
@@ -87,7 +101,7 @@ static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
     /* an inf or NaN anywhere in the inputs (or an overflow) shows in the sum: each
      * finds it in its own slice, in the pass that adds it, and says so on its board */
     nonfinite = (direct_streams(req) ? ring_reduce_sum_n_f32_stream : ring_reduce_sum_n_f32)(
-        direct_result(d, d->step) + lo, (float *)req->recvbuf + d->off + lo, src, comm->size,
+        direct_sum(d, comm->topo.pos, d->step) + lo, (float *)req->recvbuf + d->off + lo, src, comm->size,
         req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, hi - lo);
     if (nonfinite)
         atomic_store(&d->boards[comm->topo.pos].nonfinite_step, d->step + 1);
@@ -102,8 +116,6 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
 
     while (d->off < req->count) {
         size_t n = req->count - d->off < piece ? req->count - d->off : piece;
-        /* the counters of step s-2, whose slot and result step s reuses */
-        uint64_t before = d->step >= 1 ? d->step - 1 : 0;
         size_t lo, hi;
         ring_status_t st;
         int p;
@@ -111,8 +123,9 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
         if (d->phase == 0) {
             direct_slot_hdr_t *h = direct_big_slot(d, comm->topo.pos, d->step);
 
-            if ((p = ring_direct_lagging(comm, DIRECT_BIG_REDUCED, before)) >= 0)
-                return ring_direct_check_wait(comm, p);
+            /* no wait: our slot of s-2 held sums the others copy out, and each
+             * did before it added its slice of s-1, which our copy of s-1 waited
+             * for (checking again cost 0.2-0.3 us of a 4 KiB call at N = 2) */
             h->round = req->round;
             h->count = req->count;
             h->off = d->off;
@@ -127,8 +140,7 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
             ring_direct_set(d, comm->topo.pos, DIRECT_BIG_POSTED, d->step + 1);
             d->phase = 1;
         } else if (d->phase == 1) {
-            if ((p = ring_direct_lagging(comm, DIRECT_BIG_POSTED, d->step + 1)) >= 0 ||
-                (p = ring_direct_lagging(comm, DIRECT_BIG_READ, before)) >= 0)
+            if ((p = ring_direct_lagging(comm, DIRECT_BIG_POSTED, d->step + 1)) >= 0)
                 return ring_direct_check_wait(comm, p);
             RING_TL_TIMED(comm, NULL, RING_TL_REDUCE, n / (size_t)comm->size,
                           st = add_slice(comm, req, n));
@@ -140,11 +152,9 @@ ring_status_t ring_direct_big_progress(ring_comm_t *comm, ring_request_t *req, i
                 return ring_direct_check_wait(comm, p);
             slice_of(comm, n, &lo, &hi);
             RING_TL_TIMED(comm, NULL, RING_TL_RECV, (n - (hi - lo)) * sizeof(float),
-                          copy_out_around(req, (float *)req->recvbuf + d->off,
-                                          direct_result(d, d->step), lo, hi, n));
+                          copy_out_sums(comm, req, (float *)req->recvbuf + d->off, d->step, n));
             for (p = 0; p < comm->size; p++)
                 req->nonfinite |= atomic_load(&d->boards[p].nonfinite_step) == d->step + 1;
-            ring_direct_set(d, comm->topo.pos, DIRECT_BIG_READ, d->step + 1);
             d->step++;
             d->off += n;
             d->phase = 0;

@@ -161,7 +161,6 @@ ring_status_t ring_direct_timed_out(ring_comm_t *comm, int place)
         [DIRECT_READ] = "has not read the last one",
         [DIRECT_BIG_POSTED] = "has not posted its piece of the buffer",
         [DIRECT_BIG_REDUCED] = "has not added its slice of the piece",
-        [DIRECT_BIG_READ] = "has not copied out the last result",
     };
     struct ring_direct *d = comm->algo.direct;
     double now = ring_now();

@@ -112,7 +112,7 @@ static const ring_opt_t config_table[] = {
      "recursive doubling over pairs of peers (log2 N steps moving the whole buffer, plus 2 "
      "when N is not a power of two: latency-bound small buffers), direct = every peer on one "
      "host over shm puts its buffer in one shared segment and adds the others' from it (one "
-     "step for buffers up to --rd-max-bytes x 2/N^2 (half of it at N = 2); larger ones in "
+     "step for buffers up to --rd-max-bytes x 2/N^2 (1/16 of it at N = 2); larger ones in "
      "pieces of up to 4 MiB, each peer adding a 1/N slice of all N inputs in one pass: two "
      "steps a piece), auto = when every "
      "peer is on this host over shm, direct for fp32 allreduces without a codec; otherwise rd "

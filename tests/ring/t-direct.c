@@ -43,12 +43,14 @@ typedef enum mode {
     M_EXACT_ONE, M_EXACT_FIRST, M_NONFINITE
 } mode_t_;
 
-/* 4096: the small form's limit at N = 2 (--rd-max-bytes 32K x 2/N^2) exactly;
+/* 512 and 1024: the small form's limits at N = 2 (--rd-max-bytes 32K / 16) and
+ * N = 4 (x 2/N^2) exactly, 513 and 1025 one float over (one piece);
  * 4097: one piece; 262161: 1 MiB and an odd tail (two pieces at N = 7);
  * 1500000: three pieces or more (pieces are 2.6 MiB at N = 2, 2 MiB at N = 3,
  * 1.6 MiB at N = 4, 1 MiB at N = 7); 2200003: 8.8 MB, whose result is written
  * with non-temporal stores */
-static const size_t counts[] = {1, 7, 1023, 4096, 4097, 262161, 1500000, 2200003};
+static const size_t counts[] = {1,    7,    512,    513,     1023,   1024,
+                                 1025, 4097, 262161, 1500000, 2200003};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 #define MAXCOUNT 2200003
 #define BIG 700000 /* floats: two pieces at N = 3 and 4 */
