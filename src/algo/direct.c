@@ -198,7 +198,9 @@ ring_status_t ring_direct_open(ring_comm_t *comm)
                                          ((size_t)comm->size * (size_t)comm->size);
     d->max_bytes = align64(d->max_bytes > 0 ? d->max_bytes : 64);
     /* pieces of up to 4 MiB (2.6 at N = 2), smaller at larger N: the segment stays
-     * within DIRECT_SEG_BUDGET (containers give /dev/shm 64 MiB) */
+     * within DIRECT_SEG_BUDGET (containers give /dev/shm 64 MiB). The divisor still
+     * counts the two pieces of shared result the segment held before the sums went
+     * into the slots: the pieces keep the sizes they were measured at */
     d->piece_bytes = DIRECT_SEG_BUDGET / (2 * (size_t)comm->size + 2) & ~(size_t)0xffff;
     d->piece_bytes = d->piece_bytes > DIRECT_PIECE_MAX ? DIRECT_PIECE_MAX
                      : d->piece_bytes < DIRECT_PIECE_MIN ? DIRECT_PIECE_MIN : d->piece_bytes;

@@ -101,8 +101,8 @@ static ring_status_t add_slice(ring_comm_t *comm, ring_request_t *req, size_t n)
     /* an inf or NaN anywhere in the inputs (or an overflow) shows in the sum: each
      * finds it in its own slice, in the pass that adds it, and says so on its board */
     nonfinite = (direct_streams(req) ? ring_reduce_sum_n_f32_stream : ring_reduce_sum_n_f32)(
-        direct_sum(d, comm->topo.pos, d->step) + lo, (float *)req->recvbuf + d->off + lo, src, comm->size,
-        req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, hi - lo);
+        direct_sum(d, comm->topo.pos, d->step) + lo, (float *)req->recvbuf + d->off + lo, src,
+        comm->size, req->op == RING_AVG ? 1.0f / (float)comm->size : 1.0f, hi - lo);
     if (nonfinite)
         atomic_store(&d->boards[comm->topo.pos].nonfinite_step, d->step + 1);
     return RING_OK;

@@ -49,8 +49,7 @@ typedef enum mode {
  * 1500000: three pieces or more (pieces are 2.6 MiB at N = 2, 2 MiB at N = 3,
  * 1.6 MiB at N = 4, 1 MiB at N = 7); 2200003: 8.8 MB, whose result is written
  * with non-temporal stores */
-static const size_t counts[] = {1,    7,    512,    513,     1023,   1024,
-                                 1025, 4097, 262161, 1500000, 2200003};
+static const size_t counts[] = {1, 7, 512, 513, 1023, 1024, 1025, 4097, 262161, 1500000, 2200003};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 #define MAXCOUNT 2200003
 #define BIG 700000 /* floats: two pieces at N = 3 and 4 */
