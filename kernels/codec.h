@@ -61,6 +61,14 @@ typedef struct ring_codec_ops {
      * count towards the maximum; an inf does. nonfinite_p may be NULL.
      */
     float (*absmax_f32)(const float *src, size_t n, int *nonfinite_p);
+
+    /*
+     * reduce.h's n-input sum (ring_reduce_sum_n_f32, and its streamed twin
+     * when stream is 1): not a codec kernel, but chosen with them, so that
+     * RING_KERNEL picks every kernel a ring runs. Same bits in every variant.
+     */
+    int (*sum_n_f32)(float *dst, float *dst2, const float *const *src, int nsrc, float scale,
+                     size_t n, int stream);
 } ring_codec_ops_t;
 
 /*

@@ -18,6 +18,7 @@
 
 #include "codec.h"
 #include "half.h"
+#include "sum_n.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -284,6 +285,7 @@ const ring_codec_ops_t ring_codec_avx2_ops = {
     .fused_f16 = avx2_fused_f16,
     .fused_bf16 = avx2_fused_bf16,
     .absmax_f32 = avx2_absmax_f32,
+    .sum_n_f32 = ring_sum_n_avx2,
 };
 
 #endif /* x86 */

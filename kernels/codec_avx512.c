@@ -19,6 +19,7 @@
 
 #include "codec.h"
 #include "half.h"
+#include "sum_n.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -270,6 +271,7 @@ const ring_codec_ops_t ring_codec_avx512_ops = {
     .fused_f16 = avx512_fused_f16,
     .fused_bf16 = avx512_fused_bf16,
     .absmax_f32 = avx512_absmax_f32,
+    .sum_n_f32 = ring_sum_n_avx512,
 };
 
 #endif /* x86 */

@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "half.h"
+#include "sum_n.h"
 
 static void scalar_encode_f16(uint16_t *dst, const float *src, float scale, size_t n)
 {
@@ -81,4 +82,5 @@ const ring_codec_ops_t ring_codec_scalar_ops = {
     .fused_f16 = scalar_fused_f16,
     .fused_bf16 = scalar_fused_bf16,
     .absmax_f32 = scalar_absmax_f32,
+    .sum_n_f32 = ring_sum_n_scalar,
 };

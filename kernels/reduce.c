@@ -1,8 +1,11 @@
 /*
  * reduce.c - fp32 reductions. Plain loops that the compiler vectorises
- * (this file is built with -O3); they run at memory speed, which is all a
- * ring needs from them. Order of operations is fixed, so results are the
- * same on every peer.
+ * (this file is built with -O3, for the baseline ISA: SSE2 on x86-64): the
+ * scalar variant of the n-input sum, and the oracle of sum_n_simd.c's AVX2
+ * and AVX-512 ones, which the ring and the direct allreduce run where the CPU
+ * has them (out of the caches, where chunks are added, they are 2-5x
+ * faster). Order of operations is fixed, so results are the same on every
+ * peer and in every variant.
  */
 #include "ring_build.h"
 
@@ -12,12 +15,16 @@
 #include <emmintrin.h>
 #endif
 
+#include "codec.h"
 #include "reduce.h"
+#include "sum_n.h"
 
+/* the n-input sum's kernel, which this CPU runs faster than a plain loop here */
 void ring_reduce_sum_f32(float *dst, const float *a, const float *b, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dst[i] = a[i] + b[i];
+    const float *src[2] = {a, b};
+
+    (void)ring_codec_ops()->sum_n_f32(dst, NULL, src, 2, 1.0f, n, 0);
 }
 
 /* A block of elements at a time, every input added into a small
@@ -97,8 +104,8 @@ static int check_nonfinite(const float *chk)
     return bad;
 }
 
-int ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int nsrc,
-                          float scale, size_t n)
+static int sum_n_plain(float *dst, float *dst2, const float *const *src, int nsrc,
+                       float scale, size_t n)
 {
     float acc[SUM_N_BLOCK], chk[SUM_N_BLOCK] = {0};
     size_t base = 0;
@@ -120,8 +127,8 @@ int ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int 
     return check_nonfinite(chk);
 }
 
-int ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *src, int nsrc,
-                                 float scale, size_t n)
+static int sum_n_stream(float *dst, float *dst2, const float *const *src, int nsrc,
+                        float scale, size_t n)
 {
 #if defined(__SSE2__)
     if (((uintptr_t)dst2 & 15) == 0) {
@@ -145,7 +152,26 @@ int ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *sr
         return check_nonfinite(chk);
     }
 #endif
-    return ring_reduce_sum_n_f32(dst, dst2, src, nsrc, scale, n);
+    return sum_n_plain(dst, dst2, src, nsrc, scale, n);
+}
+
+int ring_sum_n_scalar(float *dst, float *dst2, const float *const *src, int nsrc, float scale,
+                      size_t n, int stream)
+{
+    return (stream && dst2 != NULL ? sum_n_stream : sum_n_plain)(dst, dst2, src, nsrc, scale, n);
+}
+
+/* the variant the codec runs (codec_dispatch.c): sum_n_simd.c's where the CPU has AVX2 */
+int ring_reduce_sum_n_f32(float *dst, float *dst2, const float *const *src, int nsrc,
+                          float scale, size_t n)
+{
+    return ring_codec_ops()->sum_n_f32(dst, dst2, src, nsrc, scale, n, 0);
+}
+
+int ring_reduce_sum_n_f32_stream(float *dst, float *dst2, const float *const *src, int nsrc,
+                                 float scale, size_t n)
+{
+    return ring_codec_ops()->sum_n_f32(dst, dst2, src, nsrc, scale, n, 1);
 }
 
 void ring_scale_f32(float *dst, const float *a, float scale, size_t n)
