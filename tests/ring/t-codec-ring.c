@@ -187,12 +187,9 @@ static int codec_child(int rank, int n, const ring_config_t *cfg, void *arg)
         if (!o->expect_nonfinite) {
             double bmax = 0;
             for (size_t i = 0; i < o->count; i++) {
-                double s = 0, a = 0;
-                for (int r = 0; r < n; r++) {
-                    double x = input(c, k, r, i);
-                    s += x;
-                    a += fabs(x);
-                }
+                double a = 0;
+                for (int r = 0; r < n; r++)
+                    a += fabs(input(c, k, r, i));
                 if (a > bmax)
                     bmax = a;
             }
