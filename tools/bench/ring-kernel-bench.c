@@ -6,7 +6,8 @@
  * For 256 KiB (L2-resident) and 256 MiB (DRAM) of fp32 data it times, in
  * one run: the raw F16C loops (fp32->fp16, fp16->fp32), every variant this
  * CPU runs (encode_f16, decode_f16, encode_bf16, decode_bf16, fused_f16
- * without and with final), and the add. Figures are GB/s of fp32 data,
+ * without and with final, sum_n_f32 of two inputs: the ring's fp32 add),
+ * and the add. Figures are GB/s of fp32 data,
  * 4 bytes per element, in both directions (as f16c_bw.c counts them;
  * 1 GB = 1e9 B); the median of -r reps, with min and max. The fused kernel
  * and the add are also given in elements/s. Then the ratios: each variant
@@ -182,6 +183,14 @@ static void run_fused_final(const kb_buffers_t *b, size_t n, const void *arg)
                                                0x1p-1f, 0x1p1f, n);
 }
 
+/* the fp32 ring's add of a received chunk to this peer's (kernels/sum_n_simd.c) */
+static void run_sum2(const kb_buffers_t *b, size_t n, const void *arg)
+{
+    const float *src[2] = {b->src, b->dst};
+
+    (void)((const ring_codec_ops_t *)arg)->sum_n_f32(b->sum, NULL, src, 2, 1.0f, n, 0);
+}
+
 /* median/min/max GB/s of fp32 data over reps; inner calls per rep for short buffers */
 static kb_result_t kb_time(kb_fn fn, const kb_buffers_t *b, size_t n, const void *arg, int reps,
                            int inner)
@@ -241,6 +250,7 @@ static const kb_row_t kb_rows[] = {
     {"encode_f16", run_enc16, 0},  {"decode_f16", run_dec16, 0},
     {"encode_bf16", run_encbf, 0}, {"decode_bf16", run_decbf, 0},
     {"fused_f16", run_fused, 1},   {"fused_f16 +final", run_fused_final, 1},
+    {"sum_n_f32 (2 inputs)", run_sum2, 1},
 };
 #define KB_NROWS (sizeof kb_rows / sizeof kb_rows[0])
 
@@ -392,6 +402,8 @@ int main(int argc, char **argv)
                    res[z][v][4].med / add[z].med);
             printf("%-8s %-6s fused_f16+final / add   %6.3f\n", sz, names[v],
                    res[z][v][5].med / add[z].med);
+            printf("%-8s %-6s sum_n_f32 / add         %6.3f\n", sz, names[v],
+                   res[z][v][6].med / add[z].med);
         }
     }
     /* keep the results alive */
