@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 int ring_sum_n_scalar(float *dst, float *dst2, const float *const *src, int nsrc, float scale,
-                      size_t n, int stream); /* reduce.c: plain loops (SSE2 on x86-64) */
+                      size_t n, int stream); /* sum_n_scalar.c: plain loops (SSE2 on x86-64) */
 #if defined(__x86_64__) || defined(__i386__)
 int ring_sum_n_avx2(float *dst, float *dst2, const float *const *src, int nsrc, float scale,
                     size_t n, int stream); /* sum_n_simd.c */

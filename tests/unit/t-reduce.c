@@ -1,5 +1,5 @@
 /*
- * t-reduce.c - the one-pass n-input sum (kernels/reduce.c, and
+ * t-reduce.c - the one-pass n-input sum (kernels/sum_n_scalar.c, and
  * kernels/sum_n_simd.c's AVX2 and AVX-512 variants, each one this CPU can
  * run) that the ring and the direct allreduce run: the sum and its
  * non-temporal twin must give,
