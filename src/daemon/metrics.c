@@ -11,8 +11,10 @@
  *   blocked_s (= wait_s) as in the bounded modes' lines, for comparisons.
  * Bounded/async step line (ssp.c): {"type":"step","rank","step","epoch","time",
  *   "loss","samples","clock","min_clock","tau","blocked_s","compute_s","rounds"}:
- *   clock = steps this peer had finished when the step started, min_clock =
- *   M then, tau = clock - min_clock, blocked_s = time waiting for the bound,
+ *   step counts this peer's steps (as the eval lines do); clock = the
+ *   session's clock when the step started: the steps this peer had finished,
+ *   and ahead of them once a late warm-up step was left out (--warmup-late);
+ *   min_clock = M then, tau = clock - min_clock, blocked_s = time waiting for the bound,
  *   wait_s = that and the time held for fresher parameters (--fresh-wait).
  * Round line (bounded/async): {"type":"round","rank","round","steps",
  *   "min_clock","comm_s","idle_s"}: steps = all peers' steps the round

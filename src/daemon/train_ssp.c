@@ -211,7 +211,9 @@ static int trainer_loop(ring_ssp_t *s, run_t *r, char *err, size_t errlen)
         }
         (void)ring_ssp_get_stats(s, &st);
         take_stats(r, &st);
-        line = (metrics_step_t){.step = step.clock + 1, .epoch = r->epoch,
+        /* this peer's steps, as the lockstep lines, the progress and the evaluations
+         * count them: the clock runs ahead after a late warm-up step is left out */
+        line = (metrics_step_t){.step = r->step + 1, .epoch = r->epoch,
                                 .time = r->elapsed_before + (t2 - r->t_start), .loss = loss,
                                 .samples = o->batch_size, .wire_bytes = st.wire_bytes,
                                 .compute_s = t2 - t1, .wait_s = step.blocked_s + step.fresh_s,
