@@ -66,7 +66,7 @@ AVX512_FN int ring_sum_n_avx512(float *dst, float *dst2, const float *const *src
     const __m512 sc = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
     const int scaled = scale != 1.0f;
     __m512 c0 = zero, c1 = zero, c2 = zero, c3 = zero; /* four checks: no chain of adds */
-    size_t i = 0, head;
+    size_t i, head;
 
     stream = stream && dst2 != NULL;
     head = stream ? lanes_to_aligned(dst2, 64, n) : 0;
@@ -143,7 +143,7 @@ AVX2_FN int ring_sum_n_avx2(float *dst, float *dst2, const float *const *src, in
     const __m256 sc = _mm256_set1_ps(scale), zero = _mm256_setzero_ps();
     const int scaled = scale != 1.0f;
     __m256 c0 = zero, c1 = zero, c2 = zero, c3 = zero;
-    size_t i = 0, head;
+    size_t i, head;
 
     stream = stream && dst2 != NULL;
     head = stream ? lanes_to_aligned(dst2, 32, n) : 0;
