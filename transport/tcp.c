@@ -298,6 +298,7 @@ int tcp_wait_fds(ring_tp_t *tp_, struct pollfd *pfd, int *timeout_ms_p)
         ring_tp_ep_t *ep = tp->eps[i];
         short events = 0;
 
+        ep->rx_lazy_next = 0; /* what wakes the wait may be for a lazy receive: read it */
         if (ep->state == TCP_EP_CONNECTING)
             events = POLLOUT;
         else if (ep->state == TCP_EP_OPEN) {

@@ -16,6 +16,7 @@
 
 #define TCP_RX_STAGE 16384   /* greedy read size for headers and small messages */
 #define TCP_TX_IOV 64        /* messages are coalesced into one sendmsg up to this */
+#define TCP_LAZY_RX_S 100e-6 /* a lazy receive (transport.h) is read for this often */
 
 typedef enum tcp_ep_state {
     TCP_EP_CONNECTING,
@@ -58,6 +59,7 @@ struct ring_tp_ep {
     ring_lp_rx_t lp_rx;
     unsigned char *rx_stage;
     size_t rx_stage_off, rx_stage_len;
+    double rx_lazy_next;     /* a lazy receive is read from then on (0: now) */
 };
 
 /* tcp_addr.c */

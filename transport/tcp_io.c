@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "le.h"
 #include "tcp_int.h"
 #include "tp_queue.h"
@@ -249,6 +250,14 @@ int tcp_ep_progress_rx(ring_tp_ep_t *ep)
 {
     int progressed = 0;
 
+    /* a lazy receive with nothing staged: read for now and then, not on every pass */
+    if (ep->rq_head != NULL && ep->rq_head->lazy && ep->rx_stage_off == ep->rx_stage_len) {
+        double now = ring_now();
+
+        if (now < ep->rx_lazy_next)
+            return 0;
+        ep->rx_lazy_next = now + TCP_LAZY_RX_S;
+    }
     while (ep->state == TCP_EP_OPEN && ep->rq_head != NULL) {
         ring_tp_req_t *req = ep->rq_head;
         ring_lp_src_t src = {ep->rx_stage_len - ep->rx_stage_off, stage_take, ep};

@@ -37,6 +37,8 @@ void ring_channel_post_back(ring_comm_t *comm, ring_channel_t *ch)
     slot->req.iov[0].iov_base = slot->hdr;
     slot->req.iov[0].iov_len = comm->auth.hdr_bytes;
     slot->req.iovcnt = 1;
+    /* nothing here is urgent (transport.h), except the doctor's answers, which it times */
+    slot->req.lazy = !comm->doctor.running;
     slot->posted = comm->tp_ops->post_recv(ch->right[0], &slot->req) == RING_OK;
 }
 

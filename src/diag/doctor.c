@@ -748,6 +748,7 @@ ring_status_t ring_comm_doctor(ring_comm_t *comm, size_t bytes, ring_edge_report
     comm->doctor.state = d;
     memset(comm->channels[0].stage, 0, comm->cfg.chunk_bytes); /* what the bursts carry */
     comm->doctor.running = 1;
+    comm->channels[0].back.req.lazy = 0; /* the answers it times come here (transport.h) */
     if (ring_notice_take_early(comm, &early_round)) {
         /* the right neighbour's notice (notice.c) came while ring_comm_open's set-up
          * calls still ran here, and was kept for a user's call: it waits in an
