@@ -250,8 +250,10 @@ int tcp_ep_progress_rx(ring_tp_ep_t *ep)
 {
     int progressed = 0;
 
-    /* a lazy receive with nothing staged: read for now and then, not on every pass */
-    if (ep->rq_head != NULL && ep->rq_head->lazy && ep->rx_stage_off == ep->rx_stage_len) {
+    /* a lazy receive with nothing staged: read for now and then, not on every pass;
+     * once a send failed, at once (the peer's last words say why it left) */
+    if (ep->rq_head != NULL && ep->rq_head->lazy && !ep->tx_gone &&
+        ep->rx_stage_off == ep->rx_stage_len) {
         double now = ring_now();
 
         if (now < ep->rx_lazy_next)

@@ -48,8 +48,9 @@ typedef struct ring_tp_req {
     /* a receive nothing waits on at once (the engine's back channel, where only an
      * ABORT, a CLOSE or a notice comes): while the caller spins, tcp reads for it
      * only every TCP_LAZY_RX_S instead of on every pass, a read() that almost always
-     * finds nothing; after a wait it reads at once. Read on every pass, so it may
-     * change while the receive is posted. Other transports ignore it */
+     * finds nothing; after a wait or a failed send on its connection it reads at
+     * once. Read on every pass, so it may change while the receive is posted.
+     * Other transports ignore it */
     int lazy;
     /* set by the transport */
     int done;               /* 1 once finished, successfully or not */

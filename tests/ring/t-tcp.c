@@ -6,8 +6,8 @@
  * after its last message fails with RING_ERR_REMOTE and the errno the send
  * got (a reset says more than the EOF read then); a message cut short by
  * the close fails its receive. A lazy receive (the back channel) is read
- * now and then while spinning, at once after a wait. Nothing waits past a
- * bounded deadline.
+ * now and then while spinning, at once after a wait or a failed send.
+ * Nothing waits past a bounded deadline.
  */
 #include "ring_build.h"
 
@@ -205,11 +205,52 @@ static void test_lazy(void)
     pair_close(&p);
 }
 
+/* Once a send failed (the peer left), a lazy receive is read on the next pass:
+ * the peer's last message (the engine's ABORT) says why it left. */
+static void test_lazy_after_failed_send(void)
+{
+    static unsigned char block[1024];
+    const unsigned char body[3] = "bye";
+    unsigned char in[64];
+    ring_tp_req_t r, s;
+    double t0 = h_now();
+    int failed = 0;
+    pair_t p;
+
+    if (pair_open(&p, 0) != 0)
+        bail("a TCP pair on 127.0.0.1 could not be opened");
+    req_one(&r, in, sizeof(in));
+    r.lazy = 1;
+    p.ops->post_recv(p.tx, &r);
+    (void)p.ops->progress(p.tp); /* found nothing: the next look is 0.1 ms away */
+    if (!write_msg(tcp_ep_fd(p.rx), body, sizeof(body)))
+        bail("a raw write on the pair failed");
+    p.ops->ep_close(p.rx);
+    p.rx = NULL;
+    /* spin (no wait, which would read it) until a send fails: 200 sends, 2 s at most */
+    for (int i = 0; i < 200 && !failed && h_now() - t0 < 2; i++) {
+        req_one(&s, block, sizeof(block));
+        p.ops->post_send(p.tx, &s);
+        for (int k = 0; k < 100000 && !s.done; k++)
+            (void)p.ops->progress(p.tp);
+        failed = s.done && s.status != RING_OK;
+    }
+    if (!failed)
+        bail("no send failed after the peer closed");
+    (void)p.ops->progress(p.tp);
+    ok(r.done && r.status == RING_OK && r.bytes == 3 && memcmp(in, "bye", 3) == 0,
+       "lazy: the first pass after a failed send reads the peer's last message (%s, %.0f us "
+       "after the last look)", r.done ? ring_status_str(r.status) : "not done",
+       (h_now() - t0) * 1e6);
+    pair_close(&p);
+}
+
 int main(void)
 {
-    plan(12);
+    plan(13);
     test_last_words();
     test_cut_short();
     test_lazy();
+    test_lazy_after_failed_send();
     return done_testing();
 }
