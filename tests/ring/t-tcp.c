@@ -145,6 +145,24 @@ static int write_msg(int fd, const unsigned char *body, size_t n)
     return write(fd, msg, 4 + n) == (ssize_t)(4 + n);
 }
 
+/* Post r (lazy or not) on the connector, run one pass that finds nothing (for a
+ * lazy receive, the next look is then TCP_LAZY_RX_S away), then write body raw
+ * from the other end; returns the time just before that pass. */
+static double post_then_write(pair_t *p, ring_tp_req_t *r, int lazy, unsigned char *in,
+                              size_t cap, const unsigned char *body, size_t n)
+{
+    double before;
+
+    req_one(r, in, cap);
+    r->lazy = lazy;
+    p->ops->post_recv(p->tx, r);
+    before = h_now();
+    (void)p->ops->progress(p->tp);
+    if (!write_msg(tcp_ep_fd(p->rx), body, n))
+        bail("a raw write on the pair failed");
+    return before;
+}
+
 /* A lazy receive (the engine's back channel) is read only every TCP_LAZY_RX_S
  * while the caller spins, but surely within it, and at once after a wait; an
  * eager one on the first pass after its message is there. */
@@ -159,14 +177,9 @@ static void test_lazy(void)
 
     if (pair_open(&p, 0) != 0)
         bail("a TCP pair on 127.0.0.1 could not be opened");
-    /* spinning: a pass that found nothing looks again only TCP_LAZY_RX_S later */
-    req_one(&r, in, sizeof(in));
-    r.lazy = 1;
-    p.ops->post_recv(p.tx, &r);
-    t0 = h_now(); /* before the pass's own clock: a read it allows is 0.1 ms after t0 */
-    (void)p.ops->progress(p.tp);
-    if (!write_msg(tcp_ep_fd(p.rx), body, sizeof(body)))
-        bail("a raw write on the pair failed");
+    /* spinning: a pass that found nothing looks again only TCP_LAZY_RX_S later;
+     * t0 is before that pass's own clock, so a read it allows is 0.1 ms after t0 */
+    t0 = post_then_write(&p, &r, 1, in, sizeof(in), body, sizeof(body));
     (void)p.ops->progress(p.tp);
     took = h_now() - t0;
     ok(!r.done || took >= 100e-6,
@@ -182,22 +195,13 @@ static void test_lazy(void)
     ok(took < 0.05, "lazy: spinning reads it within 50 ms (took %.1f ms; looks every 0.1 ms)",
        took * 1e3);
     /* after a wait, the next pass reads at once (the wait may have woken for it) */
-    req_one(&r, in, sizeof(in));
-    r.lazy = 1;
-    p.ops->post_recv(p.tx, &r);
-    (void)p.ops->progress(p.tp);
-    if (!write_msg(tcp_ep_fd(p.rx), body, sizeof(body)))
-        bail("a raw write on the pair failed");
+    (void)post_then_write(&p, &r, 1, in, sizeof(in), body, sizeof(body));
     p.ops->wait(p.tp, 1000);
     (void)p.ops->progress(p.tp);
     ok(r.done && r.status == RING_OK && r.bytes == sizeof(body),
        "lazy: the first pass after a wait reads it (%s)", r.done ? "done" : "not done");
     /* an eager receive: the first pass after its message is there */
-    req_one(&r, in, sizeof(in));
-    p.ops->post_recv(p.tx, &r);
-    (void)p.ops->progress(p.tp);
-    if (!write_msg(tcp_ep_fd(p.rx), body, sizeof(body)))
-        bail("a raw write on the pair failed");
+    (void)post_then_write(&p, &r, 0, in, sizeof(in), body, sizeof(body));
     for (int i = 0; i < 1000 && !r.done; i++) /* loopback: there when write returns; bounded */
         (void)p.ops->progress(p.tp);
     ok(r.done && r.status == RING_OK, "eager: read as soon as it is there (%s)",
@@ -219,12 +223,7 @@ static void test_lazy_after_failed_send(void)
 
     if (pair_open(&p, 0) != 0)
         bail("a TCP pair on 127.0.0.1 could not be opened");
-    req_one(&r, in, sizeof(in));
-    r.lazy = 1;
-    p.ops->post_recv(p.tx, &r);
-    (void)p.ops->progress(p.tp); /* found nothing: the next look is 0.1 ms away */
-    if (!write_msg(tcp_ep_fd(p.rx), body, sizeof(body)))
-        bail("a raw write on the pair failed");
+    (void)post_then_write(&p, &r, 1, in, sizeof(in), body, sizeof(body));
     p.ops->ep_close(p.rx);
     p.rx = NULL;
     /* spin (no wait, which would read it) until a send fails: 200 sends, 2 s at most */
